@@ -1,0 +1,5 @@
+import sys
+
+from exchange.cli import main
+
+sys.exit(main())
