@@ -1,0 +1,89 @@
+"""Token events and event coefficients (THEORY.md section 1).
+
+An occurrence ``(i, t)`` has event ``e(i, t) = (group, o_i[<t], o_i[t])``: two
+occurrences are the same event when they share the group, every preceding response
+token and the token itself. Occurrences of one event share one gradient vector, so the
+update is ``sum_e K_e grad l_e`` with ``K_e = sum_{(i,t) in e} kappa[i, t]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from exchange.rollout import Rollout
+
+__all__ = ["Events", "events", "event_coefficients", "shared_events"]
+
+
+@dataclass(frozen=True)
+class Events:
+    """Event ids of every real token.
+
+    Fields:
+        ids: ``LongTensor[N, T]`` event id per occurrence, ``-1`` on padding.
+        count: number of distinct events ``E``.
+        group: ``LongTensor[E]`` dense group index of each event.
+        position: ``LongTensor[E]`` token position ``t`` of each event.
+        occurrences: ``LongTensor[E]`` number of occurrences of each event.
+        shared: ``BoolTensor[E]`` True when the event occurs in every response of its
+            group (the same number of times: an event fixes its position, so at most once
+            per response).
+    """
+
+    ids: Tensor
+    count: int
+    group: Tensor
+    position: Tensor
+    occurrences: Tensor
+    shared: Tensor
+
+
+def events(rollout: Rollout) -> Events:
+    """Assign event ids from the definition: same group, same prefix, same token."""
+    tokens = rollout.tokens.tolist()
+    lengths = rollout.lengths.tolist()
+    gidx = rollout.group_index.tolist()
+    n, t_max = rollout.tokens.shape
+    ids = torch.full((n, t_max), -1, dtype=torch.long)
+    table: dict[tuple, int] = {}
+    ev_group: list[int] = []
+    ev_pos: list[int] = []
+    for i in range(n):
+        key: tuple = (gidx[i],)
+        row = ids[i]
+        for t in range(lengths[i]):
+            key = key + (tokens[i][t],)
+            e = table.get(key)
+            if e is None:
+                e = table[key] = len(ev_group)
+                ev_group.append(gidx[i])
+                ev_pos.append(t)
+            row[t] = e
+    count = len(ev_group)
+    flat = ids[rollout.mask]
+    occurrences = torch.bincount(flat, minlength=count)
+    group = torch.tensor(ev_group, dtype=torch.long)
+    sizes = torch.bincount(rollout.group_index, minlength=rollout.n_groups)
+    return Events(
+        ids=ids,
+        count=count,
+        group=group,
+        position=torch.tensor(ev_pos, dtype=torch.long),
+        occurrences=occurrences,
+        shared=occurrences == sizes[group],
+    )
+
+
+def event_coefficients(kappa: Tensor, ev: Events) -> Tensor:
+    """``K: Tensor[E]``, the sum of the token coefficients over each event's occurrences."""
+    valid = ev.ids >= 0
+    return torch.zeros(ev.count, dtype=kappa.dtype).index_add(0, ev.ids[valid], kappa[valid])
+
+
+def shared_events(rollout: Rollout, ev: Events | None = None) -> Tensor:
+    """``LongTensor[S]``: ids of the events that occur in every response of their group."""
+    ev = events(rollout) if ev is None else ev
+    return ev.shared.nonzero().flatten()
