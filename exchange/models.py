@@ -1,0 +1,136 @@
+"""A tiny causal language model for tests, the exact-credit oracle and the harness.
+
+nanoGPT-shaped (token + position embeddings, pre-norm blocks, tied-free LM head) and
+written with explicit math attention, so ``torch.func`` (``vmap``, ``grad``, ``jvp``)
+works on CPU: the fused SDPA kernels have no forward-mode AD rule.
+
+``response_logprobs(model, rollout)`` recomputes ``l[i, t]`` for a rollout that
+carries its prompts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from exchange.errors import InvalidArgument
+from exchange.rollout import Rollout
+
+__all__ = ["TinyLMConfig", "TinyLM", "sequence_logits", "response_logprobs"]
+
+
+@dataclass(frozen=True)
+class TinyLMConfig:
+    vocab_size: int = 8
+    """Number of token ids (0 .. vocab_size-1)."""
+    n_positions: int = 64
+    """Longest prompt + response the model can read."""
+    d_model: int = 32
+    n_heads: int = 2
+    n_layers: int = 2
+    seed: int = 0
+    """Initialisation seed (the model is deterministic given its config)."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_positions", "d_model", "n_heads", "n_layers"):
+            if getattr(self, name) < 1:
+                raise InvalidArgument(f"TinyLMConfig.{name}={getattr(self, name)} must be >= 1.")
+        if self.d_model % self.n_heads:
+            raise InvalidArgument(
+                f"TinyLMConfig.d_model={self.d_model} is not divisible by n_heads={self.n_heads}."
+            )
+
+
+class _Block(nn.Module):
+    def __init__(self, cfg: TinyLMConfig) -> None:
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(), nn.Linear(4 * cfg.d_model, cfg.d_model)
+        )
+
+    def forward(self, x: Tensor, causal: Tensor) -> Tensor:
+        b, s, d = x.shape
+        h = self.n_heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, s, h, d // h).transpose(1, 2) for z in (q, k, v))  # (B, nh, S, hs)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // h)  # (B, nh, S, S)
+        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)  # math attention
+        y = (att @ v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyLM(nn.Module):
+    """``forward(ids: LongTensor[B, S]) -> logits: Tensor[B, S, V]`` (causal)."""
+
+    def __init__(self, cfg: TinyLMConfig = TinyLMConfig()) -> None:
+        super().__init__()
+        self.cfg = cfg
+        gen = torch.Generator().manual_seed(cfg.seed)
+        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos = nn.Embedding(cfg.n_positions, cfg.d_model)
+        self.blocks = nn.ModuleList(_Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)  # output embedding rows
+        with torch.no_grad():
+            for p in self.parameters():
+                if p.dim() >= 2:
+                    p.copy_(torch.randn(p.shape, generator=gen) * 0.02 * math.sqrt(32 / cfg.d_model))
+                else:
+                    p.zero_()  # biases; LayerNorm weights are reset to 1 below
+            for m in self.modules():
+                if isinstance(m, nn.LayerNorm):
+                    m.weight.fill_(1.0)
+                    m.bias.zero_()
+
+    def forward(self, ids: Tensor) -> Tensor:
+        b, s = ids.shape
+        if s > self.cfg.n_positions:
+            raise InvalidArgument(
+                f"sequence length {s} exceeds TinyLMConfig.n_positions={self.cfg.n_positions}; "
+                "raise n_positions."
+            )
+        if ids.numel() and (ids.min() < 0 or ids.max() >= self.cfg.vocab_size):
+            raise InvalidArgument(
+                f"token ids span [{int(ids.min())}, {int(ids.max())}] outside the vocabulary "
+                f"0..{self.cfg.vocab_size - 1}; raise TinyLMConfig.vocab_size."
+            )
+        causal = torch.ones(s, s, dtype=torch.bool).tril()
+        x = self.tok(ids) + self.pos(torch.arange(s))[None]
+        for block in self.blocks:
+            x = block(x, causal)
+        return self.head(self.ln_f(x))
+
+
+def sequence_logits(model: nn.Module, rollout: Rollout) -> tuple[Tensor, Tensor]:
+    """Logits predicting each response token: ``([N, T, V], ids [N, P+T])``.
+
+    The prompt (left-padded) and the response (right-padded) are joined. Left padding
+    is read as ordinary tokens, which is the same for every occurrence of one
+    (prompt, prefix) pair, so identical events still get identical log-probs.
+    """
+    if rollout.prompt_tokens is None:
+        raise InvalidArgument(
+            "Rollout.prompt_tokens is None: a model needs the prompts to recompute log-probs. "
+            "Build the rollout with prompt_tokens and prompt_mask."
+        )
+    p = rollout.prompt_tokens.shape[1]
+    ids = torch.cat([rollout.prompt_tokens, rollout.tokens], dim=1)  # [N, P+T]
+    logits = model(ids)  # [N, P+T, V]
+    return logits[:, p - 1 : -1], ids  # position p-1 predicts response token 0
+
+
+def response_logprobs(model: nn.Module, rollout: Rollout) -> Tensor:
+    """``l[i, t] = log pi_theta(o_i[t] | x_i, o_i[<t])``: ``Tensor[N, T]``, 0 on padding."""
+    logits, _ = sequence_logits(model, rollout)
+    logp = torch.log_softmax(logits, dim=-1)  # [N, T, V]
+    picked = logp.gather(-1, rollout.tokens.clamp(min=0)[..., None]).squeeze(-1)  # [N, T]
+    return torch.where(rollout.mask, picked, torch.zeros((), dtype=picked.dtype))
