@@ -46,3 +46,13 @@ def get(name: str) -> Objective:
 def bind(name: str, **params: Any):
     """Shortcut for ``get(name).bind(**params)``."""
     return get(name).bind(**params)
+
+
+def resolve(spec: str, **params: Any):
+    """``"name"`` -> bound ``loss_fn`` with ``params`` overriding the defaults.
+
+    (The catalog work extends this to ``"name+transform[+transform...]"``.)
+    """
+    if "+" in spec:
+        raise InvalidArgument(f"objective={spec!r}: restoring transformations are not available yet.")
+    return get(spec).bind(**params)
