@@ -103,22 +103,32 @@ def _load_path(proof_dir: Path) -> list[str]:
 
 
 def _parse_assumptions(text: str) -> dict[str, tuple[str, ...]]:
-    """Split coqc output on our markers: theorem name -> axioms it depends on."""
+    """Split coqc output on our markers: theorem name -> assumptions it depends on.
+
+    Coq prints "Closed under the global context", or one or more headed lists
+    ("Axioms:", "Section Variables:", "Constants relying on type-in-type:", ...) whose
+    entries start at column 0 as ``name : type`` or ``name`` with the type on indented
+    continuation lines. Every entry under any heading counts as an assumption.
+    """
     result: dict[str, tuple[str, ...]] = {}
     current: str | None = None
-    axioms: list[str] = []
+    entries: list[str] = []
+    in_list = False
     for line in text.splitlines():
         if line.startswith(_MARKER):
             if current is not None:
-                result[current] = tuple(axioms)
-            current, axioms = line[len(_MARKER):].strip(), []
-        elif current is not None and line and not line[0].isspace() and " : " in line:
-            # "Axioms:" lists "name : type"; continuation lines are indented.
-            axioms.append(line.split(" : ", 1)[0].strip())
-        elif current is not None and line.strip() == CLOSED:
-            axioms = []
+                result[current] = tuple(entries)
+            current, entries, in_list = line[len(_MARKER):].strip(), [], False
+        elif current is None or not line.strip() or line[0].isspace():
+            continue  # before the first marker, blank, or a type's continuation line
+        elif line.strip() == CLOSED:
+            in_list = False
+        elif line.rstrip().endswith(":") and " : " not in line:
+            in_list = True  # a heading such as "Axioms:"
+        elif in_list:
+            entries.append(line.split(" : ", 1)[0].strip())
     if current is not None:
-        result[current] = tuple(axioms)
+        result[current] = tuple(entries)
     return result
 
 
