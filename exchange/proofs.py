@@ -190,6 +190,8 @@ def compile_proofs(
     if coqc is None:
         why = "coqc not found on PATH; install Coq 8.16 (apt-get install -y coq)"
         return [TheoremStatus(k, t.name, COQC_MISSING, why) for k, t in theorems.items()]
+    if shutil.which("make") is None:
+        raise ProofError("make not found; install it (apt-get install -y make) to build proofs/")
     make = subprocess.run(
         ["make", "-C", str(proof_dir)], capture_output=True, text=True, timeout=1800
     )
