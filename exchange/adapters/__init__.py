@@ -117,6 +117,10 @@ class LibraryRow:
 
 
 # (target, params, note) per library; expected verdicts come from each module's expected().
+# GSPO's clip range (arXiv:2507.18071), as the TRL and verl docs recommend for it.
+_GSPO_TRL = {"epsilon": "3e-4", "epsilon_high": "4e-4"}
+_GSPO_VERL = {"clip_ratio_low": "3e-4", "clip_ratio_high": "4e-4"}
+
 _TRL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
     ("trl:grpo", {}, "per-sequence mean 1/(B L_i)"),
     ("trl:bnpo", {}, "local token mean"),
@@ -126,10 +130,8 @@ _TRL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
     ("trl:cispo", {"epsilon_high": "5.0"}, "the cap the TRL docs recommend"),
     ("trl:sapo", {}, "soft gate, per-sequence mean"),
     ("trl:vespo", {}, "gamma weight of the sequence ratio product"),
-    ("trl:luspo", {"importance_sampling_level": "sequence"}, "L_i x GSPO"),
-    ("trl:grpo", {"importance_sampling_level": "sequence"}, "GSPO"),
-    ("trl:dapo", {"mask_truncated_completions": "true"}, "truncated rows masked after centring"),
-    ("trl:dapo", {"scale_rewards": "batch"}, "batch std, group mean"),
+    ("trl:luspo", {"importance_sampling_level": "sequence", **_GSPO_TRL}, "L_i x GSPO"),
+    ("trl:grpo", {"importance_sampling_level": "sequence", **_GSPO_TRL}, "GSPO as the TRL docs set it up"),
 )
 
 _VERL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
@@ -138,8 +140,8 @@ _VERL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
     ("verl:vanilla/seq-mean-token-sum", {}, ""),
     ("verl:vanilla/seq-mean-token-mean", {}, "per-sequence mean"),
     ("verl:vanilla/seq-mean-token-sum-norm", {}, "Dr. GRPO: 1/(B T)"),
-    ("verl:gspo/token-mean", {}, "0.9.1 honours loss_agg_mode"),
-    ("verl:gspo/seq-mean-token-mean", {}, "GSPO proper"),
+    ("verl:gspo/token-mean", _GSPO_VERL, "0.9.1 honours loss_agg_mode"),
+    ("verl:gspo/seq-mean-token-mean", _GSPO_VERL, "GSPO proper"),
     ("verl:sapo/token-mean", {}, "forces seq-mean-token-mean"),
     ("verl:gpg/token-mean", {}, "no ratio"),
     ("verl:cispo/token-mean", {}, "two-sided detached clamp"),
@@ -155,10 +157,12 @@ _OPENRLHF_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
     ("openrlhf:group_norm", {}, "GRPO advantage, token mean"),
     ("openrlhf:rloo", {}, ""),
     ("openrlhf:dr_grpo", {}, "only the advantage changes"),
-    ("openrlhf:reinforce_baseline", {}, "batch whitening"),
-    ("openrlhf:flash_reinforce", {}, "batch-mean baseline"),
     ("openrlhf:group_norm", {"loss_agg_mode": "seq-mean-token-mean"}, "per-sequence mean"),
-    ("openrlhf:group_norm", {"policy_loss_type": "gspo"}, "GSPO (forced per-sample mean)"),
+    (
+        "openrlhf:group_norm",
+        {"policy_loss_type": "gspo", "eps_clip_low": "3e-4", "eps_clip_high": "4e-4"},
+        "GSPO (forced per-sample mean)",
+    ),
     ("openrlhf:group_norm", {"dual_clip": "3.0"}, "dual clip"),
 )
 

@@ -77,6 +77,13 @@ PARAMS = (
     "off_policy_mask_threshold",
 )
 
+# String options TRL checks only deep inside training (or not at all).
+_CHOICES = {
+    "importance_sampling_level": ("token", "sequence"),
+    "scale_rewards": ("group", "batch", "none", "True", "False"),
+    "multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
+}
+
 _EOS_OFFSET = 1  # the EOS id shown to TRL is max(token id) + 1, so it collides with nothing
 _PAD_ID = -1  # never compared with a real id: completion lists are unpadded
 
@@ -99,6 +106,9 @@ def loss_fn(loss_type: str, params: Mapping[str, Any] | None = None) -> Callable
     if loss_type not in LOSS_TYPES:
         raise InvalidArgument(f"target={target!r}: loss_type={loss_type!r} is not one of {', '.join(LOSS_TYPES)}.")
     options = parse_params(target, params, defaults())
+    for key, allowed in _CHOICES.items():
+        if str(options[key]) not in allowed:
+            raise InvalidArgument(f"target={target!r}: {key}={options[key]!r} is not one of {', '.join(allowed)}.")
     config = _config(target, loss_type, options)
     fn = functools.partial(_loss, config=config)
     fn.__name__ = target  # type: ignore[attr-defined]
