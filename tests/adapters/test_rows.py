@@ -1,8 +1,8 @@
 """The audited library rows: structure, and the checker's verdict against the prediction.
 
-The default run checks one row per mechanism family (7 rows, small ``max_examples``:
-the probes attribute the mechanisms, the fuzzer only confirms); ``-m slow`` checks
-every row.
+The default run checks one row per library (small ``max_examples``:
+the probes attribute the mechanisms, the fuzzer only confirms);
+``EXCHANGE_FULL_AUDIT=1`` checks every row.
 """
 
 from __future__ import annotations
@@ -13,14 +13,10 @@ import pytest
 
 from exchange.adapters import LIBRARIES, SUPPORTED, library_rows, unavailable_reason
 
-_GSPO = (("epsilon", "3e-4"), ("epsilon_high", "4e-4"), ("importance_sampling_level", "sequence"))
+# One row per library with a mechanism to find (each check costs ~25 s of CPU).
 QUICK = (
     ("trl:grpo", ()),
-    ("trl:cispo", ()),
-    ("trl:grpo", _GSPO),
-    ("verl:vanilla/token-mean", ()),
     ("verl:sapo/token-mean", ()),
-    ("verl:vanilla/token-mean", (("estimator", "grpo_passk"),)),
     ("openrlhf:group_norm", ()),
 )
 
@@ -69,6 +65,10 @@ def test_checker_agrees_with_the_prediction(request, key):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("EXCHANGE_FULL_AUDIT") != "1",
+    reason="every row costs ~15 min of CPU; set EXCHANGE_FULL_AUDIT=1 (exchange audit --libraries runs them too)",
+)
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_checker_agrees_on_every_row(request, library):
     request.getfixturevalue(f"{library}_ready")
