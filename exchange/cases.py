@@ -156,20 +156,18 @@ def build(case: Case) -> Rollout:
             rewards.append(float(reward))
             baselines.append(float(grp.baseline))
     t_max = max(max(len(r) for r in rows), case.pad_to)
-    n = len(rows)
     ratio_over = dict(case.ratio)
     ent_over = dict(case.entropy)
     old_over = dict(case.old_prob)
-    tokens = torch.zeros(n, t_max, dtype=torch.long)
-    mask = torch.zeros(n, t_max, dtype=torch.bool)
-    old = torch.zeros(n, t_max, dtype=torch.float64)
-    cur = torch.zeros(n, t_max, dtype=torch.float64)
-    ref = torch.zeros(n, t_max, dtype=torch.float64)
-    ent = torch.zeros(n, t_max, dtype=torch.float64)
-    for i, (resp, g) in enumerate(zip(rows, groups)):
-        for t, tok in enumerate(resp):
+    # Python lists first, one tensor each at the end: per-element tensor writes are slow.
+    tok_rows, old_rows, cur_rows, ref_rows, ent_rows = [], [], [], [], []
+    for resp, g in zip(rows, groups):
+        pad = [0] * (t_max - len(resp))
+        fpad = [0.0] * (t_max - len(resp))
+        old_row, cur_row, ref_row, ent_row = [], [], [], []
+        for t in range(len(resp)):
             key = (g, *resp[: t + 1])
-            p_old = old_over.get(key, _pick(OLD_PROBS, case.seed, key, "old"))
+            p_old = old_over.get(key) or _pick(OLD_PROBS, case.seed, key, "old")
             r = ratio_over.get(key, _pick(RATIOS, case.seed, key, "ratio") if case.off_policy else 1.0)
             if case.entropy_all is not None:
                 h = case.entropy_all
@@ -179,12 +177,23 @@ def build(case: Case) -> Rollout:
                 raise InvalidArgument(
                     f"Case: event {key} has old prob {p_old} x ratio {r} > 1; lower the ratio override."
                 )
-            tokens[i, t] = tok
-            mask[i, t] = True
-            old[i, t] = math.log(p_old)
-            cur[i, t] = math.log(p_old) + math.log(r)
-            ref[i, t] = math.log(_pick(REF_PROBS, case.seed, key, "ref"))
-            ent[i, t] = h
+            old_row.append(math.log(p_old))
+            cur_row.append(math.log(p_old) + math.log(r))
+            ref_row.append(math.log(_pick(REF_PROBS, case.seed, key, "ref")))
+            ent_row.append(h)
+        tok_rows.append(list(resp) + pad)
+        old_rows.append(old_row + fpad)
+        cur_rows.append(cur_row + fpad)
+        ref_rows.append(ref_row + fpad)
+        ent_rows.append(ent_row + fpad)
+    f64 = torch.float64
+    lengths = torch.tensor([len(r) for r in rows])
+    tokens = torch.tensor(tok_rows, dtype=torch.long)
+    mask = torch.arange(t_max)[None, :] < lengths[:, None]
+    old = torch.tensor(old_rows, dtype=f64)
+    cur = torch.tensor(cur_rows, dtype=f64)
+    ref = torch.tensor(ref_rows, dtype=f64)
+    ent = torch.tensor(ent_rows, dtype=f64)
     return Rollout(
         tokens=tokens,
         mask=mask,

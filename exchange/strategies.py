@@ -38,6 +38,20 @@ def _check_bounds(name: str, lo: int, hi: int, floor: int) -> None:
         raise InvalidArgument(f"Cannot have max_{name}={hi} < min_{name}={lo}.")
 
 
+def _token_seqs(length: int, vocab: int) -> st.SearchStrategy[tuple[int, ...]]:
+    """``length`` token ids in ``0..vocab-1`` from one integer (its base-``vocab`` digits):
+    one draw per sequence instead of one per token, and it shrinks towards all zeros."""
+
+    def digits(code: int) -> tuple[int, ...]:
+        out = []
+        for _ in range(length):
+            code, d = divmod(code, vocab)
+            out.append(d)
+        return tuple(out)
+
+    return st.integers(0, vocab**length - 1).map(digits)
+
+
 @st.composite
 def rewards(draw, size: int, *, kinds: tuple[str, ...] = REWARD_KINDS) -> tuple[float, ...]:
     """``size`` rewards of one kind: binary {0,1}, continuous (a small grid, ties
@@ -73,7 +87,7 @@ def group_configs(
         raise InvalidArgument(f"Cannot have vocab={vocab} < 1.")
     size = draw(st.integers(min_size, max_size))
     prefix_len = draw(st.integers(0, max_length))
-    prefix = tuple(draw(st.lists(st.integers(0, vocab - 1), min_size=prefix_len, max_size=prefix_len)))
+    prefix = draw(_token_seqs(prefix_len, vocab))
     responses: list[tuple[int, ...]] = []
     for i in range(size):
         if i and draw(st.booleans()):
@@ -82,8 +96,7 @@ def group_configs(
         lo = max(min_length - len(prefix), 0 if prefix else 1)
         hi = max_length - len(prefix)
         suffix_len = draw(st.integers(lo, max(lo, hi)))
-        suffix = tuple(draw(st.lists(st.integers(0, vocab - 1), min_size=suffix_len, max_size=suffix_len)))
-        responses.append(prefix + suffix)
+        responses.append(prefix + draw(_token_seqs(suffix_len, vocab)))
     return GroupConfig(tuple(responses), draw(rewards(size, kinds=reward_kinds)))
 
 
@@ -96,7 +109,7 @@ def identical_group_configs(
     _check_bounds("length", min_length, max_length, 1)
     size = draw(st.integers(min_size, max_size))
     length = draw(st.integers(min_length, max_length))
-    resp = tuple(draw(st.lists(st.integers(0, vocab - 1), min_size=length, max_size=length)))
+    resp = draw(_token_seqs(length, vocab))
     rw = draw(rewards(size, kinds=("binary", "continuous")).filter(lambda r: len(set(r)) > 1))
     return GroupConfig((resp,) * size, rw)
 
