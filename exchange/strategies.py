@@ -13,6 +13,8 @@ ranges, and event-consistent entropies.
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import strategies as st
 
 from exchange.cases import Case, GroupConfig, build, common_prefix
@@ -55,17 +57,16 @@ def _token_seqs(length: int, vocab: int) -> st.SearchStrategy[tuple[int, ...]]:
 @st.composite
 def rewards(draw, size: int, *, kinds: tuple[str, ...] = REWARD_KINDS) -> tuple[float, ...]:
     """``size`` rewards of one kind: binary {0,1}, continuous (a small grid, ties
-    possible) or tied (all equal)."""
+    possible) or tied (all equal). Drawn as one integer (its digits index the values):
+    one draw per group keeps generation cheap, and it shrinks towards all-equal 0s."""
     bad = [k for k in kinds if k not in REWARD_KINDS]
     if bad or not kinds:
         raise InvalidArgument(f"kinds={kinds!r}: choose from {REWARD_KINDS}.")
     kind = draw(st.sampled_from(kinds))
-    if kind == "binary":
-        return tuple(draw(st.lists(st.sampled_from((1.0, 0.0)), min_size=size, max_size=size)))
-    if kind == "continuous":
-        return tuple(draw(st.lists(st.sampled_from(_REWARD_VALUES), min_size=size, max_size=size)))
-    value = draw(st.sampled_from(_REWARD_VALUES))
-    return (value,) * size
+    if kind == "tied":
+        return (draw(st.sampled_from(_REWARD_VALUES)),) * size
+    values = (0.0, 1.0) if kind == "binary" else _REWARD_VALUES
+    return tuple(values[d] for d in draw(_token_seqs(size, len(values))))
 
 
 @st.composite
@@ -79,8 +80,11 @@ def group_configs(
     vocab: int = 4,
     reward_kinds: tuple[str, ...] = REWARD_KINDS,
 ) -> GroupConfig:
-    """One group: a shared prefix of any length, then per-response suffixes (some
-    responses copied verbatim from another, so identical responses occur)."""
+    """One group: a shared prefix of any length, then per-response suffixes; some
+    responses are copies of an earlier one, so identical responses occur.
+
+    A handful of draws per group (size, prefix, suffix-length bound, a structure seed,
+    rewards) keeps generation fast; each shrinks towards the simplest group."""
     _check_bounds("size", min_size, max_size, 2)
     _check_bounds("length", min_length, max_length, 1)
     if vocab < 1:
@@ -88,15 +92,17 @@ def group_configs(
     size = draw(st.integers(min_size, max_size))
     prefix_len = draw(st.integers(0, max_length))
     prefix = draw(_token_seqs(prefix_len, vocab))
+    lo = max(min_length - prefix_len, 0 if prefix_len else 1)
+    hi = max(lo, max_length - prefix_len)
+    longest = draw(st.integers(lo, hi))  # bound on suffix lengths: shrinks to short groups
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))  # structure: copies, lengths, tokens
     responses: list[tuple[int, ...]] = []
     for i in range(size):
-        if i and draw(st.booleans()):
-            responses.append(responses[draw(st.integers(0, i - 1))])
+        if i and rng.random() < 0.25:
+            responses.append(responses[rng.randrange(i)])
             continue
-        lo = max(min_length - len(prefix), 0 if prefix else 1)
-        hi = max_length - len(prefix)
-        suffix_len = draw(st.integers(lo, max(lo, hi)))
-        responses.append(prefix + draw(_token_seqs(suffix_len, vocab)))
+        n = rng.randint(lo, longest)
+        responses.append(prefix + tuple(rng.randrange(vocab) for _ in range(n)))
     return GroupConfig(tuple(responses), draw(rewards(size, kinds=reward_kinds)))
 
 
