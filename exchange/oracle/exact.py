@@ -72,6 +72,7 @@ class ExactCredit:
     ``pi`` (``pi(y | c)``), ``visit`` (``d * pi`` = P(event in a response)), ``value``
     (``V(c)``), ``q`` (``Q(c, y)``), ``credit`` (``Q - V``), ``entropy`` (``H(y | c)``),
     ``cmi`` (``I(y; R | c)``), ``posterior`` ``[E, K]`` (``p(y | c, R = r)``),
+    ``reward_dist`` ``[E, K]`` (``P(R = r | c, y)``),
     ``kind`` (index into ``EVENT_KINDS``).
     Context columns (``[C]``): ``ctx_prompt``, ``ctx_prefix`` (tuples), ``ctx_d``,
     ``ctx_value``, ``ctx_entropy``, ``ctx_cmi``, ``ctx_events`` (list of event ids).
@@ -93,6 +94,7 @@ class ExactCredit:
     entropy: np.ndarray
     cmi: np.ndarray
     posterior: np.ndarray
+    reward_dist: np.ndarray
     kind: np.ndarray
     ctx_prompt: np.ndarray
     ctx_prefix: tuple[tuple[int, ...], ...]
@@ -161,7 +163,7 @@ def exact_credit(env: Env, policy: Policy) -> ExactCredit:
     k_of = {r: k for k, r in enumerate(support.tolist())}
     scale = max(1.0, float(support.max() - support.min()))
 
-    ev: dict[str, list] = {n: [] for n in ("prompt", "context", "token", "position", "d", "pi", "value", "q", "entropy", "cmi", "posterior")}
+    ev: dict[str, list] = {n: [] for n in ("prompt", "context", "token", "position", "d", "pi", "value", "q", "entropy", "cmi", "posterior", "reward_dist")}
     ctx: dict[str, list] = {n: [] for n in ("prompt", "prefix", "d", "value", "entropy", "cmi", "events")}
     responses = []
     for x, (contexts, resp) in enumerate(walks):
@@ -192,14 +194,14 @@ def exact_credit(env: Env, policy: Policy) -> ExactCredit:
                 for name, val in (("prompt", x), ("context", c_id), ("token", y), ("position", len(prefix)),
                                   ("d", float(reach.detach())), ("pi", float(p[y])), ("value", v),
                                   ("q", float(p_r[j] @ support)), ("entropy", h), ("cmi", i_yr),
-                                  ("posterior", post[:, j])):
+                                  ("posterior", post[:, j]), ("reward_dist", p_r[j])):
                     ev[name].append(val)
             for name, val in (("prompt", x), ("prefix", prefix), ("d", float(reach.detach())), ("value", v),
                               ("entropy", h), ("cmi", i_yr), ("events", tuple(ids))):
                 ctx[name].append(val)
         responses.append(_responses(env, x, contexts, resp, rewards, event_of))
 
-    a = {n: np.asarray(v, dtype=np.float64) for n, v in ev.items() if n not in ("prompt", "context", "token", "position")}
+    a = {n: np.asarray(v, dtype=np.float64) for n, v in ev.items() if n not in ("prompt", "context", "token", "position", "posterior", "reward_dist")}
     ints = {n: np.asarray(ev[n], dtype=np.int64) for n in ("prompt", "context", "token", "position")}
     visit = a["d"] * a["pi"]
     credit = a["q"] - a["value"]
@@ -208,6 +210,7 @@ def exact_credit(env: Env, policy: Policy) -> ExactCredit:
         env=env, reward_values=support, responses=tuple(responses), **ints,
         d=a["d"], pi=a["pi"], visit=visit, value=a["value"], q=a["q"], credit=credit,
         entropy=a["entropy"], cmi=a["cmi"], posterior=np.asarray(ev["posterior"]).reshape(len(visit), len(support)),
+        reward_dist=np.asarray(ev["reward_dist"]).reshape(len(visit), len(support)),
         kind=kind, ctx_prompt=np.asarray(ctx["prompt"], dtype=np.int64), ctx_prefix=tuple(ctx["prefix"]),
         ctx_d=np.asarray(ctx["d"]), ctx_value=np.asarray(ctx["value"]), ctx_entropy=np.asarray(ctx["entropy"]),
         ctx_cmi=np.asarray(ctx["cmi"]), ctx_events=tuple(ctx["events"]),

@@ -45,6 +45,7 @@ class ExpectedCoefficients:
         mean, second: ``float64[E]`` ``E[K_e]``, ``E[K_e^2]`` given the event's prompt.
         mean_se: ``float64[E]`` standard error of ``mean`` (0 when exact).
         centred, centred_se: ``float64[E]`` ``E[K~_e]`` and its standard error.
+        centred_second: ``float64[E]`` ``E[K~_e^2]`` (the update mass, noise included).
         quadrant_mass: ``float64[4]`` ``E[sum |kappa|]`` over occurrences per quadrant
             (``QUADRANTS``: advantage sign x context entropy above/below threshold),
             prompt-weighted; occurrences with a zero group-centred reward go nowhere.
@@ -64,6 +65,7 @@ class ExpectedCoefficients:
     second: np.ndarray
     centred: np.ndarray
     centred_se: np.ndarray
+    centred_second: np.ndarray
     quadrant_mass: np.ndarray
     quadrant_zero_mass: np.ndarray
     quadrant_credit: np.ndarray
@@ -81,11 +83,10 @@ def _centring(table: ExactCredit) -> np.ndarray:
 
 
 def default_entropy_threshold(table: ExactCredit) -> float:
-    """Occurrence-weighted median of the context entropy (``w_x d pi`` weights)."""
+    """Occurrence-weighted mean of the context entropy (weights ``w_x d pi``): a token is
+    "high entropy" when its z-score is positive, as in HAPO's standardised entropy."""
     w = np.asarray(table.env.prompt_weights)[table.prompt] * table.visit
-    order = np.argsort(table.entropy, kind="stable")
-    cum = np.cumsum(w[order]) / w.sum()
-    return float(table.entropy[order][np.searchsorted(cum, 0.5)])
+    return float((w * table.entropy).sum() / w.sum())
 
 
 def expected_coefficients(
@@ -98,18 +99,21 @@ def expected_coefficients(
     samples: int = 20_000,
     seed: int = 0,
     entropy_threshold: float | None = None,
+    ordered: bool = False,
     name: str | None = None,
 ) -> ExpectedCoefficients:
     """Expected event coefficients of ``loss_fn`` over on-policy groups of size ``g``.
 
     ``method="auto"`` enumerates exactly when every prompt has at most ``max_groups``
     distinct groups, otherwise samples ``samples`` groups per prompt (seeded).
+    ``ordered=True`` enumerates ordered tuples instead of multisets (the slow check
+    that the multiset shortcut is exact for a permutation-invariant objective).
     """
     if method not in METHODS:
         raise InvalidArgument(f"method={method!r} is not one of {METHODS}.")
     if g < 2:
         raise InvalidArgument(f"G={g}: group-relative objectives need G >= 2.")
-    sizes = [count_groups(r.m, g) for r in table.responses]
+    sizes = [count_groups(r.m, g, ordered) for r in table.responses]
     if method == "auto":
         method = "exact" if max(sizes) <= max_groups else "monte-carlo"
     if method == "exact" and max(sizes) > 50 * max_groups:
@@ -120,14 +124,14 @@ def expected_coefficients(
     cmat = _centring(table)
     zero = np.abs(table.credit) <= 1e-10 * max(1.0, np.ptp(table.reward_values))
     n_e = table.n_events
-    mean, second, mean_se, centred, centred_se = (np.zeros(n_e) for _ in range(5))
+    mean, second, mean_se, centred, centred_se, centred_second = (np.zeros(n_e) for _ in range(6))
     q_mass, q_zero, q_credit = np.zeros(4), np.zeros(4), np.zeros(4)
     n_groups = []
     for resp in table.responses:
         x = resp.prompt
         w_x = table.env.prompt_weights[x]
         if method == "exact":
-            idx, weight = enumerate_groups(resp.prob, g)
+            idx, weight = enumerate_groups(resp.prob, g, ordered)
         else:
             idx = sample_groups(resp.prob, g, samples, seed=seed + x)
             weight = np.full(len(idx), 1.0 / len(idx))
@@ -148,7 +152,7 @@ def expected_coefficients(
             c2 += wts @ (kt * kt)
             _quadrants(resp, rows, wts * w_x, kappa, table, zero, threshold, q_mass, q_zero, q_credit)
         here = table.prompt == x
-        mean[here], second[here], centred[here] = s1[here], s2[here], c1[here]
+        mean[here], second[here], centred[here], centred_second[here] = s1[here], s2[here], c1[here], c2[here]
         if method == "monte-carlo":
             n = len(idx)
             mean_se[here] = np.sqrt(np.maximum(s2[here] - s1[here] ** 2, 0.0) / (n - 1))
@@ -156,7 +160,7 @@ def expected_coefficients(
     return ExpectedCoefficients(
         table=table, objective=name or getattr(loss_fn, "__name__", "loss_fn"), g=g, method=method,
         n_groups=tuple(n_groups), mean=mean, mean_se=mean_se, second=second, centred=centred,
-        centred_se=centred_se, quadrant_mass=q_mass, quadrant_zero_mass=q_zero, quadrant_credit=q_credit,
+        centred_se=centred_se, centred_second=centred_second, quadrant_mass=q_mass, quadrant_zero_mass=q_zero, quadrant_credit=q_credit,
         entropy_threshold=threshold,
     )
 

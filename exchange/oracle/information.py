@@ -21,7 +21,7 @@ def entropy(pi: np.ndarray) -> float:
     """``H(y | c) = -sum_y pi log pi`` (zero-probability tokens contribute 0)."""
     p = np.asarray(pi, dtype=np.float64)
     nz = p > 0
-    return float(-(p[nz] * np.log(p[nz])).sum())
+    return float(-(p[nz] * np.log(p[nz])).sum()) + 0.0  # + 0.0: no -0.0 for forced tokens
 
 
 def reward_given_context(pi: np.ndarray, p_r: np.ndarray) -> np.ndarray:
