@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     console = Console()
     if not console.is_terminal:  # piped output: wide enough for one objective pair per column
-        console = Console(width=max(120, 60 + 24 * len(results)))
+        console = Console(width=max(120, 80 + 24 * len(results)))
     from exchange.oracle.tables import event_table, quadrant_table, summary_table, t3_lines
 
     console.print(f"[bold]{env.name}[/bold]: {env.description}; tabular softmax policy, seed={args.seed}, "
