@@ -134,19 +134,19 @@ def test_breaker_is_caught_with_its_mechanism(loss_fn, regime, mechanism):
 
 
 def test_cancellation_without_exchangeability_is_reported_separately():
-    """Cor 3.3: A = (1, 1, -2), w = (1, 3, 2) cancels for that reward vector only."""
-    def orthogonal_weights(lp, r):
-        a = r.rewards - r.group_mean(r.rewards)
-        w = torch.tensor([1.0, 3.0, 2.0], dtype=lp.dtype)[: r.n] if r.n == 3 else torch.ones(r.n, dtype=lp.dtype)
-        return -((a * w)[:, None] * lp * r.fmask).sum()
-
+    """Cor 3.3: A = (1, 1, -2) with weights w = (1, 3, 2) cancels for that reward vector
+    only. Here w_i = L_i, so lengths (1, 3, 2) give exactly the corollary's example."""
+    from exchange import token_coefficients
     from exchange.cases import Case, GroupConfig, build
     from exchange.events import event_coefficients, events
-    from exchange import token_coefficients
 
-    rollout = build(Case(groups=(GroupConfig(((1, 2), (1, 3), (1, 0)), (2.0, 2.0, -1.0)),)))
-    kappa = token_coefficients(orthogonal_weights, rollout.logprobs, rollout)
+    def length_weighted(lp, r):
+        a = r.rewards - r.group_mean(r.rewards)
+        return -((a * r.lengths.to(lp.dtype))[:, None] * lp * r.fmask).sum()
+
+    rollout = build(Case(groups=(GroupConfig(((1,), (1, 3, 3), (1, 0)), (2.0, 2.0, -1.0)),)))
+    kappa = token_coefficients(length_weighted, rollout.logprobs, rollout)
     ev = events(rollout)
     assert abs(float(event_coefficients(kappa, ev)[ev.shared][0])) < 1e-12  # cancels here
-    report = check(orthogonal_weights, properties=["exchangeable"], max_examples=25)
-    assert not report.holds("exchangeable")  # but it is not exchangeable
+    report = check(length_weighted, properties=["exchangeable", "shared_cancellation"], max_examples=25)
+    assert not report.holds("exchangeable") and not report.holds("shared_cancellation")
