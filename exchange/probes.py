@@ -66,6 +66,10 @@ _UNEQUAL_LENGTHS = GroupConfig(
     rewards=(1.0, 0.0, 0.0, 1.0),
 )
 
+# The moved shared event is a common token (behaviour prob 0.5), so even trust regions
+# that widen for rare tokens (DCPO: r(r-1) <= eps/q) exclude ratios 2.0 and 0.25.
+_COMMON_EVENT = Case(groups=(_EQUAL_LENGTHS,), old_prob=(((0, 1, 2), 0.5),))
+
 PROBES: tuple[Probe, ...] = (
     Probe(
         "identical_responses",
@@ -108,20 +112,20 @@ PROBES: tuple[Probe, ...] = (
     ),
     Probe(
         "shared_ratio_high",
-        "a shared event's ratio moved to 1.5 (above the clip range)",
+        "a shared event (behaviour prob 0.5) moved to ratio 2.0, above any usual trust region",
         "exchangeable",
         "M2",
-        Case(groups=(_EQUAL_LENGTHS,)),
-        Mutation("shared_ratio", 0, 0, 1.5, position=1),
+        _COMMON_EVENT,
+        Mutation("shared_ratio", 0, 0, 2.0, position=1),
         off_policy_only=True,
     ),
     Probe(
         "shared_ratio_low",
-        "a shared event's ratio moved to 0.5 (below the clip range)",
+        "a shared event (behaviour prob 0.5) moved to ratio 0.25, below any usual trust region",
         "exchangeable",
         "M2",
-        Case(groups=(_EQUAL_LENGTHS,)),
-        Mutation("shared_ratio", 0, 0, 0.5, position=1),
+        _COMMON_EVENT,
+        Mutation("shared_ratio", 0, 0, 0.25, position=1),
         off_policy_only=True,
     ),
 )
