@@ -134,9 +134,14 @@ def _fmt(x: float) -> str:
     return "nan" if x != x else f"{x:.4g}"
 
 
+def _table(title: str):
+    from rich.table import Table
+
+    return Table(title=title, min_width=len(title) + 2)  # keep the title on one line
+
+
 def _print_tables(out: dict) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     if not console.is_terminal:  # pipes and captures default to 80 columns: titles would wrap
@@ -144,14 +149,14 @@ def _print_tables(out: dict) -> None:
     r = out["rollout"]
     console.print(f"[bold]exchange measure[/] objective={out['objective']} model={out['model']} "
                   f"N={r['N']} T={r['T']} groups={r['groups']} shared prefix={r['prefix']} lengths={r['lengths']}")
-    t = Table(title="Learning tax: share of the update on zero-credit occurrences")
+    t = _table("Learning tax: share of the update on zero-credit occurrences")
     lt = out["learning_tax"]
     for col in ("tax", "shared", "weak", "||g||", "cos(g_Z,g)", "shared ev.", "max|K_e|"):
         t.add_column(col, justify="right")
     t.add_row(_fmt(lt["tax"]), _fmt(lt["shared_tax"]), _fmt(lt["weak_tax"]), _fmt(lt["update_norm"]),
               _fmt(lt["cosine"]), str(int(lt["n_shared_events"])), _fmt(out["max_abs_shared_K"]))
     console.print(t)
-    t = Table(title="Token space: output-embedding rows (retained = ||sum u|| / sum ||u||; 0 = fully cancelled)")
+    t = _table("Token space: output-embedding rows (retained = ||sum u|| / sum ||u||; 0 = fully cancelled)")
     for col in ("token", "occurrences", "||U_v||", "retained (all)", "retained (own)"):
         t.add_column(col, justify="right")
     for row in out["token_space"]:
@@ -159,7 +164,7 @@ def _print_tables(out: dict) -> None:
     console.print(t)
     if "kl" in out:
         kl = out["kl"]
-        t = Table(title=f"Prop. 3.1: KL after theta + eta g (g = {kl['direction']}, {kl['contexts']} contexts)")
+        t = _table(f"Prop. 3.1: KL after theta + eta g (g = {kl['direction']}, {kl['contexts']} contexts)")
         for col in ("eta", "predicted 1/2 eta^2 gFg", "measured KL", "ratio"):
             t.add_column(col, justify="right")
         for eta, p, m in zip(kl["etas"], kl["predicted"], kl["measured"]):
@@ -169,7 +174,7 @@ def _print_tables(out: dict) -> None:
     else:
         console.print("The update is zero (all rewards equal?): no KL check.")
     if "similarity" in out:
-        t = Table(title="Per-occurrence gradient cosines: same token, different contexts")
+        t = _table("Per-occurrence gradient cosines: same token, different contexts")
         for col in ("token", "pairs", "mean cosine"):
             t.add_column(col, justify="right")
         for v, s in sorted(out["similarity"]["per_token"].items()):
