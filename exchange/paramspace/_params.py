@@ -74,6 +74,10 @@ def masked_backward(logprobs: Tensor, theta: ParamDict, weights: Tensor) -> Para
     return {n: (torch.zeros_like(theta[n]) if g is None else g.detach()) for n, g in zip(names, grads)}
 
 
+def zeros_like(d: ParamDict) -> ParamDict:
+    return {n: torch.zeros_like(v).detach() for n, v in d.items()}
+
+
 def add(*dicts: ParamDict) -> ParamDict:
     return {n: sum(d[n] for d in dicts) for n in dicts[0]}
 

@@ -9,7 +9,9 @@ logits ``z_c(theta)`` and distribution ``p = softmax(z_c)``,
 (softmax Fisher ``F = J^T (diag p - p p^T) J``). One forward-mode pass
 (``torch.func.jvp`` through ``functional_call``) gives ``dz`` at every context at once;
 the measured KL needs one forward pass per ``eta``. The ratio measured / predicted
-tends to 1 with error ``O(eta)``.
+tends to 1 with error ``O(eta)``. Causality lets both run on the rows that hold a
+selected context, cut after the last selected position: for shared contexts (a
+group's common prefix) that is a small fraction of the batch.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
 from exchange.events import events
-from exchange.models import sequence_logits
+from exchange.models import model_logits
 from exchange.paramspace import _params as P
 from exchange.rollout import Rollout
 
@@ -113,13 +115,15 @@ def kl_prediction(
     if eta_t.numel() == 0 or not torch.isfinite(eta_t).all():
         raise InvalidArgument(f"etas={list(etas)} must be a non-empty list of finite step sizes.")
     theta = {n: p.detach() for n, p in model.named_parameters() if n in g}
+    ids, sub_sel = _context_rows(rollout, sel)
+    p_len = rollout.prompt_tokens.shape[1]
 
     def logits_at(params: dict[str, Tensor]) -> Tensor:
-        return sequence_logits(model, rollout, params=params)[0]
+        return model_logits(model, ids, params)[:, p_len - 1 :]  # [R, t_max + 1, V]
 
     with torch.no_grad():
-        z, dz = torch.func.jvp(logits_at, (theta,), (g,))  # [N, T, V] each
-        z, dz = z[sel].double(), dz[sel].double()  # [C, V]
+        z, dz = torch.func.jvp(logits_at, (theta,), (g,))
+        z, dz = z[sub_sel].double(), dz[sub_sel].double()  # [C, V]
         logp = torch.log_softmax(z, dim=-1)
         p = logp.exp()
         mean_dz = (p * dz).sum(-1, keepdim=True)
@@ -127,7 +131,7 @@ def kl_prediction(
         measured = []
         for eta in eta_t.tolist():
             stepped = {n: theta[n] + eta * g[n] for n in theta}
-            logq = torch.log_softmax(logits_at(stepped)[sel].double(), dim=-1)
+            logq = torch.log_softmax(logits_at(stepped)[sub_sel].double(), dim=-1)
             measured.append((p * (logp - logq)).sum(-1).mean())
     return KLPrediction(
         etas=eta_t,
@@ -136,3 +140,21 @@ def kl_prediction(
         fisher=fisher,
         contexts=sel,
     )
+
+
+def _context_rows(rollout: Rollout, sel: Tensor) -> tuple[Tensor, Tensor]:
+    """Input ids ``[R, P + t_max + 1]`` of the rows holding a selected context, and the
+    selection restricted to them ``[R, t_max + 1]``. Causal models: cutting the sequence
+    after the last selected position leaves those logits unchanged."""
+    if rollout.prompt_tokens is None:
+        raise InvalidArgument(
+            "Rollout.prompt_tokens is None: a model needs the prompts to recompute log-probs. "
+            "Build the rollout with prompt_tokens and prompt_mask."
+        )
+    p_len = rollout.prompt_tokens.shape[1]
+    if p_len == 0:
+        raise InvalidArgument("Rollout.prompt_tokens has P=0 columns: give every prompt at least one token.")
+    rows = sel.any(dim=1).nonzero().flatten()
+    t_max = int(sel.nonzero()[:, 1].max())
+    ids = torch.cat([rollout.prompt_tokens, rollout.tokens.clamp(min=0)], dim=1)
+    return ids[rows, : p_len + t_max], sel[rows, : t_max + 1]

@@ -76,11 +76,9 @@ def _occurrence_mask(rollout: Rollout, occurrences: Tensor | None) -> Tensor:
     return occurrences & rollout.mask
 
 
-def _finish(rollout: Rollout, sel: Tensor, rows: list[Tensor], theta: P.ParamDict) -> OccurrenceGrads:
+def _finish(rollout: Rollout, sel: Tensor, grads: Tensor, theta: P.ParamDict) -> OccurrenceGrads:
     idx = sel.nonzero()
     ev = events(rollout)
-    d = sum(v.numel() for v in theta.values())
-    grads = torch.cat(rows) if rows else torch.zeros((0, d), dtype=next(iter(theta.values())).dtype)
     return OccurrenceGrads(
         grads=grads,
         rows=idx[:, 0],
@@ -90,6 +88,12 @@ def _finish(rollout: Rollout, sel: Tensor, rows: list[Tensor], theta: P.ParamDic
         names=tuple(theta),
         shapes=tuple(v.shape for v in theta.values()),
     )
+
+
+def _empty_rows(sel: Tensor, theta: P.ParamDict) -> Tensor:
+    """Preallocated ``[M, D]`` output (filled in place: no second copy at the end)."""
+    first = next(iter(theta.values()))
+    return torch.empty(int(sel.sum()), sum(v.numel() for v in theta.values()), dtype=first.dtype)
 
 
 def per_occurrence_grads(
@@ -108,7 +112,8 @@ def per_occurrence_grads(
     """
     sel = _occurrence_mask(rollout, occurrences)
     theta = {n: v.detach() for n, v in P.select_params(model, params).items()}
-    out: list[Tensor] = []
+    out = _empty_rows(sel, theta)
+    start = 0
     for i in sel.any(dim=1).nonzero().flatten().tolist():
         one = rollout.select([i, i])  # a valid 2-row rollout; row 0 is response i
         _, pullback = torch.func.vjp(lambda th: response_logprobs(model, one, params=th)[0], theta)
@@ -116,13 +121,12 @@ def per_occurrence_grads(
         cot = torch.zeros(len(positions), rollout.tokens.shape[1], dtype=next(iter(theta.values())).dtype)
         cot[torch.arange(len(positions)), positions] = 1.0  # [M_i, T] one-hot cotangents
         (g,) = torch.func.vmap(pullback, chunk_size=chunk_size)(cot)
-        out.append(_flatten_batched(g))
+        col = 0
+        for v in g.values():  # [M_i, *shape] -> columns of the output
+            out[start : start + len(positions), col : col + v[0].numel()] = v.reshape(len(positions), -1)
+            col += v[0].numel()
+        start += len(positions)
     return _finish(rollout, sel, out, theta)
-
-
-def _flatten_batched(g: dict[str, Tensor]) -> Tensor:
-    """``dict[name, Tensor[M, *shape]]`` -> ``Tensor[M, D]``."""
-    return torch.cat([v.reshape(v.shape[0], -1) for v in g.values()], dim=1)
 
 
 def per_occurrence_grads_loop(
@@ -135,12 +139,12 @@ def per_occurrence_grads_loop(
     """The slow oracle: one forward and one backward pass per occurrence."""
     sel = _occurrence_mask(rollout, occurrences)
     theta = P.select_params(model, params)
-    out: list[Tensor] = []
-    for i, t in sel.nonzero().tolist():
+    out = _empty_rows(sel, theta)
+    for m, (i, t) in enumerate(sel.nonzero().tolist()):
         one = rollout.select([i, i])
         l = response_logprobs(model, one, params=theta)[0, t]
         grads = torch.autograd.grad(l, list(theta.values()), allow_unused=True)
-        out.append(torch.cat([(torch.zeros_like(v) if g is None else g).reshape(-1) for g, v in zip(grads, theta.values())])[None])
+        out[m] = torch.cat([(torch.zeros_like(v) if g is None else g).reshape(-1) for g, v in zip(grads, theta.values())])
     return _finish(rollout, sel, out, theta)
 
 

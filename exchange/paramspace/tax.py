@@ -13,8 +13,8 @@ event has the same ``grad l_e``, the shared part is ``sum_{e shared} K_e grad l_
 
     learning tax = ||g_Z|| / ||g||
 
-Cost: one forward pass and three backward passes (shared, weak, rest), whatever the
-number of occurrences.
+Cost: one forward pass and three backward passes (shared, weak, rest; two without weak
+tokens), whatever the number of occurrences.
 """
 
 from __future__ import annotations
@@ -140,7 +140,8 @@ def learning_tax(
         ev = events(rollout)
         z = zero_credit_occurrences(rollout, weak_token_ids, ev)
         g_shared = P.masked_backward(l, theta, kappa * z.shared)
-        g_weak = P.masked_backward(l, theta, kappa * z.weak)
+        # no weak-credit token: skip a backward pass (a harness logs this every step)
+        g_weak = P.masked_backward(l, theta, kappa * z.weak) if z.weak.any() else P.zeros_like(theta)
         g_rest = P.masked_backward(l, theta, kappa * z.rest)
     residual = P.add(g_shared, g_weak)
     update = P.add(residual, g_rest)
