@@ -12,9 +12,7 @@ THEORY.md section 2 "Testing these on a black box".
 
 from __future__ import annotations
 
-import functools
 import math
-import random
 from dataclasses import dataclass, replace
 
 import torch
@@ -75,7 +73,7 @@ class Case:
         seed: picks grid values per event (deterministically).
         ratio / entropy / old_prob: overrides ``((event_key, value), ...)`` where
             ``event_key = (group, *prefix_and_token)``.
-        entropy_all: if set, every event's entropy is this value (overrides included).
+        entropy_all: if set, the entropy of every event without an override.
         pad_to: pad the token dimension to at least this length.
     """
 
@@ -136,11 +134,13 @@ def common_prefix(responses: tuple[tuple[int, ...], ...]) -> int:
     return n
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_SALT = {"old": 1, "ratio": 2, "entropy": 3, "ref": 4}
+
+
 def _pick(grid: tuple[float, ...], seed: int, key: EventKey, salt: str) -> float:
-    # random.Random seeded with a string is deterministic across processes (str hashing
-    # is randomised per process, so hash() would not be).
-    return random.Random(f"{seed}|{salt}|{key}").choice(grid)
+    # hash() of a tuple of ints is deterministic across processes (only str/bytes hashing
+    # is randomised), and far cheaper than seeding a generator per event.
+    return grid[hash((seed, _SALT[salt], key)) % len(grid)]
 
 
 def build(case: Case) -> Rollout:
@@ -169,10 +169,8 @@ def build(case: Case) -> Rollout:
             key = (g, *resp[: t + 1])
             p_old = old_over.get(key) or _pick(OLD_PROBS, case.seed, key, "old")
             r = ratio_over.get(key, _pick(RATIOS, case.seed, key, "ratio") if case.off_policy else 1.0)
-            if case.entropy_all is not None:
-                h = case.entropy_all
-            else:
-                h = ent_over.get(key, _pick(ENTROPIES, case.seed, key, "entropy"))
+            default_h = case.entropy_all if case.entropy_all is not None else _pick(ENTROPIES, case.seed, key, "entropy")
+            h = ent_over.get(key, default_h)
             if p_old * r > 1.0:
                 raise InvalidArgument(
                     f"Case: event {key} has old prob {p_old} x ratio {r} > 1; lower the ratio override."
