@@ -8,7 +8,7 @@ from exchange.models import sequence_logits
 from exchange.objectives import resolve
 from exchange.paramspace import context_mask, kl_prediction, learning_tax
 
-from conftest import rollout_for, tiny_lm
+from paramspace_helpers import rollout_for, tiny_lm
 
 
 def _explicit_fisher_quadratic(model, rollout, direction, sel):

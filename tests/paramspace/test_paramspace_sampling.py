@@ -8,7 +8,7 @@ from exchange.events import events
 from exchange.models import response_entropy, response_logprobs
 from exchange.paramspace import rollout_from_tokens, sample_rollout
 
-from conftest import PREFIX
+from paramspace_helpers import PREFIX
 
 
 def test_sampled_rollout_fields(lm, rollout):

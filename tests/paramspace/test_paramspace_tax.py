@@ -9,7 +9,7 @@ from exchange.models import response_logprobs
 from exchange.objectives import resolve
 from exchange.paramspace import learning_tax, zero_credit_occurrences
 
-from conftest import rollout_for, tiny_lm
+from paramspace_helpers import rollout_for, tiny_lm
 
 # Round-off scale: float64 sums of O(N T) terms, relative to the update norm.
 REL_TOL = 1e-10
