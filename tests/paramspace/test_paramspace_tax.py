@@ -144,3 +144,30 @@ def test_hf_models(hf_lm, hf_rollout):
     oracle, K = _oracle_shared_residual(hf_lm, loss_fn, r)
     assert K.abs().max() > 1e-4
     assert _max_abs_diff(tax.shared_update, oracle) <= HF_REL_TOL * _norm(oracle)
+
+
+def test_off_policy_clipping_residual_matches_event_coefficients():
+    """DAPO off-policy (M2): event-consistent ratios outside the clip range break (C);
+    the parameter-space residual is still exactly sum_e K_e grad l_e."""
+    model = tiny_lm(0)
+    r = rollout_for(model, seed=0)
+    ev = events(r)
+    shift = 0.5 * ((ev.ids.clamp(min=0) % 3) - 1).double()  # one shift per event
+    r = r.replace(old_logprobs=torch.where(r.mask, r.logprobs - shift, 0.0).clamp(max=0.0))
+    loss_fn = resolve("dapo")
+    tax = learning_tax(model, loss_fn, r)
+    oracle, K = _oracle_shared_residual(model, loss_fn, r)
+    assert K.abs().max() > 1e-4 and tax.shared_tax > 1e-3
+    assert _max_abs_diff(tax.shared_update, oracle) <= REL_TOL * _norm(oracle)
+    on_policy = learning_tax(model, loss_fn, rollout_for(model, seed=0))
+    assert on_policy.shared_norm <= REL_TOL * on_policy.update_norm
+
+
+def test_float32_model():
+    """A float32 model (as trained): kappa stays float64, the backward runs in float32."""
+    model = tiny_lm(0).float()
+    r = rollout_for(model, seed=0)
+    tax = learning_tax(model, resolve("dr_grpo"), r)
+    assert all(v.dtype == torch.float32 for v in tax.update.values())
+    assert tax.update_norm > 0 and tax.shared_norm <= 1e-5 * tax.update_norm  # float32 round-off
+    assert learning_tax(model, resolve("grpo"), r).shared_tax > 1e-3
