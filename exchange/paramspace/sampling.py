@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
-from exchange.models import response_entropy, response_logprobs, sequence_logits
+from exchange.models import model_logits, sequence_logits
 from exchange.rollout import Rollout
 
 __all__ = ["RewardFn", "rollout_from_tokens", "sample_rollout"]
@@ -129,11 +129,9 @@ def _check_sampling_args(prompts: list[list[int]], G: int, lo: int, hi: int, tem
 
 @torch.no_grad()
 def _generate(
-    model: nn.Module, prompt_tokens: Tensor, prefix: Tensor, steps: int, temperature: float, gen: Tensor
+    model: nn.Module, prompt_tokens: Tensor, prefix: Tensor, steps: int, temperature: float, gen: torch.Generator
 ) -> Tensor:
     """``[N, len(prefix) + steps]``: the forced prefix, then ``steps`` sampled tokens."""
-    from exchange.models import model_logits
-
     n = prompt_tokens.shape[0]
     out = prefix[None].expand(n, -1).clone()
     for _ in range(steps):

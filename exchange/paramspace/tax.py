@@ -26,7 +26,6 @@ import torch
 from torch import Tensor, nn
 
 from exchange.coefficients import LossFn, token_coefficients
-from exchange.errors import InvalidArgument
 from exchange.events import Events, event_coefficients, events
 from exchange.models import response_logprobs
 from exchange.paramspace import _params as P
