@@ -32,6 +32,7 @@ __all__ = [
     "model_logits",
     "output_head",
     "sequence_logits",
+    "prefix_logits",
     "response_logprobs",
     "response_entropy",
 ]
@@ -231,6 +232,28 @@ def sequence_logits(
     ids = torch.cat([rollout.prompt_tokens, rollout.tokens.clamp(min=0)], dim=1)  # [N, P+T]
     logits = model_logits(model, ids, params)  # [N, P+T, V]
     return logits[:, p - 1 : -1], ids  # position p-1 predicts response token 0
+
+
+def prefix_logits(
+    model: nn.Module,
+    rollout: Rollout,
+    rows: Tensor,
+    t_end: int,
+    params: Mapping[str, Tensor] | None = None,
+) -> Tensor:
+    """Logits predicting response tokens ``0 .. t_end-1`` of ``rows``: ``[R, t_end, V]``.
+
+    A causal model reads only the first ``P + t_end - 1`` tokens for them, so the batch is
+    cut there: equal to ``sequence_logits(...)[0][rows, :t_end]`` at a fraction of the cost
+    when ``t_end`` is small (a shared prefix).
+    """
+    if rollout.prompt_tokens is None or rollout.prompt_tokens.shape[1] == 0:
+        return sequence_logits(model, rollout, params)[0][rows, :t_end]  # raises the precise error
+    if not 1 <= t_end <= rollout.tokens.shape[1]:
+        raise InvalidArgument(f"t_end={t_end} is outside 1..T={rollout.tokens.shape[1]}.")
+    p = rollout.prompt_tokens.shape[1]
+    ids = torch.cat([rollout.prompt_tokens[rows], rollout.tokens[rows, : t_end - 1].clamp(min=0)], dim=1)
+    return model_logits(model, ids, params)[:, p - 1 :]  # [R, t_end, V]
 
 
 def response_logprobs(

@@ -9,6 +9,7 @@ from exchange.models import (
     TinyLMConfig,
     model_logits,
     output_head,
+    prefix_logits,
     response_entropy,
     response_logprobs,
     sequence_logits,
@@ -97,3 +98,17 @@ def test_tiny_hf_model_bad_arch():
     pytest.importorskip("transformers")
     with pytest.raises(InvalidArgument, match="arch='gpt9'"):
         tiny_hf_model("gpt9")
+
+
+@pytest.mark.parametrize("t_end", [1, 2, 3])
+def test_prefix_logits_equal_the_full_pass(t_end):
+    """Causality: cutting the batch after response position t_end - 1 changes nothing."""
+    model = TinyLM(TinyLMConfig(seed=2)).double()
+    r = _rollout()
+    full = sequence_logits(model, r)[0]
+    rows = torch.tensor([1])
+    cut = prefix_logits(model, r, rows, t_end)
+    assert cut.shape == (1, t_end, 8)
+    assert torch.allclose(cut, full[rows, :t_end], rtol=0, atol=1e-13)
+    with pytest.raises(InvalidArgument, match="t_end=4"):
+        prefix_logits(model, r, rows, 4)

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
 from exchange.events import events
-from exchange.models import model_logits
+from exchange.models import prefix_logits
 from exchange.paramspace import _params as P
 from exchange.rollout import Rollout
 
@@ -115,11 +115,12 @@ def kl_prediction(
     if eta_t.numel() == 0 or not torch.isfinite(eta_t).all():
         raise InvalidArgument(f"etas={list(etas)} must be a non-empty list of finite step sizes.")
     theta = {n: p.detach() for n, p in model.named_parameters() if n in g}
-    ids, sub_sel = _context_rows(rollout, sel)
-    p_len = rollout.prompt_tokens.shape[1]
+    rows = sel.any(dim=1).nonzero().flatten()
+    t_end = int(sel.nonzero()[:, 1].max()) + 1
+    sub_sel = sel[rows, :t_end]  # [R, t_end]
 
     def logits_at(params: dict[str, Tensor]) -> Tensor:
-        return model_logits(model, ids, params)[:, p_len - 1 :]  # [R, t_max + 1, V]
+        return prefix_logits(model, rollout, rows, t_end, params)  # [R, t_end, V]
 
     with torch.no_grad():
         z, dz = torch.func.jvp(logits_at, (theta,), (g,))
@@ -141,20 +142,3 @@ def kl_prediction(
         contexts=sel,
     )
 
-
-def _context_rows(rollout: Rollout, sel: Tensor) -> tuple[Tensor, Tensor]:
-    """Input ids ``[R, P + t_max + 1]`` of the rows holding a selected context, and the
-    selection restricted to them ``[R, t_max + 1]``. Causal models: cutting the sequence
-    after the last selected position leaves those logits unchanged."""
-    if rollout.prompt_tokens is None:
-        raise InvalidArgument(
-            "Rollout.prompt_tokens is None: a model needs the prompts to recompute log-probs. "
-            "Build the rollout with prompt_tokens and prompt_mask."
-        )
-    p_len = rollout.prompt_tokens.shape[1]
-    if p_len == 0:
-        raise InvalidArgument("Rollout.prompt_tokens has P=0 columns: give every prompt at least one token.")
-    rows = sel.any(dim=1).nonzero().flatten()
-    t_max = int(sel.nonzero()[:, 1].max())
-    ids = torch.cat([rollout.prompt_tokens, rollout.tokens.clamp(min=0)], dim=1)
-    return ids[rows, : p_len + t_max], sel[rows, : t_max + 1]

@@ -13,8 +13,11 @@ event has the same ``grad l_e``, the shared part is ``sum_{e shared} K_e grad l_
 
     learning tax = ||g_Z|| / ||g||
 
-Cost: one forward pass and three backward passes (shared, weak, rest; two without weak
-tokens), whatever the number of occurrences.
+Cost, whatever the number of occurrences: one forward and one backward pass for ``g``;
+``g_shared`` from a second forward/backward on the rows that hold shared events, cut
+after the last shared position (a causal model reads nothing later: for a shared
+prefix this is a small fraction of a pass); one more masked backward for ``g_weak``
+when weak token ids are given; ``g_rest = g - g_shared - g_weak``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from torch import Tensor, nn
 
 from exchange.coefficients import LossFn, token_coefficients
 from exchange.events import Events, event_coefficients, events
-from exchange.models import response_logprobs
+from exchange.models import prefix_logits, response_logprobs
 from exchange.paramspace import _params as P
 from exchange.rollout import Rollout
 
@@ -138,12 +141,11 @@ def learning_tax(
         kappa = token_coefficients(loss_fn, l.detach(), rollout)  # [N, T] float64
         ev = events(rollout)
         z = zero_credit_occurrences(rollout, weak_token_ids, ev)
-        g_shared = P.masked_backward(l, theta, kappa * z.shared)
+        update = P.masked_backward(l, theta, kappa * rollout.mask)
         # no weak-credit token: skip a backward pass (a harness logs this every step)
         g_weak = P.masked_backward(l, theta, kappa * z.weak) if z.weak.any() else P.zeros_like(theta)
-        g_rest = P.masked_backward(l, theta, kappa * z.rest)
+        g_shared = _shared_update(model, rollout, theta, kappa, z.shared)
     residual = P.add(g_shared, g_weak)
-    update = P.add(residual, g_rest)
 
     update_norm, residual_norm = P.norm(update), P.norm(residual)
     shared_norm, weak_norm = P.norm(g_shared), P.norm(g_weak)
@@ -172,3 +174,15 @@ def learning_tax(
         kappa=kappa,
         occurrences=z,
     )
+
+
+def _shared_update(model: nn.Module, rollout: Rollout, theta: P.ParamDict, kappa: Tensor, shared: Tensor) -> P.ParamDict:
+    """``sum_{(i,t) shared} kappa[i,t] grad l[i,t]`` on the causal cut: rows holding shared
+    occurrences, response positions up to the last shared one."""
+    if not shared.any():
+        return P.zeros_like(theta)
+    rows = shared.any(dim=1).nonzero().flatten()
+    t_end = int(shared.nonzero()[:, 1].max()) + 1
+    logp = torch.log_softmax(prefix_logits(model, rollout, rows, t_end, params=theta), dim=-1)
+    l = logp.gather(-1, rollout.tokens[rows, :t_end].clamp(min=0)[..., None]).squeeze(-1)  # [R, t_end]
+    return P.masked_backward(l, theta, (kappa * shared)[rows, :t_end])
