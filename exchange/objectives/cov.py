@@ -8,11 +8,15 @@ verl's ``clip_cov`` / ``kl_cov`` policy losses (adapted from PRIME-RL's code):
   lies in ``(lb, ub)``, a random ``max(1, floor(ratio N_tok))`` of them get no gradient.
   Copies of one event share ``l`` but their advantages differ, so only copies whose
   advantage sits on the right side of the mean are eligible: pruning by advantage,
-  even on-policy (M2). Random: the ``seed`` parameter makes every call reproducible.
+  even on-policy (M2), also in a group of identical responses (zero_sum). Random: the
+  ``seed`` parameter makes every call reproducible; the pick is by batch position, so it
+  is not permutation invariant.
 - ``kl_cov``: the *unclipped* surrogate ``A r``; the top ``max(1, floor(ratio N_tok))``
   tokens by covariance get an extra ``kl_coef |l - l_old|`` penalty. On-policy the
   penalty's gradient is 0 (``|x|`` at 0), so (E) holds; off-policy the penalised copies
-  are chosen by advantage and get a restoring force the others lack (M2).
+  are chosen by advantage and get a restoring force the others lack (M2); tokens of an
+  equal-reward group can be chosen (null_on_equal_rewards) and ties go by position
+  (permutation_invariant).
 
 Neither is in the factored form: the selection couples every token of the batch and
 depends on the advantages, so no restoring transformation applies.
@@ -88,6 +92,15 @@ def kl_cov_loss(
     return aggregate(per_token, rollout, "token-mean")
 
 
+# Derived: pruning copies of one event by advantage breaks (C) even in a group of
+# identical responses (zero_sum); the random pick is by batch position, so reordering
+# the responses changes which copy is pruned (permutation_invariant).
+_CLIP_COV_BREAKS = CLIP_BREAKS + ("zero_sum", "permutation_invariant")
+# Off-policy the |l - l_old| penalty lands on the top-covariance tokens whatever their
+# own advantage, tokens of an equal-reward group included (null_on_equal_rewards), and
+# torch.topk breaks covariance ties by position (permutation_invariant).
+_KL_COV_BREAKS = CLIP_BREAKS + ("null_on_equal_rewards", "permutation_invariant")
+
 _COV_NOTES = (
     "Selection sizes round down as in verl: at the default ratio 2e-4 a small batch selects "
     "one token. The covariance uses the group z-score advantage."
@@ -107,8 +120,8 @@ CLIP_COV = Objective(
         "seed": 0,
     },
     expected={
-        "on_policy": Expected.of(CLIP_BREAKS, ("M2",)),
-        "off_policy": Expected.of(CLIP_BREAKS, ("M2",)),
+        "on_policy": Expected.of(_CLIP_COV_BREAKS, ("M2",)),
+        "off_policy": Expected.of(_CLIP_COV_BREAKS, ("M2",)),
     },
     notes=_COV_NOTES,
 )
@@ -119,6 +132,6 @@ KL_COV = Objective(
     summary="KL-Cov: unclipped A r plus kl_coef |l - l_old| on the top-covariance tokens",
     source="arXiv:2505.22617; verl 0.9.1 'kl_cov'",
     defaults={"kl_cov_ratio": 2e-4, "kl_coef": 0.1},
-    expected={"on_policy": Expected.of(), "off_policy": Expected.of(CLIP_BREAKS, ("M2",))},
+    expected={"on_policy": Expected.of(), "off_policy": Expected.of(_KL_COV_BREAKS, ("M2",))},
     notes=_COV_NOTES + " kl_coef=0.1 is verl 0.9.1's ppo_kl_coef default (the reference notes say 1 elsewhere).",
 )
