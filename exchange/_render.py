@@ -31,7 +31,7 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
     for name in report.properties:
         per = [report.results[(r, name)] for r in report.regimes]
         worst = max(p.max_residual for p in per)
-        theorems = ", ".join(per[0].theorems) or "-"
+        theorems = ", ".join(per[0].theorems[:2]) + (" ..." if len(per[0].theorems) > 2 else "") or "-"
         table.add_row(name, *[_cell(p) for p in per], f"{worst:.2e}", theorems)
     console.print(table)
     if report.mechanisms:
@@ -47,13 +47,17 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
             f"regularizer channel: max|kappa|={reg.max_abs:.3g}, event-consistent={reg.event_consistent}, "
             f"reward-independent={reg.reward_independent}"
         )
-    shown: set[int] = set()
+    shown: dict[tuple, str] = {}
     for name in report.properties:
         for r in report.regimes:
             res = report.results[(r, name)]
-            if res.holds or res.counterexample is None or id(res.counterexample) in shown:
+            if res.holds or res.counterexample is None:
                 continue
-            shown.add(id(res.counterexample))
+            key = (name, res.found_by, tuple(res.mismatches))
+            if key in shown:  # same failure in both regimes (e.g. an on-policy probe)
+                console.print(f"\n[bold]{name}[/bold] broken ({REGIME_LABELS.get(r, r)}): same counterexample as {shown[key]}")
+                continue
+            shown[key] = REGIME_LABELS.get(r, r)
             console.print(f"\n[bold]{name}[/bold] broken ({REGIME_LABELS.get(r, r)}), found by {res.found_by}:")
             if res.note:
                 console.print(f"  {res.note}", markup=False)

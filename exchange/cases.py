@@ -12,9 +12,7 @@ THEORY.md section 2 "Testing these on a black box".
 
 from __future__ import annotations
 
-import functools
 import math
-import random
 from dataclasses import dataclass, replace
 
 import torch
@@ -75,7 +73,7 @@ class Case:
         seed: picks grid values per event (deterministically).
         ratio / entropy / old_prob: overrides ``((event_key, value), ...)`` where
             ``event_key = (group, *prefix_and_token)``.
-        entropy_all: if set, every event's entropy is this value (overrides included).
+        entropy_all: if set, the entropy of every event without an override.
         pad_to: pad the token dimension to at least this length.
     """
 
@@ -136,11 +134,13 @@ def common_prefix(responses: tuple[tuple[int, ...], ...]) -> int:
     return n
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_SALT = {"old": 1, "ratio": 2, "entropy": 3, "ref": 4}
+
+
 def _pick(grid: tuple[float, ...], seed: int, key: EventKey, salt: str) -> float:
-    # random.Random seeded with a string is deterministic across processes (str hashing
-    # is randomised per process, so hash() would not be).
-    return random.Random(f"{seed}|{salt}|{key}").choice(grid)
+    # hash() of a tuple of ints is deterministic across processes (only str/bytes hashing
+    # is randomised), and far cheaper than seeding a generator per event.
+    return grid[hash((seed, _SALT[salt], key)) % len(grid)]
 
 
 def build(case: Case) -> Rollout:
@@ -156,35 +156,42 @@ def build(case: Case) -> Rollout:
             rewards.append(float(reward))
             baselines.append(float(grp.baseline))
     t_max = max(max(len(r) for r in rows), case.pad_to)
-    n = len(rows)
     ratio_over = dict(case.ratio)
     ent_over = dict(case.entropy)
     old_over = dict(case.old_prob)
-    tokens = torch.zeros(n, t_max, dtype=torch.long)
-    mask = torch.zeros(n, t_max, dtype=torch.bool)
-    old = torch.zeros(n, t_max, dtype=torch.float64)
-    cur = torch.zeros(n, t_max, dtype=torch.float64)
-    ref = torch.zeros(n, t_max, dtype=torch.float64)
-    ent = torch.zeros(n, t_max, dtype=torch.float64)
-    for i, (resp, g) in enumerate(zip(rows, groups)):
-        for t, tok in enumerate(resp):
+    # Python lists first, one tensor each at the end: per-element tensor writes are slow.
+    tok_rows, old_rows, cur_rows, ref_rows, ent_rows = [], [], [], [], []
+    for resp, g in zip(rows, groups):
+        pad = [0] * (t_max - len(resp))
+        fpad = [0.0] * (t_max - len(resp))
+        old_row, cur_row, ref_row, ent_row = [], [], [], []
+        for t in range(len(resp)):
             key = (g, *resp[: t + 1])
-            p_old = old_over.get(key, _pick(OLD_PROBS, case.seed, key, "old"))
+            p_old = old_over.get(key) or _pick(OLD_PROBS, case.seed, key, "old")
             r = ratio_over.get(key, _pick(RATIOS, case.seed, key, "ratio") if case.off_policy else 1.0)
-            if case.entropy_all is not None:
-                h = case.entropy_all
-            else:
-                h = ent_over.get(key, _pick(ENTROPIES, case.seed, key, "entropy"))
+            default_h = case.entropy_all if case.entropy_all is not None else _pick(ENTROPIES, case.seed, key, "entropy")
+            h = ent_over.get(key, default_h)
             if p_old * r > 1.0:
                 raise InvalidArgument(
                     f"Case: event {key} has old prob {p_old} x ratio {r} > 1; lower the ratio override."
                 )
-            tokens[i, t] = tok
-            mask[i, t] = True
-            old[i, t] = math.log(p_old)
-            cur[i, t] = math.log(p_old) + math.log(r)
-            ref[i, t] = math.log(_pick(REF_PROBS, case.seed, key, "ref"))
-            ent[i, t] = h
+            old_row.append(math.log(p_old))
+            cur_row.append(math.log(p_old) + math.log(r))
+            ref_row.append(math.log(_pick(REF_PROBS, case.seed, key, "ref")))
+            ent_row.append(h)
+        tok_rows.append(list(resp) + pad)
+        old_rows.append(old_row + fpad)
+        cur_rows.append(cur_row + fpad)
+        ref_rows.append(ref_row + fpad)
+        ent_rows.append(ent_row + fpad)
+    f64 = torch.float64
+    lengths = torch.tensor([len(r) for r in rows])
+    tokens = torch.tensor(tok_rows, dtype=torch.long)
+    mask = torch.arange(t_max)[None, :] < lengths[:, None]
+    old = torch.tensor(old_rows, dtype=f64)
+    cur = torch.tensor(cur_rows, dtype=f64)
+    ref = torch.tensor(ref_rows, dtype=f64)
+    ent = torch.tensor(ent_rows, dtype=f64)
     return Rollout(
         tokens=tokens,
         mask=mask,

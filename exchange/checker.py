@@ -102,8 +102,8 @@ def _regularizer_report(regularizer: LossFn) -> RegularizerReport:
     ev = events(rollout)
     valid = ev.ids >= 0
     ids, vals = ev.ids[valid], kappa[valid]
-    first = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amax")
-    last = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amin")
+    first = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amax", include_self=False)
+    last = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amin", include_self=False)
     scale = float(kappa.abs().max()) + 1e-300
     return RegularizerReport(
         max_abs=float(kappa.abs().max()),
@@ -141,7 +141,7 @@ def check(
     regimes=REGIMES,
     regularizer: LossFn | None = None,
     name: str | None = None,
-    batched: bool = True,
+    batched: bool = False,
 ) -> Report:
     """Check ``loss_fn(logprobs [N, T], rollout) -> loss`` for exchangeability.
 
@@ -153,7 +153,8 @@ def check(
         regimes: ``"on_policy"`` and/or ``"off_policy"``.
         regularizer: optional KL/entropy term, reported in its own channel.
         name: label for the report (default: ``loss_fn.__name__``).
-        batched: use the vmapped coefficient path when the loss allows it.
+        batched: try the vmapped coefficient path (see ``benchmarks/audit_speed.py``:
+            for the checker's small groups the autograd loop is faster, so it is off).
     """
     if not callable(loss_fn):
         raise InvalidArgument(f"loss_fn={loss_fn!r} is not callable; pass loss_fn(logprobs, rollout) -> Tensor.")
@@ -172,7 +173,7 @@ def check(
         mechanisms[regime] = sorted({p.probe.mechanism for p in probes if p.mechanism_found})
         for prop_name in names:
             prop = PROPERTIES[prop_name]
-            theorems = tuple(t.name for t in for_property(prop_name))
+            theorems = tuple(t.short for t in for_property(prop_name))
             if prop.regime_free and regime != regimes[0]:
                 results[(regime, prop_name)] = results[(regimes[0], prop_name)]
                 continue
