@@ -33,7 +33,9 @@ __all__ = [
     "Expected",
     "Objective",
     "all_objectives",
+    "audit_variants",
     "bind",
+    "expected_of",
     "get",
     "names",
     "resolve",
@@ -96,6 +98,16 @@ def all_objectives() -> list[Objective]:
 def variants() -> list[Objective]:
     """The transformed objectives in ``VARIANTS``, built on demand."""
     return [get(spec) for spec in VARIANTS]
+
+
+def audit_variants() -> list[str]:
+    """The transformed variants ``exchange audit`` shows as rows (``VARIANTS``)."""
+    return list(VARIANTS)
+
+
+def expected_of(spec: str) -> dict[str, Expected]:
+    """Expected verdict per regime of ``spec`` (a family or ``"base+transform..."``)."""
+    return dict(get(spec).expected)
 
 
 def get(name: str) -> Objective:
