@@ -64,10 +64,10 @@ DISAGREEMENTS: dict[tuple[str, str, str], str] = {
         "KL-Cov penalises one top-covariance token at the default ratio; it never lands on "
         "a probe's shared event, so the fuzzer finds the break without a mechanism (M2 derived)"
     ),
-    ("entropy_8020", "off_policy", "mechanisms"): (
-        "the M2 probes move a shared event whose entropy is outside the top-20% mask, so its "
-        "coefficients are 0 and the probe sees nothing; the fuzzer finds DAPO's clip break "
-        "without a mechanism"
+    ("dcpo", "off_policy", "mechanisms"): (
+        "DCPO's trust region widens as the old probability falls: the M2 probes' shared event "
+        "has q=0.25, where the bounds are [0.5, 1.67], so ratios 1.5 and 0.5 stay inside and "
+        "the probe sees nothing; the fuzzer finds the sign-dependent clip without a mechanism"
     ),
     ("hapo", "on_policy", "mechanisms"): (
         "THEORY.md section 6 derives K_e = alpha c_e (n_pos - n_neg) != 0 (M4); the checker's "
