@@ -33,7 +33,7 @@ def test_reaches_the_documented_bounds():
 )
 def test_impossible_bounds_raise_invalid_argument(kwargs, message):
     with pytest.raises(InvalidArgument, match=message):
-        xst.group_configs(**kwargs).example()
+        find(xst.group_configs(**kwargs), lambda g: True)
 
 
 @given(xst.mutations(off_policy=True))
@@ -48,7 +48,7 @@ def test_mutations_keep_the_shared_prefix(pair):
 
 
 def test_generated_cases_print_as_constructor_calls():
-    case = xst.cases(max_groups=1, max_size=2, max_length=3).example()
+    case = find(xst.cases(max_groups=1, max_size=2, max_length=3), lambda c: True)
     text = repr(case)
     assert text.startswith("Case(groups=(GroupConfig(responses=")
     with pytest.raises(InvalidArgument):
