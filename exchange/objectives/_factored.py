@@ -54,8 +54,17 @@ def reinforce_ratio(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
     return unit_ratio(logprobs)
 
 
+def logprob_ratio(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+    """Hook: the log-prob itself, so ``linear_surrogate`` gives REINFORCE's ``A l``.
+
+    Gradient 1 like :func:`reinforce_ratio`, but the loss value is the true REINFORCE
+    value (finite differences of the loss agree with its gradient).
+    """
+    return logprobs
+
+
 def linear_surrogate(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Tensor:
-    """Hook: ``S = rho A`` (no clip; gradient ``A rho`` for any sign)."""
+    """Hook: ``S = rho A`` (no clip; gradient ``A d rho/dl`` for any sign)."""
     return rho * adv
 
 

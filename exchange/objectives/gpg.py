@@ -20,7 +20,7 @@ from exchange.objectives._factored import (
     factored_objective,
     fixed_norm,
     linear_surrogate,
-    reinforce_ratio,
+    logprob_ratio,
 )
 from exchange.objectives._spec import Expected
 from exchange.rollout import Rollout
@@ -38,7 +38,7 @@ GPG = factored_objective(
     "gpg",
     Factors(
         advantages=gpg_advantages,
-        ratio=reinforce_ratio,
+        ratio=logprob_ratio,
         surrogate=linear_surrogate,
         norm=fixed_norm("token-mean"),
         sign_free=linear_surrogate,

@@ -29,7 +29,7 @@ from exchange.objectives._factored import (
     linear_surrogate,
     ppo_sign_free,
     ppo_surrogate,
-    reinforce_ratio,
+    logprob_ratio,
 )
 from exchange.objectives._spec import Expected
 from exchange.rollout import Rollout
@@ -61,7 +61,7 @@ RLOO = factored_objective(
     "rloo",
     Factors(
         advantages=leave_one_out,
-        ratio=reinforce_ratio,
+        ratio=logprob_ratio,
         surrogate=linear_surrogate,
         norm=per_group_size,
         sign_free=linear_surrogate,
@@ -99,7 +99,7 @@ REMAX = factored_objective(
     "remax",
     Factors(
         advantages=greedy_baseline_advantages,
-        ratio=reinforce_ratio,
+        ratio=logprob_ratio,
         surrogate=linear_surrogate,
         norm=fixed_norm("seq-mean-token-sum"),
         sign_free=linear_surrogate,
