@@ -69,7 +69,9 @@ def _check_one(spec: str, max_examples: int, seed: int) -> dict[str, Any]:
     from exchange.checker import check
     from exchange.cli.targets import resolve_target
 
-    target = resolve_target(spec)
+    # Library rows are named "target --param k=v ..." (adapters.LibraryRow.name).
+    target_name, *params = [part.strip() for part in spec.split(" --param ")]
+    target = resolve_target(target_name, dict(p.split("=", 1) for p in params))
     return check(target.loss_fn, max_examples=max_examples, seed=seed, regularizer=target.regularizer, name=spec).to_dict()
 
 

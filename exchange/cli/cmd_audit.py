@@ -12,6 +12,7 @@ def add_parser(sub) -> None:
     p.add_argument("--objectives", help="comma-separated subset (default: all built-in families)")
     p.add_argument("--variants", action="store_true", help="add the catalog's transformed variants (gspo+min_replace, ...)")
     p.add_argument("--libraries", action="store_true", help="add TRL / verl / OpenRLHF loss rows (needs the extras)")
+    p.add_argument("--only-libraries", action="store_true", help="only the library rows (docs/audit-libraries.md)")
     p.set_defaults(func=run)
 
 
@@ -22,7 +23,9 @@ def run(args) -> int:
     if args.max_examples < 1 or args.jobs < 1:
         raise InvalidArgument(f"--max-examples={args.max_examples} and --jobs={args.jobs} must be >= 1.")
     specs = audit_targets(variants=args.variants) if not args.objectives else [s.strip() for s in args.objectives.split(",") if s.strip()]
-    if args.libraries:
+    if args.only_libraries:
+        specs = []
+    if args.libraries or args.only_libraries:
         from exchange import adapters
 
         specs += [row.name for row in adapters.library_rows()]
