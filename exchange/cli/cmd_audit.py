@@ -31,7 +31,10 @@ def run(args) -> int:
         specs += [row.name for row in adapters.library_rows()]
     rows = audit(specs, max_examples=args.max_examples, seed=args.seed, jobs=args.jobs)
     if args.format == "markdown":
-        print(to_markdown(rows, args.max_examples, args.seed), end="")
+        flags = " --variants" * args.variants + " --libraries" * args.libraries + " --only-libraries" * args.only_libraries
+        command = f"exchange audit{flags} --format markdown --max-examples {args.max_examples} --seed {args.seed}"
+        title = "Audit: the losses of TRL, verl and OpenRLHF" if args.only_libraries else ""
+        print(to_markdown(rows, args.max_examples, args.seed, command, title), end="")
     elif args.format == "json":
         print(to_json(rows))
     else:
