@@ -28,6 +28,7 @@ def add_parser(subparsers) -> None:
     rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="experiment directories, e.g. runs/grpo_norm")
     rep.add_argument("--img-dir", help="also copy the plots here (e.g. docs/img) as exp_<name>_*.png")
     rep.add_argument("--markdown", help="write one markdown page with every experiment (e.g. docs/experiments.md)")
+    rep.add_argument("--claims", help="rewrite the 'Training experiments' section of this file (docs/claims.md)")
     rep.add_argument("--resamples", type=int, default=9999, help="bootstrap resamples (default 9999)")
     rep.set_defaults(func=run)
 
@@ -50,14 +51,14 @@ def run(args) -> int:
             raise InvalidArgument(f"--jobs={args.jobs} must be >= 1.")
         from exchange.lab.experiment import run_experiment
 
-        exp_dir = run_experiment(cfg, args.out, jobs=args.jobs, progress=not args.no_progress)
+        exp_dir = run_experiment(cfg, args.out, jobs=args.jobs, progress=not args.no_progress, source=args.config)
         print(f"experiment {cfg.name}: {len(cfg.seeds)} seeds x 2 arms done in {exp_dir}")
         print(f"next: python -m exchange experiment report {exp_dir}")
         return 0
     from exchange.lab.report import report_experiments
 
     verdicts = report_experiments(args.run_dirs, img_dir=args.img_dir, markdown=args.markdown,
-                                  n_resamples=args.resamples)
+                                  claims=args.claims, n_resamples=args.resamples)
     for line in verdicts:
         print(line)
     return 0

@@ -38,14 +38,15 @@ def _one(args: tuple[RunConfig, str, bool]) -> str:
 
 
 def run_experiment(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int = 1,
-                   progress: bool = True) -> Path:
+                   progress: bool = True, source: str | None = None) -> Path:
     """Train all ``len(seeds) * 2`` runs of ``cfg``; returns the experiment directory.
 
     ``jobs > 1`` trains that many runs at once in worker processes (one thread each).
+    ``source`` (the config's path) is recorded for the report's reproduce lines.
     """
     exp_dir = Path(out_root) / cfg.name
     exp_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(exp_dir / "experiment.json", json.dumps(dataclasses.asdict(cfg), indent=2))
+    atomic_write_text(exp_dir / "experiment.json", json.dumps({**dataclasses.asdict(cfg), "source": source}, indent=2))
     work = [(run, str(out_root), progress) for run in cfg.runs()]
     if jobs <= 1:
         torch.set_num_threads(1)

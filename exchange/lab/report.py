@@ -21,7 +21,8 @@ from exchange.lab.predictions import PREDICTIONS, RunData
 from exchange.lab.runlog import atomic_write_text, read_metrics
 from exchange.lab.stats import paired_effect
 
-__all__ = ["load_runs", "report_experiment", "report_experiments", "overall_verdicts"]
+__all__ = ["load_runs", "report_experiment", "report_experiments", "overall_verdicts", "claims_rows",
+           "write_claims_section"]
 
 BEGIN, END = "<!-- BEGIN GENERATED RESULTS -->", "<!-- END GENERATED RESULTS -->"
 
@@ -179,11 +180,50 @@ def _replace_between(text: str, begin: str, end: str, body: str) -> str:
     return text.rstrip() + "\n\n" + begin + "\n" + body + "\n" + end + "\n"
 
 
+CLAIMS_SECTION = "## Training experiments"
+
+
+def claims_rows(summaries: list[dict[str, Any]], configs: list[str]) -> str:
+    """Markdown table rows (one per experiment x prediction) for docs/claims.md."""
+    lines = ["| claim | experiment | verdict | evidence (paired diff, 95% CI, seeds in predicted direction) | reproduce |",
+             "|---|---|---|---|---|"]
+    claims = {"P1": "P1 learning tax", "P2": "P2 solution-probability drift", "P3": "P3 entropy collapse",
+              "P4": "P4 sample efficiency / final accuracy"}
+    for s, cfg in zip(summaries, configs):
+        name = s["experiment"]["name"]
+        run = f"`python -m exchange experiment run {cfg}` then `python -m exchange experiment report runs/{name}`"
+        for key, claim in claims.items():
+            ev = "; ".join(
+                f"{e['statistic'].split(' (')[0]}: {_fmt(e['diff_mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}], "
+                f"{e['n_predicted_direction']}/{e['n_seeds']}"
+                for e in s["effects"] if e["prediction"] == key and e["primary"]
+            )
+            lines.append(f"| {claim} | {name} ({s['baseline']} vs {s['treatment']}) | {s['verdicts'][key]} | "
+                         f"{ev.replace('|', '/')} | {run} |")
+        lines.append(f"| Falsifier (THEORY.md 5) | {name} | {s['verdicts']['falsifier'].split(':')[0]} | "
+                     f"{s['verdicts']['falsifier']} | {run} |")
+    return "\n".join(lines)
+
+
+def write_claims_section(path: str | Path, body: str) -> None:
+    """Replace the content of the "## Training experiments" section of ``path``."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else f"# Claims and verdicts\n\n{CLAIMS_SECTION}\n"
+    if CLAIMS_SECTION not in text:
+        text = text.rstrip() + f"\n\n{CLAIMS_SECTION}\n"
+    head, rest = text.split(CLAIMS_SECTION, 1)
+    nxt = rest.find("\n## ")
+    tail = rest[nxt:] if nxt >= 0 else "\n"
+    atomic_write_text(path, head + CLAIMS_SECTION + "\n\n" + body.strip() + "\n" + tail)
+
+
 def report_experiments(exp_dirs: list[str | Path], *, img_dir: str | Path | None = None,
-                       markdown: str | Path | None = None, n_resamples: int = 9999) -> list[str]:
-    """Report each experiment; optionally copy plots to ``img_dir`` and render all of
-    them into ``markdown`` between the generated-section markers. Returns one verdict
-    line per experiment."""
+                       markdown: str | Path | None = None, claims: str | Path | None = None,
+                       n_resamples: int = 9999) -> list[str]:
+    """Report each experiment; optionally copy plots to ``img_dir``, render all of
+    them into ``markdown`` between the generated-section markers, and rewrite the
+    "Training experiments" section of ``claims``. Returns one verdict line per
+    experiment."""
     summaries = [report_experiment(d, n_resamples=n_resamples) for d in exp_dirs]
     if img_dir is not None:
         Path(img_dir).mkdir(parents=True, exist_ok=True)
@@ -199,6 +239,13 @@ def report_experiments(exp_dirs: list[str | Path], *, img_dir: str | Path | None
         body = "\n".join(_markdown(s, prefix) for s in summaries)
         text = md.read_text() if md.exists() else "# Training experiments\n"
         atomic_write_text(md, _replace_between(text, BEGIN, END, body))
+    if claims is not None:
+        configs = [s["experiment"].get("source") or "CONFIG" for s in summaries]
+        intro = ("Paired CPU experiments (exchange.lab): each row toggles only the objective's mechanism; "
+                 "verdicts come from `exchange experiment report` (95% percentile bootstrap CI over seeds; "
+                 "confirmed = CI above 0 in the predicted direction, refuted = below). Details and plots: "
+                 "docs/experiments.md.")
+        write_claims_section(claims, intro + "\n\n" + claims_rows(summaries, configs))
     lines = []
     for s in summaries:
         v = s["verdicts"]

@@ -107,7 +107,10 @@ def test_experiment_report_end_to_end(tmp_path):
     md = tmp_path / "docs" / "experiments.md"
     md.parent.mkdir()
     md.write_text("# Training experiments\n\nhand-written intro\n")
-    lines = report_experiments([exp_dir], img_dir=tmp_path / "docs" / "img", markdown=md, n_resamples=200)
+    claims = tmp_path / "docs" / "claims.md"
+    claims.write_text("# Claims\n\n## Exact-credit oracle\n\n| a | b |\n\n## Training experiments\n\nold rows\n\n## Later\n\nkeep\n")
+    lines = report_experiments([exp_dir], img_dir=tmp_path / "docs" / "img", markdown=md, claims=claims,
+                               n_resamples=200)
     summary = json.loads((exp_dir / "summary.json").read_text())
     assert {e["prediction"] for e in summary["effects"]} == {"P1", "P2", "P3", "P4"}
     for e in summary["effects"]:
@@ -122,6 +125,9 @@ def test_experiment_report_end_to_end(tmp_path):
     text = md.read_text()
     assert "hand-written intro" in text and BEGIN in text and END in text and "img/exp_tinyrep_curves.png" in text
     assert lines[0].startswith("tinyrep (grpo vs dr_grpo): P1 ")
+    ctext = claims.read_text()
+    assert "| a | b |" in ctext and "## Later\n\nkeep" in ctext and "old rows" not in ctext
+    assert "| P3 entropy collapse | tinyrep (grpo vs dr_grpo) | " + summary["verdicts"]["P3"] in ctext
     report_experiments([exp_dir], markdown=md, n_resamples=200)  # idempotent: one generated section
     assert md.read_text().count(BEGIN) == 1
 
