@@ -58,6 +58,13 @@ def _late_mean(key: str, frac: float = 0.25) -> Callable[[RunData], float]:
     return f
 
 
+def _kl_share(run: RunData) -> float:
+    """Mean of ``kl/shared_contexts / kl/all_contexts`` over steps where both exist."""
+    vals = [r["kl/shared_contexts"] / r["kl/all_contexts"] for r in run.rows
+            if r.get("kl/shared_contexts") is not None and r.get("kl/all_contexts")]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
 def _final_accuracy(run: RunData) -> float:
     return float(run.series("eval/accuracy")[-3:].mean())
 
@@ -99,6 +106,9 @@ PREDICTIONS: tuple[Prediction, ...] = (
     Prediction("P2", "movement of shared contexts (Prop. 3.1, measured side)",
                "mean over steps of KL(pi_before || pi_after) at shared-event contexts",
                _mean("kl/shared_contexts"), "lower", False),
+    Prediction("P2", "share of the policy's movement at shared contexts (step-size free)",
+               "mean over steps of KL at shared-event contexts / KL at all contexts",
+               _kl_share, "lower", False),
     Prediction("P3", "slower entropy collapse at weak-credit positions",
                "mean sampling entropy at template/filler positions over the last 25% of steps",
                _late_mean("entropy/weak_credit"), "higher", True),

@@ -106,6 +106,11 @@ def _fmt(x: float | None) -> str:
     return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
 
 
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell."""
+    return text.replace("|", "\\|")
+
+
 def _markdown(summary: dict[str, Any], img_prefix: str) -> str:
     m = summary["experiment"]
     base, treat = summary["baseline"], summary["treatment"]
@@ -133,7 +138,7 @@ def _markdown(summary: dict[str, Any], img_prefix: str) -> str:
         n_dir = "n/a" if e["n_predicted_direction"] is None else e["n_predicted_direction"]
         tag = "" if e["primary"] else " (supporting)"
         lines.append(
-            f"| {e['prediction']}{tag} | {e['statistic']} | {_fmt(b)} | {_fmt(t)} | {_fmt(e['diff_mean'])} | "
+            f"| {e['prediction']}{tag} | {_cell(e['statistic'])} | {_fmt(b)} | {_fmt(t)} | {_fmt(e['diff_mean'])} | "
             f"[{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}] | {n_dir}/{e['n_seeds']} | "
             f"{e['verdict']} |"
         )
@@ -194,12 +199,12 @@ def claims_rows(summaries: list[dict[str, Any]], configs: list[str]) -> str:
         run = f"`python -m exchange experiment run {cfg}` then `python -m exchange experiment report runs/{name}`"
         for key, claim in claims.items():
             ev = "; ".join(
-                f"{e['statistic'].split(' (')[0]}: {_fmt(e['diff_mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}], "
+                f"{e['claim']}: {_fmt(e['diff_mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}], "
                 f"{e['n_predicted_direction']}/{e['n_seeds']}"
                 for e in s["effects"] if e["prediction"] == key and e["primary"]
             )
             lines.append(f"| {claim} | {name} ({s['baseline']} vs {s['treatment']}) | {s['verdicts'][key]} | "
-                         f"{ev.replace('|', '/')} | {run} |")
+                         f"{_cell(ev)} | {run} |")
         lines.append(f"| Falsifier (THEORY.md 5) | {name} | {s['verdicts']['falsifier'].split(':')[0]} | "
                      f"{s['verdicts']['falsifier']} | {run} |")
     return "\n".join(lines)
