@@ -54,13 +54,12 @@ class AuditRow:
         return True
 
 
-def audit_targets() -> list[str]:
-    """Built-in objectives, then the catalog's audited transformed variants."""
+def audit_targets(variants: bool = False) -> list[str]:
+    """Built-in objective families, then (``variants=True``) the catalog's transformed
+    variants such as ``gspo+min_replace``."""
     from exchange import objectives
 
-    names = objectives.names()
-    variants = getattr(objectives, "audit_variants", None)
-    return names + (list(variants()) if variants else [])
+    return objectives.names() + (objectives.audit_variants() if variants else [])
 
 
 def _check_one(spec: str, max_examples: int, seed: int) -> dict[str, Any]:
@@ -92,7 +91,7 @@ def _meta(spec: str) -> tuple[str, dict[str, Expected], str]:
 
 def audit(specs: list[str] | None = None, max_examples: int = 30, seed: int = 0, jobs: int = 2, progress: bool = False) -> list[AuditRow]:
     """Check every target in ``specs`` (default: :func:`audit_targets`)."""
-    specs = audit_targets() if specs is None else specs
+    specs = audit_targets(variants=True) if specs is None else specs
     if jobs <= 1:
         reports = [_check_one(s, max_examples, seed) for s in specs]
     else:

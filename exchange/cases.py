@@ -12,9 +12,7 @@ THEORY.md section 2 "Testing these on a black box".
 
 from __future__ import annotations
 
-import functools
 import math
-import random
 from dataclasses import dataclass, replace
 
 import torch
@@ -75,8 +73,10 @@ class Case:
         seed: picks grid values per event (deterministically).
         ratio / entropy / old_prob: overrides ``((event_key, value), ...)`` where
             ``event_key = (group, *prefix_and_token)``.
-        entropy_all: if set, every event's entropy is this value (overrides included).
+        entropy_all: if set, the entropy of every event without an override.
         pad_to: pad the token dimension to at least this length.
+        length_limit: the generation limit; responses this long are ``truncated``
+            (objectives such as TRL's ``mask_truncated_completions`` read it).
     """
 
     groups: tuple[GroupConfig, ...]
@@ -87,6 +87,7 @@ class Case:
     old_prob: tuple[tuple[EventKey, float], ...] = ()
     entropy_all: float | None = None
     pad_to: int = 0
+    length_limit: int | None = None
 
     def __repr__(self) -> str:
         fields = [f"groups={self.groups!r}", f"off_policy={self.off_policy}", f"seed={self.seed}"]
@@ -95,6 +96,8 @@ class Case:
                 fields.append(f"{name}={getattr(self, name)!r}")
         if self.entropy_all is not None:
             fields.append(f"entropy_all={self.entropy_all}")
+        if self.length_limit is not None:
+            fields.append(f"length_limit={self.length_limit}")
         return "Case(" + ", ".join(fields) + ")"
 
     # ------------------------------------------------------------ mutations
@@ -136,11 +139,13 @@ def common_prefix(responses: tuple[tuple[int, ...], ...]) -> int:
     return n
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_SALT = {"old": 1, "ratio": 2, "entropy": 3, "ref": 4}
+
+
 def _pick(grid: tuple[float, ...], seed: int, key: EventKey, salt: str) -> float:
-    # random.Random seeded with a string is deterministic across processes (str hashing
-    # is randomised per process, so hash() would not be).
-    return random.Random(f"{seed}|{salt}|{key}").choice(grid)
+    # hash() of a tuple of ints is deterministic across processes (only str/bytes hashing
+    # is randomised), and far cheaper than seeding a generator per event.
+    return grid[hash((seed, _SALT[salt], key)) % len(grid)]
 
 
 def build(case: Case) -> Rollout:
@@ -169,10 +174,8 @@ def build(case: Case) -> Rollout:
             key = (g, *resp[: t + 1])
             p_old = old_over.get(key) or _pick(OLD_PROBS, case.seed, key, "old")
             r = ratio_over.get(key, _pick(RATIOS, case.seed, key, "ratio") if case.off_policy else 1.0)
-            if case.entropy_all is not None:
-                h = case.entropy_all
-            else:
-                h = ent_over.get(key, _pick(ENTROPIES, case.seed, key, "entropy"))
+            default_h = case.entropy_all if case.entropy_all is not None else _pick(ENTROPIES, case.seed, key, "entropy")
+            h = ent_over.get(key, default_h)
             if p_old * r > 1.0:
                 raise InvalidArgument(
                     f"Case: event {key} has old prob {p_old} x ratio {r} > 1; lower the ratio override."
@@ -204,4 +207,5 @@ def build(case: Case) -> Rollout:
         entropy=ent,
         logprobs=cur,
         baseline_rewards=torch.tensor(baselines, dtype=torch.float64),
+        truncated=lengths >= case.length_limit if case.length_limit else torch.zeros(len(rows), dtype=torch.bool),
     )

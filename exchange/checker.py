@@ -102,8 +102,8 @@ def _regularizer_report(regularizer: LossFn) -> RegularizerReport:
     ev = events(rollout)
     valid = ev.ids >= 0
     ids, vals = ev.ids[valid], kappa[valid]
-    first = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amax")
-    last = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amin")
+    first = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amax", include_self=False)
+    last = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amin", include_self=False)
     scale = float(kappa.abs().max()) + 1e-300
     return RegularizerReport(
         max_abs=float(kappa.abs().max()),

@@ -91,10 +91,10 @@ PROBES: tuple[Probe, ...] = (
     ),
     Probe(
         "suffix_entropy",
-        "shared prefix, equal lengths, one response's suffix entropies changed, on-policy",
+        "shared prefix, equal lengths, every entropy 1 then one response's suffix entropies 3, on-policy",
         "exchangeable",
         "M5",
-        Case(groups=(_EQUAL_LENGTHS,)),
+        Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0),
         Mutation("entropy", 0, 0, 3.0),
     ),
     Probe(

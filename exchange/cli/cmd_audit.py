@@ -9,7 +9,8 @@ def add_parser(sub) -> None:
     p.add_argument("--max-examples", type=int, default=30, help="Hypothesis examples per property and regime")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2, help="worker processes")
-    p.add_argument("--objectives", help="comma-separated subset (default: all built-ins)")
+    p.add_argument("--objectives", help="comma-separated subset (default: all built-in families)")
+    p.add_argument("--variants", action="store_true", help="add the catalog's transformed variants (gspo+min_replace, ...)")
     p.add_argument("--libraries", action="store_true", help="add TRL / verl / OpenRLHF loss rows (needs the extras)")
     p.set_defaults(func=run)
 
@@ -20,7 +21,7 @@ def run(args) -> int:
 
     if args.max_examples < 1 or args.jobs < 1:
         raise InvalidArgument(f"--max-examples={args.max_examples} and --jobs={args.jobs} must be >= 1.")
-    specs = audit_targets() if not args.objectives else [s.strip() for s in args.objectives.split(",") if s.strip()]
+    specs = audit_targets(variants=args.variants) if not args.objectives else [s.strip() for s in args.objectives.split(",") if s.strip()]
     if args.libraries:
         from exchange import adapters
 
