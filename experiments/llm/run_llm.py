@@ -41,6 +41,9 @@ KEY_MAP = {
     "completions/mean_length": "charts/length", "kl": "kl/ref", "grad_norm": "losses/grad_norm",
     "clip_ratio/low_mean": "clip/frac_low", "clip_ratio/high_mean": "clip/frac_high",
     "clip_ratio/region_mean": "clip/frac_region", "learning_rate": "losses/lr",
+    # ExchangeGRPOTrainer's own measurements (its definitions: exchange/integrations/trl.py)
+    "exchange/shared_residual": "tax/integration_shared_residual", "exchange/shared_events": "tax/shared_events",
+    "exchange/learning_tax": "tax/integration_learning_tax",
 }
 
 
