@@ -80,3 +80,21 @@ def test_missing_file_and_bad_toml(tmp_path):
     bad.write_text("name = [")
     with pytest.raises(InvalidArgument, match="is not valid TOML"):
         load_experiment(bad)
+
+
+def test_public_surface_is_declared_and_importable():
+    import exchange.lab as lab
+
+    assert sorted(lab.__all__) == sorted(set(lab.__all__))
+    for name in lab.__all__:
+        assert getattr(lab, name) is not None
+
+
+def test_cli_run_rejects_a_bad_config_with_exit_code_2(tmp_path, capsys):
+    from exchange.cli import main
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[[arms]]\nname = "a"\nobjective = "grpo"\nrole = "baseline"\n')
+    assert main(["experiment", "run", str(bad), "--out", str(tmp_path)]) == 2
+    assert "an experiment is a pair" in capsys.readouterr().err
+    assert main(["experiment", "report", str(tmp_path)]) == 2
