@@ -33,7 +33,7 @@ def harness_steps_per_s(steps: int, prompts: int, group: int, max_new: int) -> f
     """The harness's step on a HF model: sample G per prompt, verify, objective, update."""
     from exchange.coefficients import token_coefficients
     from exchange.lab.llm import LogitsOnly, exact_match_reward, tiny_causal_lm
-    from exchange.lab.sampling import _generate
+    from exchange.lab.sampling import generate
     from exchange.models import response_logprobs
     from exchange.objectives import resolve
     from exchange.rollout import Rollout
@@ -50,7 +50,7 @@ def harness_steps_per_s(steps: int, prompts: int, group: int, max_new: int) -> f
     for step in range(steps + 1):  # step 0 warms up (imports, allocator)
         if step == 1:
             t0 = time.perf_counter()
-        tokens, mask, _ = _generate(model, ids, max_new, 1.0, gen)
+        tokens, mask, _ = generate(model, ids, max_new, 1.0, gen)
         texts = tok.batch_decode(torch.where(mask, tokens, 0), skip_special_tokens=True)
         rewards = torch.tensor(exact_match_reward(texts, answer=[d["answer"] for d in data for _ in range(group)]),
                                dtype=torch.float64)

@@ -58,6 +58,8 @@ def plot_curves(meta: dict[str, Any], runs: dict[str, dict[int, RunData]], path:
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), constrained_layout=True)
     for ax, (key, title, relative) in zip(axes.flat, _PANELS):
         for role in ("baseline", "treatment"):
+            if not any(r.get(key) is not None for run in runs[role].values() for r in run.rows):
+                continue  # never measured in this arm (e.g. no group with two rewards)
             x, m, se = _curve(runs[role], key, relative)
             ax.plot(x, m, color=_COLORS[role], label=names[role])
             ax.fill_between(x, m - se, m + se, color=_COLORS[role], alpha=0.2)

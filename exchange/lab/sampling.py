@@ -15,11 +15,11 @@ from exchange.lab.tasks import EOS, PAD, Task, verify
 from exchange.models import response_logprobs
 from exchange.rollout import Rollout
 
-__all__ = ["sample_group_rollout", "greedy_accuracy"]
+__all__ = ["generate", "sample_group_rollout", "greedy_accuracy"]
 
 
 @torch.no_grad()
-def _generate(model: nn.Module, prompts: Tensor, max_len: int, temperature: float, gen: torch.Generator | None):
+def generate(model: nn.Module, prompts: Tensor, max_len: int, temperature: float, gen: torch.Generator | None):
     """Autoregressive sampling: ``(tokens [B, T], mask [B, T], entropy [B, T])``.
 
     ``temperature=0`` decodes greedily (``gen`` unused). A row stops after its EOS;
@@ -64,7 +64,7 @@ def sample_group_rollout(
     function the training forward uses (first-epoch ratios are 1 up to float32 round-off).
     """
     rep = prompts.repeat_interleave(group_size, dim=0)  # [N, P]
-    tokens, mask, entropy = _generate(model, rep, max_len, temperature, gen)
+    tokens, mask, entropy = generate(model, rep, max_len, temperature, gen)
     rewards = verify(task, rep, tokens, mask)
     group = torch.arange(prompts.shape[0]).repeat_interleave(group_size)
     zeros = torch.zeros(tokens.shape, dtype=torch.float64)
@@ -87,5 +87,5 @@ def sample_group_rollout(
 @torch.no_grad()
 def greedy_accuracy(model: nn.Module, task: Task, prompts: Tensor, max_len: int) -> float:
     """Fraction of ``prompts: [B, P]`` answered correctly by greedy decoding."""
-    tokens, mask, _ = _generate(model, prompts, max_len, 0.0, None)
+    tokens, mask, _ = generate(model, prompts, max_len, 0.0, None)
     return float(verify(task, prompts, tokens, mask).mean())

@@ -41,7 +41,7 @@ from exchange.lab.instruments import (
 from exchange.lab.runlog import MetricsLog, atomic_torch_save, atomic_write_text, read_metrics
 from exchange.lab.sampling import greedy_accuracy, sample_group_rollout
 from exchange.lab.sft import sft_warm_start
-from exchange.lab.tasks import VOCAB_SIZE, Task, get_task
+from exchange.lab.tasks import TEMPLATE, VOCAB_SIZE, Task, get_task
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 from exchange.rollout import Rollout
 
@@ -65,8 +65,12 @@ class _State:
 
 # ----------------------------------------------------------------- set-up
 def _tiny_lm(cfg: RunConfig, task: Task) -> TinyLM:
-    n_pos = task.prompt_len + cfg.train.max_response_len + len(task.reference(
-        task.sample_prompts(1, torch.Generator().manual_seed(0)), torch.Generator().manual_seed(0))[0])
+    """The policy, with ``n_positions = P + max_response_len + reference_len``: room
+    for a prompt followed by a sampled response or a warm-start reference solution
+    (template + max_filler + answer + EOS). ``n_positions`` shapes the seeded
+    initialisation, so this formula is part of every recorded result."""
+    reference_len = len(TEMPLATE) + task.max_filler + task.answer_len + 1
+    n_pos = task.prompt_len + cfg.train.max_response_len + reference_len
     m = cfg.model
     return TinyLM(TinyLMConfig(VOCAB_SIZE, n_pos, m.d_model, m.n_heads, m.n_layers, seed=cfg.seed))
 
