@@ -117,6 +117,9 @@ def _markdown(summary: dict[str, Any], img_prefix: str) -> str:
     lines = [
         f"### {m['name']}: `{base}` vs `{treat}`",
         "",
+        "Arms: " + "; ".join(f"{a['role']} `{a['name']}` = objective `{a['objective']}`"
+                             + (f" with {a['params']}" if a["params"] else "") for a in m["arms"]) + ".",
+        "",
         f"{m['description']}".strip(),
         "",
         f"Mechanism toggled: {m['mechanism'] or '(not stated)'}. Task `{m['task']['name']}`, "
@@ -165,8 +168,8 @@ def report_experiment(exp_dir: str | Path, *, n_resamples: int = 9999) -> dict[s
              for a in meta["arms"] for s in meta["seeds"]]
     summary = {
         "experiment": meta,
-        "baseline": next(a["objective"] for a in meta["arms"] if a["role"] == "baseline"),
-        "treatment": next(a["objective"] for a in meta["arms"] if a["role"] == "treatment"),
+        "baseline": next(a["name"] for a in meta["arms"] if a["role"] == "baseline"),
+        "treatment": next(a["name"] for a in meta["arms"] if a["role"] == "treatment"),
         "effects": effects,
         "verdicts": overall_verdicts(effects),
         "mean_wall_s": sum(walls) / len(walls),
