@@ -88,6 +88,9 @@ class TrainConfig:
     ckpt_every: int = 10
     measure_update_norm: bool = True
     """Parameter-space learning tax: one extra backward per minibatch."""
+    measure_prop31: bool = True
+    """On eval steps: Prop. 3.1's predicted KL of the step against the measured one
+    (needs exchange.paramspace; one JVP and one forward)."""
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from exchange.events import Events, event_coefficients
+from exchange.events import Events, event_coefficients, events
 from exchange.lab.tasks import ROLE_DECISION, ROLE_FILLER, ROLE_TEMPLATE, token_roles
 from exchange.rollout import Rollout
 
 __all__ = [
-    "zero_credit_mask", "coefficient_tax", "clip_fractions", "zero_credit_gradient", "update_norm_share",
+    "prop31_kl", "zero_credit_mask", "coefficient_tax", "clip_fractions", "zero_credit_gradient", "update_norm_share",
     "entropy_by_role", "context_kl",
 ]
 
@@ -116,3 +116,33 @@ def context_kl(logp_before: Tensor, logp_after: Tensor, where: Tensor) -> float 
     """
     kl = (logp_before.exp() * (logp_before - logp_after)).sum(-1)  # [N, T]
     return _mean(kl, where)
+
+
+def prop31_kl(model: nn.Module, rollout: Rollout, before: dict[str, Tensor]) -> dict[str, float | None]:
+    """Prop. 3.1 on the step just taken: predicted ``1/2 d^T F d`` against the measured
+    KL at the rollout's shared contexts, with ``d = theta_after - theta_before``.
+
+    ``before``: the parameters before the step (``{name: Tensor}``). The model is put
+    back at ``before`` for the measurement (``exchange.paramspace.kl_prediction`` expands
+    around the current parameters) and restored exactly afterwards. Needs
+    ``exchange.paramspace``; returns ``None`` values when it is absent or the rollout
+    has no shared event.
+    """
+    try:
+        from exchange.paramspace import kl_prediction
+    except ImportError:
+        return {"kl/prop31_predicted": None, "kl/prop31_measured": None}
+    after = {n: p.detach().clone() for n, p in model.named_parameters()}
+    direction = {n: after[n] - before[n] for n in after}
+    out: dict[str, float | None] = {"kl/prop31_predicted": None, "kl/prop31_measured": None}
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(before[n])
+        try:
+            if bool(events(rollout).shared.any()):
+                pred = kl_prediction(model, rollout, direction, etas=(1.0,), contexts="shared")
+                out = {"kl/prop31_predicted": float(pred.predicted[0]), "kl/prop31_measured": float(pred.measured[0])}
+        finally:
+            for n, p in model.named_parameters():
+                p.copy_(after[n])
+    return out

@@ -35,8 +35,8 @@ from exchange.events import events
 from exchange.lab.config import RunConfig
 from exchange.lab.drift import make_probes, probe_logprobs
 from exchange.lab.instruments import (
-    clip_fractions, coefficient_tax, context_kl, entropy_by_role, update_norm_share, zero_credit_gradient,
-    zero_credit_mask,
+    clip_fractions, coefficient_tax, context_kl, entropy_by_role, prop31_kl, update_norm_share,
+    zero_credit_gradient, zero_credit_mask,
 )
 from exchange.lab.runlog import MetricsLog, atomic_torch_save, atomic_write_text, read_metrics
 from exchange.lab.sampling import greedy_accuracy, sample_group_rollout
@@ -155,13 +155,15 @@ def _reuse(rollout: Rollout, epochs: int, minibatches: int, gen: torch.Generator
             yield epoch, torch.isin(rollout.group_index, chunk).nonzero().flatten()
 
 
-def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig) -> dict[str, Any]:
-    """Several minibatch epochs on one rollout, measuring every minibatch."""
+def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool = False) -> dict[str, Any]:
+    """Several minibatch epochs on one rollout, measuring every minibatch (and, with
+    ``prop31``, the whole step against Prop. 3.1)."""
     tc = cfg.train
     ev = events(rollout)
     zc = zero_credit_mask(rollout, ev)  # [N, T]
     shared_occ = ev.shared[ev.ids.clamp(min=0)] & rollout.mask
     params = [p for p in st.model.parameters() if p.requires_grad]
+    theta_before = {n: p.detach().clone() for n, p in st.model.named_parameters()} if prop31 else None
     with torch.no_grad():
         before = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)  # [N, T, V]
     acc: dict[str, list] = defaultdict(list)
@@ -187,7 +189,10 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig) -> dict[str, 
         after = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)
     acc["kl/shared_contexts"].append(context_kl(before, after, shared_occ))
     acc["kl/all_contexts"].append(context_kl(before, after, rollout.mask))
-    return _mean_rows(acc)
+    out = _mean_rows(acc)
+    if theta_before is not None:
+        out.update(prop31_kl(st.model, rollout, theta_before))
+    return out
 
 
 def evaluate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, probes: Rollout, max_len: int) -> dict[str, Any]:
@@ -250,9 +255,10 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
             "charts/length": float(rollout.lengths.double().mean()),
             "charts/truncated": float(rollout.truncated.double().mean()),
             **entropy_by_role(rollout),
-            **_update(st, loss_fn, rollout, cfg),
         }
-        if (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps:
+        eval_step = (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps
+        row.update(_update(st, loss_fn, rollout, cfg, prop31=tc.measure_prop31 and eval_step))
+        if eval_step:
             row.update(evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len))
         log.append(row)
         st.step = step + 1

@@ -119,3 +119,26 @@ def test_context_kl_zero_for_identical_and_positive_otherwise():
     assert context_kl(a, a, where) == 0.0
     assert context_kl(a, b, where) > 0
     assert context_kl(a, b, torch.zeros(2, 3, dtype=torch.bool)) is None
+
+
+def test_prop31_kl_matches_the_measured_step_and_restores_the_model():
+    """A small real step: 1/2 d^T F d predicts the measured KL at shared contexts to
+    O(|d|), and the model ends exactly where the step left it."""
+    import pytest
+
+    pytest.importorskip("exchange.paramspace")
+    from exchange.lab.instruments import prop31_kl
+
+    model, ro = _setup(2)
+    ro = ro.replace(rewards=torch.tensor([1.0, 0.0, 0.0, 1.0] * (ro.n // 4), dtype=torch.float64),
+                    tokens=torch.where(ro.mask, ro.tokens, torch.zeros_like(ro.tokens)))
+    ro = ro.replace(tokens=torch.cat([torch.full((ro.n, 1), 4), ro.tokens[:, 1:]], 1))  # shared first token
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    resolve("grpo")(response_logprobs(model, ro).double(), ro).backward()
+    opt.step()
+    after = {n: p.detach().clone() for n, p in model.named_parameters()}
+    out = prop31_kl(model, ro, before)
+    assert all(torch.equal(p, after[n]) for n, p in model.named_parameters())
+    assert out["kl/prop31_predicted"] > 0 and out["kl/prop31_measured"] > 0
+    assert abs(out["kl/prop31_measured"] / out["kl/prop31_predicted"] - 1) < 0.1  # O(step) error
