@@ -60,24 +60,6 @@ DISAGREEMENTS: dict[tuple[str, str, str], str] = {
         "Clip-Cov prunes copies by advantage at ratio 1 (M2, THEORY.md section 4 table); "
         "the checker's M2 probes run only off-policy, so it names no mechanism on-policy"
     ),
-    ("kl_cov", "off_policy", "mechanisms"): (
-        "KL-Cov penalises one top-covariance token at the default ratio; it never lands on "
-        "a probe's shared event, so the fuzzer finds the break without a mechanism (M2 derived)"
-    ),
-    ("dcpo", "off_policy", "mechanisms"): (
-        "DCPO's trust region widens as the old probability falls: the M2 probes' shared event "
-        "has q=0.25, where the bounds are [0.5, 1.67], so ratios 1.5 and 0.5 stay inside and "
-        "the probe sees nothing; the fuzzer finds the sign-dependent clip without a mechanism"
-    ),
-    ("hapo", "on_policy", "mechanisms"): (
-        "THEORY.md section 6 derives K_e = alpha c_e (n_pos - n_neg) != 0 (M4); the checker's "
-        "identical_responses probe has balanced or constant-entropy groups, so only M5 is named"
-    ),
-    ("hapo", "off_policy", "mechanisms"): (
-        "as on-policy the checker misses M4, and it names M1: its suffix_ratio probe sees the "
-        "(E) break that response-level entropy z-scores (M5) already cause before the mutation, "
-        "and attributes any off-policy (E) break to the probe's mechanism"
-    ),
     ("grpo+adv_orthogonal", "on_policy", "mechanisms"): _ADV_ORTH_M3,
     ("grpo+adv_orthogonal", "off_policy", "mechanisms"): _ADV_ORTH_M3,
     ("gspo+adv_orthogonal", "on_policy", "mechanisms"): _ADV_ORTH_M3,
