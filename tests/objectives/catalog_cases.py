@@ -15,8 +15,6 @@ import torch
 from exchange import Rollout, token_coefficients
 from exchange.events import event_coefficients, events
 
-torch.set_default_dtype(torch.float64)
-
 REL_TOL = 1e-9
 
 
@@ -47,9 +45,10 @@ def make_rollout(
     n = len(rows)
     tokens = torch.zeros(n, t_max, dtype=torch.long)
     mask = torch.zeros(n, t_max, dtype=torch.bool)
-    old = torch.zeros(n, t_max)
-    cur = torch.zeros(n, t_max)
-    ent = torch.zeros(n, t_max)
+    # float64 explicitly: a global set_default_dtype would leak into every later test.
+    old = torch.zeros(n, t_max, dtype=torch.float64)
+    cur = torch.zeros(n, t_max, dtype=torch.float64)
+    ent = torch.zeros(n, t_max, dtype=torch.float64)
     for i, (g, resp, _) in enumerate(rows):
         for t, tok in enumerate(resp):
             key = (g, *resp[: t + 1])
