@@ -91,7 +91,7 @@ def _meta(spec: str) -> tuple[str, dict[str, Expected], str]:
     return base.source, expected, ""
 
 
-def audit(specs: list[str] | None = None, max_examples: int = 30, seed: int = 0, jobs: int = 2, progress: bool = False) -> list[AuditRow]:
+def audit(specs: list[str] | None = None, max_examples: int = 10, seed: int = 0, jobs: int = 2, progress: bool = False) -> list[AuditRow]:
     """Check every target in ``specs`` (default: :func:`audit_targets`)."""
     specs = audit_targets(variants=True) if specs is None else specs
     if jobs <= 1:
