@@ -34,3 +34,31 @@ def _no_leaked_torch_defaults():
         leaked = torch.get_default_dtype()
         torch.set_default_dtype(torch.float32)
         pytest.fail(f"test left torch's default dtype at {leaked}; use explicit dtype= instead")
+
+
+def need(library: str) -> None:
+    """Skip (locally) or fail (CI=true) unless ``library`` is at the supported version:
+    CI installs trl, verl and openrlhf, so there a missing library is an install bug."""
+    from exchange.adapters import unavailable_reason
+
+    reason = unavailable_reason(library)
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def trl_ready() -> None:
+    need("trl")
+
+
+@pytest.fixture(scope="session")
+def verl_ready() -> None:
+    need("verl")
+
+
+@pytest.fixture(scope="session")
+def openrlhf_ready() -> None:
+    need("openrlhf")

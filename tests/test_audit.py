@@ -32,6 +32,13 @@ def test_committed_audit_is_fresh(path, capsys):
     assert out == committed, f"{path} is stale: regenerate with `exchange {' '.join(DOCS[path])} > {path}`"
 
 
+def test_every_library_row_matches_its_prediction():
+    text = (ROOT / "docs/audit-libraries.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 8 + 8  # every TRL loss type, >= 8 verl combinations
+    assert all("| yes |" in r for r in rows), [r.split("|")[1] for r in rows if "| yes |" not in r]
+
+
 def test_audit_rows_agree_with_metadata_or_say_no():
     text = (ROOT / "docs/audit.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `")]
