@@ -1,0 +1,115 @@
+"""Closed-form specs of the built-in objectives, one surrogate each, and the registry.
+
+Each ``_name`` function writes the group surrogate ``J`` once, with the same building
+blocks as the torch loss in ``exchange/objectives/<family>.py``. Objectives without a
+closed form are listed in ``NO_CLOSED_FORM`` with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import sympy as sp
+
+from exchange.errors import InvalidArgument
+from exchange.symbolic.advantages import batch_whitened_advantages, group_advantages, rloo_advantages
+from exchange.symbolic.group import SymbolicGroup
+from exchange.symbolic.spec import SymbolicSpec
+from exchange.symbolic.surrogates import aggregate, clip, ppo_clip
+
+__all__ = ["SPECS", "NO_CLOSED_FORM", "NoClosedForm", "get_spec", "spec_names"]
+
+_EPS = ("eps_low", "eps_high")
+
+
+class NoClosedForm(InvalidArgument):
+    """The objective exists but has no closed-form coefficient (the message says why)."""
+
+
+def _token_clip_sums(g: SymbolicGroup, P: Mapping[str, sp.Symbol]) -> list[sp.Expr]:
+    """Per-response token sums ``min(r A, clip(r) A) + X_i`` (designated token + the rest)."""
+    return [ppo_clip(g.token_ratio(i), g.A[i], P["eps_low"], P["eps_high"]) + g.X[i] for i in range(g.G)]
+
+
+def _grpo(g, P, opts):
+    return aggregate(_token_clip_sums(g, P), g.L, opts["loss_agg_mode"], G=g.Gn, N=g.N)
+
+
+def _dr_grpo(g, P, opts):
+    return aggregate(_token_clip_sums(g, P), g.L, "seq-mean-token-sum-norm", G=g.Gn, N=g.N,
+                     max_length=P["max_length"])
+
+
+def _dapo(g, P, opts):
+    return aggregate(_token_clip_sums(g, P), g.L, "token-mean", G=g.Gn, N=g.N)
+
+
+def _gspo(g, P, opts):
+    terms = [ppo_clip(g.seq_ratio(i), g.A[i], P["eps_low"], P["eps_high"]) for i in range(g.G)]
+    return sp.Add(*terms) / g.Gn
+
+
+def _cispo(g, P, opts):
+    sums = [g.sg(clip(g.token_ratio(i), P.get("eps_low"), P["eps_high"])) * g.A[i] * g.l[i] + g.X[i]
+            for i in range(g.G)]
+    return aggregate(sums, g.L, "token-mean", G=g.Gn, N=g.N)
+
+
+def _rloo(g, P, opts):
+    # X_i: the other tokens' log-probs; the sequence log-prob is l_i + X_i.
+    return sp.Add(*[g.A[i] * (g.l[i] + g.X[i]) for i in range(g.G)]) / g.Gn
+
+
+def _reinforce_pp(g, P, opts):
+    return aggregate(_token_clip_sums(g, P), g.L, "token-mean", G=g.Gn, N=g.N)
+
+
+SPECS: dict[str, SymbolicSpec] = {
+    s.name: s
+    for s in (
+        SymbolicSpec("grpo", _grpo, lambda g, o: group_advantages(g, o["scale"]), _EPS),
+        SymbolicSpec("dr_grpo", _dr_grpo, lambda g, o: group_advantages(g, "none"), _EPS + ("max_length",)),
+        SymbolicSpec("dapo", _dapo, lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("gspo", _gspo, lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("cispo", _cispo, lambda g, o: group_advantages(g), _EPS,
+                     notes="eps_low=None (default) is MiniMax's one-sided cap min(r, 1+eps_high)."),
+        SymbolicSpec("rloo", _rloo, lambda g, o: rloo_advantages(g)),
+        SymbolicSpec("reinforce_pp", _reinforce_pp, lambda g, o: batch_whitened_advantages(g), _EPS,
+                     notes="The batch is the one group: token-weighted mean/std over its responses."),
+    )
+}
+
+# Objectives whose coefficient has no closed form in the group's symbols.
+NO_CLOSED_FORM: dict[str, str] = {
+    "clip_cov": "Clip-Cov zeroes a *random* subset of tokens chosen by their batch covariance "
+    "rank; the coefficient is a random variable, not a formula of the group's symbols.",
+    "kl_cov": "KL-Cov penalises the top-k tokens of the batch by covariance: the mask is a batch "
+    "quantile (an order statistic over all tokens), not a closed form of one group.",
+}
+
+
+def spec_names() -> list[str]:
+    return list(SPECS)
+
+
+def get_spec(name: str) -> SymbolicSpec:
+    """The closed-form spec of ``name``; :class:`NoClosedForm` with the reason when none exists."""
+    if name in SPECS:
+        return SPECS[name]
+    if name in NO_CLOSED_FORM:
+        raise NoClosedForm(f"objective={name!r} has no closed form: {NO_CLOSED_FORM[name]}")
+    from exchange.objectives import names
+
+    if name in names():
+        raise NoClosedForm(
+            f"objective={name!r} is in the catalog but has no symbolic spec yet; "
+            f"derivable: {', '.join(SPECS)}."
+        )
+    raise InvalidArgument(f"objective={name!r} is not a built-in; derivable: {', '.join(SPECS)}.")
+
+
+def options(name: str, **overrides: Any) -> dict[str, Any]:
+    """The catalog defaults of ``name`` with ``overrides`` (validated by the catalog)."""
+    from exchange.objectives import get
+
+    return get(name).params(**overrides)
