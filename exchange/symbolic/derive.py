@@ -124,12 +124,14 @@ class Derivation:
         }
 
 
-def derive(objective: str, G: int = 3, **overrides: Any) -> Derivation:
+def derive(objective: str, G: int = 3, *, all_regions: bool = False, **overrides: Any) -> Derivation:
     """Derive the closed form of catalog objective ``objective`` for a group of ``G``.
 
     ``overrides`` set hyperparameters as in ``Objective.bind`` (the clip bounds stay
     symbolic; their values only pick the witness points of the regions and matter for
-    options such as ``eps_low=None``). Cached per (objective, G, overrides).
+    options such as ``eps_low=None``). Sequence ratios (GSPO) have ``3^G`` regions; only
+    the three homogeneous ones are analysed unless ``all_regions=True`` (``G <= 3``).
+    Cached per (objective, G, all_regions, overrides).
     Raises ``NoClosedForm`` for objectives without a closed form.
     """
     from exchange.errors import InvalidArgument
@@ -138,11 +140,13 @@ def derive(objective: str, G: int = 3, **overrides: Any) -> Derivation:
         raise InvalidArgument(f"G={G!r} is out of range; use an int in 2..{MAX_G} (sympy work grows as 3^G).")
     spec = get_spec(objective)
     opts = catalog_options(objective, **overrides)
-    return _derive_cached(spec.name, G, tuple(sorted(opts.items(), key=lambda kv: kv[0])))
+    if all_regions and G > 3:
+        raise InvalidArgument(f"all_regions=True with G={G}: 3^G regions; use G <= 3.")
+    return _derive_cached(spec.name, G, all_regions, tuple(sorted(opts.items(), key=lambda kv: kv[0])))
 
 
 @functools.lru_cache(maxsize=64)
-def _derive_cached(name: str, G: int, opts_items: tuple) -> Derivation:
+def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> Derivation:
     spec = get_spec(name)
     opts = dict(opts_items)
     g = SymbolicGroup(G)
@@ -156,7 +160,8 @@ def _derive_cached(name: str, G: int, opts_items: tuple) -> Derivation:
     witness_params = {P[k]: sp.nsimplify(opts[k]) for k in P if isinstance(opts.get(k), (int, float))}
     seq_syms = [s for s in g.s if s in K.free_symbols]
     ratio_syms = ([g.rho] if g.rho in K.free_symbols else []) + seq_syms
-    regions, complete = ratio_regions(ratio_syms, P.get("eps_low"), P.get("eps_high"), witness_params)
+    regions, complete = ratio_regions(ratio_syms, P.get("eps_low"), P.get("eps_high"), witness_params,
+                                      max_regions=27 if all_regions else 3)
     patterns = feasible_sign_patterns(adv.centred, g.R, g.L)
 
     on = {s: sp.Integer(1) for s in ratio_syms}
