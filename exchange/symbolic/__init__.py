@@ -9,17 +9,19 @@ paper's quantitative claims (THEORY.md sections 3 and 4c).
 """
 
 from exchange.symbolic.catalog import NO_CLOSED_FORM, NoClosedForm, get_spec, spec_names
-from exchange.symbolic.derive import Derivation, RegionVerdict, derive
+from exchange.symbolic.derive import ClosedForm, Derivation, RegionVerdict, closed_form, derive
 from exchange.symbolic.numeric import closed_form_coefficients, closed_form_shared_K
 from exchange.symbolic.spec import AdvantageForm, SymbolicSpec
 
 __all__ = [
     "AdvantageForm",
+    "ClosedForm",
     "Derivation",
     "NO_CLOSED_FORM",
     "NoClosedForm",
     "RegionVerdict",
     "SymbolicSpec",
+    "closed_form",
     "closed_form_coefficients",
     "closed_form_shared_K",
     "derive",

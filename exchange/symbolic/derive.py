@@ -26,7 +26,7 @@ from exchange.symbolic.cells import Region, feasible_sign_patterns, ratio_region
 from exchange.symbolic.group import SymbolicGroup
 from exchange.symbolic.spec import AdvantageForm, SymbolicSpec
 
-__all__ = ["Derivation", "RegionVerdict", "derive", "MAX_G"]
+__all__ = ["ClosedForm", "Derivation", "RegionVerdict", "closed_form", "derive", "MAX_G"]
 
 MAX_G = 8
 
@@ -54,6 +54,26 @@ class RegionVerdict:
     binary_K: sp.Expr
     binary_sign: str
     binary_sign_expr: sp.Expr
+
+
+@dataclass(frozen=True, eq=False)
+class ClosedForm:
+    """Steps 1-2 only (fast): the differentiated coefficients, no region analysis.
+
+    Fields as in :class:`Derivation`: ``objective``, ``G``, ``options``, ``advantage``,
+    ``surrogate``, ``kappa`` (per response), ``K`` (shared event), ``group``.
+    """
+
+    objective: str
+    G: int
+    options: dict[str, Any]
+    advantage: AdvantageForm
+    surrogate: sp.Expr
+    kappa: tuple[sp.Expr, ...]
+    K: sp.Expr
+    group: SymbolicGroup = field(repr=False)
+    P: dict[str, sp.Symbol] = field(repr=False, default_factory=dict)
+    notes: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +144,39 @@ class Derivation:
         }
 
 
+def _check(objective: str, G: int, overrides: dict) -> tuple[SymbolicSpec, tuple]:
+    from exchange.errors import InvalidArgument
+
+    if isinstance(G, bool) or not isinstance(G, int) or not 2 <= G <= MAX_G:
+        raise InvalidArgument(f"G={G!r} is out of range; use an int in 2..{MAX_G} (sympy work grows as 3^G).")
+    spec = get_spec(objective)
+    opts = catalog_options(objective, **overrides)
+    return spec, tuple(sorted(opts.items(), key=lambda kv: kv[0]))
+
+
+def closed_form(objective: str, G: int = 3, **overrides: Any) -> ClosedForm:
+    """The differentiated coefficients of ``objective`` for a group of ``G`` (cached).
+
+    Cheap (no cell analysis): what :func:`~exchange.symbolic.numeric.closed_form_coefficients`
+    needs. Raises ``NoClosedForm`` for objectives without a closed form.
+    """
+    spec, opts_items = _check(objective, G, overrides)
+    return _closed_form_cached(spec.name, G, opts_items)
+
+
+@functools.lru_cache(maxsize=128)
+def _closed_form_cached(name: str, G: int, opts_items: tuple) -> ClosedForm:
+    spec = get_spec(name)
+    opts = dict(opts_items)
+    g = SymbolicGroup(G)
+    P = spec.param_symbols(opts)
+    J = spec.surrogate(g, P, opts)
+    kappa = tuple(_coefficient(J, g, i) for i in range(G))
+    shared = {r: g.rho for r in g.r}
+    K = sp.Add(*[k.xreplace(shared) for k in kappa])
+    return ClosedForm(name, G, opts, spec.advantages(g, opts), J, kappa, K, g, P, spec.notes)
+
+
 def derive(objective: str, G: int = 3, *, all_regions: bool = False, **overrides: Any) -> Derivation:
     """Derive the closed form of catalog objective ``objective`` for a group of ``G``.
 
@@ -136,27 +189,16 @@ def derive(objective: str, G: int = 3, *, all_regions: bool = False, **overrides
     """
     from exchange.errors import InvalidArgument
 
-    if not isinstance(G, int) or not 2 <= G <= MAX_G:
-        raise InvalidArgument(f"G={G!r} is out of range; use an int in 2..{MAX_G} (sympy work grows as 3^G).")
-    spec = get_spec(objective)
-    opts = catalog_options(objective, **overrides)
+    spec, opts_items = _check(objective, G, overrides)
     if all_regions and G > 3:
         raise InvalidArgument(f"all_regions=True with G={G}: 3^G regions; use G <= 3.")
-    return _derive_cached(spec.name, G, all_regions, tuple(sorted(opts.items(), key=lambda kv: kv[0])))
+    return _derive_cached(spec.name, G, all_regions, opts_items)
 
 
 @functools.lru_cache(maxsize=64)
 def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> Derivation:
-    spec = get_spec(name)
-    opts = dict(opts_items)
-    g = SymbolicGroup(G)
-    P = spec.param_symbols(opts)
-    J = spec.surrogate(g, P, opts)
-    kappa = tuple(_coefficient(J, g, i) for i in range(G))
-    adv = spec.advantages(g, opts)
-
-    shared = {r: g.rho for r in g.r}
-    K = sp.Add(*[k.xreplace(shared) for k in kappa])
+    cf = _closed_form_cached(name, G, opts_items)
+    g, P, K, adv, opts = cf.group, cf.P, cf.K, cf.advantage, cf.options
     witness_params = {P[k]: sp.nsimplify(opts[k]) for k in P if isinstance(opts.get(k), (int, float))}
     seq_syms = [s for s in g.s if s in K.free_symbols]
     ratio_syms = ([g.rho] if g.rho in K.free_symbols else []) + seq_syms
@@ -169,9 +211,9 @@ def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> D
     for region in regions:
         verdicts.append(_verdict(region.label, K, region, g, adv, patterns))
     return Derivation(
-        objective=name, G=G, options=opts, advantage=adv, surrogate=J, kappa=kappa,
-        kappa_generic=_generic(kappa[0], g), weights=_weights(kappa, g, ratio_syms),
-        K=K, regions=tuple(_merge(verdicts)), regions_complete=complete, group=g, notes=spec.notes,
+        objective=name, G=G, options=opts, advantage=adv, surrogate=cf.surrogate, kappa=cf.kappa,
+        kappa_generic=_generic(cf.kappa[0], g), weights=_weights(cf.kappa, g, ratio_syms),
+        K=K, regions=tuple(_merge(verdicts)), regions_complete=complete, group=g, notes=cf.notes,
     )
 
 

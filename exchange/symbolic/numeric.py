@@ -21,12 +21,12 @@ from torch import Tensor
 
 from exchange.errors import InvalidArgument
 from exchange.rollout import Rollout
-from exchange.symbolic.derive import Derivation
+from exchange.symbolic.derive import ClosedForm, Derivation
 
 __all__ = ["closed_form_coefficients", "closed_form_shared_K"]
 
 
-def _symbols(d: Derivation) -> list[sp.Symbol]:
+def _symbols(d: ClosedForm | Derivation) -> list[sp.Symbol]:
     g = d.group
     extra = {d.advantage.scale} if isinstance(d.advantage.scale, sp.Symbol) else set()
     params = [s for k in d.kappa for s in k.free_symbols if s.name.startswith(("epsilon", "L_max", "tau", "alpha", "phi", "beta"))]
@@ -34,12 +34,12 @@ def _symbols(d: Derivation) -> list[sp.Symbol]:
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(d: Derivation):
+def _compiled(d: ClosedForm | Derivation):
     syms = _symbols(d)
     return syms, [sp.lambdify(syms, k, modules="math") for k in d.kappa], sp.lambdify(syms, d.K, modules="math")
 
 
-def _values(d: Derivation, rollout: Rollout, logprobs: Tensor) -> tuple[dict[str, float], Tensor]:
+def _values(d: ClosedForm | Derivation, rollout: Rollout, logprobs: Tensor) -> tuple[dict[str, float], Tensor]:
     """Numeric value of every symbol except the designated-token ratios; and ratio [N, T]."""
     if rollout.n_groups != 1 or rollout.n != d.G:
         raise InvalidArgument(
@@ -84,7 +84,7 @@ def _call(fn, syms, vals: dict[str, Any]) -> float:
         raise InvalidArgument(f"symbol={err.args[0]!r} of the closed form has no numeric value.") from None
 
 
-def closed_form_coefficients(d: Derivation, logprobs: Tensor, rollout: Rollout) -> Tensor:
+def closed_form_coefficients(d: ClosedForm | Derivation, logprobs: Tensor, rollout: Rollout) -> Tensor:
     """``kappa: Tensor[N, T]`` (float64) from the closed form, 0 on padding.
 
     ``rollout`` must hold one group of ``d.G`` responses; ``logprobs`` is ``[N, T]``.
@@ -101,7 +101,7 @@ def closed_form_coefficients(d: Derivation, logprobs: Tensor, rollout: Rollout) 
     return out
 
 
-def closed_form_shared_K(d: Derivation, logprobs: Tensor, rollout: Rollout) -> float:
+def closed_form_shared_K(d: ClosedForm | Derivation, logprobs: Tensor, rollout: Rollout) -> float:
     """The closed-form shared-event coefficient ``K`` at the event of position 0.
 
     The event must be shared with one ratio ``rho`` (event-consistent rollout).
