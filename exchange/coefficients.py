@@ -15,7 +15,7 @@ from torch import Tensor
 from exchange.errors import InvalidArgument, ObjectiveError
 from exchange.rollout import Rollout
 
-__all__ = ["LossFn", "token_coefficients", "token_coefficients_batched"]
+__all__ = ["LossFn", "token_coefficients", "loss_and_coefficients", "token_coefficients_batched"]
 
 LossFn = Callable[[Tensor, Rollout], Tensor]
 
@@ -51,6 +51,11 @@ def token_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -> T
     Padding positions get exactly 0. Raises :class:`ObjectiveError` when the loss is not
     a scalar, raises, or has no gradient path to ``logprobs``.
     """
+    return loss_and_coefficients(loss_fn, logprobs, rollout)[1]
+
+
+def loss_and_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -> tuple[Tensor, Tensor]:
+    """``(loss, kappa)``: the float64 loss value and :func:`token_coefficients`."""
     if not isinstance(logprobs, Tensor) or tuple(logprobs.shape) != tuple(rollout.tokens.shape):
         shape = list(logprobs.shape) if isinstance(logprobs, Tensor) else type(logprobs).__name__
         raise InvalidArgument(
@@ -72,7 +77,8 @@ def token_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -> T
         (grad,) = torch.autograd.grad(loss, lp, allow_unused=True)
     if grad is None:
         grad = torch.zeros_like(lp)
-    return torch.where(rollout64.mask, -grad, torch.zeros((), dtype=torch.float64))
+    kappa = torch.where(rollout64.mask, -grad, torch.zeros((), dtype=torch.float64))
+    return loss.detach().to(torch.float64), kappa
 
 
 def token_coefficients_batched(
@@ -142,3 +148,27 @@ def _unchecked(template: Rollout, fields: dict[str, Tensor]) -> Rollout:
             value = value.to(torch.float64)
         object.__setattr__(r, f.name, value)
     return r
+
+
+class Engine:
+    """Coefficients for many rollouts of one ``loss_fn``, as the checker needs them.
+
+    Same-shape rollouts go through the vmapped path; after the first refusal (a loss
+    with ``.item()`` or data-dependent branches) every call uses the autograd loop.
+    ``batched=False`` forces the loop (the oracle).
+    """
+
+    def __init__(self, loss_fn: LossFn, batched: bool = True) -> None:
+        self.loss_fn = loss_fn
+        self.batched = batched
+        self.calls = 0
+
+    def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
+        self.calls += len(rollouts)
+        logprobs = [r.logprobs if r.logprobs is not None else r.old_logprobs for r in rollouts]
+        if self.batched and len(rollouts) > 1:
+            try:
+                return _vmapped(self.loss_fn, logprobs, rollouts)
+            except _CannotVmap:
+                self.batched = False
+        return [token_coefficients(self.loss_fn, lp, r) for lp, r in zip(logprobs, rollouts)]

@@ -47,21 +47,25 @@ def events(rollout: Rollout) -> Events:
     lengths = rollout.lengths.tolist()
     gidx = rollout.group_index.tolist()
     n, t_max = rollout.tokens.shape
-    ids = torch.full((n, t_max), -1, dtype=torch.long)
-    table: dict[tuple, int] = {}
+    # A trie: the event of (i, t) is keyed by (event of (i, t-1), token), so equal keys
+    # mean equal group, prefix and token. Roots are keyed by -(group + 1).
+    table: dict[tuple[int, int], int] = {}
     ev_group: list[int] = []
     ev_pos: list[int] = []
+    rows: list[list[int]] = []
     for i in range(n):
-        key: tuple = (gidx[i],)
-        row = ids[i]
+        parent = -(gidx[i] + 1)
+        row = [-1] * t_max
         for t in range(lengths[i]):
-            key = key + (tokens[i][t],)
+            key = (parent, tokens[i][t])
             e = table.get(key)
             if e is None:
                 e = table[key] = len(ev_group)
                 ev_group.append(gidx[i])
                 ev_pos.append(t)
-            row[t] = e
+            row[t] = parent = e
+        rows.append(row)
+    ids = torch.tensor(rows, dtype=torch.long).reshape(n, t_max)
     count = len(ev_group)
     flat = ids[rollout.mask]
     occurrences = torch.bincount(flat, minlength=count)

@@ -1,0 +1,61 @@
+"""``exchange audit``: the matrix of every built-in objective x every property."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("audit", help="check every built-in objective; print the matrix")
+    p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    p.add_argument("--max-examples", type=int, default=30, help="Hypothesis examples per property and regime")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=2, help="worker processes")
+    p.add_argument("--objectives", help="comma-separated subset (default: all built-ins)")
+    p.add_argument("--libraries", action="store_true", help="add TRL / verl / OpenRLHF loss rows (needs the extras)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from exchange.audit import audit, audit_targets, to_json, to_markdown
+    from exchange.errors import InvalidArgument
+
+    if args.max_examples < 1 or args.jobs < 1:
+        raise InvalidArgument(f"--max-examples={args.max_examples} and --jobs={args.jobs} must be >= 1.")
+    specs = audit_targets() if not args.objectives else [s.strip() for s in args.objectives.split(",") if s.strip()]
+    if args.libraries:
+        from exchange import adapters
+
+        specs += [row.name for row in adapters.library_rows()]
+    rows = audit(specs, max_examples=args.max_examples, seed=args.seed, jobs=args.jobs)
+    if args.format == "markdown":
+        print(to_markdown(rows, args.max_examples, args.seed), end="")
+    elif args.format == "json":
+        print(to_json(rows))
+    else:
+        _table(rows)
+    return 0
+
+
+def _table(rows) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from exchange.audit import SHORT
+    from exchange.objectives._spec import REGIMES
+    from exchange.properties import PROPERTIES
+
+    table = Table(title="exchange audit (on-policy | off-policy)")
+    table.add_column("objective")
+    for regime in REGIMES:
+        for p in PROPERTIES:
+            table.add_column(f"{SHORT[p]}{'·' if regime == 'off_policy' else ''}", justify="center")
+        table.add_column("mech." if regime == "on_policy" else "mech.·")
+    table.add_column("= metadata")
+    for row in rows:
+        cells = [row.name]
+        for regime in REGIMES:
+            cells += ["[green]✓[/green]" if row.holds(p, regime) else "[red]✗[/red]" for p in PROPERTIES]
+            cells.append(",".join(row.mechanisms(regime)) or "-")
+        m = row.matches_expected()
+        cells.append("-" if m is None else ("yes" if m else "[red]NO[/red]"))
+        table.add_row(*cells)
+    Console(width=160).print(table)

@@ -1,0 +1,48 @@
+"""``exchange check TARGET``: verdict table, minimal counterexamples, mechanisms."""
+
+from __future__ import annotations
+
+REGIME_CHOICES = {"on": ("on_policy",), "off": ("off_policy",), "both": ("on_policy", "off_policy")}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "check",
+        help="check one objective for exchangeability and cancellation",
+        description="TARGET: a built-in name (see `exchange list`, transformations with +), "
+        "trl:/verl:/openrlhf: library losses, module:function, or path/to/file.py:function.",
+    )
+    p.add_argument("target", metavar="TARGET")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="override a hyperparameter (repeatable)")
+    p.add_argument("--property", action="append", dest="properties", metavar="NAME", help="check only these (repeatable)")
+    p.add_argument("--regime", choices=sorted(REGIME_CHOICES), default="both", help="on-policy, off-policy or both")
+    p.add_argument("--max-examples", type=int, default=200, help="Hypothesis examples per property and regime")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print report.to_json() only")
+    p.add_argument("--verbose", "-v", action="store_true", help="also print counterexamples as pasteable code")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from exchange.checker import check
+    from exchange.cli.targets import parse_params, resolve_target
+
+    target = resolve_target(args.target, parse_params(args.param))
+    report = check(
+        target.loss_fn,
+        properties=args.properties,
+        max_examples=args.max_examples,
+        seed=args.seed,
+        regimes=REGIME_CHOICES[args.regime],
+        regularizer=target.regularizer,
+        name=target.name,
+    )
+    params = "".join(f" --param {p}" for p in args.param or [])
+    report.reproduce = f"exchange check {args.target}{params} --seed {args.seed} --max-examples {args.max_examples}"
+    if args.json:
+        print(report.to_json())
+    else:
+        report.render(Console(width=max(Console().width, 120)), verbose=args.verbose)
+    return 0 if report.all_hold else 1

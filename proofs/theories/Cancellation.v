@@ -1,0 +1,177 @@
+(** * Cancellation of shared events: THEORY.md section 3, T1, T2, Cor 3.3, M1, M4.
+
+    At a shared event the coefficient of response [i] is [kappa_i = A_i * w_i]; the
+    event coefficient is [K = sum_i A_i * w_i] (times the multiplicity [m] when the
+    event occurs [m] times in every response). *)
+
+From Coq Require Import QArith Lqa Qfield Lia.
+From Exchange Require Import Sums.
+Open Scope Q_scope.
+
+(** Event coefficient of a shared event: [K = sum_i A_i * w_i]. *)
+Definition K (G : nat) (A w : nat -> Q) : Q := sum G (fun i => A i * w i).
+
+(** Group-mean advantages divided by a group constant [s]: [A_i = (r_i - mean r) / s]. *)
+Definition adv (G : nat) (s : Q) (r : nat -> Q) (i : nat) : Q := (r i - mean G r) / s.
+
+(** Binary rewards on the group. *)
+Definition binary (G : nat) (r : nat -> Q) : Prop :=
+  forall i, (i < G)%nat -> r i == 0 \/ r i == 1.
+
+(** Group-mean advantages are zero-sum (property Z), whatever the scale [s]. *)
+Lemma adv_zero_sum : forall G s r, sum G (adv G s r) == 0.
+Proof.
+  intros G s r. unfold adv, Qdiv.
+  rewrite (sum_ext G _ (fun i => / s * (r i - mean G r))) by (intros; ring).
+  rewrite sum_scale, sum_centred. ring.
+Qed.
+
+Lemma K_scale_adv : forall G s r w,
+  K G (adv G s r) w == / s * sum G (fun i => (r i - mean G r) * w i).
+Proof.
+  intros. unfold K, adv, Qdiv. rewrite <- sum_scale. apply sum_ext; intros; ring.
+Qed.
+
+(** ** T1 sufficiency *)
+
+(** Under exchangeability [kappa_i = c * A_i * h] for every one of the [m] occurrences
+    in each response, so [K = c * h * m * sum_i A_i]. *)
+Theorem T1_event_coefficient : forall G (A : nat -> Q) (c h m : Q),
+  sum G (fun i => m * (c * A i * h)) == c * h * m * sum G A.
+Proof.
+  intros. rewrite <- sum_scale. apply sum_ext; intros; ring.
+Qed.
+
+(** T1: zero-sum advantages (Z) and exchangeable coefficients (E) give cancellation (C). *)
+Theorem T1_sufficiency_exchangeable : forall G (A : nat -> Q) (c h m : Q),
+  sum G A == 0 -> sum G (fun i => m * (c * A i * h)) == 0.
+Proof.
+  intros G A c h m HZ. rewrite T1_event_coefficient, HZ. ring.
+Qed.
+
+(** T1 in weight form: zero-sum advantages and equal weights give [K = 0]. *)
+Theorem T1_sufficiency : forall G (A w : nat -> Q) (w0 : Q),
+  sum G A == 0 -> (forall i, (i < G)%nat -> w i == w0) -> K G A w == 0.
+Proof.
+  intros G A w w0 HZ Hw. unfold K.
+  rewrite (sum_ext G _ (fun i => A i * w0)) by (intros i Hi; rewrite (Hw i Hi); ring).
+  rewrite sum_scale_r, HZ. ring.
+Qed.
+
+(** ** T2 necessity *)
+
+(** T2 (binary rewards): if [K = 0] for every binary reward vector under group-mean
+    advantages divided by any positive group constant [sigma r] (e.g. the std), and the
+    weights do not depend on the rewards, then all weights are equal.  The hypothesis
+    [G >= 2] of THEORY.md is not needed: for [G = 1] the conclusion is trivial. *)
+Theorem T2_necessity_binary : forall (G : nat) (w : nat -> Q) (sigma : (nat -> Q) -> Q),
+  (forall r, binary G r -> 0 < sigma r) ->
+  (forall r, binary G r -> K G (adv G (sigma r) r) w == 0) ->
+  forall i j, (i < G)%nat -> (j < G)%nat -> w i == w j.
+Proof.
+  intros G w sigma Hpos HC.
+  (* Reward vector e_j: K = (w_j - mean w) / sigma, so every w_j equals mean w. *)
+  assert (Hmean : forall j, (j < G)%nat -> w j == mean G w).
+  { intros j Hj.
+    assert (Hb : binary G (ind j)).
+    { intros i _. unfold ind. destruct (Nat.eqb i j); [right|left]; reflexivity. }
+    pose proof (Hpos _ Hb) as Hs. pose proof (HC _ Hb) as HK.
+    rewrite K_scale_adv in HK.
+    assert (Hm : mean G (ind j) == / QG G).
+    { unfold mean. rewrite sum_ind_one by exact Hj. field. apply QG_nonzero; lia. }
+    rewrite (sum_ext G _ (fun i => ind j i * w i - mean G (ind j) * w i)) in HK
+      by (intros; ring).
+    rewrite sum_minus, sum_ind, sum_scale, Hm in HK by exact Hj.
+    assert (Hz : w j - / QG G * sum G w == 0).
+    { assert (Hsne : ~ sigma (ind j) == 0) by lra.
+      apply Qmult_integral in HK. destruct HK as [HK|HK]; [|exact HK].
+      exfalso. apply Hsne. rewrite <- (Qinv_involutive (sigma (ind j))), HK. reflexivity. }
+    unfold mean. assert (~ QG G == 0) by (apply QG_nonzero; lia).
+    setoid_replace (sum G w / QG G) with (/ QG G * sum G w) by (field; assumption).
+    lra. }
+  intros i j Hi Hj. rewrite (Hmean i Hi), (Hmean j Hj). reflexivity.
+Qed.
+
+(** T2 (general): if [K = 0] for every zero-sum advantage vector, all weights are equal.
+    The vectors [e_i - e_j] are zero-sum and give [K = w_i - w_j]. *)
+Theorem T2_necessity_zero_sum : forall (G : nat) (w : nat -> Q),
+  (forall A, sum G A == 0 -> K G A w == 0) ->
+  forall i j, (i < G)%nat -> (j < G)%nat -> w i == w j.
+Proof.
+  intros G w HC i j Hi Hj.
+  set (A := fun k => ind i k - ind j k).
+  assert (HZ : sum G A == 0).
+  { unfold A. rewrite sum_minus, sum_ind_one, sum_ind_one by assumption. ring. }
+  pose proof (HC A HZ) as HK. unfold K, A in HK.
+  rewrite (sum_ext G _ (fun k => ind i k * w k - ind j k * w k)) in HK by (intros; ring).
+  rewrite sum_minus, sum_ind, sum_ind in HK by assumption. lra.
+Qed.
+
+(** T1 + T2: cancellation for every zero-sum advantage vector holds exactly when the
+    weights are equal. *)
+Theorem T2_characterisation : forall (G : nat) (w : nat -> Q),
+  (forall A, sum G A == 0 -> K G A w == 0) <->
+  (forall i j, (i < G)%nat -> (j < G)%nat -> w i == w j).
+Proof.
+  intros G w. split.
+  - apply T2_necessity_zero_sum.
+  - intros Heq A HZ. destruct G as [|k].
+    + reflexivity.
+    + apply (T1_sufficiency (S k) A w (w O) HZ). intros i Hi. apply Heq; lia.
+Qed.
+
+(** ** Cor 3.3: cancellation for one reward vector does not need equal weights *)
+
+Definition cor33_A (i : nat) : Q := match i with O => 1 | S O => 1 | _ => -2 end.
+Definition cor33_w (i : nat) : Q := match i with O => 1 | S O => 3 | _ => 2 end.
+
+Theorem Cor33_cancellation_unequal_weights :
+  sum 3 cor33_A == 0 /\ K 3 cor33_A cor33_w == 0 /\ ~ cor33_w 0%nat == cor33_w 1%nat.
+Proof.
+  split; [|split].
+  - vm_compute. reflexivity.
+  - vm_compute. reflexivity.
+  - vm_compute. discriminate.
+Qed.
+
+(** ** M1 lemma: two responses with sequence weights *)
+
+(** The group [(x, y)] of two responses. *)
+Definition pair (x y : Q) (i : nat) : Q := match i with O => x | _ => y end.
+
+(** With [A = (a, -a)], [a <> 0], the sequence weights cancel iff [s_1 = s_2]: sequence
+    coupling (GSPO) cancels only on the measure-zero set of equal sequence weights. *)
+Theorem M1_two_responses : forall a s1 s2 : Q, ~ a == 0 ->
+  (K 2 (pair a (- a)) (pair s1 s2) == 0 <-> s1 == s2).
+Proof.
+  intros a s1 s2 Ha. unfold K; simpl. split.
+  - intro H. assert (Hm : a * (s1 - s2) == 0) by lra.
+    apply Qmult_integral in Hm. destruct Hm as [Hm|Hm]; [contradiction | lra].
+  - intro H. rewrite H. ring.
+Qed.
+
+(** ** M4: advantages that are not zero-sum *)
+
+(** With equal weights [w0], [K = w0 * sum_i A_i]: a non-zero-sum baseline (M4) breaks
+    cancellation even for perfectly exchangeable coefficients. *)
+Theorem M4_nonzero_sum_breaks : forall G (A : nat -> Q) (w0 : Q),
+  ~ w0 == 0 -> ~ sum G A == 0 -> ~ K G A (fun _ => w0) == 0.
+Proof.
+  intros G A w0 Hw HA HK. unfold K in HK. rewrite sum_scale_r in HK.
+  apply Qmult_integral in HK. destruct HK; contradiction.
+Qed.
+
+(** ** Equal rewards give zero coefficients *)
+
+(** If every response has the same reward, group-mean advantages vanish and every
+    coefficient [kappa_i = A_i * w_i] is zero, whatever the weights and the scale. *)
+Theorem null_on_equal_rewards : forall G s (r w : nat -> Q) (r0 : Q),
+  (forall i, (i < G)%nat -> r i == r0) ->
+  forall i, (i < G)%nat -> adv G s r i * w i == 0.
+Proof.
+  intros G s r w r0 Hr i Hi. unfold adv.
+  assert (Hm : mean G r == r0).
+  { unfold mean. rewrite (sum_ext G r (fun _ => r0)) by exact Hr.
+    rewrite <- (mean_const G r0) by lia. reflexivity. }
+  rewrite Hm, (Hr i Hi). unfold Qdiv. ring.
+Qed.

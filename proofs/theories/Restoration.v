@@ -1,0 +1,77 @@
+(** * T5: restoring transformations, THEORY.md sections 3 and 4b ("DFPO").
+
+    Each acts on the per-response weights [w_i] (under stop-gradient, so they are
+    constants here) before differentiation. *)
+
+From Coq Require Import QArith Lqa Qfield Lia Qminmax.
+From Exchange Require Import Sums Cancellation.
+Open Scope Q_scope.
+
+(** Group minimum of the weights [min_{i < G} w_i] ([0] for an empty group). *)
+Fixpoint gmin (G : nat) (w : nat -> Q) : Q :=
+  match G with
+  | O => 0
+  | S O => w O
+  | S k => Qmin (gmin k w) (w k)
+  end.
+
+(** [gmin] is a lower bound of the group's weights (so it is the minimum it claims). *)
+Lemma gmin_le : forall G w i, (i < G)%nat -> gmin G w <= w i.
+Proof.
+  induction G as [|k IH]; intros w i Hi; [lia|].
+  destruct k as [|k'].
+  - simpl. assert (i = O) by lia. subst. lra.
+  - change (gmin (S (S k')) w) with (Qmin (gmin (S k') w) (w (S k'))).
+    destruct (Nat.eq_dec i (S k')) as [->|Hne].
+    + apply Q.le_min_r.
+    + eapply Qle_trans; [apply Q.le_min_l | apply IH; lia].
+Qed.
+
+(** Min-Replace: every weight replaced by the group minimum is one constant per group,
+    so zero-sum advantages cancel (by T1). *)
+Theorem T5_min_replace : forall G (A w : nat -> Q),
+  sum G A == 0 -> K G A (fun _ => gmin G w) == 0.
+Proof.
+  intros G A w HZ. apply (T1_sufficiency G A _ (gmin G w) HZ). intros; reflexivity.
+Qed.
+
+(** A constant normaliser per group (Dr. GRPO's constant, DAPO's group token count,
+    a global budget) restores cancellation. *)
+Theorem T5_constant_normaliser : forall G (A : nat -> Q) (C : Q),
+  sum G A == 0 -> K G A (fun _ => / C) == 0.
+Proof.
+  intros G A C HZ. apply (T1_sufficiency G A _ (/ C) HZ). intros; reflexivity.
+Qed.
+
+(** Adv-Orthogonal weights [w' = w - (A.w / A.A) A]. *)
+Definition orth (G : nat) (A w : nat -> Q) (i : nat) : Q :=
+  w i - (K G A w / K G A A) * A i.
+
+(** Adv-Orthogonal cancels for the group's own advantages whenever [A <> 0] (it does
+    not make the weights equal, so it restores (C), not (E)). *)
+Theorem T5_adv_orthogonal : forall G (A w : nat -> Q),
+  (exists j, (j < G)%nat /\ ~ A j == 0) -> K G A (orth G A w) == 0.
+Proof.
+  intros G A w HA. pose proof (sum_squares_pos G A HA) as Hpos.
+  unfold K at 1, orth.
+  rewrite (sum_ext G _ (fun i => A i * w i - (K G A w / K G A A) * (A i * A i)))
+    by (intros; ring).
+  rewrite sum_minus, sum_scale.
+  fold (K G A w). change (sum G (fun i => A i * A i)) with (K G A A).
+  unfold K in *. field. lra.
+Qed.
+
+(** A sign-free weight, any function [h] of the event's ratio alone (not of the
+    advantage's sign), is shared by all occurrences and cancels. *)
+Theorem T5_sign_free_weight : forall G (A : nat -> Q) (h : Q -> Q) (rho : Q),
+  sum G A == 0 -> K G A (fun _ => h rho) == 0.
+Proof.
+  intros G A h rho HZ. apply (T1_sufficiency G A _ (h rho) HZ). intros; reflexivity.
+Qed.
+
+(** CISPO-style truncated weight [min(rho, 1 + eps)], an instance of the above. *)
+Theorem T5_truncated_ratio : forall G (A : nat -> Q) (rho eps : Q),
+  sum G A == 0 -> K G A (fun _ => Qmin rho (1 + eps)) == 0.
+Proof.
+  intros G A rho eps HZ. apply (T5_sign_free_weight G A (fun x => Qmin x (1 + eps)) rho HZ).
+Qed.
