@@ -56,7 +56,9 @@ def _t1(G: int | None) -> ClaimResult:
         vanishes = d.on_policy.vanishes
         if zero_sum and equal and vanishes != "always":
             ok = False
-        rows.append((name, f"(Z)={zero_sum}, equal on-policy weights={equal} -> K = 0 for all rewards: {vanishes}"))
+        conds = " or ".join(", ".join(f"{c.lhs} = {c.rhs}" for c in fam) for fam in d.on_policy.conditions)
+        rows.append((name, f"(Z)={zero_sum}, equal on-policy weights={equal} -> K = 0 for all rewards: "
+                           f"{vanishes}{' ' + conds if conds else ''}"))
     return ClaimResult(
         "t1", f"T1 sufficiency: zero-sum advantages and equal weights (E) give K = 0 (G = {G}, on-policy)",
         "confirmed" if ok else "refuted", tuple(rows), f"python -m exchange derive --claim t1 --G {G}")
@@ -97,7 +99,7 @@ def _t3(G: int | None) -> ClaimResult:
     ratio = sp.simplify(d.on_policy.binary_K / cov)
     same_sign = bool(ratio.is_positive)
     ok = same and same_sign and d.on_policy.vanishes == "iff"
-    conds = ", ".join(f"{c.lhs} = {c.rhs}" for c in d.on_policy.conditions)
+    conds = " or ".join(", ".join(f"{c.lhs} = {c.rhs}" for c in fam) for fam in d.on_policy.conditions)
     return ClaimResult(
         "t3", "T3: GRPO's on-policy shared coefficient is sum_i A_i/(G L_i); with one correct response its "
         "sign is the sign of cov(R, 1/L)",

@@ -40,7 +40,8 @@ class RegionVerdict:
         K: ``K`` in this region as a function of the advantage placeholders (Piecewise
             only in the advantages' signs).
         vanishes: ``"always"``, ``"never"`` or ``"iff"`` (for every reward vector).
-        conditions: the equalities when ``"iff"`` (sympy ``Eq``), else empty.
+        conditions: when ``"iff"``, the solution families (any one suffices), each a
+            tuple of sympy ``Eq`` that must hold together; else empty.
         binary_K: ``K`` at ``R = (1, 0, ..., 0)`` (one correct response).
         binary_sign: ``"+"``, ``"-"``, ``"0"`` or ``"sign(<expr>)"`` when it depends on
             the lengths / ratios.
@@ -134,7 +135,7 @@ class Derivation:
                     "region": v.region,
                     "K": both(v.K),
                     "vanishes_for_all_rewards": v.vanishes,
-                    "conditions": [both(c) for c in v.conditions],
+                    "conditions": [[both(c) for c in family] for family in v.conditions],
                     "binary_one_correct": {"K": both(v.binary_K), "sign": v.binary_sign},
                 }
                 for v in self.regions
@@ -270,26 +271,30 @@ def _verdict(label: str, K: sp.Expr, region: Region, g: SymbolicGroup, adv: Adva
     return RegionVerdict(label, _tidy(K_region), vanishes, conditions, bK, bsign, bexpr)
 
 
-_NOT_UNKNOWN = ("rho", "G", "N", "sigma", "sigma_B")
+_NOT_UNKNOWN = ("G", "N", "sigma", "sigma_B")
 
 
 def _solve(equations: set, g: SymbolicGroup) -> tuple[str, tuple]:
+    """``"always"`` / ``"never"`` / ``"iff"`` with the solution families of ``equations = 0``.
+
+    Unknowns are every symbol except the rewards and the positive group constants (so
+    lengths, ratios and hyperparameters such as SAPO's temperatures can be solved for);
+    positivity assumptions discard degenerate roots such as ``rho = 0``.
+    """
     if not equations:
         return "always", ()
     unknowns = sorted(
-        {s for e in equations for s in e.free_symbols
-         if s not in g.R and s.name not in _NOT_UNKNOWN and not s.name.startswith(("epsilon", "L_max"))},
+        {s for e in equations for s in e.free_symbols if s not in g.R and s.name not in _NOT_UNKNOWN},
         key=lambda s: s.name,
     )
     if not unknowns:
         return "never", ()
     solutions = sp.solve(sorted(equations, key=sp.default_sort_key), unknowns, dict=True)
-    if not solutions:
-        return "never", ()
-    # One family of solutions is what these linear-in-weights systems give.
-    sol = solutions[0]
-    conds = tuple(sp.Eq(k, v) for k, v in sorted(sol.items(), key=lambda kv: kv[0].name))
-    return "iff", conds
+    families = tuple(
+        tuple(sp.Eq(k, v) for k, v in sorted(sol.items(), key=lambda kv: kv[0].name))
+        for sol in solutions if sol
+    )
+    return ("iff", families) if families else ("never", ())
 
 
 def _binary(K_region: sp.Expr, g: SymbolicGroup, adv: AdvantageForm):

@@ -33,13 +33,20 @@ def _conditions(v: RegionVerdict, fmt) -> str:
         return "always (identically zero in the rewards)"
     if v.vanishes == "never":
         return "never (no values of the lengths/ratios make it vanish for every reward vector)"
-    return "iff " + ", ".join(f"{fmt(c.lhs)} = {fmt(c.rhs)}" for c in v.conditions)
+    families = [", ".join(f"{fmt(c.lhs)} = {fmt(c.rhs)}" for c in fam) for fam in v.conditions]
+    return "iff " + "  or  ".join(f"({f})" if len(families) > 1 else f for f in families)
 
 
-def _binary_line(d: Derivation, v: RegionVerdict, fmt) -> str:
+def _binary_line(d: Derivation, v: RegionVerdict, fmt, on_policy: bool = False) -> str:
     sign = {"+": "positive (shared tokens pushed up)", "-": "negative (shared tokens pushed down)",
             "0": "zero"}.get(v.binary_sign, f"sign of {fmt(v.binary_sign_expr)}")
-    return f"one correct response (R = e_1): K = {fmt(v.binary_K)};  sign: {sign}"
+    line = f"one correct response (R = e_1): K = {fmt(v.binary_K)};  sign: {sign}"
+    if on_policy and d.weights is not None and v.binary_sign not in ("0", "+", "-"):
+        gap = d.weights[0] - sp.Add(*d.weights) / len(d.weights)
+        c = sp.simplify(v.binary_K / gap)
+        if c.is_positive:
+            line += f"\n    = c (w_1 - mean_j w_j) with c = {fmt(c)} > 0: up when w_1 is above the mean weight"
+    return line
 
 
 def _render(d: Derivation, fmt: Callable[[sp.Expr], str], block: Callable[[sp.Expr], str]) -> str:
@@ -60,7 +67,7 @@ def _render(d: Derivation, fmt: Callable[[sp.Expr], str], block: Callable[[sp.Ex
         out.append("  " + w)
     out += ["", "shared event (the same token after the same prefix in every response; ratio rho):",
             "  K = sum_i kappa_i"]
-    for v in d.regions:
+    for n, v in enumerate(d.regions):
         out.append(f"- {v.region}:")
         Kr = in_rewards(d, v)
         out.append(_indent(block(v.K), 4))
@@ -68,7 +75,7 @@ def _render(d: Derivation, fmt: Callable[[sp.Expr], str], block: Callable[[sp.Ex
             out.append("    in the rewards:")
             out.append(_indent(block(Kr), 6))
         out.append(f"    K = 0 for every reward vector: {_conditions(v, fmt)}")
-        out.append("    " + _binary_line(d, v, fmt))
+        out.append("    " + _binary_line(d, v, fmt, on_policy=n == 0))
     if not d.regions_complete:
         out.append("(only the regions where every sequence ratio is in the same state are shown; "
                    "pass --all-regions with G <= 3 for the mixed ones)")

@@ -29,7 +29,7 @@ def test_length_coupled_objectives_cancel_only_for_equal_lengths(name):
     d = derive(name, 3)
     g = d.group
     assert d.on_policy.vanishes == "iff"
-    sol = {c.lhs: c.rhs for c in d.on_policy.conditions}
+    sol = {c.lhs: c.rhs for c in d.on_policy.conditions[0]}
     assert {sp.simplify(L.xreplace(sol)) for L in g.L} == {g.L[2]}  # L_1 = L_2 = L_3
 
 
@@ -62,7 +62,7 @@ def test_gspo_inside_trust_region_needs_equal_s_over_L():
     inside = next(v for v in d.regions if v.region.startswith("1 - epsilon_low <= every"))
     assert inside.vanishes == "iff"
     g = d.group
-    sol = {c.lhs: c.rhs for c in inside.conditions}
+    sol = {c.lhs: c.rhs for c in inside.conditions[0]}
     ratios = {sp.simplify((s / L).xreplace(sol)) for s, L in zip(g.s, g.L)}
     assert len(ratios) == 1
     assert not d.regions_complete
@@ -71,7 +71,7 @@ def test_gspo_inside_trust_region_needs_equal_s_over_L():
 @pytest.mark.parametrize("G", [2, 4])
 def test_other_group_sizes(G):
     d = derive("grpo", G)
-    assert d.on_policy.vanishes == "iff" and len(d.on_policy.conditions) == G - 1
+    assert d.on_policy.vanishes == "iff" and len(d.on_policy.conditions[0]) == G - 1
 
 
 def test_ppo_clip_piecewise_equals_min_form():
