@@ -7,7 +7,8 @@ import sympy as sp
 from exchange.symbolic.group import SymbolicGroup
 from exchange.symbolic.spec import AdvantageForm
 
-__all__ = ["group_advantages", "rloo_advantages", "batch_whitened_advantages"]
+__all__ = ["group_advantages", "rloo_advantages", "batch_whitened_advantages", "gpg_advantages",
+           "baseline_advantages"]
 
 SIGMA = sp.Symbol("sigma", positive=True)
 SIGMA_B = sp.Symbol("sigma_B", positive=True)
@@ -46,3 +47,22 @@ def batch_whitened_advantages(g: SymbolicGroup, eps: float = 1e-8) -> AdvantageF
     var = sp.Add(*[L * (R - mu) ** 2 for L, R in zip(g.L, g.R)]) / (n_tok - 1)
     return AdvantageForm(centred, SIGMA_B, sp.sqrt(var + sp.Float(eps, 30)),
                          "(R_i - mu_tok) / sigma_B, token-weighted batch mean and std")
+
+
+ALPHA_INV = sp.Symbol("alpha_inv", positive=True)
+
+
+def gpg_advantages(g: SymbolicGroup) -> AdvantageForm:
+    """GPG: ``alpha (R_i - mean R)``, ``alpha = B / max(1, #nonzero rewards)`` (a positive
+    batch constant; here the batch is the group, ``B = G``)."""
+    mean = _mean(g.R)
+    nonzero = sp.Add(*[sp.Piecewise((0, sp.Eq(R, 0)), (1, True)) for R in g.R])
+    return AdvantageForm(tuple(R - mean for R in g.R), ALPHA_INV, sp.Max(1, nonzero) / g.G,
+                         "alpha (R_i - mean(R)), alpha = 1/alpha_inv = G / max(1, #nonzero R)")
+
+
+def baseline_advantages(g: SymbolicGroup, baseline: float) -> AdvantageForm:
+    """ReMax: ``R_i - b`` with the greedy response's reward ``b`` (the ``baseline`` value)."""
+    b = sp.nsimplify(baseline)
+    return AdvantageForm(tuple(R - b for R in g.R), sp.Integer(1), sp.Integer(1),
+                         f"R_i - b, b = {baseline:g} (greedy-response reward; not zero-sum)")

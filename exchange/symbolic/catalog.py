@@ -12,10 +12,16 @@ from typing import Any, Mapping
 import sympy as sp
 
 from exchange.errors import InvalidArgument
-from exchange.symbolic.advantages import batch_whitened_advantages, group_advantages, rloo_advantages
+from exchange.symbolic.advantages import (
+    baseline_advantages,
+    batch_whitened_advantages,
+    gpg_advantages,
+    group_advantages,
+    rloo_advantages,
+)
 from exchange.symbolic.group import SymbolicGroup
 from exchange.symbolic.spec import SymbolicSpec
-from exchange.symbolic.surrogates import aggregate, clip, ppo_clip
+from exchange.symbolic.surrogates import aggregate, clip, ppo_clip, sapo_gate
 
 __all__ = ["SPECS", "NO_CLOSED_FORM", "NoClosedForm", "get_spec", "spec_names"]
 
@@ -64,6 +70,41 @@ def _reinforce_pp(g, P, opts):
     return aggregate(_token_clip_sums(g, P), g.L, "token-mean", G=g.Gn, N=g.N)
 
 
+def _gspo_token(g, P, opts):
+    # s_{i,t} = sg(s_i) exp(l - sg(l)): value s_i, gradient s_i per token (TRL PR 3820).
+    sums = [ppo_clip(g.sg(g.seq_ratio(i)) * sp.exp(g.l[i] - g.sg(g.l[i])), g.A[i], P["eps_low"], P["eps_high"])
+            + g.X[i] for i in range(g.G)]
+    return aggregate(sums, g.L, "seq-mean-token-mean", G=g.Gn, N=g.N)
+
+
+def _sapo(mode: str | None):
+    def surrogate(g, P, opts):
+        sums = [sapo_gate(g.token_ratio(i), g.A[i], P["tau_pos"], P["tau_neg"]) + g.X[i] for i in range(g.G)]
+        return aggregate(sums, g.L, mode or opts["loss_agg_mode"], G=g.Gn, N=g.N)
+
+    return surrogate
+
+
+def _unit_ratio(g: SymbolicGroup, i: int) -> sp.Expr:
+    """``exp(l - sg(l))``: value 1, gradient 1 (REINFORCE without IS)."""
+    return sp.exp(g.l[i] - g.sg(g.l[i]))
+
+
+def _gpg(g, P, opts):
+    return aggregate([g.A[i] * _unit_ratio(g, i) + g.X[i] for i in range(g.G)], g.L, "token-mean", G=g.Gn, N=g.N)
+
+
+def _remax(g, P, opts):
+    return aggregate([g.A[i] * _unit_ratio(g, i) + g.X[i] for i in range(g.G)], g.L, "seq-mean-token-sum",
+                     G=g.Gn, N=g.N)
+
+
+def _ppo(g, P, opts):
+    sums = [ppo_clip(g.token_ratio(i), g.A[i], P["eps_low"], P["eps_high"], P["clip_c"]) + g.X[i]
+            for i in range(g.G)]
+    return aggregate(sums, g.L, "token-mean", G=g.Gn, N=g.N)
+
+
 SPECS: dict[str, SymbolicSpec] = {
     s.name: s
     for s in (
@@ -76,6 +117,19 @@ SPECS: dict[str, SymbolicSpec] = {
         SymbolicSpec("rloo", _rloo, lambda g, o: rloo_advantages(g)),
         SymbolicSpec("reinforce_pp", _reinforce_pp, lambda g, o: batch_whitened_advantages(g), _EPS,
                      notes="The batch is the one group: token-weighted mean/std over its responses."),
+        # Catalog additions (issue 3); specs whose objective is not in the catalog are skipped
+        # by the agreement tests and rejected by get_spec.
+        SymbolicSpec("bnpo", _dapo, lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("gspo_token", _gspo_token, lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("cispo_verl", _cispo, lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("sapo", _sapo(None), lambda g, o: group_advantages(g), ("tau_pos", "tau_neg")),
+        SymbolicSpec("sapo_verl", _sapo("seq-mean-token-mean"), lambda g, o: group_advantages(g),
+                     ("tau_pos", "tau_neg")),
+        SymbolicSpec("gpg", _gpg, lambda g, o: gpg_advantages(g),
+                     notes="alpha = G / max(1, #nonzero rewards) with the batch = the group."),
+        SymbolicSpec("remax", _remax, lambda g, o: baseline_advantages(g, o["baseline"]),
+                     notes="b is the baseline parameter (rollout.baseline_rewards, when set, is per response)."),
+        SymbolicSpec("ppo", _ppo, lambda g, o: group_advantages(g), _EPS + ("clip_c",)),
     )
 }
 
@@ -85,16 +139,24 @@ NO_CLOSED_FORM: dict[str, str] = {
     "rank; the coefficient is a random variable, not a formula of the group's symbols.",
     "kl_cov": "KL-Cov penalises the top-k tokens of the batch by covariance: the mask is a batch "
     "quantile (an order statistic over all tokens), not a closed form of one group.",
+    "entropy_8020": "the gradient mask keeps tokens above the batch's entropy quantile (an order "
+    "statistic over every token of the batch), not a closed form of one group's symbols.",
 }
 
 
 def spec_names() -> list[str]:
-    return list(SPECS)
+    """Derivable objectives: the specs whose objective is in the catalog."""
+    from exchange.objectives import names
+
+    catalog = set(names())
+    return [n for n in SPECS if n in catalog]
 
 
 def get_spec(name: str) -> SymbolicSpec:
     """The closed-form spec of ``name``; :class:`NoClosedForm` with the reason when none exists."""
-    if name in SPECS:
+    from exchange.objectives import names
+
+    if name in SPECS and name in names():
         return SPECS[name]
     if name in NO_CLOSED_FORM:
         raise NoClosedForm(f"objective={name!r} has no closed form: {NO_CLOSED_FORM[name]}")

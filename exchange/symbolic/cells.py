@@ -54,16 +54,20 @@ def resolve(expr: sp.Expr, witness: Mapping[sp.Symbol, sp.Expr]) -> sp.Expr:
     return expr.replace(lambda e: isinstance(e, sp.Piecewise), one)
 
 
-def _bounds(eps_low: sp.Expr | None, eps_high: sp.Expr | None, w_low, w_high):
-    """(state, label template, witness) for a ratio below, inside and above its clip range."""
+def _bounds(eps_low: sp.Expr | None, eps_high: sp.Expr | None, w_low, w_high, w_c=None):
+    """(state, label template, witness) for a ratio below, inside and above its clip range
+    (and beyond the dual-clip bound ``c`` when ``w_c`` is given)."""
     out = []
     if eps_low is not None:
         out.append(("below", "{x} < 1 - {el}", (1 - w_low) / 2))
     lo = "1 - {el}" if eps_low is not None else "0"
     hi = "1 + {eh}" if eps_high is not None else "oo"
     out.append(("inside", lo + " <= {x} <= " + hi, sp.Integer(1)))
-    if eps_high is not None:
+    if eps_high is not None and w_c is None:
         out.append(("above", "{x} > 1 + {eh}", 1 + 2 * w_high))
+    elif eps_high is not None:
+        out.append(("above", "1 + {eh} < {x} <= {c}", (1 + w_high + w_c) / 2))
+        out.append(("beyond", "{x} > {c}", 2 * w_c))
     return out
 
 
@@ -73,19 +77,22 @@ def ratio_regions(
     eps_high: sp.Symbol | None,
     witness_params: Mapping[sp.Symbol, sp.Expr],
     max_regions: int = 27,
+    clip_c: sp.Symbol | None = None,
 ) -> tuple[list[Region], bool]:
     """Regions of the ratio ``symbols`` (each below / inside / above its clip range).
 
+    ``clip_c`` adds the dual-clip bound (a fourth state ``x > c``).
     Returns ``(regions, complete)``; when the full product exceeds ``max_regions``
     only the homogeneous regions (every ratio in the same state) are returned and
     ``complete`` is False. The witnesses fix ``eps_*`` at ``witness_params``.
     """
     w_low = witness_params.get(eps_low, sp.Rational(1, 5)) if eps_low is not None else None
     w_high = witness_params.get(eps_high, sp.Rational(1, 5)) if eps_high is not None else None
-    states = _bounds(eps_low, eps_high, w_low, w_high)
-    fixed = {k: v for k, v in witness_params.items() if k in (eps_low, eps_high)}
-    names = {"el": str(eps_low), "eh": str(eps_high)}
-    if not symbols:
+    w_c = witness_params.get(clip_c, sp.Integer(3)) if clip_c is not None else None
+    states = _bounds(eps_low, eps_high, w_low, w_high, w_c)
+    fixed = {k: v for k, v in witness_params.items() if k in (eps_low, eps_high, clip_c)}
+    names = {"el": str(eps_low), "eh": str(eps_high), "c": str(clip_c)}
+    if not symbols or (eps_low is None and eps_high is None):
         return [Region("any ratio", dict(fixed))], True
     combos = list(itertools.product(states, repeat=len(symbols)))
     complete = len(combos) <= max_regions

@@ -46,6 +46,8 @@ class RegionVerdict:
         binary_sign: ``"+"``, ``"-"``, ``"0"`` or ``"sign(<expr>)"`` when it depends on
             the lengths / ratios.
         binary_sign_expr: the expression whose sign is the sign of ``binary_K``.
+        note: set when some symbols were left generic (transcendental ones, e.g. SAPO's
+            ``rho``, ``tau``, when rational unknowns such as lengths exist).
     """
 
     region: str
@@ -55,6 +57,7 @@ class RegionVerdict:
     binary_K: sp.Expr
     binary_sign: str
     binary_sign_expr: sp.Expr
+    note: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,6 +138,7 @@ class Derivation:
                     "region": v.region,
                     "K": both(v.K),
                     "vanishes_for_all_rewards": v.vanishes,
+                    "note": v.note,
                     "conditions": [[both(c) for c in family] for family in v.conditions],
                     "binary_one_correct": {"K": both(v.binary_K), "sign": v.binary_sign},
                 }
@@ -204,7 +208,8 @@ def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> D
     seq_syms = [s for s in g.s if s in K.free_symbols]
     ratio_syms = ([g.rho] if g.rho in K.free_symbols else []) + seq_syms
     regions, complete = ratio_regions(ratio_syms, P.get("eps_low"), P.get("eps_high"), witness_params,
-                                      max_regions=27 if all_regions else 3)
+                                      max_regions=(4 if P.get("clip_c") is not None else 3) ** (3 if all_regions else 1),
+                                      clip_c=P.get("clip_c"))
     patterns = feasible_sign_patterns(adv.centred, g.R, g.L)
 
     on = {s: sp.Integer(1) for s in ratio_syms}
@@ -222,6 +227,8 @@ def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> D
 def _coefficient(J: sp.Expr, g: SymbolicGroup, i: int) -> sp.Expr:
     """``kappa_i = dJ/dl_i`` with stop-gradients released and ratios named."""
     k = g.name_ratios(g.release_sg(sp.diff(J, g.l[i])))
+    if len(k.atoms(sp.Piecewise)) > 1:  # several sign-selected factors (SAPO's tau): one Piecewise
+        k = sp.piecewise_fold(k)
     leftover = k.free_symbols & (set(g.l) | set(g.lo) | set(g.D) | set(g.X))
     if leftover:  # a log-prob left outside a named ratio: the spec is not in ratio form
         raise RuntimeError(f"kappa_{i + 1} of the spec still has {sorted(map(str, leftover))}: {k}")
@@ -266,15 +273,15 @@ def _verdict(label: str, K: sp.Expr, region: Region, g: SymbolicGroup, adv: Adva
         numer = sp.numer(sp.together(cell.xreplace(A_values)))
         poly = sp.Poly(sp.expand(numer), *g.R)
         equations |= {c for c in poly.coeffs() if c != 0}
-    vanishes, conditions = _solve(equations, g)
+    vanishes, conditions, note = _solve(equations, g)
     bK, bsign, bexpr = _binary(K_region, g, adv)
-    return RegionVerdict(label, _tidy(K_region), vanishes, conditions, bK, bsign, bexpr)
+    return RegionVerdict(label, _tidy(K_region), vanishes, conditions, bK, bsign, bexpr, note)
 
 
 _NOT_UNKNOWN = ("G", "N", "sigma", "sigma_B")
 
 
-def _solve(equations: set, g: SymbolicGroup) -> tuple[str, tuple]:
+def _solve(equations: set, g: SymbolicGroup) -> tuple[str, tuple, str]:
     """``"always"`` / ``"never"`` / ``"iff"`` with the solution families of ``equations = 0``.
 
     Unknowns are every symbol except the rewards and the positive group constants (so
@@ -282,19 +289,25 @@ def _solve(equations: set, g: SymbolicGroup) -> tuple[str, tuple]:
     positivity assumptions discard degenerate roots such as ``rho = 0``.
     """
     if not equations:
-        return "always", ()
-    unknowns = sorted(
+        return "always", (), ""
+    candidates = sorted(
         {s for e in equations for s in e.free_symbols if s not in g.R and s.name not in _NOT_UNKNOWN},
         key=lambda s: s.name,
     )
+    # Solve for the symbols the equations are rational in (lengths, ratios of clipped
+    # objectives); only when there are none, for the transcendental ones (SAPO's gate).
+    rational = [s for s in candidates if all(e.is_rational_function(s) for e in equations)]
+    unknowns = rational or candidates
     if not unknowns:
-        return "never", ()
+        return "never", (), ""
+    skipped = sorted({s.name for s in candidates} - {s.name for s in unknowns})
+    note = f"solved for {', '.join(s.name for s in unknowns)}; {', '.join(skipped)} taken generic" if skipped else ""
     solutions = sp.solve(sorted(equations, key=sp.default_sort_key), unknowns, dict=True)
     families = tuple(
         tuple(sp.Eq(k, v) for k, v in sorted(sol.items(), key=lambda kv: kv[0].name))
         for sol in solutions if sol
     )
-    return ("iff", families) if families else ("never", ())
+    return ("iff", families, note) if families else ("never", (), note)
 
 
 def _binary(K_region: sp.Expr, g: SymbolicGroup, adv: AdvantageForm):
@@ -344,7 +357,7 @@ def _merge(verdicts: list[RegionVerdict]) -> list[RegionVerdict]:
                     sp.simplify(w.K - v.K) == 0:
                 out[j] = RegionVerdict(f"{w.region} or {v.region}", *[getattr(w, f) for f in
                                        ("K", "vanishes", "conditions", "binary_K", "binary_sign",
-                                        "binary_sign_expr")])
+                                        "binary_sign_expr", "note")])
                 break
         else:
             out.append(v)

@@ -29,7 +29,10 @@ __all__ = ["closed_form_coefficients", "closed_form_shared_K"]
 def _symbols(d: ClosedForm | Derivation) -> list[sp.Symbol]:
     g = d.group
     extra = {d.advantage.scale} if isinstance(d.advantage.scale, sp.Symbol) else set()
-    params = [s for k in d.kappa for s in k.free_symbols if s.name.startswith(("epsilon", "L_max", "tau", "alpha", "phi", "beta"))]
+    from exchange.symbolic.spec import PARAM_SYMBOLS
+
+    known = set(PARAM_SYMBOLS.values())
+    params = [s for k in d.kappa for s in k.free_symbols if s in known]
     return [*g.R, *g.L, *g.A, *g.r, *g.s, g.Gn, g.N, g.rho, *sorted(set(params) | extra, key=lambda s: s.name)]
 
 
@@ -58,11 +61,15 @@ def _values(d: ClosedForm | Derivation, rollout: Rollout, logprobs: Tensor) -> t
         vals[g.L[j].name] = float(lengths[j])
         vals[g.s[j].name] = math.exp(float(log_ratio[j].sum()) / lengths[j])
         vals[g.r[j].name] = math.exp(float(log_ratio[j, 0]))
-    subs_R = {g.R[j]: rewards[j] for j in range(d.G)} | {g.L[j]: float(lengths[j]) for j in range(d.G)}
-    scale = float(d.advantage.scale_value.xreplace(subs_R).evalf(30)) if d.advantage.scale_value.free_symbols \
-        else float(d.advantage.scale_value)
+    subs_R = {g.R[j]: sp.Float(rewards[j], 30) for j in range(d.G)} | \
+        {g.L[j]: sp.Integer(lengths[j]) for j in range(d.G)}
+
+    def number(expr: sp.Expr) -> float:
+        return float(sp.sympify(expr).xreplace(subs_R).evalf(30))
+
+    scale = number(d.advantage.scale_value)
     for j in range(d.G):
-        vals[g.A[j].name] = float(d.advantage.centred[j].xreplace(subs_R).evalf(30)) / scale
+        vals[g.A[j].name] = number(d.advantage.centred[j]) / scale
     if isinstance(d.advantage.scale, sp.Symbol):
         vals[d.advantage.scale.name] = scale
     vals[g.Gn.name] = float(d.G)

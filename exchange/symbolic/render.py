@@ -74,7 +74,8 @@ def _render(d: Derivation, fmt: Callable[[sp.Expr], str], block: Callable[[sp.Ex
         if Kr is not None and Kr != v.K:
             out.append("    in the rewards:")
             out.append(_indent(block(Kr), 6))
-        out.append(f"    K = 0 for every reward vector: {_conditions(v, fmt)}")
+        out.append(f"    K = 0 for every reward vector: {_conditions(v, fmt)}"
+                   + (f"  [{v.note}]" if v.note else ""))
         out.append("    " + _binary_line(d, v, fmt, on_policy=n == 0))
     if not d.regions_complete:
         out.append("(only the regions where every sequence ratio is in the same state are shown; "

@@ -33,6 +33,7 @@ PARAM_SYMBOLS: dict[str, sp.Symbol] = {
     "alpha": sp.Symbol("alpha", positive=True),
     "phi": sp.Symbol("phi", positive=True),
     "beta": sp.Symbol("beta", positive=True),
+    "clip_c": sp.Symbol("c", positive=True),
 }
 
 

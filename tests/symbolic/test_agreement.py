@@ -28,7 +28,8 @@ CASES = [(name, {}) for name in spec_names()] + [
     ("gspo", {"eps_low": 0.2, "eps_high": 0.3}),
     ("cispo", {"eps_low": 0.2}),
     ("grpo", {"loss_agg_mode": "token-mean", "scale": "none"}),
-]
+] + [(name, o) for name, o in [("gspo_token", {"eps_low": 0.2, "eps_high": 0.3}), ("ppo", {"clip_c": 1.5}),
+                               ("sapo", {"tau_pos": 2.0, "tau_neg": 0.5})] if name in spec_names()]
 
 
 @st.composite
@@ -71,7 +72,28 @@ def test_on_policy(name, overrides, case):
     _compare(name, overrides, *case)
 
 
-@pytest.mark.parametrize("name,overrides", CASES, ids=[f"{n}{'-' + '-'.join(o) if o else ''}" for n, o in CASES])
+# The catalog's SAPO builds tau with torch.where(adv > 0, tau_pos, tau_neg) from Python
+# floats, i.e. in float32: tau_neg = 1.05 becomes 1.0499999523 and off-policy coefficients
+# are off by ~1e-7 relative (exactly representable temperatures such as 2.0 / 0.5 agree
+# to 1e-15). Strict xfail: it turns into a failure as soon as the catalog computes tau in
+# the ratio's dtype, so the marker is then removed.
+_FLOAT32_TAU = pytest.mark.xfail(strict=True, reason="catalog sapo: tau in float32 (torch.where with Python floats)")
+
+
+_FLOAT32_TAU_PINNED = pytest.mark.xfail(strict=False, reason="catalog sapo: tau in float32; the gap is below "
+                                        "the tolerance at some pinned ratios")
+
+
+def _marked(cases, hypothesis: bool):
+    out = []
+    for name, o in cases:
+        mark = _FLOAT32_TAU if hypothesis else _FLOAT32_TAU_PINNED
+        marks = [mark] if name in ("sapo", "sapo_verl") and not o else []
+        out.append(pytest.param(name, o, marks=marks, id=f"{name}{'-' + '-'.join(o) if o else ''}"))
+    return out
+
+
+@pytest.mark.parametrize("name,overrides", _marked(CASES, hypothesis=True))
 @settings(max_examples=30)
 @given(case=groups(off_policy=True))
 def test_off_policy(name, overrides, case):
@@ -80,8 +102,8 @@ def test_off_policy(name, overrides, case):
 
 # Non-vacuity: pinned shared-event ratios in each clip region, mixed rewards, so every
 # branch of the Piecewise (live and clipped, both signs) is compared at least once.
-@pytest.mark.parametrize("name,overrides", CASES, ids=[f"{n}{'-' + '-'.join(o) if o else ''}" for n, o in CASES])
-@pytest.mark.parametrize("shared_log_ratio", [-0.7, -0.05, 0.0, 0.03, 0.7])
+@pytest.mark.parametrize("name,overrides", _marked(CASES, hypothesis=False))
+@pytest.mark.parametrize("shared_log_ratio", [-0.7, -0.05, 0.0, 0.03, 0.7, 1.3])
 def test_every_region(name, overrides, shared_log_ratio):
     rewards = [1.0, 0.0, 0.5, 0.0]
     lengths = [1, 3, 2, 4]
