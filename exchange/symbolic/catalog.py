@@ -133,6 +133,24 @@ SPECS: dict[str, SymbolicSpec] = {
     )
 }
 
+# Restoring transformations (T5) of grpo, dapo and gspo, as in the catalog's VARIANTS.
+_VARIANTS = [
+    ("grpo", ("group_constant_norm",)), ("grpo", ("min_replace",)), ("grpo", ("adv_orthogonal",)),
+    ("grpo", ("sign_free_clip",)), ("grpo", ("group_constant_norm", "sign_free_clip")),
+    ("dapo", ("sign_free_clip",)), ("gspo", ("min_replace",)), ("gspo", ("adv_orthogonal",)),
+    ("gspo", ("group_constant_norm",)),
+]
+
+
+def _variant_specs() -> list[SymbolicSpec]:
+    from exchange.symbolic.transforms import variant_surrogate
+
+    return [SymbolicSpec("+".join((base, *ts)), variant_surrogate(base, ts), lambda g, o: group_advantages(g), _EPS)
+            for base, ts in _VARIANTS]
+
+
+SPECS.update({s.name: s for s in _variant_specs()})
+
 # Objectives whose coefficient has no closed form in the group's symbols.
 NO_CLOSED_FORM: dict[str, str] = {
     "clip_cov": "Clip-Cov zeroes a *random* subset of tokens chosen by their batch covariance "
@@ -144,19 +162,26 @@ NO_CLOSED_FORM: dict[str, str] = {
 }
 
 
-def spec_names() -> list[str]:
-    """Derivable objectives: the specs whose objective is in the catalog."""
-    from exchange.objectives import names
+def _in_catalog(name: str) -> bool:
+    from exchange.objectives import get
 
-    catalog = set(names())
-    return [n for n in SPECS if n in catalog]
+    try:
+        get(name)
+    except InvalidArgument:
+        return False
+    return True
+
+
+def spec_names() -> list[str]:
+    """Derivable objectives: the specs whose objective (or variant) the catalog builds."""
+    return [n for n in SPECS if _in_catalog(n)]
 
 
 def get_spec(name: str) -> SymbolicSpec:
     """The closed-form spec of ``name``; :class:`NoClosedForm` with the reason when none exists."""
     from exchange.objectives import names
 
-    if name in SPECS and name in names():
+    if name in SPECS and _in_catalog(name):
         return SPECS[name]
     if name in NO_CLOSED_FORM:
         raise NoClosedForm(f"objective={name!r} has no closed form: {NO_CLOSED_FORM[name]}")
