@@ -203,8 +203,45 @@ def _cor32(G: int | None) -> ClaimResult:
         "python -m exchange derive --claim cor3.2")
 
 
+# ------------------------------------------------------------------------------ T5
+# variant -> regions where K must vanish for every reward vector ("on" = on-policy only).
+_T5 = {
+    "grpo+group_constant_norm": "on",
+    "grpo+min_replace": "on",
+    "gspo+min_replace": "all",
+    "gspo+adv_orthogonal": "all",
+    "grpo+group_constant_norm+sign_free_clip": "all",
+    "dapo+sign_free_clip": "all",
+}
+
+
+def _t5(G: int | None) -> ClaimResult:
+    from exchange.symbolic.catalog import spec_names
+    from exchange.symbolic.derive import derive
+
+    G = G or 3
+    available = set(spec_names())
+    rows, ok, missing = [], True, []
+    for name, scope in _T5.items():
+        if name not in available:
+            missing.append(name)
+            continue
+        d = derive(name, G)
+        checked = d.regions[:1] if scope == "on" else d.regions
+        good = all(v.vanishes == "always" for v in checked)
+        ok &= good
+        rows.append((name, "; ".join(f"{v.region}: {v.vanishes}" for v in d.regions)))
+    if missing:
+        rows.append(("not on this checkout", ", ".join(missing)))
+    verdict = "inconclusive" if not rows or missing else ("confirmed" if ok else "refuted")
+    return ClaimResult(
+        "t5", "T5 restoration: group-constant normaliser, Min-Replace, Adv-Orthogonal and sign-free clipping "
+        "restore K = 0 (on-policy; off-policy too once no clip decision depends on the sign of A)",
+        verdict, tuple(rows), f"python -m exchange derive --claim t5 --G {G}")
+
+
 _CLAIMS: dict[str, Callable[[int | None], ClaimResult]] = {
-    "t1": _t1, "necessity": _necessity, "t3": _t3, "t4": _t4,
+    "t1": _t1, "necessity": _necessity, "t3": _t3, "t4": _t4, "t5": _t5,
     "cor3.3": _cor33, "prop3.1": _prop31, "cor3.2": _cor32,
 }
 CLAIM_KEYS = tuple(_CLAIMS) + ("all",)

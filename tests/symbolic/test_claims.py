@@ -60,3 +60,13 @@ def test_t1_over_the_catalog():
     (result,) = check_claims("t1")
     assert result.verdict == "confirmed"
     assert any("dr_grpo" == name and "always" in text for name, text in result.evidence)
+
+
+def test_t5_restoration_where_the_catalog_has_the_variants():
+    from exchange.symbolic.catalog import spec_names
+
+    (result,) = check_claims("t5")
+    if "gspo+min_replace" in spec_names():
+        assert result.verdict == "confirmed", result.render()
+    else:  # the catalog's transformations are not on this checkout: say so, never "confirmed"
+        assert result.verdict == "inconclusive"
