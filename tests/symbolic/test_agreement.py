@@ -65,7 +65,7 @@ def _compare(name, overrides, rewards, lengths, old, ratios):
 
 
 @pytest.mark.parametrize("name,overrides", CASES, ids=[f"{n}{'-' + '-'.join(o) if o else ''}" for n, o in CASES])
-@settings(max_examples=30)  # x 10 cases; each example is a sympy-free lambdified evaluation
+@settings(max_examples=20)  # x ~30 cases once the catalog lands; lambdified, no sympy per example
 @given(case=groups(off_policy=False))
 @example(case=([1.0, 0.0, 0.0], [1, 3, 2], [[0.5], [0.5, 0.3, 0.2], [0.5, 0.9]], [[0.0], [0.0] * 3, [0.0] * 2]))
 def test_on_policy(name, overrides, case):
@@ -94,7 +94,7 @@ def _marked(cases, hypothesis: bool):
 
 
 @pytest.mark.parametrize("name,overrides", _marked(CASES, hypothesis=True))
-@settings(max_examples=30)
+@settings(max_examples=20)
 @given(case=groups(off_policy=True))
 def test_off_policy(name, overrides, case):
     _compare(name, overrides, *case)
@@ -103,7 +103,7 @@ def test_off_policy(name, overrides, case):
 # Non-vacuity: pinned shared-event ratios in each clip region, mixed rewards, so every
 # branch of the Piecewise (live and clipped, both signs) is compared at least once.
 @pytest.mark.parametrize("name,overrides", _marked(CASES, hypothesis=False))
-@pytest.mark.parametrize("shared_log_ratio", [-0.7, -0.05, 0.0, 0.03, 0.7, 1.3])
+@pytest.mark.parametrize("shared_log_ratio", [-0.7, 0.0, 0.03, 0.7, 1.3])
 def test_every_region(name, overrides, shared_log_ratio):
     rewards = [1.0, 0.0, 0.5, 0.0]
     lengths = [1, 3, 2, 4]
