@@ -75,6 +75,8 @@ class Case:
             ``event_key = (group, *prefix_and_token)``.
         entropy_all: if set, the entropy of every event without an override.
         pad_to: pad the token dimension to at least this length.
+        length_limit: the generation limit; responses this long are ``truncated``
+            (objectives such as TRL's ``mask_truncated_completions`` read it).
     """
 
     groups: tuple[GroupConfig, ...]
@@ -85,6 +87,7 @@ class Case:
     old_prob: tuple[tuple[EventKey, float], ...] = ()
     entropy_all: float | None = None
     pad_to: int = 0
+    length_limit: int | None = None
 
     def __repr__(self) -> str:
         fields = [f"groups={self.groups!r}", f"off_policy={self.off_policy}", f"seed={self.seed}"]
@@ -93,6 +96,8 @@ class Case:
                 fields.append(f"{name}={getattr(self, name)!r}")
         if self.entropy_all is not None:
             fields.append(f"entropy_all={self.entropy_all}")
+        if self.length_limit is not None:
+            fields.append(f"length_limit={self.length_limit}")
         return "Case(" + ", ".join(fields) + ")"
 
     # ------------------------------------------------------------ mutations
@@ -202,4 +207,5 @@ def build(case: Case) -> Rollout:
         entropy=ent,
         logprobs=cur,
         baseline_rewards=torch.tensor(baselines, dtype=torch.float64),
+        truncated=lengths >= case.length_limit if case.length_limit else torch.zeros(len(rows), dtype=torch.bool),
     )

@@ -5,13 +5,18 @@ written with explicit math attention, so ``torch.func`` (``vmap``, ``grad``, ``j
 works on CPU: the fused SDPA kernels have no forward-mode AD rule.
 
 ``response_logprobs(model, rollout)`` recomputes ``l[i, t]`` for a rollout that
-carries its prompts.
+carries its prompts. Every model-facing function also accepts Hugging Face
+``AutoModelForCausalLM`` models (optional ``hf`` extra; ``tiny_hf_model`` builds a
+random one from a config in code, no download) and a ``params`` mapping, evaluated with
+``torch.func.functional_call`` so that ``torch.func`` transforms see the parameters as
+inputs.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 import torch
 from torch import Tensor, nn
@@ -19,7 +24,20 @@ from torch import Tensor, nn
 from exchange.errors import InvalidArgument
 from exchange.rollout import Rollout
 
-__all__ = ["TinyLMConfig", "TinyLM", "sequence_logits", "response_logprobs"]
+__all__ = [
+    "TinyLMConfig",
+    "TinyLM",
+    "HF_ARCHS",
+    "tiny_hf_model",
+    "model_logits",
+    "output_head",
+    "sequence_logits",
+    "prefix_logits",
+    "response_logprobs",
+    "response_entropy",
+]
+
+HF_ARCHS = ("llama", "qwen2")
 
 
 @dataclass(frozen=True)
@@ -110,12 +128,95 @@ class TinyLM(nn.Module):
         return self.head(self.ln_f(x))
 
 
-def sequence_logits(model: nn.Module, rollout: Rollout) -> tuple[Tensor, Tensor]:
+def tiny_hf_model(
+    arch: str = "llama",
+    *,
+    vocab_size: int = 32,
+    hidden_size: int = 16,
+    n_layers: int = 1,
+    n_heads: int = 2,
+    n_positions: int = 64,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+) -> nn.Module:
+    """A randomly initialised Hugging Face causal LM built from a config in code.
+
+    ``arch`` is one of ``HF_ARCHS`` (LlamaConfig / Qwen2Config). Eager attention, untied
+    output embeddings (so the head rows are parameters of their own), eval mode.
+    Needs the optional ``hf`` extra (``pip install transformers``); nothing is downloaded.
+    """
+    try:
+        import transformers
+    except ImportError as err:  # optional extra
+        raise InvalidArgument(
+            f"tiny_hf_model(arch={arch!r}) needs transformers; install the hf extra "
+            "(pip install 'exchange[hf]' or pip install transformers)."
+        ) from err
+    classes = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    }
+    if arch not in classes:
+        raise InvalidArgument(f"arch={arch!r} is not one of {HF_ARCHS}.")
+    config_cls, model_cls = classes[arch]
+    config = config_cls(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_heads,
+        max_position_embeddings=n_positions,
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_cls(config)
+    return model.to(dtype).eval()
+
+
+def _is_hf(model: nn.Module) -> bool:
+    return hasattr(model, "config") and hasattr(model, "get_output_embeddings")
+
+
+def model_logits(model: nn.Module, ids: Tensor, params: Mapping[str, Tensor] | None = None) -> Tensor:
+    """``logits: Tensor[B, S, V]`` of a causal LM on ``ids: LongTensor[B, S]``.
+
+    Works for :class:`TinyLM` (returns a tensor) and Hugging Face causal LMs (returns an
+    output object; called with ``use_cache=False``). With ``params`` (a subset of
+    ``model.named_parameters()`` names), the model is evaluated at those parameter values
+    through ``torch.func.functional_call``; missing names keep the module's own values.
+    """
+    args, kwargs = ((), {"input_ids": ids, "use_cache": False}) if _is_hf(model) else ((ids,), {})
+    if params is None:
+        out = model(*args, **kwargs)
+    else:
+        out = torch.func.functional_call(model, dict(params), args, kwargs)
+    return out if isinstance(out, Tensor) else out.logits
+
+
+def output_head(model: nn.Module) -> nn.Linear:
+    """The output-embedding layer (``logits = head(h)``); its weight rows are per token."""
+    head = model.get_output_embeddings() if _is_hf(model) else getattr(model, "head", None)
+    if not isinstance(head, nn.Linear):
+        raise InvalidArgument(
+            f"model={type(model).__name__} has no nn.Linear output head (found "
+            f"{type(head).__name__}); use TinyLM or a Hugging Face causal LM."
+        )
+    return head
+
+
+def sequence_logits(
+    model: nn.Module, rollout: Rollout, params: Mapping[str, Tensor] | None = None
+) -> tuple[Tensor, Tensor]:
     """Logits predicting each response token: ``([N, T, V], ids [N, P+T])``.
 
     The prompt (left-padded) and the response (right-padded) are joined. Left padding
     is read as ordinary tokens, which is the same for every occurrence of one
-    (prompt, prefix) pair, so identical events still get identical log-probs.
+    (prompt, prefix) pair, so identical events still get identical log-probs. Response
+    padding must hold valid token ids (it is read, but only after every real token).
+    ``params``: see :func:`model_logits`.
     """
     if rollout.prompt_tokens is None:
         raise InvalidArgument(
@@ -123,14 +224,53 @@ def sequence_logits(model: nn.Module, rollout: Rollout) -> tuple[Tensor, Tensor]
             "Build the rollout with prompt_tokens and prompt_mask."
         )
     p = rollout.prompt_tokens.shape[1]
-    ids = torch.cat([rollout.prompt_tokens, rollout.tokens], dim=1)  # [N, P+T]
-    logits = model(ids)  # [N, P+T, V]
+    if p == 0:
+        raise InvalidArgument(
+            "Rollout.prompt_tokens has P=0 columns: the first response token needs a context. "
+            "Give every prompt at least one token (a BOS id)."
+        )
+    ids = torch.cat([rollout.prompt_tokens, rollout.tokens.clamp(min=0)], dim=1)  # [N, P+T]
+    logits = model_logits(model, ids, params)  # [N, P+T, V]
     return logits[:, p - 1 : -1], ids  # position p-1 predicts response token 0
 
 
-def response_logprobs(model: nn.Module, rollout: Rollout) -> Tensor:
+def prefix_logits(
+    model: nn.Module,
+    rollout: Rollout,
+    rows: Tensor,
+    t_end: int,
+    params: Mapping[str, Tensor] | None = None,
+) -> Tensor:
+    """Logits predicting response tokens ``0 .. t_end-1`` of ``rows``: ``[R, t_end, V]``.
+
+    A causal model reads only the first ``P + t_end - 1`` tokens for them, so the batch is
+    cut there: equal to ``sequence_logits(...)[0][rows, :t_end]`` at a fraction of the cost
+    when ``t_end`` is small (a shared prefix).
+    """
+    if rollout.prompt_tokens is None or rollout.prompt_tokens.shape[1] == 0:
+        return sequence_logits(model, rollout, params)[0][rows, :t_end]  # raises the precise error
+    if not 1 <= t_end <= rollout.tokens.shape[1]:
+        raise InvalidArgument(f"t_end={t_end} is outside 1..T={rollout.tokens.shape[1]}.")
+    p = rollout.prompt_tokens.shape[1]
+    ids = torch.cat([rollout.prompt_tokens[rows], rollout.tokens[rows, : t_end - 1].clamp(min=0)], dim=1)
+    return model_logits(model, ids, params)[:, p - 1 :]  # [R, t_end, V]
+
+
+def response_logprobs(
+    model: nn.Module, rollout: Rollout, params: Mapping[str, Tensor] | None = None
+) -> Tensor:
     """``l[i, t] = log pi_theta(o_i[t] | x_i, o_i[<t])``: ``Tensor[N, T]``, 0 on padding."""
-    logits, _ = sequence_logits(model, rollout)
+    logits, _ = sequence_logits(model, rollout, params)
     logp = torch.log_softmax(logits, dim=-1)  # [N, T, V]
     picked = logp.gather(-1, rollout.tokens.clamp(min=0)[..., None]).squeeze(-1)  # [N, T]
     return torch.where(rollout.mask, picked, torch.zeros((), dtype=picked.dtype))
+
+
+def response_entropy(
+    model: nn.Module, rollout: Rollout, params: Mapping[str, Tensor] | None = None
+) -> Tensor:
+    """``H[i, t] = -sum_y pi(y | x_i, o_i[<t]) log pi(y | ...)``: ``Tensor[N, T]``, 0 on padding."""
+    logits, _ = sequence_logits(model, rollout, params)
+    logp = torch.log_softmax(logits, dim=-1)  # [N, T, V]
+    ent = -(logp.exp() * logp).sum(-1)
+    return torch.where(rollout.mask, ent, torch.zeros((), dtype=ent.dtype))

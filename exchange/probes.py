@@ -66,13 +66,20 @@ _UNEQUAL_LENGTHS = GroupConfig(
     rewards=(1.0, 0.0, 0.0, 1.0),
 )
 
+# The moved shared event is a common token (behaviour prob 0.5), so even trust regions
+# that widen for rare tokens (DCPO: r(r-1) <= eps/q) exclude ratios 2.0 and 0.25.
+# Every entropy is 1 so that entropy-driven weights (M5) cannot masquerade as M1/M2.
+_COMMON_EVENT = Case(groups=(_EQUAL_LENGTHS,), old_prob=(((0, 1, 2), 0.5),), entropy_all=1.0)
+
 PROBES: tuple[Probe, ...] = (
     Probe(
         "identical_responses",
         "G identical responses with different rewards, two groups on different reward scales, on-policy",
         "zero_sum",
         "M4",
-        Case(groups=(GroupConfig(((1, 2),) * 3, (1.0, 0.0, 0.0)), GroupConfig(((1, 3),) * 2, (5.0, 3.0)))),
+        # Length 4 with varied entropies: entropy-based reallocations (HAPO) are not all
+        # clipped to |A|/phi, which would hide their non-zero sum.
+        Case(groups=(GroupConfig(((1, 2, 3, 0),) * 3, (1.0, 0.0, 0.0)), GroupConfig(((1, 3, 2, 2),) * 2, (5.0, 3.0)))),
     ),
     Probe(
         "tied_group",
@@ -99,29 +106,29 @@ PROBES: tuple[Probe, ...] = (
     ),
     Probe(
         "suffix_ratio",
-        "shared prefix at ratio 1, one response's suffix ratios 1.0 -> 1.1",
+        "shared prefix at ratio 1, one response's suffix ratios 1.0 -> 1.1, every entropy 1",
         "exchangeable",
         "M1",
-        Case(groups=(_EQUAL_LENGTHS,)),
+        Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0),
         Mutation("ratio", 0, 0, 1.1),
         off_policy_only=True,
     ),
     Probe(
         "shared_ratio_high",
-        "a shared event's ratio moved to 1.5 (above the clip range)",
+        "a shared event (behaviour prob 0.5) moved to ratio 2.0, above any usual trust region",
         "exchangeable",
         "M2",
-        Case(groups=(_EQUAL_LENGTHS,)),
-        Mutation("shared_ratio", 0, 0, 1.5, position=1),
+        _COMMON_EVENT,
+        Mutation("shared_ratio", 0, 0, 2.0, position=1),
         off_policy_only=True,
     ),
     Probe(
         "shared_ratio_low",
-        "a shared event's ratio moved to 0.5 (below the clip range)",
+        "a shared event (behaviour prob 0.5) moved to ratio 0.25, below any usual trust region",
         "exchangeable",
         "M2",
-        Case(groups=(_EQUAL_LENGTHS,)),
-        Mutation("shared_ratio", 0, 0, 0.5, position=1),
+        _COMMON_EVENT,
+        Mutation("shared_ratio", 0, 0, 0.25, position=1),
         off_policy_only=True,
     ),
 )
@@ -171,7 +178,10 @@ def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
         )
         if res > 1e-8:
             break
-    if ex.residual > 1e-6:
+    # Attribute the probe's mechanism only when the base alone is exchangeable: then the
+    # one thing the probe changed is what broke it.
+    base_only = exchangeability(base, kappa, base, kappa, case, case, "base")
+    if ex.residual > 1e-6 and base_only.residual <= 1e-6:
         if probe.mechanism == "M3":
             g, i = probe.mutation.group, probe.mutation.response
             rows = (base.group == g).nonzero().flatten()

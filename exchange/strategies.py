@@ -162,7 +162,9 @@ def cases(
 def _cases(draw, group_lists: st.SearchStrategy, off_policy: bool | None) -> Case:
     gs = tuple(draw(group_lists))
     off = draw(_choice((False, True))) if off_policy is None else off_policy
-    return Case(groups=gs, off_policy=off, seed=draw(_ints(0, 2**16)))
+    # Sometimes a generation limit at the longest response: those count as truncated.
+    limit = max(len(r) for g in gs for r in g.responses) if draw(_choice((False, True))) else None
+    return Case(groups=gs, off_policy=off, seed=draw(_ints(0, 2**16)), length_limit=limit)
 
 
 def rollouts(**case_kwargs) -> st.SearchStrategy:

@@ -19,3 +19,18 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_torch_defaults():
+    """A test that changes torch's global default dtype would silently change every test
+    after it (it did once): restore it and fail the leaking test."""
+    yield
+    if torch.get_default_dtype() != torch.float32:
+        leaked = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float32)
+        pytest.fail(f"test left torch's default dtype at {leaked}; use explicit dtype= instead")

@@ -23,8 +23,11 @@ def _finite_difference(fn, lp, rollout, h=1e-6):
 
 
 # Finite differences see through stop-gradients, autograd does not: objectives with a
-# detached weight (CISPO) are checked against their closed form instead.
-SMOOTH = [n for n in names() if n != "cispo"]
+# detached weight (CISPO) are checked against their closed form instead (and in
+# tests/objectives/test_semantics.py). DCPO's lower bound sits exactly on the grid ratio
+# 0.5 (a kink), and KL-Cov's top-k selection changes under the perturbation at ties.
+NOT_SMOOTH = {"cispo", "cispo_verl", "dcpo", "kl_cov", "clip_cov"}
+SMOOTH = [n for n in names() if n not in NOT_SMOOTH]
 
 
 @pytest.mark.parametrize("name", SMOOTH)

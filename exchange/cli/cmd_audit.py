@@ -9,8 +9,10 @@ def add_parser(sub) -> None:
     p.add_argument("--max-examples", type=int, default=30, help="Hypothesis examples per property and regime")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2, help="worker processes")
-    p.add_argument("--objectives", help="comma-separated subset (default: all built-ins)")
+    p.add_argument("--objectives", help="comma-separated subset (default: all built-in families)")
+    p.add_argument("--variants", action="store_true", help="add the catalog's transformed variants (gspo+min_replace, ...)")
     p.add_argument("--libraries", action="store_true", help="add TRL / verl / OpenRLHF loss rows (needs the extras)")
+    p.add_argument("--only-libraries", action="store_true", help="only the library rows (docs/audit-libraries.md)")
     p.set_defaults(func=run)
 
 
@@ -20,14 +22,19 @@ def run(args) -> int:
 
     if args.max_examples < 1 or args.jobs < 1:
         raise InvalidArgument(f"--max-examples={args.max_examples} and --jobs={args.jobs} must be >= 1.")
-    specs = audit_targets() if not args.objectives else [s.strip() for s in args.objectives.split(",") if s.strip()]
-    if args.libraries:
+    specs = audit_targets(variants=args.variants) if not args.objectives else [s.strip() for s in args.objectives.split(",") if s.strip()]
+    if args.only_libraries:
+        specs = []
+    if args.libraries or args.only_libraries:
         from exchange import adapters
 
         specs += [row.name for row in adapters.library_rows()]
     rows = audit(specs, max_examples=args.max_examples, seed=args.seed, jobs=args.jobs)
     if args.format == "markdown":
-        print(to_markdown(rows, args.max_examples, args.seed), end="")
+        flags = " --variants" * args.variants + " --libraries" * args.libraries + " --only-libraries" * args.only_libraries
+        command = f"exchange audit{flags} --format markdown --max-examples {args.max_examples} --seed {args.seed}"
+        title = "Audit: the losses of TRL, verl and OpenRLHF" if args.only_libraries else ""
+        print(to_markdown(rows, args.max_examples, args.seed, command, title), end="")
     elif args.format == "json":
         print(to_json(rows))
     else:

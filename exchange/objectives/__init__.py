@@ -1,7 +1,10 @@
 """The objective catalog: one small module per family, one explicit registry.
 
-``get(name)`` returns an :class:`Objective`; ``names()`` lists them; ``resolve(spec)``
-turns ``"name"`` (later ``"name+transform"``) into a bound ``loss_fn``.
+``get(name)`` returns an :class:`Objective`; ``names()`` lists the catalog families;
+``resolve(spec, **params)`` turns ``"name"`` or ``"name+transform[+transform...]"`` into a
+bound ``loss_fn``. Restoring transformations (``min_replace``, ``adv_orthogonal``,
+``group_constant_norm``, ``sign_free_clip``) live in :mod:`exchange.objectives.transforms`;
+``variants()`` lists the transformed objectives the catalog documents and tests.
 """
 
 from __future__ import annotations
@@ -10,37 +13,117 @@ from typing import Any
 
 from exchange.errors import InvalidArgument
 from exchange.objectives._spec import REGIMES, Expected, Objective
-from exchange.objectives.cispo import CISPO
+from exchange.objectives.cispo import CISPO, CISPO_VERL
+from exchange.objectives.cov import CLIP_COV, KL_COV
 from exchange.objectives.dapo import DAPO
-from exchange.objectives.grpo import DR_GRPO, GRPO
-from exchange.objectives.gspo import GSPO
-from exchange.objectives.reinforce import REINFORCE_PP, RLOO
+from exchange.objectives.dcpo import DCPO
+from exchange.objectives.entropy import ENTROPY_8020, HAPO
+from exchange.objectives.gpg import GPG
+from exchange.objectives.grpo import BNPO, DR_GRPO, GRPO
+from exchange.objectives.gspo import GSPO, GSPO_TOKEN
+from exchange.objectives.ppo import PPO
+from exchange.objectives.reinforce import REINFORCE_PP, REMAX, RLOO
+from exchange.objectives.sapo import SAPO, SAPO_VERL
+from exchange.objectives.transforms import TRANSFORMS, apply_transforms, supports
 
-__all__ = ["REGIMES", "Expected", "Objective", "get", "names", "all_objectives"]
+__all__ = [
+    "REGIMES",
+    "TRANSFORMS",
+    "VARIANTS",
+    "Expected",
+    "Objective",
+    "all_objectives",
+    "audit_variants",
+    "bind",
+    "expected_of",
+    "get",
+    "names",
+    "resolve",
+    "supports",
+    "variants",
+]
 
 _REGISTRY: dict[str, Objective] = {
-    o.name: o for o in (GRPO, DR_GRPO, DAPO, GSPO, CISPO, RLOO, REINFORCE_PP)
+    o.name: o
+    for o in (
+        GRPO,
+        DR_GRPO,
+        DAPO,
+        GSPO,
+        CISPO,
+        RLOO,
+        REINFORCE_PP,
+        BNPO,
+        GSPO_TOKEN,
+        CISPO_VERL,
+        SAPO,
+        SAPO_VERL,
+        GPG,
+        REMAX,
+        PPO,
+        DCPO,
+        CLIP_COV,
+        KL_COV,
+        ENTROPY_8020,
+        HAPO,
+    )
 }
+
+# Transformed objectives documented and tested (and the rows the audit may show):
+# every transformation on GRPO, DAPO, GSPO and SAPO, plus the compositions T5 names.
+VARIANTS: tuple[str, ...] = tuple(
+    f"{base}+{t}"
+    for base in ("grpo", "dapo", "gspo", "sapo", "sapo_verl")
+    for t in ("group_constant_norm", "min_replace", "adv_orthogonal", "sign_free_clip")
+) + (
+    "grpo+group_constant_norm+sign_free_clip",
+    "grpo+min_replace+sign_free_clip",
+    "gspo+group_constant_norm+sign_free_clip",
+    "sapo_verl+group_constant_norm+sign_free_clip",
+    "gspo_token+min_replace",
+    "cispo+adv_orthogonal",
+)
 
 
 def names() -> list[str]:
-    """Registered objective names, in catalog order."""
+    """Registered objective names (catalog families), in catalog order."""
     return list(_REGISTRY)
 
 
 def all_objectives() -> list[Objective]:
+    """The catalog families (no transformed variants; see :func:`variants`)."""
     return list(_REGISTRY.values())
 
 
+def variants() -> list[Objective]:
+    """The transformed objectives in ``VARIANTS``, built on demand."""
+    return [get(spec) for spec in VARIANTS]
+
+
+def audit_variants() -> list[str]:
+    """The transformed variants ``exchange audit`` shows as rows (``VARIANTS``)."""
+    return list(VARIANTS)
+
+
+def expected_of(spec: str) -> dict[str, Expected]:
+    """Expected verdict per regime of ``spec`` (a family or ``"base+transform..."``)."""
+    return dict(get(spec).expected)
+
+
 def get(name: str) -> Objective:
-    """The objective called ``name``; unknown names list the registered ones."""
+    """The objective called ``name`` (``"base+transform..."`` builds a transformed one).
+
+    Unknown names raise :class:`InvalidArgument` listing the registered ones.
+    """
+    base_name, *transforms = [part.strip() for part in name.split("+")]
     try:
-        return _REGISTRY[name]
+        base = _REGISTRY[base_name]
     except KeyError:
         raise InvalidArgument(
-            f"objective={name!r} is not a built-in; choose one of: {', '.join(_REGISTRY)} "
+            f"objective={base_name!r} is not a built-in; choose one of: {', '.join(_REGISTRY)} "
             "(or pass module:function / path.py:function)."
         ) from None
+    return apply_transforms(base, transforms, all_objectives())
 
 
 def bind(name: str, **params: Any):
@@ -49,10 +132,12 @@ def bind(name: str, **params: Any):
 
 
 def resolve(spec: str, **params: Any):
-    """``"name"`` -> bound ``loss_fn`` with ``params`` overriding the defaults.
+    """``"name"`` or ``"name+transform[+transform...]"`` -> bound ``loss_fn``.
 
-    (The catalog work extends this to ``"name+transform[+transform...]"``.)
+    ``params`` override the base objective's defaults (``exchange check
+    gspo+min_replace -p eps_high=0.01``). Transformations: ``min_replace``,
+    ``adv_orthogonal``, ``group_constant_norm``, ``sign_free_clip``; applying one to an
+    objective without the hook it needs raises :class:`InvalidArgument` listing the
+    objectives that support it.
     """
-    if "+" in spec:
-        raise InvalidArgument(f"objective={spec!r}: restoring transformations are not available yet.")
     return get(spec).bind(**params)

@@ -1,7 +1,9 @@
-"""Shared pieces of the catalog: advantages, ratios, clipping, aggregation.
+"""Shared pieces of the catalog: advantages, ratios, clipping, normalisers.
 
-Each helper is one formula from ../shared/reference/objectives.md, with the shapes in
-its docstring. Objectives combine them; nothing here knows about the checker.
+Each helper is one formula from ../shared/reference/objectives.md (or rl-libraries.md),
+with the shapes in its docstring. Objectives combine them; nothing here knows about the
+checker. Everything is written for a whole batch of groups and stays vmap-friendly
+(no ``.item()``, no data-dependent Python branches) unless its docstring says otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mea
 SCALES = ("group", "none")
 
 
+# ------------------------------------------------------------------ advantages
 def group_advantages(rollout: Rollout, scale: str = "group", eps: float = 1e-4) -> Tensor:
     """GRPO outcome advantage ``A_i = (R_i - mean_g R) / (std_g R + eps)``, ``[N]``.
 
@@ -35,11 +38,47 @@ def rloo_advantages(rollout: Rollout) -> Tensor:
     return g / (g - 1) * (rollout.rewards - rollout.group_mean(rollout.rewards))
 
 
+def batch_whiten(values: Tensor, rollout: Rollout, eps: float = 1e-8) -> Tensor:
+    """verl ``masked_whiten`` of a per-response value over every real token: ``[N]``.
+
+    Mean and unbiased variance are token-weighted: response i counts L_i times.
+    """
+    w = rollout.lengths.to(values.dtype)  # [N]
+    n_tok = w.sum()
+    mean = (w * values).sum() / n_tok
+    var = (w * (values - mean) ** 2).sum() / (n_tok - 1)
+    return (values - mean) * torch.rsqrt(var + eps)
+
+
+def per_token(adv: Tensor, rollout: Rollout) -> Tensor:
+    """Broadcast a per-response advantage ``[N]`` to ``[N, T]`` (``[N, T]`` passes through)."""
+    if adv.dim() == 1:
+        return adv[:, None].expand(rollout.tokens.shape)
+    return adv
+
+
+# ---------------------------------------------------------------------- ratios
 def policy_ratio(logprobs: Tensor, rollout: Rollout) -> Tensor:
     """Token importance ratio ``r[i,t] = exp(l - l_old)``, ``[N, T]``."""
     return torch.exp(logprobs - rollout.old_logprobs)
 
 
+def unit_ratio(logprobs: Tensor) -> Tensor:
+    """``exp(l - sg(l))``, ``[N, T]``: value 1, gradient ``d/dl = 1``.
+
+    A REINFORCE term ``A * l`` and ``A * unit_ratio(l)`` have the same gradient; writing
+    both with a ratio lets one surrogate serve the IS-free families.
+    """
+    return torch.exp(logprobs - logprobs.detach())
+
+
+def sequence_log_ratio(logprobs: Tensor, rollout: Rollout) -> Tensor:
+    """GSPO's ``log s_i = 1/L_i sum_t (l - l_old)``, ``[N]`` (gradient flows through the mean)."""
+    m = rollout.fmask.to(logprobs.dtype)
+    return ((logprobs - rollout.old_logprobs) * m).sum(dim=1) / m.sum(dim=1)
+
+
+# -------------------------------------------------------------------- clipping
 def ppo_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float) -> Tensor:
     """PPO surrogate ``min(r A, clip(r, 1-eps_low, 1+eps_high) A)``, ``[N, T]``.
 
@@ -49,28 +88,73 @@ def ppo_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float) -> Ten
     return torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)
 
 
-def aggregate(per_token: Tensor, rollout: Rollout, mode: str, max_length: float | None = None) -> Tensor:
-    """Reduce ``per_token: [N, T]`` to a scalar as verl's ``agg_loss`` does.
+def ppo_dual_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float, clip_c: float) -> Tensor:
+    """verl ``vanilla``: PPO-clip, and for ``A < 0`` the surrogate is floored at ``c A``.
 
-    - ``token-mean``: sum / number of real tokens in the batch (DAPO; one constant).
-    - ``seq-mean-token-mean``: mean over responses of each response's token mean
-      (GRPO; weight ``1/(N L_i)``, breaks (E): M3).
-    - ``seq-mean-token-sum``: mean over responses of token sums (weight ``1/N``).
-    - ``seq-mean-token-sum-norm``: token sum / (N * max_length) (Dr. GRPO; a constant).
-    - ``token-sum``: plain sum.
+    The gradient is ``A r`` except (A>0, r>1+eps_high), (A<0, r<1-eps_low) and
+    (A<0, r>c), where it is 0: every rule depends on the sign of A (M2).
     """
-    m = rollout.fmask.to(per_token.dtype)
-    masked = per_token * m
-    n = rollout.n
+    clipped = ppo_clip(ratio, adv, eps_low, eps_high)
+    return torch.where(adv < 0, torch.maximum(clipped, clip_c * adv), clipped)
+
+
+def sign_free_trust_region(ratio: Tensor, adv: Tensor, low: Tensor | float, high: Tensor | float) -> Tensor:
+    """``A r`` with the gradient kept iff ``low <= r <= high``, for either sign of A.
+
+    The clip decision depends on the ratio alone (T5): every occurrence of an event has
+    the same ratio, so all its copies are kept or all are dropped, whatever the rewards.
+    """
+    inside = (ratio >= low) & (ratio <= high)
+    return torch.where(inside, ratio * adv, ratio.detach() * adv)
+
+
+# ----------------------------------------------------------------- normalisers
+def aggregation_weight(rollout: Rollout, mode: str, max_length: float | None = None) -> Tensor:
+    """Per-response weight ``[N]`` of each real token under verl's ``agg_loss`` modes.
+
+    ``loss = -sum_{i,t} mask * weight_i * surrogate[i, t]``; with ``B`` responses:
+
+    - ``token-mean``: ``1 / n_tokens`` (DAPO; one constant for the batch);
+    - ``seq-mean-token-mean``: ``1 / (B L_i)`` (GRPO; breaks (E): M3, T3);
+    - ``seq-mean-token-sum``: ``1 / B``;
+    - ``seq-mean-token-sum-norm``: ``1 / (B * max_length)`` (Dr. GRPO; default
+      ``max_length`` = padded width ``T``);
+    - ``token-sum``: ``1``.
+    """
+    dtype = rollout.old_logprobs.dtype
+    lengths = rollout.lengths.to(dtype)
+    n = float(rollout.n)
     if mode == "token-mean":
-        return masked.sum() / m.sum()
+        return torch.ones_like(lengths) / lengths.sum()
     if mode == "seq-mean-token-mean":
-        return (masked.sum(dim=1) / m.sum(dim=1)).sum() / n
+        return 1.0 / (n * lengths)
     if mode == "seq-mean-token-sum":
-        return masked.sum() / n
+        return torch.full_like(lengths, 1.0 / n)
     if mode == "seq-mean-token-sum-norm":
         norm = float(rollout.tokens.shape[1]) if max_length is None else float(max_length)
-        return masked.sum() / (n * norm)
+        return torch.full_like(lengths, 1.0 / (n * norm))
     if mode == "token-sum":
-        return masked.sum()
+        return torch.ones_like(lengths)
     raise InvalidArgument(f"loss_agg_mode={mode!r} is not one of {AGG_MODES}.")
+
+
+def aggregate(per_token: Tensor, rollout: Rollout, mode: str, max_length: float | None = None) -> Tensor:
+    """Reduce ``per_token: [N, T]`` to a scalar as verl's ``agg_loss`` does (see
+    :func:`aggregation_weight`)."""
+    weight = aggregation_weight(rollout, mode, max_length).to(per_token.dtype)  # [N]
+    return (per_token * rollout.fmask.to(per_token.dtype) * weight[:, None]).sum()
+
+
+# ---------------------------------------------------------------- regularisers
+def k3_kl(logprobs: Tensor, rollout: Rollout, who: str) -> Tensor:
+    """Schulman's k3 estimator ``exp(ref - l) - (ref - l) - 1 >= 0``, ``[N, T]``.
+
+    Raises :class:`InvalidArgument` when ``rollout.ref_logprobs`` is missing.
+    """
+    if rollout.ref_logprobs is None:
+        raise InvalidArgument(
+            f"objective {who!r}: beta>0 adds a k3 KL term, which needs rollout.ref_logprobs=None "
+            "to be set. Pass ref_logprobs [N, T] from the reference model, or set beta=0."
+        )
+    delta = rollout.ref_logprobs - logprobs
+    return torch.exp(delta) - delta - 1

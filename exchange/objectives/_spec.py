@@ -5,12 +5,15 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from torch import Tensor
 
 from exchange.errors import InvalidArgument
 from exchange.rollout import Rollout
+
+if TYPE_CHECKING:
+    from exchange.objectives._factored import Factors
 
 REGIMES = ("on_policy", "off_policy")
 
@@ -43,6 +46,11 @@ class Objective:
         regularizer: optional KL / entropy term ``(logprobs, rollout, **params) -> Tensor[]``
             reported in its own channel, never mixed into the cancellation checks.
         notes: caveats, e.g. where the source formula is uncertain.
+        factors: the named hooks of the factored form (``exchange/objectives/_factored.py``)
+            that restoring transformations replace; ``None`` for objectives that cannot
+            be written that way (transformations then raise ``InvalidArgument``).
+        transforms: the restoring transformations applied, in order (``()`` for a
+            catalog family; ``("min_replace",)`` for ``"gspo+min_replace"``).
     """
 
     name: str
@@ -53,6 +61,13 @@ class Objective:
     expected: Mapping[str, Expected] = field(default_factory=dict)
     regularizer: Callable[..., Tensor] | None = None
     notes: str = ""
+    factors: "Factors | None" = None
+    transforms: tuple[str, ...] = ()
+
+    @property
+    def base(self) -> str:
+        """The catalog family a transformed objective starts from (its own name otherwise)."""
+        return self.name.split("+", 1)[0]
 
     def params(self, **overrides: Any) -> dict[str, Any]:
         """The defaults updated with ``overrides`` (unknown names raise InvalidArgument)."""

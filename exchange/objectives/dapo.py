@@ -9,34 +9,23 @@ shaping act on the data and the reward, not on the coefficients.
 
 from __future__ import annotations
 
-from torch import Tensor
+from exchange.objectives._factored import Factors, factored_objective, fixed_norm, ppo_sign_free, ppo_surrogate
+from exchange.objectives._spec import Expected
+from exchange.objectives.grpo import CLIP_BREAKS, scaled_advantages
 
-from exchange.objectives._common import aggregate, group_advantages, policy_ratio, ppo_clip
-from exchange.objectives._spec import Expected, Objective
-from exchange.rollout import Rollout
+DAPO_FACTORS = Factors(
+    advantages=scaled_advantages, surrogate=ppo_surrogate, norm=fixed_norm("token-mean"), sign_free=ppo_sign_free
+)
 
-
-def dapo_loss(
-    logprobs: Tensor,
-    rollout: Rollout,
-    *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
-) -> Tensor:
-    adv = group_advantages(rollout, scale="group")  # [N]
-    ratio = policy_ratio(logprobs, rollout)  # [N, T]
-    surrogate = ppo_clip(ratio, adv[:, None], eps_low, eps_high)  # [N, T]
-    return -aggregate(surrogate, rollout, "token-mean")
-
-
-DAPO = Objective(
-    name="dapo",
-    loss=dapo_loss,
+DAPO = factored_objective(
+    "dapo",
+    DAPO_FACTORS,
     summary="DAPO: clip-higher (0.2/0.28), token-mean over the batch",
     source="arXiv:2503.14476",
     defaults={"eps_low": 0.2, "eps_high": 0.28},
     expected={
         "on_policy": Expected.of(),
-        "off_policy": Expected.of(("exchangeable", "shared_cancellation"), ("M2",)),
+        "off_policy": Expected.of(CLIP_BREAKS, ("M2",)),
     },
+    notes="Dynamic sampling and overlong reward shaping change the data and the rewards, not the loss; not modelled.",
 )

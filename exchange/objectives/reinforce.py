@@ -1,4 +1,4 @@
-"""REINFORCE-style objectives: RLOO and REINFORCE++.
+"""REINFORCE-style objectives: RLOO, REINFORCE++ and ReMax.
 
 RLOO (arXiv:2402.14740): ``A_i = R_i - mean_{j != i} R_j``, plain sequence log-prob,
 no ratio, no clip: ``kappa[i,t] = A_i / G``. Zero-sum and exchangeable everywhere.
@@ -8,6 +8,11 @@ REINFORCE++ (arXiv:2501.03262): rewards whitened over all real tokens of the *ba
 group mean, so advantages are not zero-sum within a group (M4), and being
 token-weighted it moves with the lengths. The KL-to-go term of the paper is off here
 (``kl_coef`` is not modelled; the reward-shaping KL is not a group comparison).
+
+ReMax (arXiv:2310.10505): ``A_i = R_i - R(greedy response)``, REINFORCE on the
+sequence log-prob, mean over responses. The form ``kappa = A_i / B`` is exchangeable,
+but the greedy baseline is not the group mean: advantages are not zero-sum (M4), shared
+tokens get ``sum_i (R_i - b)`` and equal rewards still move the policy.
 """
 
 from __future__ import annotations
@@ -15,55 +20,69 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from exchange.objectives._common import aggregate, policy_ratio, ppo_clip, rloo_advantages
-from exchange.objectives._spec import Expected, Objective
+from exchange.objectives._common import batch_whiten, rloo_advantages
+from exchange.objectives._factored import (
+    Factors,
+    Params,
+    factored_objective,
+    fixed_norm,
+    linear_surrogate,
+    ppo_sign_free,
+    ppo_surrogate,
+    logprob_ratio,
+)
+from exchange.objectives._spec import Expected
 from exchange.rollout import Rollout
 
 
-def rloo_loss(logprobs: Tensor, rollout: Rollout) -> Tensor:
-    adv = rloo_advantages(rollout)  # [N]
-    seq_logprob = (logprobs * rollout.fmask).sum(dim=1)  # [N] log pi(y_i | x)
-    return -(adv * seq_logprob / rollout.group_sizes.to(adv.dtype)).sum()
+def leave_one_out(rollout: Rollout, p: Params) -> Tensor:
+    """Hook: RLOO advantages ``[N]``."""
+    return rloo_advantages(rollout)
 
 
-def batch_whiten(values: Tensor, rollout: Rollout, eps: float = 1e-8) -> Tensor:
-    """verl ``masked_whiten`` of a per-response value over every real token: ``[N]``.
-
-    Mean and unbiased variance are token-weighted: response i counts L_i times.
-    """
-    w = rollout.lengths.to(values.dtype)  # [N]
-    n_tok = w.sum()
-    mean = (w * values).sum() / n_tok
-    var = (w * (values - mean) ** 2).sum() / (n_tok - 1)
-    return (values - mean) * torch.rsqrt(var + eps)
+def per_group_size(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+    """Hook: ``1 / G`` of each response's group, ``[N]``."""
+    return 1.0 / rollout.group_sizes.to(rollout.old_logprobs.dtype)
 
 
-def reinforce_pp_loss(
-    logprobs: Tensor,
-    rollout: Rollout,
-    *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
-) -> Tensor:
-    adv = batch_whiten(rollout.rewards, rollout)  # [N]
-    ratio = policy_ratio(logprobs, rollout)  # [N, T]
-    surrogate = ppo_clip(ratio, adv[:, None], eps_low, eps_high)  # [N, T]
-    return -aggregate(surrogate, rollout, "token-mean")
+def whitened_rewards(rollout: Rollout, p: Params) -> Tensor:
+    """Hook: rewards whitened over the batch's tokens (verl ``masked_whiten``), ``[N]``."""
+    return batch_whiten(rollout.rewards, rollout)
 
 
-RLOO = Objective(
-    name="rloo",
-    loss=rloo_loss,
+def greedy_baseline_advantages(rollout: Rollout, p: Params) -> Tensor:
+    """Hook: ``R_i - b_i``; ``b`` = ``rollout.baseline_rewards``, else the ``baseline`` parameter."""
+    if rollout.baseline_rewards is not None:
+        return rollout.rewards - rollout.baseline_rewards
+    return rollout.rewards - torch.as_tensor(p["baseline"], dtype=rollout.rewards.dtype)
+
+
+RLOO = factored_objective(
+    "rloo",
+    Factors(
+        advantages=leave_one_out,
+        ratio=logprob_ratio,
+        surrogate=linear_surrogate,
+        norm=per_group_size,
+        sign_free=linear_surrogate,
+        clip_level="none",
+    ),
     summary="RLOO: leave-one-out baseline, REINFORCE on the sequence log-prob",
     source="arXiv:2402.14740 (Back to Basics)",
     expected={"on_policy": Expected.of(), "off_policy": Expected.of()},
+    notes="The paper folds a sequence KL into the reward; that shaping is not modelled here.",
 )
 
 _BATCH_BREAKS = ("zero_sum", "exchangeable", "shared_cancellation", "null_on_equal_rewards")
 
-REINFORCE_PP = Objective(
-    name="reinforce_pp",
-    loss=reinforce_pp_loss,
+REINFORCE_PP = factored_objective(
+    "reinforce_pp",
+    Factors(
+        advantages=whitened_rewards,
+        surrogate=ppo_surrogate,
+        norm=fixed_norm("token-mean"),
+        sign_free=ppo_sign_free,
+    ),
     summary="REINFORCE++: rewards whitened over the batch's tokens, PPO-clip, token-mean",
     source="arXiv:2501.03262",
     defaults={"eps_low": 0.2, "eps_high": 0.2},
@@ -71,4 +90,28 @@ REINFORCE_PP = Objective(
         "on_policy": Expected.of(_BATCH_BREAKS, ("M4",)),
         "off_policy": Expected.of(_BATCH_BREAKS, ("M2", "M4")),
     },
+    notes="The paper's KL-to-go reward shaping is off (it makes A depend on the position).",
+)
+
+_REMAX_BREAKS = ("zero_sum", "shared_cancellation", "null_on_equal_rewards")
+
+REMAX = factored_objective(
+    "remax",
+    Factors(
+        advantages=greedy_baseline_advantages,
+        ratio=logprob_ratio,
+        surrogate=linear_surrogate,
+        norm=fixed_norm("seq-mean-token-sum"),
+        sign_free=linear_surrogate,
+        clip_level="none",
+    ),
+    summary="ReMax: REINFORCE with the greedy response's reward as baseline (not zero-sum)",
+    source="arXiv:2310.10505; verl compute_remax_outcome_advantage",
+    defaults={"baseline": 0.0},
+    expected={"on_policy": Expected.of(_REMAX_BREAKS, ("M4",)), "off_policy": Expected.of(_REMAX_BREAKS, ("M4",))},
+    notes=(
+        "The greedy reward comes from rollout.baseline_rewards [N] when present, else from the "
+        "parameter baseline (default 0.0: a greedy response that scores 0). No IS ratio: the "
+        "paper's estimator is on-policy REINFORCE, so both regimes give the same coefficients."
+    ),
 )

@@ -1,0 +1,31 @@
+"""The confirmation harness: paired training experiments for P1-P4 and the falsifier.
+
+One concept per module; the trainer is one readable loop whose maths comes from the
+package (``exchange.coefficients``, ``exchange.events``, ``exchange.objectives``):
+
+- ``tasks``: synthetic verifiable tasks with zero-credit template/filler tokens;
+- ``sft``, ``sampling``: warm start and group sampling of a ``TinyLM`` policy;
+- ``instruments``, ``drift``: learning tax, clipping by sign, entropy, KL, drift probes;
+- ``runlog``: atomic writes, metrics log, crash-safe checkpoints;
+- ``config``, ``trainer``, ``experiment``: TOML experiments, one run, all runs;
+- ``predictions``, ``stats``, ``report``, ``plots``: P1-P4 statistics, bootstrap CIs,
+  verdicts, PNG plots and markdown;
+- ``llm``: verifier, data loader and tiny in-code HF model for the LLM-scale runner.
+
+matplotlib, scipy, tqdm, transformers and trl are imported inside the functions that
+use them.
+"""
+
+from exchange.lab.config import Arm, ExperimentConfig, RunConfig, load_experiment, parse_experiment
+from exchange.lab.experiment import run_dir, run_experiment
+from exchange.lab.report import report_experiment, report_experiments
+from exchange.lab.stats import PairedEffect, paired_effect
+from exchange.lab.tasks import TASKS, Task, get_task, verify
+from exchange.lab.trainer import train_run
+
+__all__ = [
+    "Arm", "ExperimentConfig", "RunConfig", "load_experiment", "parse_experiment",
+    "run_dir", "run_experiment", "train_run",
+    "report_experiment", "report_experiments", "PairedEffect", "paired_effect",
+    "TASKS", "Task", "get_task", "verify",
+]

@@ -1,0 +1,281 @@
+"""Experiments as data: TOML configs parsed into frozen dataclasses.
+
+An experiment is one *paired* comparison: two arms that differ only in the objective
+spec (the mechanism), with the task, model, warm start, optimizer, rollout budget and
+seeds fixed. ``load_experiment(path)`` validates everything up front and raises
+:class:`~exchange.errors.InvalidArgument` naming ``[section] key=value`` and the fix.
+
+Example (``experiments/configs/grpo_group_constant_norm.toml``)::
+
+    name = "grpo_norm"
+    seeds = [0, 1, 2, 3, 4]
+    [task]
+    name = "arithmetic"
+    [train]
+    steps = 150
+    [[arms]]
+    name = "grpo"
+    objective = "grpo"
+    role = "baseline"
+    [[arms]]
+    name = "grpo+group_constant_norm"
+    objective = "grpo+group_constant_norm"
+    role = "treatment"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exchange.errors import ExchangeError, InvalidArgument
+
+__all__ = [
+    "TaskConfig", "ModelConfig", "SFTConfig", "TrainConfig", "Arm", "ExperimentConfig",
+    "RunConfig", "load_experiment", "parse_experiment",
+]
+
+ROLES = ("baseline", "treatment")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    name: str = "arithmetic"
+    """One of ``exchange.lab.tasks.TASKS``: arithmetic, pattern, countdown."""
+    max_filler: int = 3
+    """The warm-start data draws 0..max_filler reward-irrelevant filler tokens."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    d_model: int = 32
+    n_heads: int = 2
+    n_layers: int = 2
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    steps: int = 100
+    """Adam steps of supervised warm start on reference solutions (0 = none)."""
+    batch: int = 64
+    lr: float = 3e-3
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 150
+    """RL steps; each samples one rollout of prompts_per_step * group_size responses."""
+    prompts_per_step: int = 8
+    group_size: int = 8
+    epochs: int = 2
+    """Passes over each rollout; epochs > 1 reuses it off-policy (ratios leave 1)."""
+    minibatches: int = 2
+    """Optimizer steps per epoch; groups are split whole across minibatches."""
+    lr: float = 1e-3
+    optimizer: str = "adam"
+    """adam or sgd (fixed across the arms of an experiment)."""
+    temperature: float = 1.0
+    max_response_len: int = 10
+    eval_every: int = 10
+    """Greedy accuracy and drift probes every this many steps (and after the last)."""
+    eval_prompts: int = 64
+    probe_prompts: int = 16
+    """Fixed prompts whose reference solutions are the drift probes (2 per prompt)."""
+    ckpt_every: int = 10
+    measure_update_norm: bool = True
+    """Parameter-space learning tax: one extra backward per minibatch."""
+    measure_prop31: bool = True
+    """On eval steps: Prop. 3.1's predicted KL of the step against the measured one
+    (needs exchange.paramspace; one JVP and one forward)."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    objective: str
+    """An ``exchange.objectives.resolve`` spec: "grpo", "grpo+group_constant_norm", ..."""
+    role: str
+    """baseline (breaks (E)) or treatment (the restoring transformation)."""
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def loss_fn(self):
+        from exchange.objectives import resolve
+
+        try:
+            return resolve(self.objective, **self.params)
+        except ExchangeError as err:
+            raise InvalidArgument(f"[[arms]] name={self.name!r} objective={self.objective!r}: {err}") from None
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str
+    arms: tuple[Arm, ...]
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    description: str = ""
+    mechanism: str = ""
+    """The mechanism the pair toggles (M1..M5), for the report."""
+    target_accuracy: float = 0.8
+    """P4: samples needed to first reach this greedy accuracy."""
+    task: TaskConfig = TaskConfig()
+    model: ModelConfig = ModelConfig()
+    sft: SFTConfig = SFTConfig()
+    train: TrainConfig = TrainConfig()
+
+    @property
+    def baseline(self) -> Arm:
+        return next(a for a in self.arms if a.role == "baseline")
+
+    @property
+    def treatment(self) -> Arm:
+        return next(a for a in self.arms if a.role == "treatment")
+
+    def runs(self) -> list["RunConfig"]:
+        """One ``RunConfig`` per (seed, arm), seeds outermost so pairs finish together."""
+        return [
+            RunConfig(self.name, arm, seed, self.task, self.model, self.sft, self.train)
+            for seed in self.seeds
+            for arm in self.arms
+        ]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one training run depends on (written to ``config.json``)."""
+
+    experiment: str
+    arm: Arm
+    seed: int
+    task: TaskConfig
+    model: ModelConfig
+    sft: SFTConfig
+    train: TrainConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def fingerprint(self) -> str:
+        """A short hash of the config: a run directory belongs to exactly one config."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def sft_key(self) -> str:
+        """Runs that share this key share one warm-started model (both arms of a seed)."""
+        key = {"task": dataclasses.asdict(self.task), "model": dataclasses.asdict(self.model),
+               "sft": dataclasses.asdict(self.sft), "seed": self.seed}
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------- parsing
+def _section(cls, data: Any, where: str):
+    if not isinstance(data, dict):
+        raise InvalidArgument(f"{where}={data!r} is not a table; write it as [{where}] with key = value lines.")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise InvalidArgument(
+            f"[{where}] has unknown key {unknown[0]}={data[unknown[0]]!r}; known keys: {', '.join(fields)}."
+        )
+    out = {}
+    for key, value in data.items():
+        default = fields[key].default
+        if default is not dataclasses.MISSING and default is not None:
+            ok = isinstance(value, type(default)) or (isinstance(default, float) and isinstance(value, int))
+            if not ok or (isinstance(value, bool) and not isinstance(default, bool)):
+                raise InvalidArgument(
+                    f"[{where}] {key}={value!r} is a {type(value).__name__}; it must be a {type(default).__name__}."
+                )
+            if isinstance(default, float):
+                value = float(value)
+        out[key] = value
+    return cls(**out)
+
+
+def _positive(obj: Any, where: str, names: tuple[str, ...], minimum: int = 1) -> None:
+    for name in names:
+        if getattr(obj, name) < minimum:
+            raise InvalidArgument(f"[{where}] {name}={getattr(obj, name)} must be >= {minimum}.")
+
+
+def parse_experiment(data: dict[str, Any], source: str = "<config>") -> ExperimentConfig:
+    """Validate a parsed TOML document (see the module docstring for the layout)."""
+    from exchange.lab.tasks import TASKS
+
+    top = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    unknown = sorted(set(data) - top)
+    if unknown:
+        raise InvalidArgument(f"{source}: unknown top-level key {unknown[0]}={data[unknown[0]]!r}; known: {', '.join(sorted(top))}.")
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise InvalidArgument(f"{source}: name={data.get('name')!r} must be a non-empty string.")
+    arms_raw = data.get("arms")
+    if not isinstance(arms_raw, list) or len(arms_raw) != 2:
+        n = len(arms_raw) if isinstance(arms_raw, list) else arms_raw
+        raise InvalidArgument(
+            f"{source}: arms={n!r}; an experiment is a pair: two [[arms]] tables, one role = \"baseline\" and one role = \"treatment\"."
+        )
+    arms = []
+    for i, raw in enumerate(arms_raw):
+        arm = _section(Arm, raw, f"arms.{i}") if all(k in raw for k in ("name", "objective", "role")) else None
+        if arm is None:
+            raise InvalidArgument(f"{source}: [[arms]] #{i} needs name, objective and role (got keys {sorted(raw)}).")
+        if arm.role not in ROLES:
+            raise InvalidArgument(f"{source}: [[arms]] name={arm.name!r} role={arm.role!r}; choose one of {ROLES}.")
+        if not isinstance(arm.params, dict):
+            raise InvalidArgument(f"{source}: [[arms]] name={arm.name!r} params={arm.params!r} must be a table.")
+        arm.loss_fn()  # resolve now: a bad spec fails before any training
+        arms.append(arm)
+    if sorted(a.role for a in arms) != sorted(ROLES):
+        raise InvalidArgument(f"{source}: arm roles={[a.role for a in arms]}; need one baseline and one treatment.")
+    if arms[0].name == arms[1].name:
+        raise InvalidArgument(f"{source}: both arms are named {arms[0].name!r}; give them distinct names.")
+    seeds = data.get("seeds", [0, 1, 2, 3, 4])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise InvalidArgument(f"{source}: seeds={seeds!r} must be a non-empty list of integers.")
+    if len(set(seeds)) != len(seeds):
+        raise InvalidArgument(f"{source}: seeds={seeds!r} has duplicates.")
+    cfg = ExperimentConfig(
+        name=data["name"],
+        arms=tuple(arms),
+        seeds=tuple(seeds),
+        description=str(data.get("description", "")),
+        mechanism=str(data.get("mechanism", "")),
+        target_accuracy=float(data.get("target_accuracy", 0.8)),
+        task=_section(TaskConfig, data.get("task", {}), "task"),
+        model=_section(ModelConfig, data.get("model", {}), "model"),
+        sft=_section(SFTConfig, data.get("sft", {}), "sft"),
+        train=_section(TrainConfig, data.get("train", {}), "train"),
+    )
+    if cfg.task.name not in TASKS:
+        raise InvalidArgument(f"{source}: [task] name={cfg.task.name!r}; choose one of: {', '.join(TASKS)}.")
+    _positive(cfg.train, "train", ("steps", "prompts_per_step", "epochs", "minibatches", "eval_every",
+                                   "eval_prompts", "probe_prompts", "ckpt_every", "max_response_len"))
+    _positive(cfg.train, "train", ("group_size",), minimum=2)
+    _positive(cfg.model, "model", ("d_model", "n_heads", "n_layers"))
+    _positive(cfg.sft, "sft", ("steps",), minimum=0)
+    if cfg.train.minibatches > cfg.train.prompts_per_step:
+        raise InvalidArgument(
+            f"{source}: [train] minibatches={cfg.train.minibatches} > prompts_per_step={cfg.train.prompts_per_step}; "
+            "groups are never split, so use at most one minibatch per prompt."
+        )
+    if cfg.train.optimizer not in ("adam", "sgd"):
+        raise InvalidArgument(f"{source}: [train] optimizer={cfg.train.optimizer!r}; choose adam or sgd.")
+    if not 0.0 <= cfg.target_accuracy <= 1.0:
+        raise InvalidArgument(f"{source}: target_accuracy={cfg.target_accuracy} must lie in [0, 1].")
+    return cfg
+
+
+def load_experiment(path: str | Path) -> ExperimentConfig:
+    """Read and validate an experiment TOML file."""
+    import tomllib
+
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidArgument(f"config={str(path)!r} is not a file; pass a path such as experiments/configs/grpo_norm.toml.")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise InvalidArgument(f"config={str(path)!r} is not valid TOML: {err}.") from None
+    return parse_experiment(data, source=str(path))

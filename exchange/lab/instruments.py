@@ -1,0 +1,148 @@
+"""Per-update measurements of the learning tax, clipping, entropy and KL.
+
+Every function reads a rollout and the token coefficients ``kappa = -d loss / d l``
+(:func:`exchange.token_coefficients`); none of them changes the update.
+
+Zero-credit occurrences are the tokens whose true credit is 0 by construction of the
+task: template and filler tokens (the verifier ignores them) and every occurrence of a
+shared event (it occurs in every response of its group, so it cannot separate them;
+THEORY.md section 1). Everything else is a decision occurrence.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from exchange.events import Events, event_coefficients, events
+from exchange.lab.tasks import ROLE_DECISION, ROLE_FILLER, ROLE_TEMPLATE, token_roles
+from exchange.rollout import Rollout
+
+__all__ = [
+    "prop31_kl", "zero_credit_mask", "coefficient_tax", "clip_fractions", "zero_credit_gradient", "update_norm_share",
+    "entropy_by_role", "context_kl",
+]
+
+
+def _mean(x: Tensor, m: Tensor) -> float | None:
+    """Mean of ``x`` over ``m`` (None when ``m`` is empty: never a fake 0)."""
+    return float(x[m].mean()) if bool(m.any()) else None
+
+
+def zero_credit_mask(rollout: Rollout, ev: Events) -> Tensor:
+    """``BoolTensor[N, T]``: template/filler tokens and shared-event occurrences."""
+    roles = token_roles(rollout.tokens)
+    shared_occ = ev.shared[ev.ids.clamp(min=0)] & rollout.mask
+    return rollout.mask & ((roles != ROLE_DECISION) | shared_occ)
+
+
+def coefficient_tax(kappa: Tensor, rollout: Rollout, ev: Events, zc: Tensor) -> dict[str, float | None]:
+    """Coefficient-level learning tax (P1).
+
+    - ``tax/kappa_share``: ``sum_zc |kappa| / sum |kappa|`` over occurrences.
+    - ``tax/event_share``: ``sum_{zc events} |K_e| / sum_e |K_e|`` after occurrences of one
+      event are summed (what actually reaches the parameters through that event).
+    - ``tax/shared_residual``: ``sum_{shared} |K_e| / sum |kappa|``: shared-event mass that
+      failed to cancel, relative to all coefficient mass (0 under (Z)+(E), Thm T1).
+    """
+    absk = kappa.abs()
+    total = float(absk.sum())
+    K = event_coefficients(kappa, ev).abs()  # [E]
+    zc_event = torch.zeros(ev.count, dtype=torch.bool).index_put_((ev.ids[zc],), torch.tensor(True))
+    k_total = float(K.sum())
+    return {
+        "tax/kappa_share": float(absk[zc].sum()) / total if total > 0 else None,
+        "tax/event_share": float(K[zc_event].sum()) / k_total if k_total > 0 else None,
+        "tax/shared_residual": float(K[ev.shared].sum()) / total if total > 0 else None,
+    }
+
+
+def clip_fractions(kappa: Tensor, rollout: Rollout) -> dict[str, float | None]:
+    """Fraction of tokens whose coefficient was zeroed, by advantage sign (M2, T4).
+
+    The sign is that of ``R_i - mean_g R``; a token with a non-zero advantage and
+    ``kappa == 0`` exactly had its gradient cut by a clip (or a mask). Objective-agnostic:
+    it reads only ``kappa``.
+    """
+    centred = rollout.rewards - rollout.group_mean(rollout.rewards)  # [N]
+    zero = (kappa == 0) & rollout.mask
+    pos = rollout.mask & (centred > 0)[:, None]
+    neg = rollout.mask & (centred < 0)[:, None]
+    return {
+        "clip/frac_pos_adv": _mean(zero.double(), pos),
+        "clip/frac_neg_adv": _mean(zero.double(), neg),
+    }
+
+
+def zero_credit_gradient(params: list[nn.Parameter], logprobs: Tensor, kappa: Tensor, zc: Tensor) -> list[Tensor]:
+    """``g_zc = grad_theta sum_{zc} kappa l``: the part of the policy gradient carried by
+    zero-credit occurrences. ``logprobs: [N, T]`` keeps its graph (retained for the
+    training backward)."""
+    kz = torch.where(zc, kappa, torch.zeros_like(kappa))
+    grads = torch.autograd.grad((kz * logprobs).sum(), params, retain_graph=True, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+
+
+def update_norm_share(g_zc: list[Tensor], g_total: list[Tensor]) -> float | None:
+    """Parameter-space learning tax ``|g_zc| / (|g_zc| + |g_total - g_zc|)`` in [0, 1].
+
+    ``g_total = sum_{i,t} kappa grad l`` is minus the loss gradient the optimizer uses
+    (the loss depends on theta only through ``l``), so one extra backward (for
+    ``g_zc``) splits the update between zero-credit and decision occurrences.
+    """
+    zc = sum(float((g.double() ** 2).sum()) for g in g_zc) ** 0.5
+    dec = sum(float(((t - g).double() ** 2).sum()) for g, t in zip(g_zc, g_total)) ** 0.5
+    return zc / (zc + dec) if zc + dec > 0 else None
+
+
+def entropy_by_role(rollout: Rollout) -> dict[str, float | None]:
+    """Mean sampling-time entropy (nats) at template, filler, weak-credit and decision
+    positions of ``rollout`` (needs ``rollout.entropy``)."""
+    roles = token_roles(rollout.tokens)
+    h, m = rollout.entropy, rollout.mask
+    return {
+        "entropy/template": _mean(h, m & (roles == ROLE_TEMPLATE)),
+        "entropy/filler": _mean(h, m & (roles == ROLE_FILLER)),
+        "entropy/weak_credit": _mean(h, m & (roles != ROLE_DECISION)),
+        "entropy/decision": _mean(h, m & (roles == ROLE_DECISION)),
+    }
+
+
+def context_kl(logp_before: Tensor, logp_after: Tensor, where: Tensor) -> float | None:
+    """Mean ``KL(pi_before || pi_after)`` of the next-token distributions at ``where``.
+
+    ``logp_*: [N, T, V]`` log-softmax outputs, ``where: BoolTensor[N, T]``. This is the
+    measured side of Prop. 3.1 (the movement of a context's distribution by one update).
+    """
+    kl = (logp_before.exp() * (logp_before - logp_after)).sum(-1)  # [N, T]
+    return _mean(kl, where)
+
+
+def prop31_kl(model: nn.Module, rollout: Rollout, before: dict[str, Tensor]) -> dict[str, float | None]:
+    """Prop. 3.1 on the step just taken: predicted ``1/2 d^T F d`` against the measured
+    KL at the rollout's shared contexts, with ``d = theta_after - theta_before``.
+
+    ``before``: the parameters before the step (``{name: Tensor}``). The model is put
+    back at ``before`` for the measurement (``exchange.paramspace.kl_prediction`` expands
+    around the current parameters) and restored exactly afterwards. Needs
+    ``exchange.paramspace``; returns ``None`` values when it is absent or the rollout
+    has no shared event.
+    """
+    try:
+        from exchange.paramspace import kl_prediction
+    except ImportError:
+        return {"kl/prop31_predicted": None, "kl/prop31_measured": None}
+    after = {n: p.detach().clone() for n, p in model.named_parameters()}
+    direction = {n: after[n] - before[n] for n in after}
+    out: dict[str, float | None] = {"kl/prop31_predicted": None, "kl/prop31_measured": None}
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(before[n])
+        try:
+            if bool(events(rollout).shared.any()):
+                pred = kl_prediction(model, rollout, direction, etas=(1.0,), contexts="shared")
+                out = {"kl/prop31_predicted": float(pred.predicted[0]), "kl/prop31_measured": float(pred.measured[0])}
+        finally:
+            for n, p in model.named_parameters():
+                p.copy_(after[n])
+    return out

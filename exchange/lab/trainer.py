@@ -1,0 +1,273 @@
+"""The instrumented RL trainer: one readable loop, every formula imported.
+
+    for step in steps:
+        prompts  = task.sample_prompts(...)                 # exchange.lab.tasks
+        rollout  = sample_group_rollout(model, ...)         # exchange.lab.sampling
+        for epoch, minibatch in reuse(rollout):             # rollout reuse: ratios leave 1
+            logprobs = response_logprobs(model, mb)         # exchange.models
+            kappa    = token_coefficients(loss_fn, ...)     # exchange.coefficients
+            measure(kappa, ...)                             # exchange.lab.instruments
+            loss_fn(logprobs, mb).backward(); opt.step()    # exchange.objectives.resolve(spec)
+        evaluate(model) every eval_every steps              # greedy accuracy + drift probes
+        append metrics row; checkpoint every ckpt_every steps
+
+Metric keys are namespaced (``charts/``, ``tax/``, ``clip/``, ``entropy/``, ``drift/``,
+``kl/``, ``losses/``, ``eval/``); one JSON row per step in ``metrics.jsonl``. No
+wall-clock value enters the metrics, so a resumed run reproduces them exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from exchange.coefficients import token_coefficients
+from exchange.errors import InvalidArgument
+from exchange.events import events
+from exchange.lab.config import RunConfig
+from exchange.lab.drift import make_probes, probe_logprobs
+from exchange.lab.instruments import (
+    clip_fractions, coefficient_tax, context_kl, entropy_by_role, prop31_kl, update_norm_share,
+    zero_credit_gradient, zero_credit_mask,
+)
+from exchange.lab.runlog import MetricsLog, atomic_torch_save, atomic_write_text, read_metrics
+from exchange.lab.sampling import greedy_accuracy, sample_group_rollout
+from exchange.lab.sft import sft_warm_start
+from exchange.lab.tasks import TEMPLATE, VOCAB_SIZE, Task, get_task
+from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
+from exchange.rollout import Rollout
+
+__all__ = ["train_run", "warm_started_policy", "evaluate"]
+
+_STREAMS = ("prompts", "sample", "minibatch")  # independent RNG streams of one run
+
+
+@dataclass
+class _State:
+    """Everything a checkpoint holds."""
+
+    model: TinyLM
+    opt: torch.optim.Optimizer
+    gens: dict[str, torch.Generator]
+    eval_prompts: torch.Tensor
+    probes: Rollout
+    step: int = 0
+    wall_s: float = 0.0
+
+
+# ----------------------------------------------------------------- set-up
+def _tiny_lm(cfg: RunConfig, task: Task) -> TinyLM:
+    """The policy, with ``n_positions = P + max_response_len + reference_len``: room
+    for a prompt followed by a sampled response or a warm-start reference solution
+    (template + max_filler + answer + EOS). ``n_positions`` shapes the seeded
+    initialisation, so this formula is part of every recorded result."""
+    reference_len = len(TEMPLATE) + task.max_filler + task.answer_len + 1
+    n_pos = task.prompt_len + cfg.train.max_response_len + reference_len
+    m = cfg.model
+    return TinyLM(TinyLMConfig(VOCAB_SIZE, n_pos, m.d_model, m.n_heads, m.n_layers, seed=cfg.seed))
+
+
+def warm_started_policy(cfg: RunConfig, task: Task, cache_dir: Path | None = None) -> TinyLM:
+    """``TinyLM`` (seeded by ``cfg.seed``) after the SFT warm start.
+
+    Both arms of a seed start from the same weights: with ``cache_dir`` the warm start
+    is computed once per ``cfg.sft_key()`` and stored atomically.
+    """
+    model = _tiny_lm(cfg, task)
+    path = None if cache_dir is None else Path(cache_dir) / f"sft-{cfg.sft_key()}.pt"
+    if path is not None and path.exists():
+        model.load_state_dict(torch.load(path, weights_only=True))
+        return model
+    gen = torch.Generator().manual_seed(10_000 + cfg.seed)
+    sft_warm_start(model, task, cfg.sft.steps, cfg.sft.batch, cfg.sft.lr, gen)
+    if path is not None:
+        atomic_torch_save(model.state_dict(), path)
+    return model
+
+
+def _optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
+    if cfg.train.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=cfg.train.lr)
+    return torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+
+
+def _fresh_state(cfg: RunConfig, task: Task, sft_cache: Path | None) -> _State:
+    model = warm_started_policy(cfg, task, sft_cache)
+    fixed = torch.Generator().manual_seed(20_000 + cfg.seed)  # eval set and probes
+    gens = {name: torch.Generator().manual_seed(1_000 * cfg.seed + k) for k, name in enumerate(_STREAMS)}
+    return _State(
+        model=model,
+        opt=_optimizer(model, cfg),
+        gens=gens,
+        eval_prompts=task.sample_prompts(cfg.train.eval_prompts, fixed),
+        probes=make_probes(task, cfg.train.probe_prompts, fixed),
+    )
+
+
+def _save(path: Path, st: _State) -> None:
+    atomic_torch_save({
+        "model": st.model.state_dict(),
+        "opt": st.opt.state_dict(),
+        "gens": {k: g.get_state() for k, g in st.gens.items()},
+        "eval_prompts": st.eval_prompts,
+        "probes": st.probes.to_dict(),
+        "step": st.step,
+        "wall_s": st.wall_s,
+    }, path)
+
+
+def _load(path: Path, cfg: RunConfig, task: Task) -> _State:
+    ck = torch.load(path, weights_only=False)
+    model = _tiny_lm(cfg, task)
+    model.load_state_dict(ck["model"])
+    opt = _optimizer(model, cfg)
+    opt.load_state_dict(ck["opt"])
+    gens = {}
+    for k, state in ck["gens"].items():
+        gens[k] = torch.Generator()
+        gens[k].set_state(state)
+    return _State(model, opt, gens, ck["eval_prompts"], Rollout.from_dict(ck["probes"]), ck["step"], ck["wall_s"])
+
+
+# ------------------------------------------------------------- one update
+def _mean_rows(acc: dict[str, list]) -> dict[str, float | None]:
+    out = {}
+    for key, values in acc.items():
+        vals = [v for v in values if v is not None]
+        out[key] = sum(vals) / len(vals) if vals else None
+    return out
+
+
+def _reuse(rollout: Rollout, epochs: int, minibatches: int, gen: torch.Generator):
+    """Yield ``(epoch, rows)``: each epoch shuffles the groups and splits them, whole,
+    into ``minibatches`` chunks."""
+    for epoch in range(epochs):
+        order = torch.randperm(rollout.n_groups, generator=gen)
+        for chunk in order.chunk(minibatches):
+            yield epoch, torch.isin(rollout.group_index, chunk).nonzero().flatten()
+
+
+def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool = False) -> dict[str, Any]:
+    """Several minibatch epochs on one rollout, measuring every minibatch (and, with
+    ``prop31``, the whole step against Prop. 3.1)."""
+    tc = cfg.train
+    ev = events(rollout)
+    zc = zero_credit_mask(rollout, ev)  # [N, T]
+    shared_occ = ev.shared[ev.ids.clamp(min=0)] & rollout.mask
+    params = [p for p in st.model.parameters() if p.requires_grad]
+    theta_before = {n: p.detach().clone() for n, p in st.model.named_parameters()} if prop31 else None
+    with torch.no_grad():
+        before = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)  # [N, T, V]
+    acc: dict[str, list] = defaultdict(list)
+    for epoch, rows in _reuse(rollout, tc.epochs, tc.minibatches, st.gens["minibatch"]):
+        mb = rollout.select(rows)
+        ev_mb = dataclasses.replace(ev, ids=ev.ids[rows])  # groups are whole: events stay valid
+        logprobs = response_logprobs(st.model, mb).double()  # [n, T], graph to theta
+        kappa = token_coefficients(loss_fn, logprobs.detach(), mb)  # [n, T] float64
+        for key, value in {**coefficient_tax(kappa, mb, ev_mb, zc[rows]), **clip_fractions(kappa, mb)}.items():
+            acc[key].append(value)
+        if tc.measure_update_norm:
+            g_zc = zero_credit_gradient(params, logprobs, kappa, zc[rows])
+        log_ratio = (logprobs - mb.old_logprobs).detach()[mb.mask]
+        acc["losses/log_ratio_absmax"].append(float(log_ratio.abs().max()))
+        loss = loss_fn(logprobs, mb)
+        st.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if tc.measure_update_norm:  # -grad(loss) = sum kappa grad l
+            acc["tax/update_norm_share"].append(update_norm_share(g_zc, [-p.grad for p in params]))
+        st.opt.step()
+        acc["losses/loss"].append(float(loss.detach()))
+    with torch.no_grad():
+        after = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)
+    acc["kl/shared_contexts"].append(context_kl(before, after, shared_occ))
+    acc["kl/all_contexts"].append(context_kl(before, after, rollout.mask))
+    out = _mean_rows(acc)
+    if theta_before is not None:
+        out.update(prop31_kl(st.model, rollout, theta_before))
+    return out
+
+
+def evaluate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, probes: Rollout, max_len: int) -> dict[str, Any]:
+    """Greedy accuracy on the fixed eval prompts and the drift probes' log-probs."""
+    return {"eval/accuracy": greedy_accuracy(model, task, eval_prompts, max_len), **probe_logprobs(model, probes)}
+
+
+# --------------------------------------------------------------- the loop
+def _check_run_dir(out_dir: Path, cfg: RunConfig) -> None:
+    path = out_dir / "config.json"
+    if path.exists():
+        old = json.loads(path.read_text()).get("fingerprint")
+        if old != cfg.fingerprint():
+            raise InvalidArgument(
+                f"run_dir={str(out_dir)!r} holds a run of another config (fingerprint={old}, "
+                f"this one {cfg.fingerprint()}); delete the directory or choose another --out."
+            )
+    else:
+        atomic_write_text(path, json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
+
+
+def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | None = None,
+              progress: bool = True) -> Path:
+    """Train one (arm, seed) into ``out_dir``; resume from ``out_dir/ckpt.pt`` if present.
+
+    Writes ``config.json``, ``init.json`` (metrics of the warm-started policy),
+    ``metrics.jsonl`` (one row per step), ``ckpt.pt`` and, at the end, ``done.json``.
+    Returns ``out_dir``. Killing the process at any point and calling again gives the
+    same ``metrics.jsonl`` as an uninterrupted run.
+    """
+    from tqdm.auto import tqdm
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    task = get_task(cfg.task.name, cfg.task.max_filler)
+    loss_fn = cfg.arm.loss_fn()
+    tc = cfg.train
+    _check_run_dir(out_dir, cfg)
+    if (out_dir / "done.json").exists():
+        return out_dir
+    ckpt = out_dir / "ckpt.pt"
+    st = _load(ckpt, cfg, task) if ckpt.exists() else _fresh_state(cfg, task, Path(sft_cache) if sft_cache else None)
+    if not ckpt.exists():
+        init = {"step": -1, "charts/samples": 0, **evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len)}
+        atomic_write_text(out_dir / "init.json", json.dumps(init))
+        _save(ckpt, st)
+    log = MetricsLog(out_dir / "metrics.jsonl")
+    log.truncate(st.step)  # drop rows computed after the checkpoint; they are recomputed
+    bar = tqdm(range(st.step, tc.steps), initial=st.step, total=tc.steps, disable=not progress,
+               desc=f"{cfg.experiment}/{cfg.arm.name}/seed{cfg.seed}", leave=False)
+    for step in bar:
+        t0 = time.perf_counter()
+        prompts = task.sample_prompts(tc.prompts_per_step, st.gens["prompts"])
+        rollout = sample_group_rollout(st.model, task, prompts, tc.group_size, tc.max_response_len,
+                                       tc.temperature, st.gens["sample"])
+        row: dict[str, Any] = {
+            "step": step,
+            "charts/samples": (step + 1) * rollout.n,
+            "charts/reward": float(rollout.rewards.mean()),
+            "charts/length": float(rollout.lengths.double().mean()),
+            "charts/truncated": float(rollout.truncated.double().mean()),
+            **entropy_by_role(rollout),
+        }
+        eval_step = (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps
+        row.update(_update(st, loss_fn, rollout, cfg, prop31=tc.measure_prop31 and eval_step))
+        if eval_step:
+            row.update(evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len))
+        log.append(row)
+        st.step = step + 1
+        st.wall_s += time.perf_counter() - t0
+        if st.step % tc.ckpt_every == 0 or st.step == tc.steps:
+            _save(ckpt, st)
+        bar.set_postfix(reward=f"{row['charts/reward']:.2f}")
+    rows = read_metrics(out_dir / "metrics.jsonl")
+    atomic_write_text(out_dir / "done.json", json.dumps({
+        "fingerprint": cfg.fingerprint(), "steps": len(rows), "wall_s": round(st.wall_s, 3),
+    }))
+    return out_dir

@@ -1,0 +1,155 @@
+"""The factored form that restoring transformations act on.
+
+Most catalog families are one formula::
+
+    loss = - sum_{i,t} mask[i,t] * norm_i * S(rho[i,t], A[i,t])
+
+with four named hooks, each a small pure function of the rollout and the parameters:
+
+- ``advantages(rollout, p) -> A``: ``[N]`` (or ``[N, T]`` for per-token advantages),
+  computed from the rewards, never differentiated;
+- ``ratio(logprobs, rollout, p) -> rho [N, T]``: the differentiable ratio: the token
+  ratio ``exp(l - l_old)``, GSPO's sequence ratio ``s_i`` broadcast over the response,
+  or the unit ratio ``exp(l - sg l)`` of IS-free REINFORCE;
+- ``surrogate(rho, A, rollout, p) -> S [N, T]``: every clip rule or gate lives here;
+- ``norm(logprobs, rollout, p) -> norm [N]``: the per-response normaliser
+  (``1/(B L_i)``, ``1/n_tokens``, ...).
+
+Two optional hooks say how the family's coefficient factors into
+``kappa[i,t] = A_i * w_i * f(i,t)``:
+
+- ``response_ratio(logprobs, rollout, p) -> s [N]``: the per-response ratio factor of
+  sequence-level families (GSPO). The per-response weight is then ``w_i = norm_i * s_i``
+  and the per-token factor comes from the unit ratio; without it ``w_i = norm_i``.
+- ``sign_free(rho, A, rollout, p) -> S``: the same surrogate with every clip decision or
+  gate made a function of the ratio alone (``sign_free_clip``, T5).
+
+``clip_level`` records where the family's clip acts (``"token"``, ``"sequence"`` or
+``"none"``): Min-Replace and Adv-Orthogonal replace the whole per-response weight, so a
+sequence-level clip (part of that weight) goes with it, while a token-level clip stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from torch import Tensor
+
+from exchange.objectives._common import per_token, policy_ratio, unit_ratio
+from exchange.rollout import Rollout
+
+Params = Mapping[str, Any]
+CLIP_LEVELS = ("token", "sequence", "none")
+
+
+def token_ratio(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+    """Hook: the token ratio ``exp(l - l_old)``, ``[N, T]``."""
+    return policy_ratio(logprobs, rollout)
+
+
+def reinforce_ratio(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+    """Hook: the unit ratio ``exp(l - sg l)`` (REINFORCE on the log-prob, no IS)."""
+    return unit_ratio(logprobs)
+
+
+def logprob_ratio(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+    """Hook: the log-prob itself, so ``linear_surrogate`` gives REINFORCE's ``A l``.
+
+    Gradient 1 like :func:`reinforce_ratio`, but the loss value is the true REINFORCE
+    value (finite differences of the loss agree with its gradient).
+    """
+    return logprobs
+
+
+def linear_surrogate(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Tensor:
+    """Hook: ``S = rho A`` (no clip; gradient ``A d rho/dl`` for any sign)."""
+    return rho * adv
+
+
+@dataclass(frozen=True)
+class Factors:
+    """The hooks of one factored family (see the module docstring)."""
+
+    advantages: Callable[[Rollout, Params], Tensor]
+    surrogate: Callable[[Tensor, Tensor, Rollout, Params], Tensor]
+    norm: Callable[[Tensor, Rollout, Params], Tensor]
+    ratio: Callable[[Tensor, Rollout, Params], Tensor] = token_ratio
+    response_ratio: Callable[[Tensor, Rollout, Params], Tensor] | None = None
+    sign_free: Callable[[Tensor, Tensor, Rollout, Params], Tensor] | None = None
+    clip_level: str = "token"
+
+    def __post_init__(self) -> None:
+        if self.clip_level not in CLIP_LEVELS:
+            raise ValueError(f"clip_level={self.clip_level!r} is not one of {CLIP_LEVELS}")
+
+    def replace(self, **changes: Any) -> "Factors":
+        return dataclasses.replace(self, **changes)
+
+    def response_weight(self, logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+        """``w_i = norm_i * s_i`` (``s_i = 1`` without a response ratio), ``[N]``, detached.
+
+        The clip is not part of ``w``: the Min-Replace paper's estimator is clip-free in
+        the per-response weight (arXiv 2604.13088, section "DFPO").
+        """
+        w = self.norm(logprobs, rollout, p)
+        if self.response_ratio is not None:
+            w = w * self.response_ratio(logprobs, rollout, p)
+        return w.detach()
+
+    def token_part_ratio(self) -> Callable[[Tensor, Rollout, Params], Tensor]:
+        """The ratio left per token once the per-response weight is factored out."""
+        return reinforce_ratio if self.response_ratio is not None else self.ratio
+
+
+def factored_loss(factors: Factors, logprobs: Tensor, rollout: Rollout, **p: Any) -> Tensor:
+    """``-sum mask * norm_i * S(rho, A)``: the loss of a factored family, a scalar."""
+    adv = per_token(factors.advantages(rollout, p).detach(), rollout)  # [N, T]
+    rho = factors.ratio(logprobs, rollout, p)  # [N, T]
+    surrogate = factors.surrogate(rho, adv, rollout, p)  # [N, T]
+    norm = factors.norm(logprobs, rollout, p)  # [N]
+    mask = rollout.fmask.to(surrogate.dtype)
+    return -(mask * norm[:, None] * surrogate).sum()
+
+
+def factored_objective(name: str, factors: Factors, **fields: Any):
+    """An :class:`~exchange.objectives.Objective` whose loss is ``factored_loss(factors, ...)``."""
+    import functools
+
+    from exchange.objectives._spec import Objective
+
+    return Objective(name=name, loss=functools.partial(factored_loss, factors), factors=factors, **fields)
+
+
+# ------------------------------------------------------------ shared hooks
+def agg_norm(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+    """Hook: the aggregation weight of ``p["loss_agg_mode"]`` (``max_length`` if given)."""
+    from exchange.objectives._common import aggregation_weight
+
+    return aggregation_weight(rollout, p["loss_agg_mode"], p.get("max_length"))
+
+
+def fixed_norm(mode: str) -> Callable[[Tensor, Rollout, Params], Tensor]:
+    """Hook factory: the aggregation weight of one fixed mode (``max_length`` if given)."""
+    from exchange.objectives._common import aggregation_weight
+
+    def norm(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+        return aggregation_weight(rollout, mode, p.get("max_length"))
+
+    norm.__name__ = f"norm[{mode}]"
+    return norm
+
+
+def ppo_surrogate(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Tensor:
+    """Hook: PPO-clip with ``p["eps_low"]``, ``p["eps_high"]`` (sign-dependent, M2)."""
+    from exchange.objectives._common import ppo_clip
+
+    return ppo_clip(rho, adv, p["eps_low"], p["eps_high"])
+
+
+def ppo_sign_free(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Tensor:
+    """Hook: keep the gradient iff ``1-eps_low <= rho <= 1+eps_high``, for both signs of A."""
+    from exchange.objectives._common import sign_free_trust_region
+
+    return sign_free_trust_region(rho, adv, 1 - p["eps_low"], 1 + p["eps_high"])

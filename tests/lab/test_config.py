@@ -1,0 +1,100 @@
+import pytest
+
+from exchange.errors import InvalidArgument
+from exchange.lab.config import load_experiment, parse_experiment
+from _tiny import TINY_TOML, tiny_config
+
+
+def _data(**changes):
+    import tomllib
+
+    data = tomllib.loads(TINY_TOML.format(name="t", seeds=[0, 1], steps=3, task="arithmetic", sft_steps=1, ckpt_every=1))
+    data.update(changes)
+    return data
+
+
+def test_load_valid(tmp_path):
+    cfg = load_experiment(tiny_config(tmp_path, seeds=(0, 1, 2)))
+    assert cfg.seeds == (0, 1, 2) and cfg.baseline.objective == "grpo" and cfg.treatment.objective == "dr_grpo"
+    runs = cfg.runs()
+    assert len(runs) == 6 and [r.seed for r in runs[:2]] == [0, 0]
+    assert runs[0].sft_key() == runs[1].sft_key() != runs[2].sft_key()  # both arms of a seed share the warm start
+    assert runs[0].fingerprint() != runs[1].fingerprint()
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"train": {"lr2": 1.0}}, r"\[train\] has unknown key lr2=1.0"),
+        ({"train": {"steps": "many"}}, r"\[train\] steps='many' is a str; it must be a int"),
+        ({"train": {"group_size": 1}}, r"\[train\] group_size=1 must be >= 2"),
+        ({"train": {"minibatches": 5, "prompts_per_step": 2}}, r"minibatches=5 > prompts_per_step=2"),
+        ({"task": {"name": "chess"}}, r"\[task\] name='chess'"),
+        ({"seeds": []}, r"seeds=\[\] must be a non-empty list"),
+        ({"seeds": [1, 1]}, r"duplicates"),
+        ({"bogus": 1}, r"unknown top-level key bogus=1"),
+        ({"target_accuracy": 2.0}, r"target_accuracy=2.0 must lie in \[0, 1\]"),
+    ],
+)
+def test_bad_configs_name_the_field(changes, message):
+    with pytest.raises(InvalidArgument, match=message):
+        parse_experiment(_data(**changes))
+
+
+def test_arms_must_be_a_baseline_treatment_pair():
+    data = _data()
+    data["arms"] = data["arms"][:1]
+    with pytest.raises(InvalidArgument, match="an experiment is a pair"):
+        parse_experiment(data)
+    data = _data()
+    data["arms"][1]["role"] = "baseline"
+    with pytest.raises(InvalidArgument, match="need one baseline and one treatment"):
+        parse_experiment(data)
+    data = _data()
+    data["arms"][1]["role"] = "control"
+    with pytest.raises(InvalidArgument, match="role='control'"):
+        parse_experiment(data)
+
+
+def test_unknown_objective_spec_fails_before_training():
+    data = _data()
+    data["arms"][1]["objective"] = "nonexistent_objective"
+    with pytest.raises(InvalidArgument, match=r"name='dr_grpo' objective='nonexistent_objective'"):
+        parse_experiment(data)
+
+
+def test_arm_params_reach_the_objective():
+    data = _data()
+    data["arms"][0]["params"] = {"eps_high": 0.3}
+    cfg = parse_experiment(data)
+    assert cfg.baseline.loss_fn().params["eps_high"] == 0.3
+    data["arms"][0]["params"] = {"nope": 1}
+    with pytest.raises(InvalidArgument, match="nope=1"):
+        parse_experiment(data)
+
+
+def test_missing_file_and_bad_toml(tmp_path):
+    with pytest.raises(InvalidArgument, match="is not a file"):
+        load_experiment(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [")
+    with pytest.raises(InvalidArgument, match="is not valid TOML"):
+        load_experiment(bad)
+
+
+def test_public_surface_is_declared_and_importable():
+    import exchange.lab as lab
+
+    assert sorted(lab.__all__) == sorted(set(lab.__all__))
+    for name in lab.__all__:
+        assert getattr(lab, name) is not None
+
+
+def test_cli_run_rejects_a_bad_config_with_exit_code_2(tmp_path, capsys):
+    from exchange.cli import main
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[[arms]]\nname = "a"\nobjective = "grpo"\nrole = "baseline"\n')
+    assert main(["experiment", "run", str(bad), "--out", str(tmp_path)]) == 2
+    assert "an experiment is a pair" in capsys.readouterr().err
+    assert main(["experiment", "report", str(tmp_path)]) == 2

@@ -1,0 +1,69 @@
+import torch
+from hypothesis import given, strategies as st
+
+from exchange.lab.tasks import (
+    EOS, FILLER, PAD, ROLE_DECISION, ROLE_FILLER, ROLE_TEMPLATE, TASKS, TEMPLATE, get_task, token_roles, verify,
+)
+from exchange.errors import InvalidArgument
+import pytest
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_reference_solutions_are_correct(name):
+    task = TASKS[name]
+    gen = torch.Generator().manual_seed(1)
+    prompts = task.sample_prompts(64, gen)
+    ref = task.reference(prompts, gen)
+    assert prompts.shape == (64, task.prompt_len)
+    assert verify(task, prompts, ref, ref != PAD).tolist() == [1.0] * 64
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+@given(seed=st.integers(0, 2**31 - 1), inserts=st.lists(st.sampled_from(FILLER + TEMPLATE), max_size=4),
+       where=st.integers(0, 6))
+def test_template_and_filler_never_change_the_reward(name, seed, inserts, where):
+    """Zero credit by construction: inserting template/filler tokens anywhere before EOS
+    keeps the reward of a correct and of a wrong response."""
+    task = TASKS[name]
+    gen = torch.Generator().manual_seed(seed)
+    prompt = task.sample_prompts(1, gen)
+    ref = [v for v in task.reference(prompt, gen)[0].tolist() if v != PAD]
+    wrong = ref[:]
+    k = len(ref) - 2  # last answer token
+    wrong[k] = TASKS[name].answers(prompt[0].tolist())[0][-1] + 1 if wrong[k] < 17 else 11
+    for resp in (ref, wrong):
+        pos = min(where, resp.index(EOS))
+        changed = resp[:pos] + list(inserts) + resp[pos:]
+        width = max(len(resp), len(changed))
+        batch = torch.full((2, width), PAD)
+        batch[0, : len(resp)] = torch.tensor(resp)
+        batch[1, : len(changed)] = torch.tensor(changed)
+        r = verify(task, prompt.repeat(2, 1), batch, batch != PAD)
+        assert r[0] == r[1]
+
+
+def test_wrong_answer_and_missing_eos_score_zero():
+    task = TASKS["arithmetic"]
+    prompt = torch.tensor([[2, 11 + 3, 8, 11 + 5, 3]])  # 3 + 5 = 8 = "1 1" in base 7
+    good = torch.tensor([[4, 5, 6, 12, 12, 1]])
+    assert verify(task, prompt, good, good != PAD).item() == 1.0
+    bad = torch.tensor([[4, 5, 6, 12, 13, 1]])
+    assert verify(task, prompt, bad, bad != PAD).item() == 0.0
+    no_eos = torch.tensor([[4, 5, 6, 12, 12, 6]])
+    assert verify(task, prompt, no_eos, no_eos != PAD).item() == 0.0
+
+
+def test_roles():
+    roles = token_roles(torch.tensor([[4, 5, 6, 7, 12, 1]]))
+    assert roles.tolist() == [[ROLE_TEMPLATE, ROLE_TEMPLATE, ROLE_FILLER, ROLE_FILLER, ROLE_DECISION, ROLE_DECISION]]
+
+
+def test_countdown_accepts_every_correct_operator():
+    task = TASKS["countdown"]
+    prompt = [2, 11 + 2, 11 + 2, 11 + 4, 3]  # 2 + 2 = 4 and 2 * 2 = 4
+    assert sorted(task.answers(prompt)) == [(8,), (10,)]
+
+
+def test_unknown_task_is_a_precise_error():
+    with pytest.raises(InvalidArgument, match="task.name='nope'"):
+        get_task("nope")

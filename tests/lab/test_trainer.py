@@ -1,0 +1,145 @@
+"""The training loop: metrics, determinism, and SIGKILL-then-resume equality."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from exchange.errors import InvalidArgument
+from exchange.lab.config import load_experiment
+from exchange.lab.experiment import run_dir, run_experiment
+from exchange.lab.runlog import MetricsLog, read_metrics
+from exchange.lab.trainer import train_run
+from _tiny import tiny_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+KEYS = {
+    "step", "charts/samples", "charts/reward", "charts/length", "charts/truncated",
+    "entropy/template", "entropy/filler", "entropy/weak_credit", "entropy/decision",
+    "tax/kappa_share", "tax/event_share", "tax/shared_residual", "tax/update_norm_share",
+    "clip/frac_pos_adv", "clip/frac_neg_adv", "losses/log_ratio_absmax", "losses/loss",
+    "kl/shared_contexts", "kl/all_contexts",
+}
+EVAL_KEYS = {"eval/accuracy", "drift/template_logp", "drift/filler_logp", "drift/decision_logp",
+             "drift/zero_credit_logp", "drift/ref_seq_logp", "drift/short_vs_long_logodds",
+             "kl/prop31_predicted", "kl/prop31_measured"}
+
+
+def test_run_writes_one_row_per_step_and_is_deterministic(tmp_path):
+    torch.set_num_threads(1)
+    cfg = load_experiment(tiny_config(tmp_path, steps=4))
+    run = cfg.runs()[0]
+    a = read_metrics(train_run(run, tmp_path / "a", progress=False) / "metrics.jsonl")
+    b = read_metrics(train_run(run, tmp_path / "b", progress=False) / "metrics.jsonl")
+    assert [r["step"] for r in a] == [0, 1, 2, 3]
+    assert KEYS <= set(a[0]) and EVAL_KEYS <= set(a[2]) and EVAL_KEYS <= set(a[3]) and "eval/accuracy" not in a[0]
+    assert a == b
+    init = json.loads((tmp_path / "a" / "init.json").read_text())
+    assert EVAL_KEYS - {"kl/prop31_predicted", "kl/prop31_measured"} <= set(init)
+    assert all(0 <= r["tax/update_norm_share"] <= 1 for r in a if r["tax/update_norm_share"] is not None)
+
+
+def test_metrics_log_drops_a_torn_line_and_truncates(tmp_path):
+    log = MetricsLog(tmp_path / "m.jsonl")
+    for s in range(3):
+        log.append({"step": s, "x": s / 3})
+    with open(tmp_path / "m.jsonl", "a") as fh:
+        fh.write('{"step": 3, "x": 0.')  # killed mid-write
+    assert [r["step"] for r in read_metrics(tmp_path / "m.jsonl")] == [0, 1, 2]
+    log.truncate(2)
+    assert read_metrics(tmp_path / "m.jsonl") == [{"step": 0, "x": 0.0}, {"step": 1, "x": 1 / 3}]
+
+
+def test_run_dir_of_another_config_is_refused(tmp_path):
+    cfg = load_experiment(tiny_config(tmp_path, steps=2))
+    train_run(cfg.runs()[0], tmp_path / "r", progress=False)
+    with pytest.raises(InvalidArgument, match="holds a run of another config"):
+        train_run(cfg.runs()[1], tmp_path / "r", progress=False)
+
+
+def _cli(config, out):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "exchange", "experiment", "run", str(config), "--out", str(out), "--no-progress"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+
+
+def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
+    """Kill -9 between checkpoints, resume, and compare every metric of every step."""
+    config = tiny_config(tmp_path, steps=16, ckpt_every=3, sft_steps=2)
+    cfg = load_experiment(config)
+    first = run_dir(tmp_path / "killed", cfg.runs()[0])
+    proc = _cli(config, tmp_path / "killed")
+    deadline = time.time() + 300
+    while len(read_metrics(first / "metrics.jsonl")) < 7 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    n_killed = len(read_metrics(first / "metrics.jsonl"))
+    assert proc.returncode == -signal.SIGKILL
+    assert 7 <= n_killed < 16 and not (first / "done.json").exists(), "the kill must land mid-run"
+    ckpt_step = torch.load(first / "ckpt.pt", weights_only=False)["step"]
+    assert ckpt_step < n_killed  # some rows were written after the last checkpoint
+
+    resumed = _cli(config, tmp_path / "killed")
+    clean = _cli(config, tmp_path / "clean")
+    assert resumed.wait(timeout=600) == 0, resumed.stdout.read().decode()
+    assert clean.wait(timeout=600) == 0, clean.stdout.read().decode()
+    for run in cfg.runs():
+        got = read_metrics(run_dir(tmp_path / "killed", run) / "metrics.jsonl")
+        want = read_metrics(run_dir(tmp_path / "clean", run) / "metrics.jsonl")
+        assert [r["step"] for r in got] == list(range(16))
+        assert got == want  # step for step, every metric, bit for bit
+
+
+def test_experiment_report_end_to_end(tmp_path):
+    from exchange.lab.report import BEGIN, END, report_experiments
+
+    cfg = load_experiment(tiny_config(tmp_path, name="tinyrep", seeds=(0, 1), steps=3))
+    exp_dir = run_experiment(cfg, tmp_path / "runs", progress=False)
+    md = tmp_path / "docs" / "experiments.md"
+    md.parent.mkdir()
+    md.write_text("# Training experiments\n\nhand-written intro\n")
+    claims = tmp_path / "docs" / "claims.md"
+    claims.write_text("# Claims\n\n## Exact-credit oracle\n\n| a | b |\n\n## Training experiments\n\nold rows\n\n## Later\n\nkeep\n")
+    lines = report_experiments([exp_dir], img_dir=tmp_path / "docs" / "img", markdown=md, claims=claims,
+                               n_resamples=200)
+    summary = json.loads((exp_dir / "summary.json").read_text())
+    assert {e["prediction"] for e in summary["effects"]} == {"P1", "P2", "P3", "P4"}
+    for e in summary["effects"]:
+        assert len(e["baseline"]) == len(e["treatment"]) == 2
+        if e["verdict"] != "not measured":
+            assert e["ci_low"] <= e["diff_mean"] <= e["ci_high"]
+        assert e["verdict"] in ("confirmed", "refuted", "inconclusive", "not measured")
+    assert set(summary["verdicts"]) == {"P1", "P2", "P3", "P4", "falsifier"}
+    for kind in ("curves", "effects"):
+        png = tmp_path / "docs" / "img" / f"exp_tinyrep_{kind}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = md.read_text()
+    assert "hand-written intro" in text and BEGIN in text and END in text and "img/exp_tinyrep_curves.png" in text
+    assert lines[0].startswith("tinyrep (grpo vs dr_grpo): P1 ")
+    ctext = claims.read_text()
+    assert "| a | b |" in ctext and "## Later\n\nkeep" in ctext and "old rows" not in ctext
+    assert "| P3 entropy collapse | tinyrep (grpo vs dr_grpo) | " + summary["verdicts"]["P3"] in ctext
+    report_experiments([exp_dir], markdown=md, n_resamples=200)  # idempotent: one generated section
+    assert md.read_text().count(BEGIN) == 1
+
+
+def test_report_refuses_unfinished_runs(tmp_path):
+    from exchange.lab.report import report_experiment
+
+    cfg = load_experiment(tiny_config(tmp_path, name="unfinished", seeds=(0, 1), steps=2))
+    exp_dir = run_experiment(cfg, tmp_path / "runs", progress=False)
+    (exp_dir / "dr_grpo" / "seed1" / "done.json").unlink()
+    with pytest.raises(InvalidArgument, match="is unfinished"):
+        report_experiment(exp_dir, n_resamples=100)
+    with pytest.raises(InvalidArgument, match="has no experiment.json"):
+        report_experiment(tmp_path, n_resamples=100)
