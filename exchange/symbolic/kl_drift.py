@@ -88,7 +88,11 @@ def prop31_numeric(z=(0.3, -1.2, 0.8, 0.0, -0.4), g=(1.0, -0.5, 0.25, 0.7, -1.1)
     """
     import mpmath
 
-    mpmath.mp.dps = 50
+    with mpmath.workdps(50):  # local precision: no global mpmath state is changed
+        return _finite_steps(mpmath, z, g, etas)
+
+
+def _finite_steps(mpmath, z, g, etas):
     z = [mpmath.mpf(x) for x in z]
     g = [mpmath.mpf(x) for x in g]
 
