@@ -137,8 +137,10 @@ SPECS: dict[str, SymbolicSpec] = {
 _VARIANTS = [
     ("grpo", ("group_constant_norm",)), ("grpo", ("min_replace",)), ("grpo", ("adv_orthogonal",)),
     ("grpo", ("sign_free_clip",)), ("grpo", ("group_constant_norm", "sign_free_clip")),
-    ("dapo", ("sign_free_clip",)), ("gspo", ("min_replace",)), ("gspo", ("adv_orthogonal",)),
-    ("gspo", ("group_constant_norm",)),
+    ("dapo", ("sign_free_clip",)), ("dapo", ("group_constant_norm",)), ("dapo", ("min_replace",)),
+    ("dapo", ("adv_orthogonal",)), ("gspo", ("min_replace",)), ("gspo", ("adv_orthogonal",)),
+    ("gspo", ("group_constant_norm",)), ("gspo", ("sign_free_clip",)),
+    ("gspo", ("group_constant_norm", "sign_free_clip")), ("grpo", ("min_replace", "sign_free_clip")),
 ]
 
 
@@ -179,20 +181,16 @@ def spec_names() -> list[str]:
 
 def get_spec(name: str) -> SymbolicSpec:
     """The closed-form spec of ``name``; :class:`NoClosedForm` with the reason when none exists."""
-    from exchange.objectives import names
-
+    derivable = ", ".join(spec_names())
     if name in SPECS and _in_catalog(name):
         return SPECS[name]
     if name in NO_CLOSED_FORM:
         raise NoClosedForm(f"objective={name!r} has no closed form: {NO_CLOSED_FORM[name]}")
-    from exchange.objectives import names
-
-    if name in names():
+    if _in_catalog(name):
         raise NoClosedForm(
-            f"objective={name!r} is in the catalog but has no symbolic spec yet; "
-            f"derivable: {', '.join(SPECS)}."
+            f"objective={name!r} is in the catalog but has no symbolic spec yet; derivable: {derivable}."
         )
-    raise InvalidArgument(f"objective={name!r} is not a built-in; derivable: {', '.join(SPECS)}.")
+    raise InvalidArgument(f"objective={name!r} is not a built-in; derivable: {derivable}.")
 
 
 def options(name: str, **overrides: Any) -> dict[str, Any]:

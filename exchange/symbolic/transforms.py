@@ -74,7 +74,7 @@ def _token_mean(g, P, opts):
 BASES: dict[str, Factored] = {
     "grpo": Factored(_seq_mean, lambda g, i: g.token_ratio(i), _clip, _sign_free),
     "dapo": Factored(_token_mean, lambda g, i: g.token_ratio(i), _clip, _sign_free),
-    "gspo": Factored(_seq_mean, lambda g, i: g.seq_ratio(i), _clip, None, response_ratio=lambda g, i: g.seq_ratio(i),
+    "gspo": Factored(_seq_mean, lambda g, i: g.seq_ratio(i), _clip, _sign_free, response_ratio=lambda g, i: g.seq_ratio(i),
                      broadcast=True),
 }
 
