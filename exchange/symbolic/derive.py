@@ -1,0 +1,364 @@
+"""``derive(objective, G)``: the closed-form coefficient analysis of one objective.
+
+Steps (each one a sympy operation on the surrogate written once in the spec):
+
+1. ``kappa_i = dJ/dl_i`` for the designated token of every response (stop-gradients
+   released afterwards, ``exp(log-ratio)`` atoms renamed ``r_i`` / ``s_i``).
+2. Shared event: every designated token is the same event, so ``r_i = rho`` for all
+   ``i`` (event-consistent); ``K = sum_i kappa_i``.
+3. For the on-policy point (all ratios 1) and each off-policy ratio region: resolve
+   the Piecewise per advantage-sign cell, substitute ``A_i = centred_i / scale`` and
+   ask when ``K`` is the zero polynomial in the rewards (``sympy.solve`` on its
+   coefficients): "always", "never" or "iff <equalities>".
+4. Binary rewards with one correct response (``R = e_1``): ``K`` and its sign.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy as sp
+
+from exchange.symbolic.catalog import get_spec, options as catalog_options
+from exchange.symbolic.cells import Region, feasible_sign_patterns, ratio_regions, resolve
+from exchange.symbolic.group import SymbolicGroup
+from exchange.symbolic.spec import AdvantageForm, SymbolicSpec
+
+__all__ = ["ClosedForm", "Derivation", "RegionVerdict", "closed_form", "derive", "MAX_G"]
+
+MAX_G = 8
+
+
+@dataclass(frozen=True)
+class RegionVerdict:
+    """The shared-event coefficient in one regime / ratio region.
+
+    Fields:
+        region: e.g. ``"on-policy (all ratios 1)"`` or ``"rho > 1 + epsilon_high"``.
+        K: ``K`` in this region as a function of the advantage placeholders (Piecewise
+            only in the advantages' signs).
+        vanishes: ``"always"``, ``"never"`` or ``"iff"`` (for every reward vector).
+        conditions: when ``"iff"``, the solution families (any one suffices), each a
+            tuple of sympy ``Eq`` that must hold together; else empty.
+        binary_K: ``K`` at ``R = (1, 0, ..., 0)`` (one correct response).
+        binary_sign: ``"+"``, ``"-"``, ``"0"`` or ``"sign(<expr>)"`` when it depends on
+            the lengths / ratios.
+        binary_sign_expr: the expression whose sign is the sign of ``binary_K``.
+        note: set when some symbols were left generic (transcendental ones, e.g. SAPO's
+            ``rho``, ``tau``, when rational unknowns such as lengths exist).
+    """
+
+    region: str
+    K: sp.Expr
+    vanishes: str
+    conditions: tuple[sp.Basic, ...]
+    binary_K: sp.Expr
+    binary_sign: str
+    binary_sign_expr: sp.Expr
+    note: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class ClosedForm:
+    """Steps 1-2 only (fast): the differentiated coefficients, no region analysis.
+
+    Fields as in :class:`Derivation`: ``objective``, ``G``, ``options``, ``advantage``,
+    ``surrogate``, ``kappa`` (per response), ``K`` (shared event), ``group``.
+    """
+
+    objective: str
+    G: int
+    options: dict[str, Any]
+    advantage: AdvantageForm
+    surrogate: sp.Expr
+    kappa: tuple[sp.Expr, ...]
+    K: sp.Expr
+    group: SymbolicGroup = field(repr=False)
+    P: dict[str, sp.Symbol] = field(repr=False, default_factory=dict)
+    notes: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class Derivation:
+    """Everything ``exchange derive`` prints for one objective and one ``G``.
+
+    Fields:
+        objective, G, options: what was derived (options = catalog defaults + overrides).
+        advantage: ``A_i = centred_i / scale``.
+        surrogate: the group objective ``J`` (to maximise) with placeholders ``A_i``.
+        kappa: per-response coefficient of the designated token, ``G`` expressions in
+            ``A_i``, ``L_i``, ``r_i``, ``s_i``, ``G``, ``N`` and the hyperparameters.
+        kappa_generic: ``kappa`` of response ``i`` in index-free symbols, or None when it
+            involves other responses.
+        weights: on-policy per-response weights ``w_i = kappa_i / A_i`` when the
+            on-policy coefficient has that form (T2), else None.
+        K: the shared-event coefficient ``sum_i kappa_i`` with ``r_i = rho``.
+        regions: on-policy first, then the off-policy ratio regions.
+        regions_complete: False when only homogeneous sequence-ratio regions were
+            enumerated (large ``G``).
+    """
+
+    objective: str
+    G: int
+    options: dict[str, Any]
+    advantage: AdvantageForm
+    surrogate: sp.Expr
+    kappa: tuple[sp.Expr, ...]
+    kappa_generic: sp.Expr | None
+    weights: tuple[sp.Expr, ...] | None
+    K: sp.Expr
+    regions: tuple[RegionVerdict, ...]
+    regions_complete: bool
+    group: SymbolicGroup = field(repr=False)
+    notes: str = ""
+
+    @property
+    def on_policy(self) -> RegionVerdict:
+        return self.regions[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Strings (sympy ``str``) and LaTeX of every result, for ``--json``."""
+        def both(e):
+            return {"text": str(e), "latex": sp.latex(e)}
+
+        return {
+            "objective": self.objective,
+            "G": self.G,
+            "options": {k: v for k, v in self.options.items()},
+            "advantage": self.advantage.description,
+            "surrogate": both(self.surrogate),
+            "kappa": [both(k) for k in self.kappa],
+            "kappa_generic": None if self.kappa_generic is None else both(self.kappa_generic),
+            "weights": None if self.weights is None else [both(w) for w in self.weights],
+            "K": both(self.K),
+            "regions": [
+                {
+                    "region": v.region,
+                    "K": both(v.K),
+                    "vanishes_for_all_rewards": v.vanishes,
+                    "note": v.note,
+                    "conditions": [[both(c) for c in family] for family in v.conditions],
+                    "binary_one_correct": {"K": both(v.binary_K), "sign": v.binary_sign},
+                }
+                for v in self.regions
+            ],
+            "regions_complete": self.regions_complete,
+            "notes": self.notes,
+        }
+
+
+def _check(objective: str, G: int, overrides: dict) -> tuple[SymbolicSpec, tuple]:
+    from exchange.errors import InvalidArgument
+
+    if isinstance(G, bool) or not isinstance(G, int) or not 2 <= G <= MAX_G:
+        raise InvalidArgument(f"G={G!r} is out of range; use an int in 2..{MAX_G} (sympy work grows as 3^G).")
+    spec = get_spec(objective)
+    opts = catalog_options(objective, **overrides)
+    return spec, tuple(sorted(opts.items(), key=lambda kv: kv[0]))
+
+
+def closed_form(objective: str, G: int = 3, **overrides: Any) -> ClosedForm:
+    """The differentiated coefficients of ``objective`` for a group of ``G`` (cached).
+
+    Cheap (no cell analysis): what :func:`~exchange.symbolic.numeric.closed_form_coefficients`
+    needs. Raises ``NoClosedForm`` for objectives without a closed form.
+    """
+    spec, opts_items = _check(objective, G, overrides)
+    return _closed_form_cached(spec.name, G, opts_items)
+
+
+@functools.lru_cache(maxsize=128)
+def _closed_form_cached(name: str, G: int, opts_items: tuple) -> ClosedForm:
+    spec = get_spec(name)
+    opts = dict(opts_items)
+    g = SymbolicGroup(G)
+    P = spec.param_symbols(opts)
+    J = spec.surrogate(g, P, opts)
+    kappa = tuple(_coefficient(J, g, i) for i in range(G))
+    shared = {r: g.rho for r in g.r}
+    K = sp.Add(*[k.xreplace(shared) for k in kappa])
+    return ClosedForm(name, G, opts, spec.advantages(g, opts), J, kappa, K, g, P, spec.notes)
+
+
+def derive(objective: str, G: int = 3, *, all_regions: bool = False, **overrides: Any) -> Derivation:
+    """Derive the closed form of catalog objective ``objective`` for a group of ``G``.
+
+    ``overrides`` set hyperparameters as in ``Objective.bind`` (the clip bounds stay
+    symbolic; their values only pick the witness points of the regions and matter for
+    options such as ``eps_low=None``). Sequence ratios (GSPO) have ``3^G`` regions; only
+    the three homogeneous ones are analysed unless ``all_regions=True`` (``G <= 3``).
+    Cached per (objective, G, all_regions, overrides).
+    Raises ``NoClosedForm`` for objectives without a closed form.
+    """
+    from exchange.errors import InvalidArgument
+
+    spec, opts_items = _check(objective, G, overrides)
+    if all_regions and G > 3:
+        raise InvalidArgument(f"all_regions=True with G={G}: 3^G regions; use G <= 3.")
+    return _derive_cached(spec.name, G, all_regions, opts_items)
+
+
+@functools.lru_cache(maxsize=64)
+def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> Derivation:
+    cf = _closed_form_cached(name, G, opts_items)
+    g, P, K, adv, opts = cf.group, cf.P, cf.K, cf.advantage, cf.options
+    witness_params = {P[k]: sp.nsimplify(opts[k]) for k in P if isinstance(opts.get(k), (int, float))}
+    seq_syms = [s for s in g.s if s in K.free_symbols]
+    ratio_syms = ([g.rho] if g.rho in K.free_symbols else []) + seq_syms
+    regions, complete = ratio_regions(ratio_syms, P.get("eps_low"), P.get("eps_high"), witness_params,
+                                      max_regions=(4 if P.get("clip_c") is not None else 3) ** (3 if all_regions else 1),
+                                      clip_c=P.get("clip_c"))
+    patterns = feasible_sign_patterns(adv.centred, g.R, g.L)
+
+    on = {s: sp.Integer(1) for s in ratio_syms}
+    verdicts = [_verdict("on-policy (every ratio = 1)", K.subs(on), Region("on", witness_params), g, adv, patterns)]
+    for region in regions:
+        verdicts.append(_verdict(region.label, K, region, g, adv, patterns))
+    return Derivation(
+        objective=name, G=G, options=opts, advantage=adv, surrogate=cf.surrogate, kappa=cf.kappa,
+        kappa_generic=_generic(cf.kappa[0], g), weights=_weights(cf.kappa, g, ratio_syms),
+        K=K, regions=tuple(_merge(verdicts)), regions_complete=complete, group=g, notes=cf.notes,
+    )
+
+
+# ------------------------------------------------------------------ step 1
+def _coefficient(J: sp.Expr, g: SymbolicGroup, i: int) -> sp.Expr:
+    """``kappa_i = dJ/dl_i`` with stop-gradients released and ratios named."""
+    k = g.name_ratios(g.release_sg(sp.diff(J, g.l[i])))
+    if len(k.atoms(sp.Piecewise)) > 1:  # several sign-selected factors (SAPO's tau): one Piecewise
+        k = sp.piecewise_fold(k)
+    leftover = k.free_symbols & (set(g.l) | set(g.lo) | set(g.D) | set(g.X))
+    if leftover:  # a log-prob left outside a named ratio: the spec is not in ratio form
+        raise RuntimeError(f"kappa_{i + 1} of the spec still has {sorted(map(str, leftover))}: {k}")
+    return k
+
+
+def _generic(k1: sp.Expr, g: SymbolicGroup) -> sp.Expr | None:
+    """``kappa_1`` rewritten with index ``i`` when it involves response 1 only."""
+    others = set()
+    for seq in (g.R, g.L, g.A, g.r, g.s):
+        others |= set(seq[1:])
+    if k1.free_symbols & others:
+        return None
+    rename = {
+        g.A[0]: sp.Symbol("A_i", real=True), g.L[0]: sp.Symbol("L_i", positive=True),
+        g.r[0]: sp.Symbol("r_it", positive=True), g.s[0]: sp.Symbol("s_i", positive=True),
+        g.R[0]: sp.Symbol("R_i", real=True),
+    }
+    return k1.xreplace(rename)
+
+
+def _weights(kappa, g: SymbolicGroup, ratio_syms) -> tuple[sp.Expr, ...] | None:
+    """On-policy ``w_i = kappa_i / A_i`` when free of every advantage (T2's form)."""
+    on = {s: 1 for s in (*g.r, *g.s)}
+    out = []
+    for i, k in enumerate(kappa):
+        w = sp.simplify(resolve(k.subs(on), {}) / g.A[i])
+        if w.free_symbols & set(g.A) or w.has(sp.Piecewise):
+            return None
+        out.append(w)
+    return tuple(out)
+
+
+# ------------------------------------------------------------------ steps 3-4
+def _verdict(label: str, K: sp.Expr, region: Region, g: SymbolicGroup, adv: AdvantageForm,
+             patterns) -> RegionVerdict:
+    K_region = resolve(K, region.witness)
+    A_values = dict(zip(g.A, adv.values()))
+    equations: set[sp.Expr] = set()
+    for pattern in patterns:
+        cell = resolve(K_region, {a: sp.Integer(s) for a, s in zip(g.A, pattern)})
+        numer = sp.numer(sp.together(cell.xreplace(A_values)))
+        poly = sp.Poly(sp.expand(numer), *g.R)
+        equations |= {c for c in poly.coeffs() if c != 0}
+    vanishes, conditions, note = _solve(equations, g)
+    bK, bsign, bexpr = _binary(K_region, g, adv)
+    return RegionVerdict(label, _tidy(K_region), vanishes, conditions, bK, bsign, bexpr, note)
+
+
+_NOT_UNKNOWN = ("G", "N", "sigma", "sigma_B")
+
+
+def _solve(equations: set, g: SymbolicGroup) -> tuple[str, tuple, str]:
+    """``"always"`` / ``"never"`` / ``"iff"`` with the solution families of ``equations = 0``.
+
+    Unknowns are every symbol except the rewards and the positive group constants (so
+    lengths, ratios and hyperparameters such as SAPO's temperatures can be solved for);
+    positivity assumptions discard degenerate roots such as ``rho = 0``.
+    """
+    if not equations:
+        return "always", (), ""
+    candidates = sorted(
+        {s for e in equations for s in e.free_symbols if s not in g.R and s.name not in _NOT_UNKNOWN},
+        key=lambda s: s.name,
+    )
+    # Solve for the symbols the equations are rational in (lengths, ratios of clipped
+    # objectives); only when there are none, for the transcendental ones (SAPO's gate).
+    rational = [s for s in candidates if all(e.is_rational_function(s) for e in equations)]
+    unknowns = rational or candidates
+    if not unknowns:
+        return "never", (), ""
+    skipped = sorted({s.name for s in candidates} - {s.name for s in unknowns})
+    note = f"solved for {', '.join(s.name for s in unknowns)}; {', '.join(skipped)} taken generic" if skipped else ""
+    solutions = sp.solve(sorted(equations, key=sp.default_sort_key), unknowns, dict=True)
+    families = tuple(
+        tuple(sp.Eq(k, v) for k, v in sorted(sol.items(), key=lambda kv: kv[0].name))
+        for sol in solutions if sol
+    )
+    return ("iff", families, note) if families else ("never", (), note)
+
+
+def _binary(K_region: sp.Expr, g: SymbolicGroup, adv: AdvantageForm):
+    """``K`` at ``R = e_1`` and its sign (positive factors stripped)."""
+    e1 = {R: sp.Integer(1 if i == 0 else 0) for i, R in enumerate(g.R)}
+    witness_L = {L: sp.Integer(i + 1) for i, L in enumerate(g.L)}
+    signs = {a: sp.sign(c.xreplace(e1).xreplace(witness_L)) for a, c in zip(g.A, adv.centred)}
+    A_e1 = {a: v.xreplace(e1) for a, v in zip(g.A, adv.values())}
+    K = sp.factor(sp.together(resolve(K_region, signs).xreplace(A_e1)))
+    return K, *_sign(K)
+
+
+def _sign(K: sp.Expr) -> tuple[str, sp.Expr]:
+    if K == 0:
+        return "0", sp.Integer(0)
+    num, den = sp.fraction(sp.together(K))
+    core, sign = sp.Integer(1), 1
+    for f in (*sp.Mul.make_args(sp.factor(num)), *sp.Mul.make_args(sp.factor(den))):
+        if f.is_number:
+            sign *= 1 if f > 0 else -1
+        elif f.is_positive:
+            continue
+        else:
+            core *= f
+    core = sign * core
+    if core.is_positive:
+        return "+", core
+    if core.is_negative:
+        return "-", core
+    return f"sign({core})", core
+
+
+def _tidy(e: sp.Expr) -> sp.Expr:
+    """Readable Piecewise conditions (DNF), nothing else changed."""
+    def one(pw):
+        return sp.Piecewise(*[(v, sp.simplify_logic(c, form="dnf") if c is not sp.true else c)
+                              for v, c in pw.args])
+    return e.replace(lambda x: isinstance(x, sp.Piecewise), one) if e.has(sp.Piecewise) else e
+
+
+def _merge(verdicts: list[RegionVerdict]) -> list[RegionVerdict]:
+    """Join off-policy regions whose results coincide (labels joined with ' or ')."""
+    out: list[RegionVerdict] = [verdicts[0]]
+    for v in verdicts[1:]:
+        for j, w in enumerate(out[1:], start=1):
+            if (w.vanishes, w.conditions, w.binary_sign) == (v.vanishes, v.conditions, v.binary_sign) and \
+                    sp.simplify(w.K - v.K) == 0:
+                out[j] = RegionVerdict(f"{w.region} or {v.region}", *[getattr(w, f) for f in
+                                       ("K", "vanishes", "conditions", "binary_K", "binary_sign",
+                                        "binary_sign_expr", "note")])
+                break
+        else:
+            out.append(v)
+    return out

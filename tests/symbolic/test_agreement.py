@@ -1,0 +1,113 @@
+"""Each symbolic spec agrees with the torch objective of the same name (1e-9 relative).
+
+The closed form is differentiated by sympy from the surrogate written once in
+exchange/symbolic/catalog.py; the reference is ``exchange.token_coefficients`` on the
+torch loss, on- and off-policy, on every real token of an event-consistent group.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from exchange import token_coefficients
+from exchange.objectives import get
+from exchange.symbolic import closed_form, closed_form_coefficients, closed_form_shared_K, spec_names
+
+from rollouts import one_group
+
+REL = 1e-9
+# Absolute floor: with (nearly) equal rewards sympy's R_i - mean(R) is exact while
+# torch's leaves ~1e-16 |R| of round-off, which 1/(std + 1e-4) amplifies by up to 1e4.
+ROUND_OFF = 1e4 * 1e-15
+# (objective, overrides): defaults, and wide clip ranges so GSPO's sequence ratios are
+# also seen inside the trust region, and verl-style two-sided CISPO.
+CASES = [(name, {}) for name in spec_names()] + [
+    ("gspo", {"eps_low": 0.2, "eps_high": 0.3}),
+    ("cispo", {"eps_low": 0.2}),
+    ("grpo", {"loss_agg_mode": "token-mean", "scale": "none"}),
+] + [(name, o) for name, o in [("gspo_token", {"eps_low": 0.2, "eps_high": 0.3}), ("ppo", {"clip_c": 1.5}),
+                               ("sapo", {"tau_pos": 2.0, "tau_neg": 0.5})] if name in spec_names()]
+
+
+@st.composite
+def groups(draw, off_policy: bool):
+    G = draw(st.integers(2, 4))
+    lengths = draw(st.lists(st.integers(1, 4), min_size=G, max_size=G))
+    binary = draw(st.booleans())
+    reward = st.sampled_from([0.0, 1.0]) if binary else st.floats(-2.0, 2.0, allow_nan=False)
+    rewards = draw(st.lists(reward, min_size=G, max_size=G))
+    prob = st.floats(0.05, 0.95)
+    old = [draw(st.lists(prob, min_size=L, max_size=L)) for L in lengths]
+    if off_policy:
+        spread = draw(st.sampled_from([1e-4, 0.15, 0.6]))
+        lr = st.floats(-1.0, 1.0).map(lambda x: x * spread)
+        ratios = [draw(st.lists(lr, min_size=L, max_size=L)) for L in lengths]
+    else:
+        ratios = [[0.0] * L for L in lengths]
+    return rewards, lengths, old, ratios
+
+
+def _compare(name, overrides, rewards, lengths, old, ratios):
+    rollout, lp = one_group(rewards, lengths, old, ratios)
+    cf = closed_form(name, len(rewards), **overrides)
+    torch_kappa = token_coefficients(get(name).bind(**overrides), lp, rollout)
+    sym_kappa = closed_form_coefficients(cf, lp, rollout)
+    scale = max(float(torch_kappa.abs().max()), float(sym_kappa.abs().max()))
+    tol = REL * scale + ROUND_OFF * max(1.0, max(abs(r) for r in rewards))
+    assert float((torch_kappa - sym_kappa).abs().max()) <= tol, \
+        f"torch={torch_kappa.tolist()}\nclosed form={sym_kappa.tolist()}"
+    K = closed_form_shared_K(cf, lp, rollout)
+    assert abs(K - float(torch_kappa[:, 0].sum())) <= tol * len(rewards)
+    return torch_kappa
+
+
+@pytest.mark.parametrize("name,overrides", CASES, ids=[f"{n}{'-' + '-'.join(o) if o else ''}" for n, o in CASES])
+@settings(max_examples=12)  # x ~37 cases x 2 regimes; plus the pinned regions below
+@given(case=groups(off_policy=False))
+@example(case=([1.0, 0.0, 0.0], [1, 3, 2], [[0.5], [0.5, 0.3, 0.2], [0.5, 0.9]], [[0.0], [0.0] * 3, [0.0] * 2]))
+def test_on_policy(name, overrides, case):
+    _compare(name, overrides, *case)
+
+
+# The catalog's SAPO builds tau with torch.where(adv > 0, tau_pos, tau_neg) from Python
+# floats, i.e. in float32: tau_neg = 1.05 becomes 1.0499999523 and off-policy coefficients
+# are off by ~1e-7 relative (exactly representable temperatures such as 2.0 / 0.5 agree
+# to 1e-15). Strict xfail: it turns into a failure as soon as the catalog computes tau in
+# the ratio's dtype, so the marker is then removed.
+_FLOAT32_TAU = pytest.mark.xfail(strict=True, reason="catalog sapo: tau in float32 (torch.where with Python floats)")
+
+
+_FLOAT32_TAU_PINNED = pytest.mark.xfail(strict=False, reason="catalog sapo: tau in float32; the gap is below "
+                                        "the tolerance at some pinned ratios")
+
+
+def _marked(cases, hypothesis: bool):
+    out = []
+    for name, o in cases:
+        mark = _FLOAT32_TAU if hypothesis else _FLOAT32_TAU_PINNED
+        marks = [mark] if name in ("sapo", "sapo_verl") and not o else []
+        out.append(pytest.param(name, o, marks=marks, id=f"{name}{'-' + '-'.join(o) if o else ''}"))
+    return out
+
+
+@pytest.mark.parametrize("name,overrides", _marked(CASES, hypothesis=True))
+@settings(max_examples=12)
+@given(case=groups(off_policy=True))
+def test_off_policy(name, overrides, case):
+    _compare(name, overrides, *case)
+
+
+# Non-vacuity: pinned shared-event ratios in each clip region, mixed rewards, so every
+# branch of the Piecewise (live and clipped, both signs) is compared at least once.
+@pytest.mark.parametrize("name,overrides", _marked(CASES, hypothesis=False))
+@pytest.mark.parametrize("shared_log_ratio", [-0.7, 0.03, 0.7, 1.3])
+def test_every_region(name, overrides, shared_log_ratio):
+    rewards = [1.0, 0.0, 0.5, 0.0]
+    lengths = [1, 3, 2, 4]
+    old = [[0.4, 0.5, 0.6, 0.7][:L] for L in lengths]
+    ratios = [[shared_log_ratio] + [0.3 * (-1) ** (i + t) for t in range(1, L)] for i, L in enumerate(lengths)]
+    kappa = _compare(name, overrides, rewards, lengths, old, ratios)
+    assert torch.isfinite(kappa).all()
