@@ -52,7 +52,7 @@ def oracle(name: str, lp: torch.Tensor, r) -> torch.Tensor:
         w = batch_whiten(r.rewards, r)
         return w[:, None] * ratio * _clip_mask(ratio, w, 0.2, 0.2) / ntok * m
     if name in ("sapo", "sapo_verl"):
-        tau = torch.where(a[:, None] > 0, 1.0, 1.05)
+        tau = torch.where(a[:, None] > 0, torch.tensor(1.0, dtype=torch.float64), torch.tensor(1.05, dtype=torch.float64))
         sig = torch.sigmoid(tau * (ratio - 1))
         norm = ntok if name == "sapo" else n * lengths
         return a[:, None] * 4 * sig * (1 - sig) * ratio / norm * m

@@ -72,25 +72,8 @@ def test_on_policy(name, overrides, case):
     _compare(name, overrides, *case)
 
 
-# The catalog's SAPO builds tau with torch.where(adv > 0, tau_pos, tau_neg) from Python
-# floats, i.e. in float32: tau_neg = 1.05 becomes 1.0499999523 and off-policy coefficients
-# are off by ~1e-7 relative (exactly representable temperatures such as 2.0 / 0.5 agree
-# to 1e-15). Strict xfail: it turns into a failure as soon as the catalog computes tau in
-# the ratio's dtype, so the marker is then removed.
-_FLOAT32_TAU = pytest.mark.xfail(strict=True, reason="catalog sapo: tau in float32 (torch.where with Python floats)")
-
-
-_FLOAT32_TAU_PINNED = pytest.mark.xfail(strict=False, reason="catalog sapo: tau in float32; the gap is below "
-                                        "the tolerance at some pinned ratios")
-
-
 def _marked(cases, hypothesis: bool):
-    out = []
-    for name, o in cases:
-        mark = _FLOAT32_TAU if hypothesis else _FLOAT32_TAU_PINNED
-        marks = [mark] if name in ("sapo", "sapo_verl") and not o else []
-        out.append(pytest.param(name, o, marks=marks, id=f"{name}{'-' + '-'.join(o) if o else ''}"))
-    return out
+    return [pytest.param(name, o, id=f"{name}{'-' + '-'.join(o) if o else ''}") for name, o in cases]
 
 
 @pytest.mark.parametrize("name,overrides", _marked(CASES, hypothesis=True))
