@@ -33,6 +33,12 @@ def test_pytest_plugin_fixture(pytester):
             exchange_assert(get("grpo").bind(), "shared_cancellation", regimes="on_policy")
         """
     )
-    result = pytester.runpytest("-p", "exchange.pytest_plugin", "--exchange-max-examples", "3")
+    # Installed (pip install -e .), the pytest11 entry point loads the plugin by itself;
+    # from a bare checkout it must be named. Loading it twice is an error.
+    from importlib.metadata import entry_points
+
+    installed = any(ep.value == "exchange.pytest_plugin" for ep in entry_points(group="pytest11"))
+    args = [] if installed else ["-p", "exchange.pytest_plugin"]
+    result = pytester.runpytest(*args, "--exchange-max-examples", "3")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*shared_cancellation*BROKEN*"])
