@@ -75,20 +75,14 @@ def _check_one(spec: str, max_examples: int, seed: int) -> dict[str, Any]:
     return check(target.loss_fn, max_examples=max_examples, seed=seed, regularizer=target.regularizer, name=spec).to_dict()
 
 
-def _meta(spec: str) -> tuple[str, dict[str, Expected], str]:
-    if spec.startswith(("trl:", "verl:", "openrlhf:")):
-        from exchange import adapters
-
-        for row in adapters.library_rows():
-            if row.name == spec:
-                return row.library, dict(row.expected), row.version
-        return spec.split(":")[0], {}, ""
+def _meta(spec: str, library_rows: dict) -> tuple[str, dict[str, Expected], str]:
+    """Source, expected verdicts and library version of one audit row."""
+    if spec in library_rows:
+        row = library_rows[spec]
+        return row.library, dict(row.expected), row.version
     from exchange import objectives
 
-    variant = getattr(objectives, "expected_of", None)
-    base = objectives.get(spec.split("+", 1)[0])
-    expected = dict(variant(spec)) if (variant and "+" in spec) else dict(base.expected) if "+" not in spec else {}
-    return base.source, expected, ""
+    return objectives.get(spec.split("+", 1)[0]).source, objectives.expected_of(spec), ""
 
 
 def audit(specs: list[str] | None = None, max_examples: int = 10, seed: int = 0, jobs: int = 2, progress: bool = False) -> list[AuditRow]:
@@ -101,9 +95,14 @@ def audit(specs: list[str] | None = None, max_examples: int = 10, seed: int = 0,
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             futures = [pool.submit(_check_one, s, max_examples, seed) for s in specs]
             reports = [f.result() for f in futures]
+    library_rows = {}
+    if any(s.startswith(("trl:", "verl:", "openrlhf:")) for s in specs):
+        from exchange import adapters
+
+        library_rows = {row.name: row for row in adapters.library_rows()}  # built once
     rows = []
     for spec, rep in zip(specs, reports):
-        source, expected, version = _meta(spec)
+        source, expected, version = _meta(spec, library_rows)
         rows.append(AuditRow(spec, source, rep, expected, version))
     return rows
 

@@ -22,14 +22,18 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from exchange.cases import Case, GroupConfig, build, common_prefix
+from exchange.cases import Case, GroupConfig, common_prefix
 from exchange.coefficients import Engine
 from exchange.events import events
 from exchange.mutations import Mutation
 from exchange.properties import (
+    RTOL_CANCEL,
+    RTOL_DIRECTION,
+    RTOL_EQUAL,
     Evaluation,
     _eval_null,
     _eval_zero_sum,
+    build_pair,
     cancellation,
     exchangeability,
 )
@@ -159,12 +163,10 @@ def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
         result.evaluations[probe.attributes] = ev
         if probe.attributes == "zero_sum":
             result.evaluations["shared_cancellation"] = ev
-        result.mechanism_found = ev.residual > 1e-8 if probe.attributes == "zero_sum" else ev.residual > 1e-9
+        result.mechanism_found = ev.residual > (RTOL_CANCEL if probe.attributes == "zero_sum" else RTOL_EQUAL)
         return result
     variant_case = probe.mutation.apply(case)
-    t = max(len(r) for c in (case, variant_case) for grp in c.groups for r in grp.responses)
-    base = build(replace(case, pad_to=t))
-    variant = build(replace(variant_case, pad_to=t))
+    base, variant = build_pair(case, variant_case)
     kappa, kappa_v = engine([base, variant])
     ex = exchangeability(base, kappa, variant, kappa_v, case, variant_case, repr(probe.mutation))
     ex.note = f"probe {probe.name}: {probe.description}"
@@ -176,12 +178,12 @@ def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
         result.evaluations["shared_cancellation"] = Evaluation(
             res, True, rollout, k, mism, note=f"probe {probe.name}: {probe.description}"
         )
-        if res > 1e-8:
+        if res > RTOL_CANCEL:
             break
     # Attribute the probe's mechanism only when the base alone is exchangeable: then the
     # one thing the probe changed is what broke it.
     base_only = exchangeability(base, kappa, base, kappa, case, case, "base")
-    if ex.residual > 1e-6 and base_only.residual <= 1e-6:
+    if ex.residual > RTOL_DIRECTION and base_only.residual <= RTOL_DIRECTION:
         if probe.mechanism == "M3":
             g, i = probe.mutation.group, probe.mutation.response
             rows = (base.group == g).nonzero().flatten()

@@ -203,7 +203,7 @@ def _eval_permutation(coeffs: Coefficients, example: tuple[Case, int], regime: s
     return Evaluation(res, True, rollout, kappa, mism, variant=permuted, variant_kappa=kappa_p)
 
 
-def shared_columns(rollout: Rollout, kappa: Tensor, case: Case, g: int, prefix: int) -> list[Tensor]:
+def shared_columns(rollout: Rollout, kappa: Tensor, g: int, prefix: int) -> list[Tensor]:
     rows = (rollout.group == g).nonzero().flatten()
     return [kappa[rows, t] for t in range(prefix)]
 
@@ -216,7 +216,7 @@ def exchangeability(
     tied = _tied(base)
     for g in range(len(case.groups)):
         prefix = min(common_prefix(case.groups[g].responses), common_prefix(variant_case.groups[g].responses))
-        cols = shared_columns(base, kappa, case, g, prefix) + shared_columns(variant, kappa_v, variant_case, g, prefix)
+        cols = shared_columns(base, kappa, g, prefix) + shared_columns(variant, kappa_v, g, prefix)
         res, worst, used = direction_spread(cols)
         if used >= 2 and not bool(tied[g]):
             informative = True
@@ -234,17 +234,17 @@ def exchangeability(
 def _eval_exchangeable(coeffs: Coefficients, example: tuple[Case, Mutation], regime: str) -> Evaluation:
     case, mutation = example
     variant_case = mutation.apply(case)
-    t = max(max(len(r) for grp in c.groups for r in grp.responses) for c in (case, variant_case))
-    base = build(_padded(case, t))
-    variant = build(_padded(variant_case, t))
+    base, variant = build_pair(case, variant_case)
     kappa, kappa_v = coeffs([base, variant])
     return exchangeability(base, kappa, variant, kappa_v, case, variant_case, repr(mutation))
 
 
-def _padded(case: Case, t: int) -> Case:
+def build_pair(case: Case, variant_case: Case) -> tuple[Rollout, Rollout]:
+    """Base and variant rollouts padded to one width, so their rows line up."""
     from dataclasses import replace
 
-    return replace(case, pad_to=t)
+    t = max(len(r) for c in (case, variant_case) for grp in c.groups for r in grp.responses)
+    return build(replace(case, pad_to=t)), build(replace(variant_case, pad_to=t))
 
 
 # -------------------------------------------------------------- strategies
