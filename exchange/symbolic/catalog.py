@@ -19,9 +19,10 @@ from exchange.symbolic.advantages import (
     group_advantages,
     rloo_advantages,
 )
+from exchange.symbolic.cells import TrustRegion
 from exchange.symbolic.group import SymbolicGroup
 from exchange.symbolic.spec import SymbolicSpec
-from exchange.symbolic.surrogates import aggregate, clip, ppo_clip, sapo_gate
+from exchange.symbolic.surrogates import aggregate, ppo_clip, ppo_clip_bounds, ppo_clip_signed
 
 __all__ = ["SPECS", "NO_CLOSED_FORM", "NoClosedForm", "get_spec", "spec_names"]
 
@@ -37,52 +38,18 @@ def _token_clip_sums(g: SymbolicGroup, P: Mapping[str, sp.Symbol]) -> list[sp.Ex
     return [ppo_clip(g.token_ratio(i), g.A[i], P["eps_low"], P["eps_high"]) + g.X[i] for i in range(g.G)]
 
 
-def _grpo(g, P, opts):
-    return aggregate(_token_clip_sums(g, P), g.L, opts["loss_agg_mode"], G=g.Gn, N=g.N)
-
-
 def _dr_grpo(g, P, opts):
     return aggregate(_token_clip_sums(g, P), g.L, "seq-mean-token-sum-norm", G=g.Gn, N=g.N,
                      max_length=P["max_length"])
 
 
-def _dapo(g, P, opts):
+def _token_mean_clip(g, P, opts):
     return aggregate(_token_clip_sums(g, P), g.L, "token-mean", G=g.Gn, N=g.N)
-
-
-def _gspo(g, P, opts):
-    terms = [ppo_clip(g.seq_ratio(i), g.A[i], P["eps_low"], P["eps_high"]) for i in range(g.G)]
-    return sp.Add(*terms) / g.Gn
-
-
-def _cispo(g, P, opts):
-    sums = [g.sg(clip(g.token_ratio(i), P.get("eps_low"), P["eps_high"])) * g.A[i] * g.l[i] + g.X[i]
-            for i in range(g.G)]
-    return aggregate(sums, g.L, "token-mean", G=g.Gn, N=g.N)
 
 
 def _rloo(g, P, opts):
     # X_i: the other tokens' log-probs; the sequence log-prob is l_i + X_i.
     return sp.Add(*[g.A[i] * (g.l[i] + g.X[i]) for i in range(g.G)]) / g.Gn
-
-
-def _reinforce_pp(g, P, opts):
-    return aggregate(_token_clip_sums(g, P), g.L, "token-mean", G=g.Gn, N=g.N)
-
-
-def _gspo_token(g, P, opts):
-    # s_{i,t} = sg(s_i) exp(l - sg(l)): value s_i, gradient s_i per token (TRL PR 3820).
-    sums = [ppo_clip(g.sg(g.seq_ratio(i)) * sp.exp(g.l[i] - g.sg(g.l[i])), g.A[i], P["eps_low"], P["eps_high"])
-            + g.X[i] for i in range(g.G)]
-    return aggregate(sums, g.L, "seq-mean-token-mean", G=g.Gn, N=g.N)
-
-
-def _sapo(mode: str | None):
-    def surrogate(g, P, opts):
-        sums = [sapo_gate(g.token_ratio(i), g.A[i], P["tau_pos"], P["tau_neg"]) + g.X[i] for i in range(g.G)]
-        return aggregate(sums, g.L, mode or opts["loss_agg_mode"], G=g.Gn, N=g.N)
-
-    return surrogate
 
 
 def _unit_ratio(g: SymbolicGroup, i: int) -> sp.Expr:
@@ -105,50 +72,113 @@ def _ppo(g, P, opts):
     return aggregate(sums, g.L, "token-mean", G=g.Gn, N=g.N)
 
 
+def dcpo_bounds(q: sp.Expr, P: Mapping[str, sp.Symbol]) -> tuple[sp.Expr, sp.Expr]:
+    """DCPO's trust region for a token of behaviour probability ``q`` (arXiv:2509.02333):
+    ``low = 1/2 + 1/2 sqrt(max(1 - 4 eps_low/q, 0))``,
+    ``high = min(1/2 + 1/2 sqrt(1 + 4 eps_high/q), max(c, 10))``."""
+    half = sp.Rational(1, 2)
+    low = half + half * sp.sqrt(sp.Max(1 - 4 * P["eps_low"] / q, 0))
+    high = sp.Min(half + half * sp.sqrt(1 + 4 * P["eps_high"] / q), sp.Max(P["clip_c"], 10))
+    return low, high
+
+
+def _dcpo(g, P, opts):
+    sums = [ppo_clip_bounds(g.token_ratio(i), g.A[i], *dcpo_bounds(g.q[i], P), P["clip_c"]) + g.X[i]
+            for i in range(g.G)]
+    return aggregate(sums, g.L, "token-sum", G=g.Gn, N=g.N)
+
+
+def _dcpo_trust_region(g, P):
+    # Witness q = 1/2: low(1/2) = 1/2 and high(1/2) = 1.4 at the defaults, both strictly
+    # inside (0, c), so every region is non-empty (high(q) reaches c only for q < ~0.003).
+    half = sp.Rational(1, 2)
+    return TrustRegion(*dcpo_bounds(g.q_event, P), "low(q)", "high(q)", {q: half for q in (g.q_event, *g.q)})
+
+
+def hapo_advantage(A: sp.Expr, z: sp.Expr, P: Mapping[str, sp.Symbol], sign: int) -> sp.Expr:
+    """HAPO's ``A + alpha sign(A) clip(z, -|A|/phi, |A|/phi)`` (arXiv:2604.11056) for
+    advantages of sign ``sign`` (+1 or -1), where ``|A| = sign A``."""
+    bound = sign * A / P["phi"]
+    clipped_z = sp.Piecewise((bound, z > bound), (-bound, z < -bound), (z, True))
+    return A + sign * P["alpha"] * clipped_z
+
+
+def _hapo(g, P, opts):
+    if not opts["alpha"] < opts["phi"]:
+        raise InvalidArgument(
+            f"alpha={opts['alpha']}, phi={opts['phi']}: with alpha >= phi the entropy shift can flip the "
+            "advantage's sign, and the closed form assumes it does not; use alpha < phi."
+        )
+    # alpha < phi keeps sign(A_ca) = sign(A), so the clip side is chosen by A's sign.
+    el, eh = P["eps_low"], P["eps_high"]
+    sums = []
+    for i in range(g.G):
+        r, A = g.token_ratio(i), g.A[i]
+        pos, neg = hapo_advantage(A, g.z[i], P, 1), hapo_advantage(A, g.z[i], P, -1)
+        S = sp.Piecewise((ppo_clip_signed(r, pos, 1 - el, 1 + eh, 1), A > 0),
+                         (ppo_clip_signed(r, neg, 1 - el, 1 + eh, -1), A < 0), (0, True))
+        sums.append(S + g.X[i])
+    return aggregate(sums, g.L, opts["loss_agg_mode"], G=g.Gn, N=g.N)
+
+
+def _factored(name: str, transforms: tuple[str, ...] = ()):
+    """The surrogate of a factored family (``transforms.BASES``), possibly transformed."""
+    from exchange.symbolic.transforms import variant_surrogate
+
+    return variant_surrogate(name, transforms)
+
+
 SPECS: dict[str, SymbolicSpec] = {
     s.name: s
     for s in (
-        SymbolicSpec("grpo", _grpo, lambda g, o: group_advantages(g, o["scale"]), _EPS),
+        SymbolicSpec("grpo", _factored("grpo"), lambda g, o: group_advantages(g, o["scale"]), _EPS),
         SymbolicSpec("dr_grpo", _dr_grpo, lambda g, o: group_advantages(g, "none"), _EPS + ("max_length",)),
-        SymbolicSpec("dapo", _dapo, lambda g, o: group_advantages(g), _EPS),
-        SymbolicSpec("gspo", _gspo, lambda g, o: group_advantages(g), _EPS),
-        SymbolicSpec("cispo", _cispo, lambda g, o: group_advantages(g), _EPS,
+        SymbolicSpec("dapo", _factored("dapo"), lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("gspo", _factored("gspo"), lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("cispo", _factored("cispo"), lambda g, o: group_advantages(g), _EPS,
                      notes="eps_low=None (default) is MiniMax's one-sided cap min(r, 1+eps_high)."),
         SymbolicSpec("rloo", _rloo, lambda g, o: rloo_advantages(g)),
-        SymbolicSpec("reinforce_pp", _reinforce_pp, lambda g, o: batch_whitened_advantages(g), _EPS,
+        SymbolicSpec("reinforce_pp", _token_mean_clip, lambda g, o: batch_whitened_advantages(g), _EPS,
                      notes="The batch is the one group: token-weighted mean/std over its responses."),
         # Catalog additions (issue 3); specs whose objective is not in the catalog are skipped
         # by the agreement tests and rejected by get_spec.
-        SymbolicSpec("bnpo", _dapo, lambda g, o: group_advantages(g), _EPS),
-        SymbolicSpec("gspo_token", _gspo_token, lambda g, o: group_advantages(g), _EPS),
-        SymbolicSpec("cispo_verl", _cispo, lambda g, o: group_advantages(g), _EPS),
-        SymbolicSpec("sapo", _sapo(None), lambda g, o: group_advantages(g), ("tau_pos", "tau_neg")),
-        SymbolicSpec("sapo_verl", _sapo("seq-mean-token-mean"), lambda g, o: group_advantages(g),
+        SymbolicSpec("bnpo", _token_mean_clip, lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("gspo_token", _factored("gspo_token"), lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("cispo_verl", _factored("cispo"), lambda g, o: group_advantages(g), _EPS),
+        SymbolicSpec("sapo", _factored("sapo"), lambda g, o: group_advantages(g), ("tau_pos", "tau_neg")),
+        SymbolicSpec("sapo_verl", _factored("sapo_verl"), lambda g, o: group_advantages(g),
                      ("tau_pos", "tau_neg")),
         SymbolicSpec("gpg", _gpg, lambda g, o: gpg_advantages(g),
                      notes="alpha = G / max(1, #nonzero rewards) with the batch = the group."),
         SymbolicSpec("remax", _remax, lambda g, o: baseline_advantages(g, o["baseline"]),
                      notes="b is the baseline parameter (rollout.baseline_rewards, when set, is per response)."),
         SymbolicSpec("ppo", _ppo, lambda g, o: group_advantages(g), _EPS + ("clip_c",)),
+        SymbolicSpec("dcpo", _dcpo, lambda g, o: group_advantages(g), _EPS + ("clip_c",),
+                     notes="q = pi_old of the token; low(q), high(q) as in dcpo_bounds. Smooth Advantage "
+                     "Standardisation at the prompt's first visit (= the group z-score), as the catalog.",
+                     trust_region=_dcpo_trust_region),
+        SymbolicSpec("hapo", _hapo, lambda g, o: group_advantages(g), _EPS + ("alpha", "phi"),
+                     notes="z_i: the token's entropy standardised over its response (z_scope='response': "
+                     "population std + 1e-6, so copies of one event differ) or over the batch "
+                     "(z_scope='batch': one z per event). Only homogeneous z regions are cut.",
+                     entropy_event_level=lambda o: o["z_scope"] == "batch",
+                     assumptions=lambda P: (P["alpha"] < P["phi"],)),
     )
 }
 
-# Restoring transformations (T5) of grpo, dapo and gspo, as in the catalog's VARIANTS.
-_VARIANTS = [
-    ("grpo", ("group_constant_norm",)), ("grpo", ("min_replace",)), ("grpo", ("adv_orthogonal",)),
-    ("grpo", ("sign_free_clip",)), ("grpo", ("group_constant_norm", "sign_free_clip")),
-    ("dapo", ("sign_free_clip",)), ("dapo", ("group_constant_norm",)), ("dapo", ("min_replace",)),
-    ("dapo", ("adv_orthogonal",)), ("gspo", ("min_replace",)), ("gspo", ("adv_orthogonal",)),
-    ("gspo", ("group_constant_norm",)), ("gspo", ("sign_free_clip",)),
-    ("gspo", ("group_constant_norm", "sign_free_clip")), ("grpo", ("min_replace", "sign_free_clip")),
-]
-
-
+# Restoring transformations (T5): every catalog variant of a factored base in transforms.BASES.
 def _variant_specs() -> list[SymbolicSpec]:
-    from exchange.symbolic.transforms import variant_surrogate
+    from exchange.objectives import VARIANTS
+    from exchange.symbolic.transforms import BASES
 
-    return [SymbolicSpec("+".join((base, *ts)), variant_surrogate(base, ts), lambda g, o: group_advantages(g), _EPS)
-            for base, ts in _VARIANTS]
+    out = []
+    for name in VARIANTS:
+        base, *ts = name.split("+")
+        if base not in BASES:  # a new catalog base: get_spec says "no symbolic spec yet"
+            continue
+        params = ("tau_pos", "tau_neg") if base.startswith("sapo") else _EPS
+        out.append(SymbolicSpec(name, _factored(base, tuple(ts)), lambda g, o: group_advantages(g), params))
+    return out
 
 
 SPECS.update({s.name: s for s in _variant_specs()})

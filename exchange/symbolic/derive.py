@@ -22,7 +22,15 @@ from typing import Any
 import sympy as sp
 
 from exchange.symbolic.catalog import get_spec, options as catalog_options
-from exchange.symbolic.cells import Region, feasible_sign_patterns, ratio_regions, resolve
+from exchange.symbolic.cells import (
+    Region,
+    TrustRegion,
+    EntropyState,
+    entropy_states,
+    feasible_sign_patterns,
+    ratio_regions,
+    resolve,
+)
 from exchange.symbolic.group import SymbolicGroup
 from exchange.symbolic.spec import AdvantageForm, SymbolicSpec
 
@@ -96,8 +104,9 @@ class Derivation:
             on-policy coefficient has that form (T2), else None.
         K: the shared-event coefficient ``sum_i kappa_i`` with ``r_i = rho``.
         regions: on-policy first, then the off-policy ratio regions.
-        regions_complete: False when only homogeneous sequence-ratio regions were
-            enumerated (large ``G``).
+        regions_complete: False when only homogeneous regions were enumerated: sequence
+            ratios at large ``G``, or HAPO's entropy z-scores (mixed states depend on
+            the advantages' magnitudes).
     """
 
     objective: str
@@ -177,7 +186,7 @@ def _closed_form_cached(name: str, G: int, opts_items: tuple) -> ClosedForm:
     P = spec.param_symbols(opts)
     J = spec.surrogate(g, P, opts)
     kappa = tuple(_coefficient(J, g, i) for i in range(G))
-    shared = {r: g.rho for r in g.r}
+    shared = g.shared_event(spec.entropy_event_level(opts))
     K = sp.Add(*[k.xreplace(shared) for k in kappa])
     return ClosedForm(name, G, opts, spec.advantages(g, opts), J, kappa, K, g, P, spec.notes)
 
@@ -205,20 +214,27 @@ def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> D
     cf = _closed_form_cached(name, G, opts_items)
     g, P, K, adv, opts = cf.group, cf.P, cf.K, cf.advantage, cf.options
     witness_params = {P[k]: sp.nsimplify(opts[k]) for k in P if isinstance(opts.get(k), (int, float))}
+    spec = get_spec(name)
+    tr = spec.trust_region(g, P) if spec.trust_region else TrustRegion.from_eps(P.get("eps_low"), P.get("eps_high"))
     seq_syms = [s for s in g.s if s in K.free_symbols]
     ratio_syms = ([g.rho] if g.rho in K.free_symbols else []) + seq_syms
-    regions, complete = ratio_regions(ratio_syms, P.get("eps_low"), P.get("eps_high"), witness_params,
+    regions, complete = ratio_regions(ratio_syms, tr, witness_params,
                                       max_regions=(4 if P.get("clip_c") is not None else 3) ** (3 if all_regions else 1),
                                       clip_c=P.get("clip_c"))
+    z_syms = [z for z in (g.z_event, *g.z) if z in K.free_symbols]
+    z_states = entropy_states(z_syms)
+    complete = complete and not z_syms
     patterns = feasible_sign_patterns(adv.centred, g.R, g.L)
 
     on = {s: sp.Integer(1) for s in ratio_syms}
-    verdicts = [_verdict("on-policy (every ratio = 1)", K.subs(on), Region("on", witness_params), g, adv, patterns)]
+    on_region = Region("on-policy (every ratio = 1)", {**witness_params, **tr.witness})
+    assumptions = spec.assumptions(P)
+    verdicts = [_verdict(K.xreplace(on), on_region, z, g, adv, patterns, assumptions) for z in z_states]
     for region in regions:
-        verdicts.append(_verdict(region.label, K, region, g, adv, patterns))
+        verdicts += [_verdict(K, region, z, g, adv, patterns, assumptions) for z in z_states]
     return Derivation(
         objective=name, G=G, options=opts, advantage=adv, surrogate=cf.surrogate, kappa=cf.kappa,
-        kappa_generic=_generic(cf.kappa[0], g), weights=_weights(cf.kappa, g, ratio_syms),
+        kappa_generic=_generic(cf.kappa[0], g), weights=_weights(cf.kappa, g, on_region.witness),
         K=K, regions=tuple(_merge(verdicts)), regions_complete=complete, group=g, notes=cf.notes,
     )
 
@@ -238,50 +254,62 @@ def _coefficient(J: sp.Expr, g: SymbolicGroup, i: int) -> sp.Expr:
 def _generic(k1: sp.Expr, g: SymbolicGroup) -> sp.Expr | None:
     """``kappa_1`` rewritten with index ``i`` when it involves response 1 only."""
     others = set()
-    for seq in (g.R, g.L, g.A, g.r, g.s):
+    for seq in (g.R, g.L, g.A, g.r, g.s, g.q, g.z):
         others |= set(seq[1:])
     if k1.free_symbols & others:
         return None
     rename = {
         g.A[0]: sp.Symbol("A_i", real=True), g.L[0]: sp.Symbol("L_i", positive=True),
         g.r[0]: sp.Symbol("r_it", positive=True), g.s[0]: sp.Symbol("s_i", positive=True),
-        g.R[0]: sp.Symbol("R_i", real=True),
+        g.R[0]: sp.Symbol("R_i", real=True), g.q[0]: sp.Symbol("q_it", positive=True),
+        g.z[0]: sp.Symbol("z_it", real=True),
     }
     return k1.xreplace(rename)
 
 
-def _weights(kappa, g: SymbolicGroup, ratio_syms) -> tuple[sp.Expr, ...] | None:
+def _weights(kappa, g: SymbolicGroup, witness) -> tuple[sp.Expr, ...] | None:
     """On-policy ``w_i = kappa_i / A_i`` when free of every advantage (T2's form)."""
     on = {s: 1 for s in (*g.r, *g.s)}
     out = []
     for i, k in enumerate(kappa):
-        w = sp.simplify(resolve(k.subs(on), {}) / g.A[i])
-        if w.free_symbols & set(g.A) or w.has(sp.Piecewise):
+        w = resolve(k.xreplace(on), witness) / g.A[i]
+        if w.has(sp.Piecewise):
+            return None
+        w = sp.simplify(w)
+        if w.free_symbols & set(g.A):
             return None
         out.append(w)
     return tuple(out)
 
 
 # ------------------------------------------------------------------ steps 3-4
-def _verdict(label: str, K: sp.Expr, region: Region, g: SymbolicGroup, adv: AdvantageForm,
-             patterns) -> RegionVerdict:
-    K_region = resolve(K, region.witness)
+def _verdict(K: sp.Expr, region: Region, z: EntropyState, g: SymbolicGroup, adv: AdvantageForm,
+             patterns, assumptions: tuple) -> RegionVerdict:
+    label = f"{region.label}; {z.label}" if z.label else region.label
+    K_region = resolve(z.apply(K), region.witness)
     A_values = dict(zip(g.A, adv.values()))
     equations: set[sp.Expr] = set()
     for pattern in patterns:
         cell = resolve(K_region, {a: sp.Integer(s) for a, s in zip(g.A, pattern)})
         numer = sp.numer(sp.together(cell.xreplace(A_values)))
         poly = sp.Poly(sp.expand(numer), *g.R)
-        equations |= {c for c in poly.coeffs() if c != 0}
-    vanishes, conditions, note = _solve(equations, g)
+        equations |= {_without_positive_factors(c) for c in poly.coeffs() if c != 0}
+    vanishes, conditions, note = _solve(equations, g, assumptions)
     bK, bsign, bexpr = _binary(K_region, g, adv)
     return RegionVerdict(label, _tidy(K_region), vanishes, conditions, bK, bsign, bexpr, note)
+
+
+def _without_positive_factors(c: sp.Expr) -> sp.Expr:
+    """``c`` with its positive factors (``1/N``, a min over the group's weights) divided
+    out: the same zero set, and a smaller system for ``sympy.solve``."""
+    kept = [f for f in sp.Mul.make_args(sp.factor_terms(c)) if not (f.is_positive or (f.is_number and f != 0))]
+    return sp.Mul(*kept)
 
 
 _NOT_UNKNOWN = ("G", "N", "sigma", "sigma_B")
 
 
-def _solve(equations: set, g: SymbolicGroup) -> tuple[str, tuple, str]:
+def _solve(equations: set, g: SymbolicGroup, assumptions: tuple = ()) -> tuple[str, tuple, str]:
     """``"always"`` / ``"never"`` / ``"iff"`` with the solution families of ``equations = 0``.
 
     Unknowns are every symbol except the rewards and the positive group constants (so
@@ -303,9 +331,11 @@ def _solve(equations: set, g: SymbolicGroup) -> tuple[str, tuple, str]:
     skipped = sorted({s.name for s in candidates} - {s.name for s in unknowns})
     note = f"solved for {', '.join(s.name for s in unknowns)}; {', '.join(skipped)} taken generic" if skipped else ""
     solutions = sp.solve(sorted(equations, key=sp.default_sort_key), unknowns, dict=True)
+    # Drop solutions outside the closed form's domain (HAPO's alpha < phi).
+    solutions = [sol for sol in solutions if sol and not any(a.xreplace(sol) == sp.false for a in assumptions)]
     families = tuple(
         tuple(sp.Eq(k, v) for k, v in sorted(sol.items(), key=lambda kv: kv[0].name))
-        for sol in solutions if sol
+        for sol in solutions
     )
     return ("iff", families, note) if families else ("never", (), note)
 
@@ -348,11 +378,17 @@ def _tidy(e: sp.Expr) -> sp.Expr:
     return e.replace(lambda x: isinstance(x, sp.Piecewise), one) if e.has(sp.Piecewise) else e
 
 
+_ON = "on-policy"
+
+
 def _merge(verdicts: list[RegionVerdict]) -> list[RegionVerdict]:
-    """Join off-policy regions whose results coincide (labels joined with ' or ')."""
+    """Join regions of one regime whose results coincide (labels joined with ' or ');
+    the first (on-policy) verdict stays first and alone."""
     out: list[RegionVerdict] = [verdicts[0]]
     for v in verdicts[1:]:
         for j, w in enumerate(out[1:], start=1):
+            if _ON in w.region.split(";")[0] and _ON not in v.region.split(";")[0]:
+                continue
             if (w.vanishes, w.conditions, w.binary_sign) == (v.vanishes, v.conditions, v.binary_sign) and \
                     sp.simplify(w.K - v.K) == 0:
                 out[j] = RegionVerdict(f"{w.region} or {v.region}", *[getattr(w, f) for f in

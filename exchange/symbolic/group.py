@@ -11,6 +11,12 @@ For a *shared event* the designated token is the event's occurrence in every res
 so all token ratios ``r_i = exp(l_i - lo_i)`` equal one ratio ``rho`` (event-consistent),
 while ``D_i``, ``L_i`` and the sequence ratios ``s_i`` stay free.
 
+Two per-token inputs that some objectives read are symbols too (constants in ``l_i``):
+``q_i``, the behaviour probability ``exp(lo_i)`` of the designated token (DCPO's bounds),
+and ``z_i``, its standardised entropy (HAPO). At a shared event ``q_i`` is one ``q``
+(same event, same behaviour policy); ``z_i`` is one ``z`` only when the objective
+standardises over the batch (a response-level z-score differs between copies, M5).
+
 Advantages enter the surrogate as placeholders ``A_i``; the spec says separately how
 they are computed from the rewards (see :mod:`exchange.symbolic.spec`). Stop-gradient is
 ``g.sg(expr)``: a fresh symbol during differentiation, replaced by ``expr`` afterwards.
@@ -35,6 +41,10 @@ class SymbolicGroup:
         Gn: the group size as a symbol ``G`` in normalisers (positive scalar).
         N: the token count ``sum_j L_j`` as a symbol in normalisers (positive scalar).
         rho: the shared event's ratio (positive scalar).
+        q: behaviour probabilities ``exp(lo_i)`` of the designated tokens (positive);
+            ``q_event`` the shared event's (one value).
+        z: standardised entropies of the designated tokens (real); ``z_event`` the
+            shared event's when the standardisation is event-level.
     """
 
     def __init__(self, G: int):
@@ -52,6 +62,10 @@ class SymbolicGroup:
         self.Gn = sp.Symbol("G", positive=True)
         self.N = sp.Symbol("N", positive=True)
         self.rho = sp.Symbol("rho", positive=True)
+        self.q = tuple(sp.Symbol(f"q_{i}", positive=True) for i in idx)
+        self.q_event = sp.Symbol("q", positive=True)
+        self.z = tuple(sp.Symbol(f"z_{i}", real=True) for i in idx)
+        self.z_event = sp.Symbol("z", real=True)
         self._sg: dict[sp.Symbol, sp.Expr] = {}
 
     # ------------------------------------------------------------- building blocks
@@ -70,6 +84,15 @@ class SymbolicGroup:
     def seq_ratio(self, i: int) -> sp.Expr:
         """``s_i = exp((l_i - lo_i + D_i) / L_i)``."""
         return sp.exp(self.seq_log_ratio(i))
+
+    def shared_event(self, entropy_event_level: bool = False) -> dict[sp.Symbol, sp.Symbol]:
+        """The substitution that makes the designated tokens one shared event: every
+        ``r_i -> rho``, ``q_i -> q``, and ``z_i -> z`` when the entropy statistic is
+        event-level."""
+        out = {r: self.rho for r in self.r} | {q: self.q_event for q in self.q}
+        if entropy_event_level:
+            out |= {z: self.z_event for z in self.z}
+        return out
 
     def sg(self, expr: sp.Expr) -> sp.Symbol:
         """Stop-gradient: a fresh symbol standing for ``expr`` while differentiating."""

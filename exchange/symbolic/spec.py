@@ -14,7 +14,7 @@ torch loss.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import sympy as sp
@@ -76,6 +76,12 @@ class SymbolicSpec:
         advantages: ``(g, opts) -> AdvantageForm``.
         symbolic_params: hyperparameters kept symbolic (``P``), e.g. ``("eps_low", "eps_high")``.
         notes: what the closed form assumes (one group per batch, ...).
+        trust_region: ``(g, P) -> TrustRegion`` when the clip range is not
+            ``[1 - eps_low, 1 + eps_high]`` (DCPO's probability-dependent bounds).
+        entropy_event_level: ``opts -> bool``: whether the entropy statistic ``z`` is the
+            same for every copy of an event (HAPO with ``z_scope="batch"``).
+        assumptions: ``P -> (relational, ...)``: the closed form's domain (HAPO's
+            ``alpha < phi``); vanishing conditions that contradict it are dropped.
     """
 
     name: str
@@ -83,7 +89,9 @@ class SymbolicSpec:
     advantages: Callable[[SymbolicGroup, Mapping[str, Any]], AdvantageForm]
     symbolic_params: tuple[str, ...] = ()
     notes: str = ""
-    options: Mapping[str, Any] = field(default_factory=dict)
+    trust_region: Callable[[SymbolicGroup, Mapping[str, sp.Symbol]], Any] | None = None
+    entropy_event_level: Callable[[Mapping[str, Any]], bool] = lambda opts: False
+    assumptions: Callable[[Mapping[str, sp.Symbol]], tuple] = lambda P: ()
 
     def param_symbols(self, opts: Mapping[str, Any]) -> dict[str, sp.Symbol]:
         """Symbols of the hyperparameters that are set (``None`` ones are left out)."""

@@ -15,6 +15,11 @@ import sympy as sp
 
 __all__ = [
     "ppo_clip",
+    "ppo_clip_bounds",
+    "sign_free_clip",
+    "StopGradient",
+    "ppo_clip_signed",
+    "response_norms",
     "sapo_gate",
     "ppo_clip_min_form",
     "clip",
@@ -33,18 +38,53 @@ def ppo_clip(r: sp.Expr, A: sp.Expr, eps_low: sp.Expr, eps_high: sp.Expr, clip_c
     ``c > 1 + eps_high``) the ``A < 0`` surrogate is floored at ``c A``, i.e. also
     clipped when ``A < 0, r > c``.
     """
-    cases = [sp.And(A > 0, r > 1 + eps_high), sp.And(A < 0, r < 1 - eps_low)]
-    bounds = [(1 + eps_high, A > 0), (1 - eps_low, r < 1 - eps_low)]
+    return ppo_clip_bounds(r, A, 1 - eps_low, 1 + eps_high, clip_c)
+
+
+def ppo_clip_bounds(r: sp.Expr, A: sp.Expr, low: sp.Expr, high: sp.Expr, clip_c: sp.Expr | None = None) -> sp.Expr:
+    """:func:`ppo_clip` with the trust region ``[low, high]`` given directly (DCPO's
+    probability-dependent bounds); ``clip_c`` floors the ``A < 0`` surrogate at ``c A``."""
+    cases = [sp.And(A > 0, r > high), sp.And(A < 0, r < low)]
+    bounds = [(high, A > 0), (low, r < low)]
     if clip_c is not None:
         cases.append(sp.And(A < 0, r > clip_c))
         bounds.append((clip_c, True))
     else:
-        bounds[-1] = (1 - eps_low, True)
+        bounds[-1] = (low, True)
     clipped = sp.Or(*cases)
     bound = sp.Piecewise(*bounds)
     # One "clipped" condition (not two branches) so that the derivative's Piecewise
     # keeps it verbatim: kappa = Piecewise((0, clipped), (A r, True)).
     return sp.Piecewise((bound * A, clipped), (r * A, True))
+
+
+def sign_free_clip(r: sp.Expr, A: sp.Expr, low: sp.Expr, high: sp.Expr) -> sp.Expr:
+    """T5's sign-free trust region: ``r A`` inside ``[low, high]``, ``sg(r) A`` outside,
+    for either sign of ``A`` (mirror of ``objectives._common.sign_free_trust_region``)."""
+    inside = sp.And(r >= low, r <= high)
+    return sp.Piecewise((r * A, inside), (StopGradient(r) * A, True))
+
+
+class StopGradient(sp.Function):
+    """A value-preserving stop-gradient usable inside a Piecewise: derivative 0.
+
+    (``SymbolicGroup.sg`` needs the group; clip hooks only see the ratio.)
+    """
+
+    def fdiff(self, argindex=1):
+        return sp.Integer(0)
+
+    def _eval_rewrite(self, rule, args, **hints):
+        return args[0]
+
+
+def ppo_clip_signed(r: sp.Expr, A: sp.Expr, low: sp.Expr, high: sp.Expr, sign: int) -> sp.Expr:
+    """:func:`ppo_clip_bounds` when the sign of ``A`` is known (``sign`` = +1 or -1): the
+    clip acts above ``high`` for ``A > 0`` and below ``low`` for ``A < 0``. For advantages
+    that are expressions (HAPO's shifted ``A``) whose sign sympy cannot decide."""
+    if sign > 0:
+        return sp.Piecewise((high * A, r > high), (r * A, True))
+    return sp.Piecewise((low * A, r < low), (r * A, True))
 
 
 def sapo_gate(r: sp.Expr, A: sp.Expr, tau_pos: sp.Expr, tau_neg: sp.Expr) -> sp.Expr:
@@ -79,26 +119,32 @@ def clip(r: sp.Expr, eps_low: sp.Expr | None, eps_high: sp.Expr | None) -> sp.Ex
     return out
 
 
-def aggregate(token_sums: Sequence[sp.Expr], lengths: Sequence[sp.Expr], mode: str, *, G: sp.Expr,
-              N: sp.Expr, max_length: sp.Expr | None = None) -> sp.Expr:
-    """Reduce per-response token sums ``S_i`` to one scalar as verl's ``agg_loss`` does.
+def response_norms(lengths: Sequence[sp.Expr], mode: str, *, G: sp.Expr, N: sp.Expr,
+                   max_length: sp.Expr | None = None) -> list[sp.Expr]:
+    """Per-response weights of verl's ``agg_loss`` modes (mirror of ``aggregation_weight``).
 
-    ``token-mean``: ``sum_i S_i / N``; ``seq-mean-token-mean``: ``1/G sum_i S_i / L_i``;
-    ``seq-mean-token-sum``: ``1/G sum_i S_i``; ``seq-mean-token-sum-norm``:
-    ``sum_i S_i / (G max_length)``; ``token-sum``: ``sum_i S_i``.
+    ``token-mean``: ``1/N``; ``seq-mean-token-mean``: ``1/(G L_i)``; ``seq-mean-token-sum``:
+    ``1/G``; ``seq-mean-token-sum-norm``: ``1/(G max_length)``; ``token-sum``: ``1``.
     """
     from exchange.errors import InvalidArgument
 
     if mode == "token-mean":
-        return sp.Add(*token_sums) / N
+        return [1 / N] * len(lengths)
     if mode == "seq-mean-token-mean":
-        return sp.Add(*[S / L for S, L in zip(token_sums, lengths)]) / G
+        return [1 / (G * L) for L in lengths]
     if mode == "seq-mean-token-sum":
-        return sp.Add(*token_sums) / G
+        return [1 / G] * len(lengths)
     if mode == "seq-mean-token-sum-norm":
         if max_length is None:
             raise InvalidArgument("mode='seq-mean-token-sum-norm' needs max_length=...; pass the budget symbol.")
-        return sp.Add(*token_sums) / (G * max_length)
+        return [1 / (G * max_length)] * len(lengths)
     if mode == "token-sum":
-        return sp.Add(*token_sums)
+        return [sp.Integer(1)] * len(lengths)
     raise InvalidArgument(f"loss_agg_mode={mode!r} is not one of {AGG_MODES}.")
+
+
+def aggregate(token_sums: Sequence[sp.Expr], lengths: Sequence[sp.Expr], mode: str, *, G: sp.Expr,
+              N: sp.Expr, max_length: sp.Expr | None = None) -> sp.Expr:
+    """Reduce per-response token sums ``S_i`` to ``sum_i norm_i S_i`` (:func:`response_norms`)."""
+    norms = response_norms(lengths, mode, G=G, N=N, max_length=max_length)
+    return sp.Add(*[n * S for n, S in zip(norms, token_sums)])

@@ -22,7 +22,7 @@ from typing import Callable
 import sympy as sp
 
 from exchange.symbolic.group import SymbolicGroup
-from exchange.symbolic.surrogates import ppo_clip
+from exchange.symbolic.surrogates import clip, ppo_clip, response_norms, sapo_gate, sign_free_clip
 
 __all__ = ["Factored", "BASES", "TRANSFORMS", "variant_surrogate"]
 
@@ -30,7 +30,7 @@ __all__ = ["Factored", "BASES", "TRANSFORMS", "variant_surrogate"]
 @dataclass(frozen=True)
 class Factored:
     """``norm(g, P, opts) -> [G]``, ``ratio(g, i)``, ``response_ratio(g, i)`` (or None),
-    ``surrogate(r, A, P)`` and its sign-free version."""
+    ``surrogate(g, r, A, P)`` and its sign-free version."""
 
     norm: Callable
     ratio: Callable
@@ -44,38 +44,58 @@ def _unit(g: SymbolicGroup, i: int) -> sp.Expr:
     return sp.exp(g.l[i] - g.sg(g.l[i]))
 
 
-def _clip(r, A, P):
+def _token(g: SymbolicGroup, i: int) -> sp.Expr:
+    return g.token_ratio(i)
+
+
+def _sequence(g: SymbolicGroup, i: int) -> sp.Expr:
+    return g.seq_ratio(i)
+
+
+def _token_sequence(g: SymbolicGroup, i: int) -> sp.Expr:
+    """GSPO-token's ``sg(s_i) exp(l - sg l)``: value ``s_i``, gradient ``s_i`` per token."""
+    return g.sg(g.seq_ratio(i)) * _unit(g, i)
+
+
+def _clip(g, r, A, P):
     return ppo_clip(r, A, P["eps_low"], P["eps_high"])
 
 
-def _sign_free(r, A, P):
-    inside = sp.And(r >= 1 - P["eps_low"], r <= 1 + P["eps_high"])
-    return sp.Piecewise((r * A, inside), (_SG_MARK(r) * A, True))
+def _sign_free(g, r, A, P):
+    return sign_free_clip(r, A, 1 - P["eps_low"], 1 + P["eps_high"])
 
 
-class _SG_MARK(sp.Function):
-    """A value-preserving stop-gradient inside a Piecewise: derivative 0."""
-
-    def fdiff(self, argindex=1):
-        return sp.Integer(0)
-
-    def _eval_rewrite(self, rule, args, **hints):
-        return args[0]
+def _sapo(g, r, A, P):
+    return sapo_gate(r, A, P["tau_pos"], P["tau_neg"])
 
 
-def _seq_mean(g, P, opts):
-    return [1 / (g.Gn * L) for L in g.L]
+def _sapo_sign_free(g, r, A, P):
+    return sapo_gate(r, A, P["tau_pos"], P["tau_pos"])
 
 
-def _token_mean(g, P, opts):
-    return [1 / g.N] * g.G
+def _truncated_is(g, r, A, P):
+    """CISPO: ``sg(clip(r)) A log r`` (already sign-free)."""
+    return g.sg(clip(r, P.get("eps_low"), P["eps_high"])) * A * sp.log(r)
+
+
+def _norm(mode: str | None):
+    """``norm(g, P, opts)`` of one aggregation mode (``None``: ``opts["loss_agg_mode"]``)."""
+    def norm(g, P, opts):
+        return response_norms(g.L, mode or opts["loss_agg_mode"], G=g.Gn, N=g.N)
+
+    return norm
 
 
 BASES: dict[str, Factored] = {
-    "grpo": Factored(_seq_mean, lambda g, i: g.token_ratio(i), _clip, _sign_free),
-    "dapo": Factored(_token_mean, lambda g, i: g.token_ratio(i), _clip, _sign_free),
-    "gspo": Factored(_seq_mean, lambda g, i: g.seq_ratio(i), _clip, _sign_free, response_ratio=lambda g, i: g.seq_ratio(i),
+    "grpo": Factored(_norm(None), _token, _clip, _sign_free),
+    "dapo": Factored(_norm("token-mean"), _token, _clip, _sign_free),
+    "gspo": Factored(_norm("seq-mean-token-mean"), _sequence, _clip, _sign_free, response_ratio=_sequence,
                      broadcast=True),
+    "gspo_token": Factored(_norm("seq-mean-token-mean"), _token_sequence, _clip, _sign_free,
+                           response_ratio=_sequence),
+    "sapo": Factored(_norm(None), _token, _sapo, _sapo_sign_free),
+    "sapo_verl": Factored(_norm("seq-mean-token-mean"), _token, _sapo, _sapo_sign_free),
+    "cispo": Factored(_norm("token-mean"), _token, _truncated_is, _truncated_is),
 }
 
 
@@ -134,7 +154,7 @@ def variant_surrogate(base: str, transforms: tuple[str, ...]):
     def surrogate(g, P, opts):
         norm = f.norm(g, P, opts)
         if f.broadcast:
-            return sp.Add(*[norm[i] * g.L[i] * f.surrogate(f.ratio(g, i), g.A[i], P) for i in range(g.G)])
-        return sp.Add(*[norm[i] * (f.surrogate(f.ratio(g, i), g.A[i], P) + g.X[i]) for i in range(g.G)])
+            return sp.Add(*[norm[i] * g.L[i] * f.surrogate(g, f.ratio(g, i), g.A[i], P) for i in range(g.G)])
+        return sp.Add(*[norm[i] * (f.surrogate(g, f.ratio(g, i), g.A[i], P) + g.X[i]) for i in range(g.G)])
 
     return surrogate

@@ -7,6 +7,8 @@ torch loss, on- and off-policy, on every real token of an event-consistent group
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from hypothesis import example, given, settings
@@ -29,7 +31,10 @@ CASES = [(name, {}) for name in spec_names()] + [
     ("cispo", {"eps_low": 0.2}),
     ("grpo", {"loss_agg_mode": "token-mean", "scale": "none"}),
 ] + [(name, o) for name, o in [("gspo_token", {"eps_low": 0.2, "eps_high": 0.3}), ("ppo", {"clip_c": 1.5}),
-                               ("sapo", {"tau_pos": 2.0, "tau_neg": 0.5})] if name in spec_names()]
+                               ("sapo", {"tau_pos": 2.0, "tau_neg": 0.5}), ("hapo", {"z_scope": "batch"}),
+                               ("hapo", {"alpha": 0.5, "phi": 1.0, "eps_high": 0.28}),
+                               ("dcpo", {"clip_c": 1.5, "eps_low": 0.1}),
+                               ("gspo_token+min_replace", {"eps_low": 0.2, "eps_high": 0.3})] if name in spec_names()]
 
 
 @st.composite
@@ -47,11 +52,12 @@ def groups(draw, off_policy: bool):
         ratios = [draw(st.lists(lr, min_size=L, max_size=L)) for L in lengths]
     else:
         ratios = [[0.0] * L for L in lengths]
-    return rewards, lengths, old, ratios
+    entropies = [draw(st.lists(st.floats(0.0, 3.0), min_size=L, max_size=L)) for L in lengths]
+    return rewards, lengths, old, ratios, entropies
 
 
-def _compare(name, overrides, rewards, lengths, old, ratios):
-    rollout, lp = one_group(rewards, lengths, old, ratios)
+def _compare(name, overrides, rewards, lengths, old, ratios, entropies=None):
+    rollout, lp = one_group(rewards, lengths, old, ratios, entropies)
     cf = closed_form(name, len(rewards), **overrides)
     torch_kappa = token_coefficients(get(name).bind(**overrides), lp, rollout)
     sym_kappa = closed_form_coefficients(cf, lp, rollout)
@@ -67,7 +73,8 @@ def _compare(name, overrides, rewards, lengths, old, ratios):
 @pytest.mark.parametrize("name,overrides", CASES, ids=[f"{n}{'-' + '-'.join(o) if o else ''}" for n, o in CASES])
 @settings(max_examples=12)  # x ~37 cases x 2 regimes; plus the pinned regions below
 @given(case=groups(off_policy=False))
-@example(case=([1.0, 0.0, 0.0], [1, 3, 2], [[0.5], [0.5, 0.3, 0.2], [0.5, 0.9]], [[0.0], [0.0] * 3, [0.0] * 2]))
+@example(case=([1.0, 0.0, 0.0], [1, 3, 2], [[0.5], [0.5, 0.3, 0.2], [0.5, 0.9]], [[0.0], [0.0] * 3, [0.0] * 2],
+               [[1.0], [1.0, 2.0, 0.1], [1.0, 3.0]]))
 def test_on_policy(name, overrides, case):
     _compare(name, overrides, *case)
 
@@ -94,3 +101,22 @@ def test_every_region(name, overrides, shared_log_ratio):
     ratios = [[shared_log_ratio] + [0.3 * (-1) ** (i + t) for t in range(1, L)] for i, L in enumerate(lengths)]
     kappa = _compare(name, overrides, rewards, lengths, old, ratios)
     assert torch.isfinite(kappa).all()
+
+
+# DCPO's bounds move with the token's behaviour probability q: place the shared ratio just
+# inside and just outside low(q) and high(q) as the torch objective computes them (so a
+# wrong closed-form bound shows up as a disagreement), for small q where high(q) reaches
+# the cap max(c, 10), and with the dual clip c below and above high(q).
+@pytest.mark.parametrize("q", [0.01, 0.3, 0.9])
+@pytest.mark.parametrize("overrides", [{}, {"clip_c": 1.5}, {"eps_low": 0.1, "eps_high": 0.5}])
+def test_dcpo_bounds_at_the_edges(q, overrides):
+    from exchange.objectives.dcpo import dynamic_bounds
+
+    obj = get("dcpo")
+    probe, _ = one_group([1.0, 0.0], [1, 1], [[q], [q]], [[0.0], [0.0]])
+    low, high = (float(b[0, 0]) for b in dynamic_bounds(probe, obj.params(**overrides)))
+    for edge in (low, high, obj.params(**overrides)["clip_c"]):
+        for factor in (1 - 1e-3, 1 + 1e-3):
+            log_ratio = math.log(edge * factor)
+            _compare("dcpo", overrides, [1.0, 0.0, 0.2], [1, 2, 2], [[q], [q, 0.5], [q, 0.5]],
+                     [[log_ratio], [log_ratio, 0.1], [log_ratio, -0.1]])
