@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-CLAIMS = ("t1", "necessity", "t3", "t4", "t5", "cor3.3", "prop3.1", "cor3.2", "all")  # = claims.CLAIM_KEYS
+CLAIMS = ("t1", "necessity", "t3", "t4", "t5", "cor3.3", "prop3.1", "cor3.2", "hapo", "all")  # = claims.CLAIM_KEYS
 
 
 def add_parser(subparsers) -> None:

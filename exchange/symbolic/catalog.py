@@ -95,6 +95,15 @@ def _dcpo_trust_region(g, P):
     return TrustRegion(*dcpo_bounds(g.q_event, P), "low(q)", "high(q)", {q: half for q in (g.q_event, *g.q)})
 
 
+def _dcpo_display(g, P):
+    # Every q symbol that can appear in a printed coefficient, the generic q_it included.
+    out = {}
+    for q in (*g.q, g.q_event, sp.Symbol("q_it", positive=True)):
+        low, high = dcpo_bounds(q, P)
+        out |= {low: sp.Function("low")(q), high: sp.Function("high")(q)}
+    return out
+
+
 def hapo_advantage(A: sp.Expr, z: sp.Expr, P: Mapping[str, sp.Symbol], sign: int) -> sp.Expr:
     """HAPO's ``A + alpha sign(A) clip(z, -|A|/phi, |A|/phi)`` (arXiv:2604.11056) for
     advantages of sign ``sign`` (+1 or -1), where ``|A| = sign A``."""
@@ -154,9 +163,11 @@ SPECS: dict[str, SymbolicSpec] = {
                      notes="b is the baseline parameter (rollout.baseline_rewards, when set, is per response)."),
         SymbolicSpec("ppo", _ppo, lambda g, o: group_advantages(g), _EPS + ("clip_c",)),
         SymbolicSpec("dcpo", _dcpo, lambda g, o: group_advantages(g), _EPS + ("clip_c",),
-                     notes="q = pi_old of the token; low(q), high(q) as in dcpo_bounds. Smooth Advantage "
-                     "Standardisation at the prompt's first visit (= the group z-score), as the catalog.",
-                     trust_region=_dcpo_trust_region),
+                     notes="q = pi_old of the token; low(q) = 1/2 + 1/2 sqrt(max(1 - 4 epsilon_low/q, 0)), "
+                     "high(q) = min(1/2 + 1/2 sqrt(1 + 4 epsilon_high/q), max(c, 10)); regions are cut at "
+                     "q = 1/2. Smooth Advantage Standardisation at the prompt's first visit (= the group "
+                     "z-score), as the catalog.",
+                     trust_region=_dcpo_trust_region, display=_dcpo_display),
         SymbolicSpec("hapo", _hapo, lambda g, o: group_advantages(g), _EPS + ("alpha", "phi"),
                      notes="z_i: the token's entropy standardised over its response (z_scope='response': "
                      "population std + 1e-6, so copies of one event differ) or over the batch "

@@ -51,7 +51,9 @@ def _t1(G: int | None) -> ClaimResult:
     rows, ok = [], True
     for name in spec_names():
         d = derive(name, G)
-        zero_sum = sp.simplify(sp.Add(*d.advantage.centred)) == 0
+        # HAPO's entropy shift makes the per-token advantages non-zero-sum (M4).
+        reads_entropy = any(k.free_symbols & set(d.group.z) for k in d.kappa)
+        zero_sum = sp.simplify(sp.Add(*d.advantage.centred)) == 0 and not reads_entropy
         equal = d.weights is not None and all(sp.simplify(w - d.weights[0]) == 0 for w in d.weights)
         vanishes = d.on_policy.vanishes
         if zero_sum and equal and vanishes != "always":
@@ -212,6 +214,11 @@ _T5 = {
     "gspo+adv_orthogonal": "all",
     "grpo+group_constant_norm+sign_free_clip": "all",
     "dapo+sign_free_clip": "all",
+    "sapo_verl+group_constant_norm": "on",
+    "sapo+sign_free_clip": "all",
+    "sapo_verl+group_constant_norm+sign_free_clip": "all",
+    "gspo_token+min_replace": "all",
+    "cispo+adv_orthogonal": "all",
 }
 
 
@@ -240,9 +247,43 @@ def _t5(G: int | None) -> ClaimResult:
         verdict, tuple(rows), f"python -m exchange derive --claim t5 --G {G}")
 
 
+# ------------------------------------------------------------------------------ HAPO
+def _hapo(G: int | None) -> ClaimResult:
+    """THEORY.md section 6: HAPO's shared event gets K_e = alpha z (n_pos - n_neg) / N."""
+    from exchange.symbolic.cells import feasible_sign_patterns, resolve
+    from exchange.symbolic.derive import derive
+
+    alpha = sp.Symbol("alpha", positive=True)
+    rows, slack_ok, bound_ok = [], True, True
+    for n in ([G] if G else [2, 3, 4]):
+        d = derive("hapo", n, z_scope="batch")
+        g = d.group
+        states = {v.region.split("; ")[1]: v for v in d.regions if v.region.startswith("on-policy")}
+        K_slack = states["|z| <= |A_i|/phi"].K
+        A_values = dict(zip(g.A, d.advantage.values()))
+        slack = True
+        for pattern in feasible_sign_patterns(d.advantage.centred, g.R, g.L):
+            cell = resolve(K_slack, dict(zip(g.A, map(sp.Integer, pattern)))).xreplace(A_values)
+            imbalance = pattern.count(1) - pattern.count(-1)
+            slack &= sp.simplify(cell - alpha * g.z_event * imbalance / g.N) == 0
+        bound = all(states[k].vanishes == "always" for k in ("z > |A_i|/phi", "z < -|A_i|/phi"))
+        slack_ok, bound_ok = slack_ok and slack, bound_ok and bound
+        rows.append((f"G={n}, z over the batch, on-policy",
+                     f"|z| <= min |A_i|/phi: K = alpha z (n_pos - n_neg)/N on every sign cell: {slack}; "
+                     f"clip binding for every response: K = 0 for every reward vector: {bound}"))
+    rows.append(("not derived", "z between min_i |A_i|/phi and max_i |A_i|/phi (the clip binds for some "
+                 "responses only); z over each response (z_scope='response', the default): copies differ, "
+                 "K = (alpha/N) sum_i sign(A_i) z_i (exchange derive hapo)"))
+    verdict = "qualified" if slack_ok and bound_ok else "refuted"
+    return ClaimResult(
+        "hapo", "THEORY.md section 6: HAPO's shared event gets K_e = alpha c_e (n_pos - n_neg): holds while the "
+        "entropy clip is slack; once it binds for every response the shift is -+|A_i|/phi and cancels",
+        verdict, tuple(rows), "python -m exchange derive --claim hapo")
+
+
 _CLAIMS: dict[str, Callable[[int | None], ClaimResult]] = {
     "t1": _t1, "necessity": _necessity, "t3": _t3, "t4": _t4, "t5": _t5,
-    "cor3.3": _cor33, "prop3.1": _prop31, "cor3.2": _cor32,
+    "cor3.3": _cor33, "prop3.1": _prop31, "cor3.2": _cor32, "hapo": _hapo,
 }
 CLAIM_KEYS = tuple(_CLAIMS) + ("all",)
 

@@ -104,6 +104,7 @@ class Derivation:
             on-policy coefficient has that form (T2), else None.
         K: the shared-event coefficient ``sum_i kappa_i`` with ``r_i = rho``.
         regions: on-policy first, then the off-policy ratio regions.
+        display: sub-expressions printed by name (``SymbolicSpec.display``).
         regions_complete: False when only homogeneous regions were enumerated: sequence
             ratios at large ``G``, or HAPO's entropy z-scores (mixed states depend on
             the advantages' magnitudes).
@@ -122,6 +123,7 @@ class Derivation:
     regions_complete: bool
     group: SymbolicGroup = field(repr=False)
     notes: str = ""
+    display: dict = field(repr=False, default_factory=dict)
 
     @property
     def on_policy(self) -> RegionVerdict:
@@ -236,6 +238,7 @@ def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> D
         objective=name, G=G, options=opts, advantage=adv, surrogate=cf.surrogate, kappa=cf.kappa,
         kappa_generic=_generic(cf.kappa[0], g), weights=_weights(cf.kappa, g, on_region.witness),
         K=K, regions=tuple(_merge(verdicts)), regions_complete=complete, group=g, notes=cf.notes,
+        display=spec.display(g, P),
     )
 
 

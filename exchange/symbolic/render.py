@@ -49,6 +49,21 @@ def _binary_line(d: Derivation, v: RegionVerdict, fmt, on_policy: bool = False) 
     return line
 
 
+def _extra_symbols(d: Derivation) -> list[str]:
+    """Legend lines for the per-token inputs that only some objectives read."""
+    g, used = d.group, set().union(*(k.free_symbols for k in d.kappa))
+    out = []
+    if used & set(g.q):
+        out.append("         q = pi_old of the token (the same q for every copy of an event); "
+                   "low(q), high(q): the trust region's bounds")
+    if used & set(g.z):
+        same = g.z_event in d.K.free_symbols
+        out.append("         z = the token's standardised entropy; " + (
+            "one z per event (standardised over the batch)" if same else
+            "z_1..z_G differ between copies of one event (standardised within each response)"))
+    return out
+
+
 def _render(d: Derivation, fmt: Callable[[sp.Expr], str], block: Callable[[sp.Expr], str]) -> str:
     opts = ", ".join(f"{k}={v}" for k, v in d.options.items()) or "no hyperparameters"
     out = [
@@ -57,11 +72,12 @@ def _render(d: Derivation, fmt: Callable[[sp.Expr], str], block: Callable[[sp.Ex
         f"advantage: A_i = {d.advantage.description}",
         "symbols: l_i log-prob of a token of response i (its own variable), r = exp(l - l_old) its ratio, "
         "s_i = exp(sum_t (l - l_old) / L_i), L_i length, G group size, N = sum_j L_j tokens",
+        *_extra_symbols(d),
         "",
         "per-token coefficient kappa_{i,t} = dJ/dl_{i,t} (sympy derivative of the surrogate):",
     ]
     k = d.kappa_generic if d.kappa_generic is not None else d.kappa[0]
-    out.append(_indent(block(k)))
+    out.append(_indent(block(k.xreplace(d.display))))
     w = _weights_line(d, fmt)
     if w:
         out.append("  " + w)

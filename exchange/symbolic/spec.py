@@ -82,6 +82,8 @@ class SymbolicSpec:
             same for every copy of an event (HAPO with ``z_scope="batch"``).
         assumptions: ``P -> (relational, ...)``: the closed form's domain (HAPO's
             ``alpha < phi``); vanishing conditions that contradict it are dropped.
+        display: ``(g, P) -> {expression: name}``: sub-expressions printed by name in
+            ``exchange derive`` (DCPO's bounds as ``low(q)``, ``high(q)``); display only.
     """
 
     name: str
@@ -92,6 +94,7 @@ class SymbolicSpec:
     trust_region: Callable[[SymbolicGroup, Mapping[str, sp.Symbol]], Any] | None = None
     entropy_event_level: Callable[[Mapping[str, Any]], bool] = lambda opts: False
     assumptions: Callable[[Mapping[str, sp.Symbol]], tuple] = lambda P: ()
+    display: Callable[[SymbolicGroup, Mapping[str, sp.Symbol]], dict] = lambda g, P: {}
 
     def param_symbols(self, opts: Mapping[str, Any]) -> dict[str, sp.Symbol]:
         """Symbols of the hyperparameters that are set (``None`` ones are left out)."""

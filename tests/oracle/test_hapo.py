@@ -3,16 +3,14 @@ K_e = alpha * c_e * (n_pos - n_neg) (clip inactive), in every group and in expec
 
 Checked on a reference loss written here from the third-party formula (token-mean
 aggregation, so the base part cancels exactly and only the entropy term remains), and
-on the catalog's ``hapo`` when it is registered.
+on the catalog's ``hapo``.
 """
 
 import numpy as np
-import pytest
 import torch
 
 from exchange import token_coefficients
 from exchange.events import event_coefficients, events
-from exchange.objectives import names
 from exchange.objectives._common import group_advantages
 from exchange.oracle import TabularPolicy, exact_credit, expected_coefficients, get_env, hapo_shared_coefficient
 from exchange.oracle.groups import enumerate_groups, group_rollouts
@@ -84,7 +82,6 @@ def test_hapo_clip_cancels_the_term_on_forced_template_tokens():
     assert np.abs(ec.mean[shared]).max() <= 1e-12 * np.abs(ec.centred).max()
 
 
-@pytest.mark.skipif("hapo" not in names(), reason="the catalog's hapo objective is not registered yet")
 def test_catalog_hapo_drifts_on_null_events_in_the_oracle():
     from exchange.objectives import get
 

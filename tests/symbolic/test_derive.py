@@ -105,3 +105,72 @@ def test_cli_text_json_latex_and_errors(capsys):
     assert "no closed form" in capsys.readouterr().err
     assert main(["derive", "dapo", "--param", "eps_high"]) == 2
     assert main(["derive", "--list"]) == 0
+
+
+def test_every_catalog_objective_is_derived_or_says_why():
+    from exchange.objectives import VARIANTS, names
+    from exchange.symbolic import NO_CLOSED_FORM, spec_names
+
+    derivable = set(spec_names())
+    for name in [*names(), *VARIANTS]:
+        assert (name in derivable) != (name in NO_CLOSED_FORM), name
+
+
+def _on_policy_by_state(d):
+    return {v.region.split("; ")[1]: v for v in d.regions if v.region.startswith("on-policy")}
+
+
+def test_hapo_batch_z_leaves_alpha_z_times_the_sign_imbalance():
+    # THEORY.md section 6: K_e = alpha z (n_pos - n_neg) / N while the z-clip is slack, and
+    # the clip, once it binds for every response, makes the shift -+|A_i|/phi: zero-sum.
+    d = derive("hapo", 3, z_scope="batch")
+    g, alpha = d.group, sp.Symbol("alpha", positive=True)
+    states = _on_policy_by_state(d)
+    inside = states["|z| <= |A_i|/phi"]
+    assert inside.vanishes == "iff" and inside.conditions == ((sp.Eq(g.z_event, 0),),)
+    assert sp.simplify(inside.binary_K - alpha * g.z_event * (1 - 2) / g.N) == 0  # one positive, two negative
+    assert states["z > |A_i|/phi"].vanishes == "always"
+    assert states["z < -|A_i|/phi"].vanishes == "always"
+    assert not d.regions_complete  # mixed z states (between min and max |A_i|/phi) are not cut
+    assert derive("hapo", 2, z_scope="batch").on_policy.vanishes == "always"  # n_pos = n_neg
+
+
+def test_hapo_response_z_differs_between_copies():
+    d = derive("hapo", 3)
+    g = d.group
+    inside = _on_policy_by_state(d)["|every z_1, z_2, z_3| <= |A_i|/phi"]
+    assert inside.vanishes == "iff"
+    assert g.z_event not in d.K.free_symbols and set(g.z) <= d.K.free_symbols
+    assert inside.binary_sign == "sign(z_1 - z_2 - z_3)"
+
+
+def test_hapo_requires_alpha_below_phi():
+    with pytest.raises(InvalidArgument, match="alpha < phi"):
+        derive("hapo", 2, alpha=2.0, phi=1.0)
+
+
+def test_dcpo_cuts_regions_at_its_probability_dependent_bounds():
+    d = derive("dcpo", 3)
+    by_label = {v.region: v for v in d.regions}
+    assert d.on_policy.vanishes == "always"
+    assert by_label["low(q) <= rho <= high(q)"].vanishes == "always"
+    assert by_label["rho < low(q)"].binary_sign == "+"
+    assert by_label["high(q) < rho <= c"].binary_sign == "-"
+    assert by_label["rho > c"].vanishes == "always"  # both signs clipped: high(q) < c and the dual clip
+    assert d.weights == (1, 1, 1)
+
+
+def test_sapo_variants_restore_what_their_transformation_targets():
+    assert derive("sapo_verl+group_constant_norm", 3).on_policy.vanishes == "always"
+    for name in ("sapo+sign_free_clip", "sapo_verl+group_constant_norm+sign_free_clip"):
+        assert all(v.vanishes == "always" for v in derive(name, 3).regions), name
+    off = derive("sapo+min_replace", 3).regions[1]
+    assert off.vanishes == "iff" and {str(c[0]) for c in off.conditions} == {"Eq(rho, 1)", "Eq(tau_neg, tau_pos)"}
+
+
+def test_cli_derives_the_new_specs(capsys):
+    assert main(["derive", "dcpo", "--G", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "high(q" in out and "rho < low(q)" in out
+    assert main(["derive", "hapo", "--G", "2", "--param", "z_scope=batch"]) == 0
+    assert "one z per event" in capsys.readouterr().out
