@@ -1,8 +1,10 @@
 """Closed-form specs of the built-in objectives, one surrogate each, and the registry.
 
 Each ``_name`` function writes the group surrogate ``J`` once, with the same building
-blocks as the torch loss in ``exchange/objectives/<family>.py``. Objectives without a
-closed form are listed in ``NO_CLOSED_FORM`` with the reason.
+blocks as the torch loss in ``exchange/objectives/<family>.py``; families in factored form
+(``transforms.BASES``) are written there once and give both the plain family and every
+catalog variant. Objectives without a closed form are listed in ``NO_CLOSED_FORM`` with
+the reason.
 """
 
 from __future__ import annotations
@@ -187,8 +189,8 @@ def _variant_specs() -> list[SymbolicSpec]:
         base, *ts = name.split("+")
         if base not in BASES:  # a new catalog base: get_spec says "no symbolic spec yet"
             continue
-        params = ("tau_pos", "tau_neg") if base.startswith("sapo") else _EPS
-        out.append(SymbolicSpec(name, _factored(base, tuple(ts)), lambda g, o: group_advantages(g), params))
+        spec = SPECS[base]  # the variant keeps its base's advantages and hyperparameters
+        out.append(SymbolicSpec(name, _factored(base, tuple(ts)), spec.advantages, spec.symbolic_params))
     return out
 
 

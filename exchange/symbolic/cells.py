@@ -1,10 +1,12 @@
 """Cells of a piecewise coefficient: ratio regions x advantage sign patterns.
 
 A clipped coefficient is a ``Piecewise`` whose conditions compare the advantage
-placeholders ``A_i`` with 0 and the ratios (``rho``, ``s_i``) with the clip bounds. On
-each *cell* (one region per ratio, one sign per advantage) every condition has a fixed
-truth value, decided here at a witness point of the cell; the branch formulas stay
-exact. Min/Max are rewritten as Piecewise first.
+placeholders ``A_i`` with 0 and the ratios (``rho``, ``s_i``) with the clip bounds
+(``1 -+ eps``, or DCPO's ``low(q)``, ``high(q)``: a :class:`TrustRegion`). On each *cell*
+(one region per ratio, one sign per advantage, and for HAPO one :class:`EntropyState`)
+every condition has a fixed truth value, decided here at a witness point of the cell;
+the branch formulas stay exact. Min/Max in values are decided the same way when the
+witness decides them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import sympy as sp
 
-__all__ = ["Region", "TrustRegion", "resolve", "ratio_regions", "EntropyState", "entropy_states", "feasible_sign_patterns"]
+__all__ = ["Region", "TrustRegion", "EntropyState", "resolve", "ratio_regions", "entropy_states",
+           "feasible_sign_patterns"]
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ import sympy as sp
 
 from exchange.symbolic.catalog import get_spec, options as catalog_options
 from exchange.symbolic.cells import (
+    EntropyState,
     Region,
     TrustRegion,
-    EntropyState,
     entropy_states,
     feasible_sign_patterns,
     ratio_regions,
@@ -390,7 +390,7 @@ def _merge(verdicts: list[RegionVerdict]) -> list[RegionVerdict]:
     out: list[RegionVerdict] = [verdicts[0]]
     for v in verdicts[1:]:
         for j, w in enumerate(out[1:], start=1):
-            if _ON in w.region.split(";")[0] and _ON not in v.region.split(";")[0]:
+            if (_ON in w.region.split(";")[0]) != (_ON in v.region.split(";")[0]):
                 continue
             if (w.vanishes, w.conditions, w.binary_sign) == (v.vanishes, v.conditions, v.binary_sign) and \
                     sp.simplify(w.K - v.K) == 0:

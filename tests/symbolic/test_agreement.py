@@ -120,3 +120,18 @@ def test_dcpo_bounds_at_the_edges(q, overrides):
             log_ratio = math.log(edge * factor)
             _compare("dcpo", overrides, [1.0, 0.0, 0.2], [1, 2, 2], [[q], [q, 0.5], [q, 0.5]],
                      [[log_ratio], [log_ratio, 0.1], [log_ratio, -0.1]])
+
+
+@pytest.mark.parametrize("scope", ["response", "batch"])
+def test_pinned_hapo_case_reaches_both_entropy_clip_states(scope):
+    # Non-vacuity of test_every_region for HAPO: its default entropies (1 + 0.1 t) put some
+    # tokens' z inside [-|A|/phi, |A|/phi] and some outside, so both kinds of branch are compared.
+    from exchange.objectives._common import group_advantages
+    from exchange.symbolic.numeric import standardised_entropy
+
+    lengths = [1, 3, 2, 4]
+    rollout, _ = one_group([1.0, 0.0, 0.5, 0.0], lengths, [[0.5] * L for L in lengths], [[0.0] * L for L in lengths])
+    z = torch.from_numpy(standardised_entropy(rollout, scope))
+    bound = group_advantages(rollout).abs()[:, None] / get("hapo").params()["phi"]
+    inside = (z.abs() <= bound) & rollout.mask
+    assert inside.any() and (~inside & rollout.mask).any()
