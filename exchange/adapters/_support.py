@@ -1,4 +1,5 @@
-"""Shared plumbing of the library adapters: version gates and ``--param`` parsing.
+"""Shared plumbing of the library adapters: version gates, ``--param`` parsing and the
+expected verdict of a set of mechanisms.
 
 The adapters call private pieces of TRL / verl / OpenRLHF whose shape changes between
 releases, so each library is pinned to the version whose code the audit was written
@@ -12,8 +13,10 @@ import importlib.metadata
 from typing import Any, Mapping
 
 from exchange.errors import ExchangeError, InvalidArgument
+from exchange.objectives._spec import Expected
 
-__all__ = ["LibraryError", "SUPPORTED", "INSTALL", "installed_version", "require", "parse_params"]
+__all__ = ["LibraryError", "SUPPORTED", "INSTALL", "installed_version", "require", "parse_params",
+           "MECHANISM_BREAKS", "verdict_of"]
 
 # The one version of each library whose loss code the adapters drive.
 SUPPORTED: dict[str, str] = {"trl": "1.16.0", "verl": "0.9.1", "openrlhf": "0.11.2"}
@@ -91,3 +94,16 @@ def parse_params(target: str, params: Mapping[str, Any] | None, defaults: Mappin
     for key, value in params.items():
         out[key] = _coerce(target, key, value, defaults[key])
     return out
+
+
+# What any of M1-M5 breaks (M4 also breaks zero-sum).
+MECHANISM_BREAKS = ("exchangeable", "shared_cancellation")
+
+
+def verdict_of(mechanisms: set[str]) -> Expected:
+    """The expected verdict when ``mechanisms`` act: none break nothing; any breaks (E) and
+    (C); M4 also breaks (Z)."""
+    breaks: tuple[str, ...] = MECHANISM_BREAKS if mechanisms else ()
+    if "M4" in mechanisms:
+        breaks = ("zero_sum", *MECHANISM_BREAKS)
+    return Expected.of(breaks, tuple(sorted(mechanisms)))

@@ -42,7 +42,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.adapters._support import LibraryError, parse_params, require
+from exchange.adapters._support import LibraryError, parse_params, require, verdict_of
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives._spec import Expected
 from exchange.rollout import Rollout
@@ -229,8 +229,6 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, policy, estimator: str, options
 
 # ------------------------------------------------------------------ expected verdicts
 
-_BREAK = ("exchangeable", "shared_cancellation")
-
 
 def expected(estimator: str, params: Mapping[str, Any] | None = None) -> dict[str, Expected]:
     """The verdict ../shared/reference/rl-libraries.md section 3 predicts, per regime.
@@ -249,11 +247,5 @@ def expected(estimator: str, params: Mapping[str, Any] | None = None) -> dict[st
     off = on | {"M2"}
     if p["policy_loss_type"] == "gspo":
         off.add("M1")
-    return {"on_policy": _verdict(on), "off_policy": _verdict(off)}
+    return {"on_policy": verdict_of(on), "off_policy": verdict_of(off)}
 
-
-def _verdict(mechanisms: set[str]) -> Expected:
-    breaks: tuple[str, ...] = _BREAK if mechanisms else ()
-    if "M4" in mechanisms:
-        breaks = ("zero_sum", *_BREAK)
-    return Expected.of(breaks, tuple(sorted(mechanisms)))

@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.adapters._support import parse_params, require
+from exchange.adapters._support import parse_params, require, verdict_of
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives._spec import Expected
 from exchange.rollout import Rollout
@@ -306,8 +306,6 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
 
 # ------------------------------------------------------------------ expected verdicts
 
-_BREAK = ("exchangeable", "shared_cancellation")
-
 
 def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[str, Expected]:
     """The verdict ../shared/reference/rl-libraries.md section 1 predicts, per regime.
@@ -332,11 +330,5 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     if str(p["mask_truncated_completions"]).lower() in ("true", "1", "yes"):
         on.add("M4")
     off |= on
-    return {"on_policy": _verdict(on), "off_policy": _verdict(off)}
+    return {"on_policy": verdict_of(on), "off_policy": verdict_of(off)}
 
-
-def _verdict(mechanisms: set[str]) -> Expected:
-    breaks: tuple[str, ...] = _BREAK if mechanisms else ()
-    if "M4" in mechanisms:
-        breaks = ("zero_sum", *_BREAK)
-    return Expected.of(breaks, tuple(sorted(mechanisms)))

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.adapters._support import parse_params, require
+from exchange.adapters._support import MECHANISM_BREAKS, parse_params, require
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives._spec import Expected
 from exchange.rollout import Rollout
@@ -191,8 +191,6 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, loss: str, mode: str, actor, al
 
 
 # ------------------------------------------------------------------ expected verdicts
-
-_BREAK = ("exchangeable", "shared_cancellation")
 # Aggregations whose weight depends on the response's own length (1/(B L_i)).
 _PER_RESPONSE = ("seq-mean-token-mean",)
 # Losses that ignore loss_agg_mode and aggregate per response (verl 0.9.1).
@@ -231,14 +229,14 @@ def expected(loss: str, mode: str, params: Mapping[str, Any] | None = None) -> d
     on_breaks, on = set(est_breaks), set(est_mechanisms)
     if mode in _PER_RESPONSE or loss in _FORCED_PER_RESPONSE:
         on.add("M3")
-        on_breaks |= set(_BREAK)
+        on_breaks |= set(MECHANISM_BREAKS)
     off_breaks, off = set(on_breaks), set(on)
     if loss in ("vanilla", "gspo", "sapo", "geo_mean", "dppo_tv", "dppo_kl", "clip_cov") and p["estimator"] not in _ONE_SIGN:
         off.add("M2")
     if loss in ("gspo", "geo_mean"):
         off.add("M1")
     if off - on:
-        off_breaks |= set(_BREAK)
+        off_breaks |= set(MECHANISM_BREAKS)
     return {
         "on_policy": Expected.of(tuple(sorted(on_breaks)), tuple(sorted(on))),
         "off_policy": Expected.of(tuple(sorted(off_breaks)), tuple(sorted(off))),

@@ -52,16 +52,22 @@ def _group_constant_norm(f: Factors) -> Factors:
     return f.replace(norm=norm)
 
 
-def _min_replace(f: Factors) -> Factors:
-    def norm(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
-        return rollout.group_min(f.response_weight(logprobs, rollout, p))  # [N], detached
-
+def _with_response_weight(f: Factors, norm) -> Factors:
+    """``f`` with its per-response weight replaced by ``norm`` (Min-Replace, Adv-Orthogonal):
+    the response ratio goes into the weight, so a sequence-level clip goes with it."""
     return f.replace(
         norm=norm,
         ratio=f.token_part_ratio(),
         response_ratio=None,
         clip_level="none" if f.clip_level == "sequence" else f.clip_level,
     )
+
+
+def _min_replace(f: Factors) -> Factors:
+    def norm(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+        return rollout.group_min(f.response_weight(logprobs, rollout, p))  # [N], detached
+
+    return _with_response_weight(f, norm)
 
 
 def _adv_orthogonal(f: Factors) -> Factors:
@@ -74,12 +80,7 @@ def _adv_orthogonal(f: Factors) -> Factors:
         coef = torch.where(aa > 0, aw / torch.where(aa > 0, aa, torch.ones_like(aa)), torch.zeros_like(aa))
         return (w - coef * a).detach()
 
-    return f.replace(
-        norm=norm,
-        ratio=f.token_part_ratio(),
-        response_ratio=None,
-        clip_level="none" if f.clip_level == "sequence" else f.clip_level,
-    )
+    return _with_response_weight(f, norm)
 
 
 def _sign_free_clip(f: Factors) -> Factors:
