@@ -19,11 +19,11 @@ import torch
 
 
 def coefficient_paths(n_configs: int) -> None:
-    from exchange.cases import build
-    from exchange.coefficients import token_coefficients, token_coefficients_batched
-    from exchange.mutations import Mutation
+    from exchange.checker.cases import build
+    from exchange.core.coefficients import token_coefficients, token_coefficients_batched
+    from exchange.checker.mutations import Mutation
     from exchange.objectives import get
-    from exchange.probes import PROBES
+    from exchange.checker.probes import PROBES
 
     base = PROBES[3].case  # equal-length group of 4
     cases = [Mutation("entropy", 0, i % 4, 0.1 + 0.01 * i).apply(base) for i in range(n_configs)]
@@ -49,7 +49,7 @@ def check_throughput(max_examples: int) -> None:
 
     print(f"\nexchange.check, max_examples={max_examples}: configurations (backward passes) per second")
     for name in ("grpo", "dapo", "cispo", "rloo"):
-        from exchange.coefficients import Engine
+        from exchange.core.coefficients import Engine
 
         calls = {"n": 0}
         original = Engine.__call__

@@ -31,12 +31,12 @@ def _prompts(n: int) -> list[dict]:
 
 def harness_steps_per_s(steps: int, prompts: int, group: int, max_new: int) -> float:
     """The harness's step on a HF model: sample G per prompt, verify, objective, update."""
-    from exchange.coefficients import token_coefficients
+    from exchange.core.coefficients import token_coefficients
     from exchange.lab.llm import LogitsOnly, exact_match_reward, tiny_causal_lm
-    from exchange.lab.sampling import generate
+    from exchange.lab.generation import generate
     from exchange.models import response_logprobs
     from exchange.objectives import resolve
-    from exchange.rollout import Rollout
+    from exchange.core.rollout import Rollout
 
     hf, tok = tiny_causal_lm(0)
     model = LogitsOnly(hf)

@@ -59,7 +59,7 @@ def _tax_from_rows(occ, kappa, shared_mask):
 def _path(name: str, args) -> dict:
     import torch
 
-    from exchange.coefficients import token_coefficients
+    from exchange.core.coefficients import token_coefficients
     from exchange.models import response_logprobs
     from exchange.paramspace import (
         kl_prediction,

@@ -4,34 +4,58 @@ The public surface (THEORY.md is the spec):
 
 - :class:`Rollout`: one batch of grouped responses, validated.
 - :func:`token_coefficients`: ``kappa = -d loss / d logprobs``, float64, one backward pass.
-- :func:`check` -> :class:`Report`: properties (Z), (E), (C) ..., mechanisms M1-M5,
+- :func:`events`, :func:`event_coefficients`, :func:`shared_events`,
+  :func:`shared_residual`: events, their coefficients ``K_e``, and the share of
+  shared-event mass that does not cancel.
+- :func:`check` -> :class:`Report`: properties (Z), (E), (C) ..., mechanisms M1-M7,
   minimal counterexamples.
 - ``exchange.strategies``: Hypothesis strategies for group configurations.
 - ``exchange.objectives``: the catalog of published objectives.
 - ``exchange.testing.assert_holds``: for a user's own pytest suite.
+
+Names are imported on first use, so ``import exchange`` (and the CLI's ``--help``) does
+not pay for torch or Hypothesis until something needs them.
 """
 
-from exchange.checker import check
-from exchange.coefficients import token_coefficients
-from exchange.errors import ExchangeError, InvalidArgument, ObjectiveError, RolloutError
-from exchange.events import event_coefficients, events, shared_events
-from exchange.properties import property_names
-from exchange.report import Report
-from exchange.rollout import Rollout
-
-__all__ = [
-    "Rollout",
-    "token_coefficients",
-    "check",
-    "Report",
-    "events",
-    "event_coefficients",
-    "shared_events",
-    "property_names",
-    "ExchangeError",
-    "InvalidArgument",
-    "RolloutError",
-    "ObjectiveError",
-]
+import importlib as _importlib
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "Rollout": "exchange.core.rollout",
+    "token_coefficients": "exchange.core.coefficients",
+    "events": "exchange.core.events",
+    "event_coefficients": "exchange.core.events",
+    "shared_events": "exchange.core.events",
+    "shared_residual": "exchange.core.events",
+    "check": "exchange.checker.check",
+    "Report": "exchange.checker.report",
+    "property_names": "exchange.checker.properties",
+    "ExchangeError": "exchange.errors",
+    "InvalidArgument": "exchange.errors",
+    "RolloutError": "exchange.errors",
+    "ObjectiveError": "exchange.errors",
+}
+# public submodules reachable as attributes: exchange.strategies, exchange.objectives
+_SUBMODULES: dict[str, str] = {
+    "strategies": "exchange.checker.strategies",
+    "objectives": "exchange.objectives",
+}
+
+__all__ = [*_EXPORTS, *_SUBMODULES]
+
+
+def __getattr__(name: str) -> object:
+    if name in _EXPORTS:
+        value = getattr(_importlib.import_module(_EXPORTS[name]), name)
+    elif name in _SUBMODULES:
+        value = _importlib.import_module(_SUBMODULES[name])
+    else:
+        raise AttributeError(f"module 'exchange' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

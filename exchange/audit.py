@@ -14,20 +14,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from exchange.objectives._spec import REGIMES, Expected
-from exchange.properties import PROPERTIES
+from exchange.core.vocabulary import MECHANISMS, PROPERTY_LETTERS, REGIMES
+from exchange.objectives.objective import Expected
+from exchange.checker.properties import PROPERTIES
+
 
 __all__ = ["AuditRow", "audit", "audit_targets", "to_markdown"]
-
-SHORT = {
-    "zero_sum": "Z",
-    "exchangeable": "E",
-    "shared_cancellation": "C",
-    "null_on_equal_rewards": "N",
-    "permutation_invariant": "P",
-    "finite": "F",
-}
-
 
 @dataclass
 class AuditRow:
@@ -67,9 +59,9 @@ def _check_one(spec: str, max_examples: int, seed: int) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     from exchange.checker import check
-    from exchange.cli.targets import resolve_target
+    from exchange.targets import resolve_target
 
-    # Library rows are named "target --param k=v ..." (adapters.LibraryRow.name).
+    # Library rows are named "target --param k=v ..." (libraries.LibraryRow.name).
     target_name, *params = [part.strip() for part in spec.split(" --param ")]
     target = resolve_target(target_name, dict(p.split("=", 1) for p in params))
     return check(target.loss_fn, max_examples=max_examples, seed=seed, regularizer=target.regularizer, name=spec).to_dict()
@@ -97,9 +89,9 @@ def audit(specs: list[str] | None = None, max_examples: int = 10, seed: int = 0,
             reports = [f.result() for f in futures]
     library_rows = {}
     if any(s.startswith(("trl:", "verl:", "openrlhf:")) for s in specs):
-        from exchange import adapters
+        from exchange import libraries
 
-        library_rows = {row.name: row for row in adapters.library_rows()}  # built once
+        library_rows = {row.name: row for row in libraries.library_rows()}  # built once
     rows = []
     for spec, rep in zip(specs, reports):
         source, expected, version = _meta(spec, library_rows)
@@ -126,7 +118,7 @@ DOCS = {
 
 def to_markdown(rows: list[AuditRow], max_examples: int, seed: int, command: str = "", title: str = "") -> str:
     props = list(PROPERTIES)
-    head = ["objective"] + [f"{SHORT[p]}" for p in props] + ["mech."] + [f"{SHORT[p]}" for p in props] + ["mech.", "= metadata", "source"]
+    head = ["objective"] + [f"{PROPERTY_LETTERS[p]}" for p in props] + ["mech."] + [f"{PROPERTY_LETTERS[p]}" for p in props] + ["mech.", "= metadata", "source"]
     command = command or f"exchange audit --format markdown --max-examples {max_examples} --seed {seed}"
     lines = [
         f"# {title or 'Audit: exchangeability of the built-in objectives'}",
@@ -137,11 +129,10 @@ def to_markdown(rows: list[AuditRow], max_examples: int, seed: int, command: str
         "on both sides of the clip ranges). Properties (docs/properties.md):",
         "",
     ]
-    lines += [f"- **{SHORT[p]}** `{p}`: {PROPERTIES[p].summary}" for p in props]
+    lines += [f"- **{PROPERTY_LETTERS[p]}** `{p}`: {PROPERTIES[p].summary}" for p in props]
     lines += [
         "",
-        "Mechanisms: M1 sequence coupling, M2 sign-dependent clipping, M3 per-response 1/L_i,",
-        "M4 advantages not zero-sum, M5 token weights from response-level statistics.",
+        "Mechanisms: " + ", ".join(f"{m.id} {m.title}" for m in MECHANISMS.values()) + ".",
         "`= metadata` compares the checker with the verdict derived in THEORY.md / the reference notes.",
         "",
         "| " + " | ".join(head) + " |",

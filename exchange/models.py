@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = [
     "TinyLMConfig",

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from exchange.checker import check
-from exchange.coefficients import LossFn
-from exchange.report import Report
+from exchange.core.coefficients import LossFn
+from exchange.checker.report import Report
 
 __all__ = ["assert_holds"]
 

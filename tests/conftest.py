@@ -39,7 +39,7 @@ def _no_leaked_torch_defaults():
 def need(library: str) -> None:
     """Skip (locally) or fail (CI=true) unless ``library`` is at the supported version:
     CI installs trl, verl and openrlhf, so there a missing library is an install bug."""
-    from exchange.adapters import unavailable_reason
+    from exchange.libraries import unavailable_reason
 
     reason = unavailable_reason(library)
     if reason is None:

@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _libraries_missing() -> str | None:
-    from exchange import adapters
+    from exchange import libraries
 
-    reasons = [adapters.unavailable_reason(lib) for lib in adapters.LIBRARIES]
+    reasons = [libraries.unavailable_reason(lib) for lib in libraries.LIBRARIES]
     reasons = [r for r in reasons if r]
     return "; ".join(reasons) or None
 

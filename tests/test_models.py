@@ -15,7 +15,7 @@ from exchange.models import (
     sequence_logits,
     tiny_hf_model,
 )
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 
 def _rollout(prompt=((1, 2), (0, 3)), tokens=((4, 5, 6), (4, 7, 0)), lengths=(3, 2)):

@@ -26,9 +26,9 @@ def run(args) -> int:
     if args.only_libraries:
         specs = []
     if args.libraries or args.only_libraries:
-        from exchange import adapters
+        from exchange import libraries
 
-        specs += [row.name for row in adapters.library_rows()]
+        specs += [row.name for row in libraries.library_rows()]
     rows = audit(specs, max_examples=args.max_examples, seed=args.seed, jobs=args.jobs)
     if args.format == "markdown":
         flags = " --variants" * args.variants + " --libraries" * args.libraries + " --only-libraries" * args.only_libraries
@@ -47,8 +47,8 @@ def _table(rows) -> None:
     from rich.table import Table
 
     from exchange.audit import SHORT
-    from exchange.objectives._spec import REGIMES
-    from exchange.properties import PROPERTIES
+    from exchange.core.vocabulary import REGIMES
+    from exchange.checker.properties import PROPERTIES
 
     table = Table(title="exchange audit (on-policy | off-policy)")
     table.add_column("objective")

@@ -27,9 +27,9 @@ def run(args) -> int:
     from rich.console import Console
 
     from exchange.checker import check
-    from exchange.cli.targets import parse_params, resolve_target
+    from exchange.targets import parse_param_items, resolve_target
 
-    target = resolve_target(args.target, parse_params(args.param))
+    target = resolve_target(args.target, parse_param_items(args.param))
     report = check(
         target.loss_fn,
         properties=args.properties,

@@ -55,7 +55,7 @@ def run(args) -> int:
         print(f"experiment {cfg.name}: {len(cfg.seeds)} seeds x 2 arms done in {exp_dir}")
         print(f"next: python -m exchange experiment report {exp_dir}")
         return 0
-    from exchange.lab.report import report_experiments
+    from exchange.lab.experiment_report import report_experiments
 
     verdicts = report_experiments(args.run_dirs, img_dir=args.img_dir, markdown=args.markdown,
                                   claims=args.claims, n_resamples=args.resamples)

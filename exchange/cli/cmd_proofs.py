@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
 
 
 def _backs(key: str) -> str:
-    from exchange.theorems import MECHANISM_THEOREMS, PROPERTY_THEOREMS
+    from exchange.theory.registry import MECHANISM_THEOREMS, PROPERTY_THEOREMS
 
     links = [p for p, ts in PROPERTY_THEOREMS.items() if key in ts]
     links += [m for m, ts in MECHANISM_THEOREMS.items() if key in ts]
@@ -39,14 +39,14 @@ def _backs(key: str) -> str:
 def _links_table():
     from rich.table import Table
 
-    from exchange.theorems import (MECHANISM_THEOREMS, MECHANISMS, PROPERTIES,
+    from exchange.theory.registry import (MECHANISM_THEOREMS, MECHANISMS, PROPERTY_NAMES,
                                    PROPERTY_THEOREMS, note_for)
 
     table = Table(title="Properties and mechanisms -> theorems")
     table.add_column("property / mechanism", overflow="fold")
     table.add_column("theorems", overflow="fold")
     table.add_column("note")
-    for name in PROPERTIES:
+    for name in PROPERTY_NAMES:
         table.add_row(name, ", ".join(PROPERTY_THEOREMS.get(name, ())) or "-", note_for(name))
     for name in MECHANISMS:
         table.add_row(name, ", ".join(MECHANISM_THEOREMS.get(name, ())) or "-", note_for(name))
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from exchange.proofs import CHECKED, COQC_MISSING, compile_proofs
-    from exchange.theorems import THEOREMS
+    from exchange.theory.coq import CHECKED, COQC_MISSING, compile_proofs
+    from exchange.theory.registry import THEOREMS
 
     console = Console()
     if args.no_compile:

@@ -1,7 +1,7 @@
 """The confirmation harness: paired training experiments for P1-P4 and the falsifier.
 
 One concept per module; the trainer is one readable loop whose maths comes from the
-package (``exchange.coefficients``, ``exchange.events``, ``exchange.objectives``):
+package (``exchange.core.coefficients``, ``exchange.core.events``, ``exchange.objectives``):
 
 - ``tasks``: synthetic verifiable tasks with zero-credit template/filler tokens;
 - ``sft``, ``sampling``: warm start and group sampling of a ``TinyLM`` policy;
@@ -18,7 +18,7 @@ use them.
 
 from exchange.lab.config import Arm, ExperimentConfig, RunConfig, load_experiment, parse_experiment
 from exchange.lab.experiment import run_dir, run_experiment
-from exchange.lab.report import report_experiment, report_experiments
+from exchange.lab.experiment_report import report_experiment, report_experiments
 from exchange.lab.stats import PairedEffect, paired_effect
 from exchange.lab.tasks import TASKS, Task, get_task, verify
 from exchange.lab.trainer import train_run

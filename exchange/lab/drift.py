@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from exchange.lab.tasks import PAD, ROLE_DECISION, ROLE_FILLER, ROLE_TEMPLATE, Task, token_roles
 from exchange.models import response_logprobs
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = ["make_probes", "probe_logprobs"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from exchange.events import Events, event_coefficients, events
+from exchange.core.events import Events, event_coefficients, events, shared_residual
 from exchange.lab.tasks import ROLE_DECISION, ROLE_FILLER, ROLE_TEMPLATE, token_roles
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = [
     "prop31_kl", "zero_credit_mask", "coefficient_tax", "clip_fractions", "zero_credit_gradient", "update_norm_share",
@@ -42,8 +42,8 @@ def coefficient_tax(kappa: Tensor, rollout: Rollout, ev: Events, zc: Tensor) -> 
     - ``tax/kappa_share``: ``sum_zc |kappa| / sum |kappa|`` over occurrences.
     - ``tax/event_share``: ``sum_{zc events} |K_e| / sum_e |K_e|`` after occurrences of one
       event are summed (what actually reaches the parameters through that event).
-    - ``tax/shared_residual``: ``sum_{shared} |K_e| / sum |kappa|``: shared-event mass that
-      failed to cancel, relative to all coefficient mass (0 under (Z)+(E), Thm T1).
+    - ``tax/shared_residual``: :func:`exchange.core.events.shared_residual`, the share of
+      shared-event mass that failed to cancel (0 under (Z)+(E), Thm T1).
     """
     absk = kappa.abs()
     total = float(absk.sum())
@@ -53,7 +53,7 @@ def coefficient_tax(kappa: Tensor, rollout: Rollout, ev: Events, zc: Tensor) -> 
     return {
         "tax/kappa_share": float(absk[zc].sum()) / total if total > 0 else None,
         "tax/event_share": float(K[zc_event].sum()) / k_total if k_total > 0 else None,
-        "tax/shared_residual": float(K[ev.shared].sum()) / total if total > 0 else None,
+        "tax/shared_residual": shared_residual(kappa, rollout, ev) if total > 0 else None,
     }
 
 

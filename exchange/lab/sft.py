@@ -13,7 +13,7 @@ from torch import nn
 
 from exchange.lab.tasks import PAD, Task
 from exchange.models import sequence_logits
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = ["sft_warm_start"]
 

@@ -2,10 +2,10 @@
 
     for step in steps:
         prompts  = task.sample_prompts(...)                 # exchange.lab.tasks
-        rollout  = sample_group_rollout(model, ...)         # exchange.lab.sampling
+        rollout  = sample_group_rollout(model, ...)         # exchange.lab.generation
         for epoch, minibatch in reuse(rollout):             # rollout reuse: ratios leave 1
             logprobs = response_logprobs(model, mb)         # exchange.models
-            kappa    = token_coefficients(loss_fn, ...)     # exchange.coefficients
+            kappa    = token_coefficients(loss_fn, ...)     # exchange.core.coefficients
             measure(kappa, ...)                             # exchange.lab.instruments
             loss_fn(logprobs, mb).backward(); opt.step()    # exchange.objectives.resolve(spec)
         evaluate(model) every eval_every steps              # greedy accuracy + drift probes
@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from exchange.coefficients import token_coefficients
+from exchange.core.coefficients import token_coefficients
 from exchange.errors import InvalidArgument
-from exchange.events import events
+from exchange.core.events import events
 from exchange.lab.config import RunConfig
 from exchange.lab.drift import make_probes, probe_logprobs
 from exchange.lab.instruments import (
@@ -39,11 +39,11 @@ from exchange.lab.instruments import (
     zero_credit_gradient, zero_credit_mask,
 )
 from exchange.lab.runlog import MetricsLog, atomic_torch_save, atomic_write_text, read_metrics
-from exchange.lab.sampling import greedy_accuracy, sample_group_rollout
+from exchange.lab.generation import greedy_accuracy, sample_group_rollout
 from exchange.lab.sft import sft_warm_start
 from exchange.lab.tasks import TEMPLATE, VOCAB_SIZE, Task, get_task
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = ["train_run", "warm_started_policy", "evaluate"]
 

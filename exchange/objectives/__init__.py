@@ -3,7 +3,7 @@
 ``get(name)`` returns an :class:`Objective`; ``names()`` lists the catalog families;
 ``resolve(spec, **params)`` turns ``"name"`` or ``"name+transform[+transform...]"`` into a
 bound ``loss_fn``. Restoring transformations (``min_replace``, ``adv_orthogonal``,
-``group_constant_norm``, ``sign_free_clip``) live in :mod:`exchange.objectives.transforms`;
+``group_constant_norm``, ``sign_free_clip``) live in :mod:`exchange.objectives.restoring`;
 ``variants()`` lists the transformed objectives the catalog documents and tests.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from exchange.errors import InvalidArgument
-from exchange.objectives._spec import REGIMES, Expected, Objective
+from exchange.core.vocabulary import REGIMES
+from exchange.objectives.objective import Expected, Objective
 from exchange.objectives.cispo import CISPO, CISPO_VERL
 from exchange.objectives.cov import CLIP_COV, KL_COV
 from exchange.objectives.dapo import DAPO
@@ -24,7 +25,7 @@ from exchange.objectives.gspo import GSPO, GSPO_TOKEN
 from exchange.objectives.ppo import PPO
 from exchange.objectives.reinforce import REINFORCE_PP, REMAX, RLOO
 from exchange.objectives.sapo import SAPO, SAPO_VERL
-from exchange.objectives.transforms import TRANSFORMS, apply_transforms, supports
+from exchange.objectives.restoring import TRANSFORMS, apply_transforms, supports
 
 __all__ = [
     "REGIMES",

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from exchange.errors import InvalidArgument
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum")
 SCALES = ("group", "none")

@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping
 from torch import Tensor
 
 from exchange.objectives._common import per_token, policy_ratio, unit_ratio
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 Params = Mapping[str, Any]
 CLIP_LEVELS = ("token", "sequence", "none")
@@ -117,7 +117,7 @@ def factored_objective(name: str, factors: Factors, **fields: Any):
     """An :class:`~exchange.objectives.Objective` whose loss is ``factored_loss(factors, ...)``."""
     import functools
 
-    from exchange.objectives._spec import Objective
+    from exchange.objectives.objective import Objective
 
     return Objective(name=name, loss=functools.partial(factored_loss, factors), factors=factors, **fields)
 

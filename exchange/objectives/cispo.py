@@ -20,9 +20,9 @@ import torch
 from torch import Tensor
 
 from exchange.objectives._factored import Factors, Params, factored_objective, fixed_norm
-from exchange.objectives._spec import Expected
+from exchange.objectives.objective import Expected
 from exchange.objectives.grpo import scaled_advantages
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 
 def truncated_is_surrogate(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Tensor:

@@ -28,10 +28,10 @@ import torch
 from torch import Tensor
 
 from exchange.objectives._common import aggregate, group_advantages, policy_ratio
-from exchange.objectives._spec import Expected
-from exchange.objectives._spec import Objective
-from exchange.objectives.grpo import CLIP_BREAKS
-from exchange.rollout import Rollout
+from exchange.objectives.objective import Expected
+from exchange.objectives.objective import Objective
+from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.core.rollout import Rollout
 
 
 def token_covariance(logprobs: Tensor, adv: Tensor, rollout: Rollout) -> Tensor:
@@ -95,11 +95,11 @@ def kl_cov_loss(
 # Derived: pruning copies of one event by advantage breaks (C) even in a group of
 # identical responses (zero_sum); the random pick is by batch position, so reordering
 # the responses changes which copy is pruned (permutation_invariant).
-_CLIP_COV_BREAKS = CLIP_BREAKS + ("zero_sum", "permutation_invariant")
+_CLIP_COV_BREAKS = CANCELLATION_BREAKS + ("zero_sum", "permutation_invariant")
 # Off-policy the |l - l_old| penalty lands on the top-covariance tokens whatever their
 # own advantage, tokens of an equal-reward group included (null_on_equal_rewards), and
 # torch.topk breaks covariance ties by position (permutation_invariant).
-_KL_COV_BREAKS = CLIP_BREAKS + ("null_on_equal_rewards", "permutation_invariant")
+_KL_COV_BREAKS = CANCELLATION_BREAKS + ("null_on_equal_rewards", "permutation_invariant")
 
 _COV_NOTES = (
     "Selection sizes round down as in verl: at the default ratio 2e-4 a small batch selects "

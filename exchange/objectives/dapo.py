@@ -10,8 +10,9 @@ shaping act on the data and the reward, not on the coefficients.
 from __future__ import annotations
 
 from exchange.objectives._factored import Factors, factored_objective, fixed_norm, ppo_sign_free, ppo_surrogate
-from exchange.objectives._spec import Expected
-from exchange.objectives.grpo import CLIP_BREAKS, scaled_advantages
+from exchange.objectives.objective import Expected
+from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.objectives.grpo import scaled_advantages
 
 DAPO_FACTORS = Factors(
     advantages=scaled_advantages, surrogate=ppo_surrogate, norm=fixed_norm("token-mean"), sign_free=ppo_sign_free
@@ -25,7 +26,7 @@ DAPO = factored_objective(
     defaults={"eps_low": 0.2, "eps_high": 0.28},
     expected={
         "on_policy": Expected.of(),
-        "off_policy": Expected.of(CLIP_BREAKS, ("M2",)),
+        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",)),
     },
     notes="Dynamic sampling and overlong reward shaping change the data and the rewards, not the loss; not modelled.",
 )

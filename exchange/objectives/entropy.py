@@ -41,9 +41,10 @@ from exchange.objectives._factored import (
     ppo_sign_free,
     ppo_surrogate,
 )
-from exchange.objectives._spec import Expected
-from exchange.objectives.grpo import CLIP_BREAKS, scaled_advantages
-from exchange.rollout import Rollout
+from exchange.objectives.objective import Expected
+from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.objectives.grpo import scaled_advantages
+from exchange.core.rollout import Rollout
 
 Z_SCOPES = ("response", "batch")
 
@@ -84,7 +85,7 @@ ENTROPY_8020 = factored_objective(
     summary="80/20 forking tokens: DAPO gradient on the top-20% entropy tokens of the batch",
     source="arXiv:2506.01939 (Beyond the 80/20 Rule); TRL top_entropy_quantile",
     defaults={"eps_low": 0.2, "eps_high": 0.28, "rho": 0.2},
-    expected={"on_policy": Expected.of(), "off_policy": Expected.of(CLIP_BREAKS, ("M2",))},
+    expected={"on_policy": Expected.of(), "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",))},
     notes="Normalised by all real tokens (TRL); whether the paper excludes masked tokens is unverified.",
 )
 

@@ -22,8 +22,8 @@ from exchange.objectives._factored import (
     linear_surrogate,
     logprob_ratio,
 )
-from exchange.objectives._spec import Expected
-from exchange.rollout import Rollout
+from exchange.objectives.objective import Expected
+from exchange.core.rollout import Rollout
 
 
 def gpg_advantages(rollout: Rollout, p: Params) -> Tensor:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from exchange.core.vocabulary import CANCELLATION_BREAKS
 from exchange.objectives._common import aggregation_weight, group_advantages, k3_kl
 from exchange.objectives._factored import (
     Factors,
@@ -31,10 +32,9 @@ from exchange.objectives._factored import (
     ppo_sign_free,
     ppo_surrogate,
 )
-from exchange.objectives._spec import Expected
-from exchange.rollout import Rollout
+from exchange.objectives.objective import Expected
+from exchange.core.rollout import Rollout
 
-CLIP_BREAKS = ("exchangeable", "shared_cancellation")
 
 
 def scaled_advantages(rollout: Rollout, p: Params) -> Tensor:
@@ -76,8 +76,8 @@ GRPO = factored_objective(
         "beta": 0.0,
     },
     expected={
-        "on_policy": Expected.of(CLIP_BREAKS, ("M3",)),
-        "off_policy": Expected.of(CLIP_BREAKS, ("M2", "M3")),
+        "on_policy": Expected.of(CANCELLATION_BREAKS, ("M3",)),
+        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2", "M3")),
     },
     regularizer=grpo_kl,
     notes=(
@@ -95,7 +95,7 @@ BNPO = factored_objective(
     defaults={"eps_low": 0.2, "eps_high": 0.2},
     expected={
         "on_policy": Expected.of(),
-        "off_policy": Expected.of(CLIP_BREAKS, ("M2",)),
+        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",)),
     },
     notes=(
         "Implements TRL's 'bnpo' aggregation (sum / local batch token count). The BNPO "
@@ -117,7 +117,7 @@ DR_GRPO = factored_objective(
     defaults={"eps_low": 0.2, "eps_high": 0.2, "max_length": 1024.0},
     expected={
         "on_policy": Expected.of(),
-        "off_policy": Expected.of(CLIP_BREAKS, ("M2",)),
+        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",)),
     },
     notes="max_length is the generation budget (TRL: max_completion_length); any constant keeps (E).",
 )

@@ -32,9 +32,10 @@ from exchange.objectives._factored import (
     ppo_sign_free,
     ppo_surrogate,
 )
-from exchange.objectives._spec import Expected
-from exchange.objectives.grpo import CLIP_BREAKS, scaled_advantages
-from exchange.rollout import Rollout
+from exchange.objectives.objective import Expected
+from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.objectives.grpo import scaled_advantages
+from exchange.core.rollout import Rollout
 
 
 def sequence_ratio(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
@@ -54,8 +55,8 @@ def token_sequence_ratio(logprobs: Tensor, rollout: Rollout, p: Params) -> Tenso
 
 
 _EXPECTED = {
-    "on_policy": Expected.of(CLIP_BREAKS, ("M3",)),
-    "off_policy": Expected.of(CLIP_BREAKS, ("M1", "M2", "M3")),
+    "on_policy": Expected.of(CANCELLATION_BREAKS, ("M3",)),
+    "off_policy": Expected.of(CANCELLATION_BREAKS, ("M1", "M2", "M3")),
 }
 
 GSPO = factored_objective(

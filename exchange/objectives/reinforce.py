@@ -31,8 +31,8 @@ from exchange.objectives._factored import (
     ppo_surrogate,
     logprob_ratio,
 )
-from exchange.objectives._spec import Expected
-from exchange.rollout import Rollout
+from exchange.objectives.objective import Expected
+from exchange.core.rollout import Rollout
 
 
 def leave_one_out(rollout: Rollout, p: Params) -> Tensor:

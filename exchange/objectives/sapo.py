@@ -23,9 +23,10 @@ import torch
 from torch import Tensor
 
 from exchange.objectives._factored import Factors, Params, agg_norm, factored_objective, fixed_norm
-from exchange.objectives._spec import Expected
-from exchange.objectives.grpo import CLIP_BREAKS, scaled_advantages
-from exchange.rollout import Rollout
+from exchange.objectives.objective import Expected
+from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.objectives.grpo import scaled_advantages
+from exchange.core.rollout import Rollout
 
 
 def _gate(rho: Tensor, adv: Tensor, tau: Tensor | float) -> Tensor:
@@ -47,7 +48,7 @@ def sapo_sign_free(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Ten
     return _gate(rho, adv, p["tau_pos"])
 
 
-_EXPECTED_OFF = Expected.of(CLIP_BREAKS, ("M2",))
+_EXPECTED_OFF = Expected.of(CANCELLATION_BREAKS, ("M2",))
 
 SAPO = factored_objective(
     "sapo",
@@ -71,7 +72,7 @@ SAPO_VERL = factored_objective(
     source="arXiv:2511.20347; verl 0.9.1 core_algos.py 'sapo'; TRL loss_type='sapo'",
     defaults={"tau_pos": 1.0, "tau_neg": 1.05},
     expected={
-        "on_policy": Expected.of(CLIP_BREAKS, ("M3",)),
-        "off_policy": Expected.of(CLIP_BREAKS, ("M2", "M3")),
+        "on_policy": Expected.of(CANCELLATION_BREAKS, ("M3",)),
+        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2", "M3")),
     },
 )

@@ -3,7 +3,7 @@
 For each prompt ``x``, groups of ``G`` responses are drawn from ``pi(. | x)``; in each
 group the objective's token coefficients ``kappa = exchange.token_coefficients(loss_fn,
 ...)`` (on-policy: ``old_logprobs = logprobs``) are summed per event (group, prefix,
-token), as in :mod:`exchange.events`. Across groups, events are identified by
+token), as in :mod:`exchange.core.events`. Across groups, events are identified by
 (prompt, prefix, token), so ``K_e = 0`` in a group where ``e`` does not occur.
 
 Two expectations per event:
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from exchange.coefficients import LossFn, token_coefficients_batched
+from exchange.core.coefficients import LossFn, token_coefficients_batched
 from exchange.errors import InvalidArgument
 from exchange.oracle.exact import ExactCredit
 from exchange.oracle.groups import count_groups, enumerate_groups, group_rollouts, sample_groups

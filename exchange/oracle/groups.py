@@ -17,7 +17,7 @@ import torch
 
 from exchange.errors import InvalidArgument
 from exchange.oracle.exact import Responses
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = ["count_groups", "enumerate_groups", "sample_groups", "group_rollouts"]
 

@@ -23,10 +23,10 @@ import torch
 from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
-from exchange.events import events
+from exchange.core.events import events
 from exchange.models import prefix_logits
 from exchange.paramspace import _params as P
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = ["KLPrediction", "context_mask", "kl_prediction"]
 

@@ -20,10 +20,10 @@ import torch
 from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
-from exchange.events import events
+from exchange.core.events import events
 from exchange.models import response_logprobs
 from exchange.paramspace import _params as P
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = [
     "OccurrenceGrads",
@@ -43,7 +43,7 @@ class OccurrenceGrads:
         grads: ``Tensor[M, D]`` one row per occurrence (parameters in ``names`` order).
         rows, positions: ``LongTensor[M]``, the occurrence ``(i, t)``.
         token_ids: ``LongTensor[M]``, ``o_i[t]``.
-        event_ids: ``LongTensor[M]``, the event of each occurrence (see exchange.events).
+        event_ids: ``LongTensor[M]``, the event of each occurrence (see exchange.core.events).
         names: parameter names; shapes: their shapes (to unflatten a row).
     """
 

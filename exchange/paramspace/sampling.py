@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
 from exchange.models import model_logits, sequence_logits
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = ["RewardFn", "rollout_from_tokens", "sample_rollout"]
 

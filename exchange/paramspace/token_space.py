@@ -26,10 +26,10 @@ from typing import Iterable
 import torch
 from torch import Tensor, nn
 
-from exchange.coefficients import LossFn, token_coefficients
+from exchange.core.coefficients import LossFn, token_coefficients
 from exchange.errors import InvalidArgument
 from exchange.models import output_head, sequence_logits
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 
 __all__ = ["TokenCancellation", "head_features", "token_space_cancellation"]
 

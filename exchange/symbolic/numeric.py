@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from exchange.errors import InvalidArgument
-from exchange.rollout import Rollout
+from exchange.core.rollout import Rollout
 from exchange.symbolic.derive import ClosedForm, Derivation
 
 __all__ = ["closed_form_coefficients", "closed_form_shared_K"]

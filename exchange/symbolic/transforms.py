@@ -1,5 +1,5 @@
 """Restoring transformations in closed form (THEORY.md T5, section 4b), mirroring
-``exchange/objectives/transforms.py``.
+``exchange/objectives/restoring.py``.
 
 A base family is given in factored form, ``J = sum_i norm_i (S(ratio_i, A_i) + X_i)``
 (``ratio`` the token ratio, the sequence ratio, or the unit ratio ``exp(l - sg l)``), and

@@ -4,7 +4,7 @@ Same arms as the CPU harness (an experiment TOML from experiments/configs/: the
 objective spec strings, seeds, epochs per rollout), on a local model and a local
 verifiable math JSONL ({"prompt": ..., "answer": ...} per line) with an exact-match
 verifier (exchange.lab.llm.exact_match_reward). The engine is
-exchange.integrations.trl.ExchangeGRPOTrainer, TRL's GRPOTrainer with the loss
+exchange.libraries.trl.trainer.ExchangeGRPOTrainer, TRL's GRPOTrainer with the loss
 replaced by the exchange objective; everything else (generation, optimizer,
 schedule, accelerate/DeepSpeed, vLLM) is TRL's, identical across the two arms.
 
@@ -41,7 +41,7 @@ KEY_MAP = {
     "completions/mean_length": "charts/length", "kl": "kl/ref", "grad_norm": "losses/grad_norm",
     "clip_ratio/low_mean": "clip/frac_low", "clip_ratio/high_mean": "clip/frac_high",
     "clip_ratio/region_mean": "clip/frac_region", "learning_rate": "losses/lr",
-    # ExchangeGRPOTrainer's own measurements (its definitions: exchange/integrations/trl.py)
+    # ExchangeGRPOTrainer's own measurements (its definitions: exchange/libraries/trl/trainer.py)
     "exchange/shared_residual": "tax/integration_shared_residual", "exchange/shared_events": "tax/shared_events",
     "exchange/learning_tax": "tax/integration_learning_tax",
 }
@@ -99,12 +99,12 @@ class _MetricsCallback:
 
 def _trainer_class():
     try:
-        from exchange.integrations.trl import ExchangeGRPOTrainer
+        from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
     except ImportError as err:
         from exchange.errors import InvalidArgument
 
         raise InvalidArgument(
-            f"exchange.integrations.trl.ExchangeGRPOTrainer is unavailable ({err}); install trl==1.16.0 "
+            f"exchange.libraries.trl.trainer.ExchangeGRPOTrainer is unavailable ({err}); install trl==1.16.0 "
             "(pip install 'exchange[trl]') on a checkout that has the TRL integration."
         ) from None
     return ExchangeGRPOTrainer

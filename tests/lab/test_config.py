@@ -2,7 +2,7 @@ import pytest
 
 from exchange.errors import InvalidArgument
 from exchange.lab.config import load_experiment, parse_experiment
-from _tiny import TINY_TOML, tiny_config
+from tests.lab._tiny import TINY_TOML, tiny_config
 
 
 def _data(**changes):

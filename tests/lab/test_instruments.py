@@ -2,12 +2,12 @@
 
 import torch
 
-from exchange.coefficients import token_coefficients
-from exchange.events import events
+from exchange.core.coefficients import token_coefficients
+from exchange.core.events import events
 from exchange.lab.instruments import (
     clip_fractions, coefficient_tax, context_kl, update_norm_share, zero_credit_gradient, zero_credit_mask,
 )
-from exchange.lab.sampling import sample_group_rollout
+from exchange.lab.generation import sample_group_rollout
 from exchange.lab.tasks import TASKS, VOCAB_SIZE, token_roles
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs
 from exchange.objectives import resolve
@@ -23,7 +23,7 @@ def _setup(seed=0):
 
 def _rollout_with_shared_prefix_and_varied_lengths():
     """Two groups; every response starts with the template (shared events), lengths differ."""
-    from exchange.rollout import Rollout
+    from exchange.core.rollout import Rollout
 
     tokens = torch.tensor([[4, 5, 12, 1, 0], [4, 5, 6, 13, 1], [4, 5, 6, 6, 12], [4, 5, 14, 1, 0]])
     mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1], [1, 1, 1, 1, 1], [1, 1, 1, 1, 0]]).bool()

@@ -16,7 +16,7 @@ from exchange.lab.config import load_experiment
 from exchange.lab.experiment import run_dir, run_experiment
 from exchange.lab.runlog import MetricsLog, read_metrics
 from exchange.lab.trainer import train_run
-from _tiny import tiny_config
+from tests.lab._tiny import tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
 
 
 def test_experiment_report_end_to_end(tmp_path):
-    from exchange.lab.report import BEGIN, END, report_experiments
+    from exchange.lab.experiment_report import BEGIN, END, report_experiments
 
     cfg = load_experiment(tiny_config(tmp_path, name="tinyrep", seeds=(0, 1), steps=3))
     exp_dir = run_experiment(cfg, tmp_path / "runs", progress=False)
@@ -134,7 +134,7 @@ def test_experiment_report_end_to_end(tmp_path):
 
 
 def test_report_refuses_unfinished_runs(tmp_path):
-    from exchange.lab.report import report_experiment
+    from exchange.lab.experiment_report import report_experiment
 
     cfg = load_experiment(tiny_config(tmp_path, name="unfinished", seeds=(0, 1), steps=2))
     exp_dir = run_experiment(cfg, tmp_path / "runs", progress=False)

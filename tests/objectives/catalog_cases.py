@@ -13,7 +13,8 @@ import hashlib
 import torch
 
 from exchange import Rollout, token_coefficients
-from exchange.events import event_coefficients, events
+from exchange.core.events import event_coefficients, events
+from exchange.core.events import shared_residual as events_shared_residual
 
 REL_TOL = 1e-9
 
@@ -91,11 +92,8 @@ def scale(kappa: torch.Tensor) -> float:
 
 
 def shared_residual(loss_fn, logprobs, rollout) -> float:
-    """``max |K_e|`` over shared events, relative to the coefficient scale (0 = (C) holds)."""
-    kappa = token_coefficients(loss_fn, logprobs, rollout)
-    ev = events(rollout)
-    k = event_coefficients(kappa, ev)[ev.shared]
-    return float(k.abs().max()) / scale(kappa) if k.numel() else 0.0
+    """The shared residual (exchange.core.events) of ``loss_fn``'s coefficients (0 = (C) holds)."""
+    return events_shared_residual(token_coefficients(loss_fn, logprobs, rollout), rollout)
 
 
 def direction(v: torch.Tensor) -> torch.Tensor | None:

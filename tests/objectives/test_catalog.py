@@ -12,9 +12,9 @@ import exchange.objectives as catalog
 from exchange import token_coefficients
 from exchange.errors import InvalidArgument, ObjectiveError
 from exchange.objectives import REGIMES, Expected, Objective
-from exchange.properties import PROPERTIES
+from exchange.checker.properties import PROPERTIES
 
-from catalog_cases import make_rollout
+from tests.objectives.catalog_cases import make_rollout
 
 REQUIRED = {
     "grpo", "bnpo", "dr_grpo", "dapo", "gspo", "gspo_token", "cispo", "cispo_verl", "sapo",

@@ -23,7 +23,7 @@ import torch
 import exchange
 import exchange.objectives as catalog
 from exchange.objectives import REGIMES
-from exchange.properties import PROPERTIES
+from exchange.checker.properties import PROPERTIES
 
 MAX_EXAMPLES = 5
 SLOW_MAX_EXAMPLES = 20

@@ -15,7 +15,7 @@ import exchange.objectives as catalog
 from exchange import token_coefficients
 from exchange.objectives._common import group_advantages
 
-from catalog_cases import exchangeable_on, make_rollout, shared_residual
+from tests.objectives.catalog_cases import exchangeable_on, make_rollout, shared_residual
 
 TOL = 1e-9
 PREFIX = [1, 2]

@@ -13,7 +13,7 @@ import exchange.objectives as catalog
 from exchange import token_coefficients
 from exchange.objectives._common import batch_whiten, group_advantages, rloo_advantages
 
-from catalog_cases import make_rollout
+from tests.objectives.catalog_cases import make_rollout
 
 GROUPS = [[[1, 2, 3, 4], [1, 2, 5], [1, 2, 3, 6, 7, 8], [1, 2, 9, 9, 9]], [[4, 1], [4, 2, 2], [4, 3]]]
 REWARDS = [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0]]

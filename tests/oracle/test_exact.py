@@ -13,7 +13,7 @@ from exchange.oracle import (
     Env, LMPolicy, TabularPolicy, event_policy_gradient, exact_credit, expected_reward, filler_env, get_env,
     parity_env, policy_gradient_coefficients,
 )
-from exchange.oracle.strategies import oracle_cases
+from exchange.oracle.env_strategies import oracle_cases
 
 SEEDS = st.integers(0, 10_000)
 SCALES = st.sampled_from([0.0, 0.5, 1.0, 3.0])

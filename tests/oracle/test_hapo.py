@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from exchange import token_coefficients
-from exchange.events import event_coefficients, events
+from exchange.core.events import event_coefficients, events
 from exchange.objectives._common import group_advantages
 from exchange.oracle import TabularPolicy, exact_credit, expected_coefficients, get_env, hapo_shared_coefficient
 from exchange.oracle.groups import enumerate_groups, group_rollouts

@@ -6,7 +6,7 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from exchange.oracle import conditional_mutual_information, entropy, exact_credit, hindsight_posterior
-from exchange.oracle.strategies import oracle_cases
+from exchange.oracle.env_strategies import oracle_cases
 
 # Both sides are sums of <= 6 float64 terms of size <= log 6: 1e-12 is ~1e4 ulps.
 TOL = 1e-12

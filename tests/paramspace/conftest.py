@@ -3,7 +3,7 @@
 import pytest
 
 from exchange.paramspace import sample_rollout
-from paramspace_helpers import rollout_for, tiny_lm
+from tests.paramspace.helpers import rollout_for, tiny_lm
 
 
 @pytest.fixture(scope="module")

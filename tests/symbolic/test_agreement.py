@@ -18,7 +18,7 @@ from exchange import token_coefficients
 from exchange.objectives import get
 from exchange.symbolic import closed_form, closed_form_coefficients, closed_form_shared_K, spec_names
 
-from rollouts import one_group
+from tests.symbolic.rollouts import one_group
 
 REL = 1e-9
 # Absolute floor: with (nearly) equal rewards sympy's R_i - mean(R) is exact while

@@ -1,0 +1,211 @@
+"""Declarative group configurations and the event-consistent rollouts they build.
+
+A :class:`Case` lists, per group, the response token sequences and rewards. Every
+per-token value (behaviour probability, ratio, reference probability, entropy) is a
+function of the token's *event* (group, prefix, token), so identical events always get
+identical values, as they do in a real batch. Values come from small grids, picked by a
+deterministic hash of ``(seed, event)``, and can be overridden per event.
+
+The checker mutates cases (``with_suffix_length`` ...) to build the variants of
+THEORY.md section 2 "Testing these on a black box".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+
+from exchange.errors import InvalidArgument
+from exchange.core.rollout import Rollout
+
+__all__ = [
+    "GroupConfig",
+    "Case",
+    "build",
+    "common_prefix",
+    "RATIOS",
+    "OLD_PROBS",
+    "ENTROPIES",
+]
+
+# Ratios straddle the usual clip ranges (0.2 / 0.28) on both sides; 1.0 first so that
+# shrinking moves towards on-policy. max(ratio) * max(old prob) <= 1 keeps log-probs <= 0.
+RATIOS = (1.0, 0.9, 1.1, 0.7, 1.5, 0.5, 1.25, 0.85, 2.0)
+OLD_PROBS = (0.5, 0.25, 0.4, 0.1, 0.05)
+REF_PROBS = (0.5, 0.3, 0.2, 0.45, 0.1)
+ENTROPIES = (1.0, 0.5, 1.5, 0.1, 0.8, 2.0)
+
+EventKey = tuple  # (group index, token, token, ...): the prefix including the token
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """One prompt's responses (token ids, each non-empty) and their rewards."""
+
+    responses: tuple[tuple[int, ...], ...]
+    rewards: tuple[float, ...]
+    baseline: float = 0.0  # per-group baseline reward (ReMax's greedy reward)
+
+    def __post_init__(self) -> None:
+        if len(self.responses) != len(self.rewards):
+            raise InvalidArgument(
+                f"GroupConfig: {len(self.responses)} responses but {len(self.rewards)} rewards; give one reward per response."
+            )
+        if len(self.responses) < 2:
+            raise InvalidArgument("GroupConfig: a group needs at least 2 responses.")
+        if any(len(r) == 0 for r in self.responses):
+            raise InvalidArgument("GroupConfig: every response needs at least 1 token.")
+
+    def __repr__(self) -> str:
+        return f"GroupConfig(responses={self.responses!r}, rewards={self.rewards!r})"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A batch configuration: groups plus how per-event values are chosen.
+
+    Fields:
+        groups: the prompts' groups, in order (group id = index).
+        off_policy: when False every ratio is 1 (``logprobs == old_logprobs``) except
+            explicit ``ratio`` overrides.
+        seed: picks grid values per event (deterministically).
+        ratio / entropy / old_prob: overrides ``((event_key, value), ...)`` where
+            ``event_key = (group, *prefix_and_token)``.
+        entropy_all: if set, the entropy of every event without an override.
+        pad_to: pad the token dimension to at least this length.
+        length_limit: the generation limit; responses this long are ``truncated``
+            (objectives such as TRL's ``mask_truncated_completions`` read it).
+    """
+
+    groups: tuple[GroupConfig, ...]
+    off_policy: bool = False
+    seed: int = 0
+    ratio: tuple[tuple[EventKey, float], ...] = ()
+    entropy: tuple[tuple[EventKey, float], ...] = ()
+    old_prob: tuple[tuple[EventKey, float], ...] = ()
+    entropy_all: float | None = None
+    pad_to: int = 0
+    length_limit: int | None = None
+
+    def __repr__(self) -> str:
+        fields = [f"groups={self.groups!r}", f"off_policy={self.off_policy}", f"seed={self.seed}"]
+        for name in ("ratio", "entropy", "old_prob"):
+            if getattr(self, name):
+                fields.append(f"{name}={getattr(self, name)!r}")
+        if self.entropy_all is not None:
+            fields.append(f"entropy_all={self.entropy_all}")
+        if self.length_limit is not None:
+            fields.append(f"length_limit={self.length_limit}")
+        return "Case(" + ", ".join(fields) + ")"
+
+    # ------------------------------------------------------------ mutations
+    def with_group(self, g: int, group: GroupConfig) -> "Case":
+        groups = list(self.groups)
+        groups[g] = group
+        return replace(self, groups=tuple(groups))
+
+    def with_response(self, g: int, i: int, tokens: tuple[int, ...]) -> "Case":
+        responses = list(self.groups[g].responses)
+        responses[i] = tuple(tokens)
+        return self.with_group(g, replace(self.groups[g], responses=tuple(responses)))
+
+    def suffix_keys(self, g: int, i: int) -> list[EventKey]:
+        """Event keys of response ``i`` of group ``g`` after the group's common prefix."""
+        resp = self.groups[g].responses[i]
+        p = common_prefix(self.groups[g].responses)
+        return [(g, *resp[: t + 1]) for t in range(p, len(resp))]
+
+    def shared_keys(self, g: int) -> list[EventKey]:
+        """Event keys of the group's common prefix (its shared events)."""
+        resp = self.groups[g].responses[0]
+        return [(g, *resp[: t + 1]) for t in range(common_prefix(self.groups[g].responses))]
+
+    def with_ratio(self, keys: list[EventKey], value: float) -> "Case":
+        return replace(self, ratio=self.ratio + tuple((k, value) for k in keys))
+
+    def with_entropy(self, keys: list[EventKey], value: float) -> "Case":
+        return replace(self, entropy=self.entropy + tuple((k, value) for k in keys))
+
+
+def common_prefix(responses: tuple[tuple[int, ...], ...]) -> int:
+    """Length of the longest prefix shared by every response."""
+    n = min(len(r) for r in responses)
+    first = responses[0]
+    for t in range(n):
+        if any(r[t] != first[t] for r in responses[1:]):
+            return t
+    return n
+
+
+_SALT = {"old": 1, "ratio": 2, "entropy": 3, "ref": 4}
+
+
+def _pick(grid: tuple[float, ...], seed: int, key: EventKey, salt: str) -> float:
+    # hash() of a tuple of ints is deterministic across processes (only str/bytes hashing
+    # is randomised), and far cheaper than seeding a generator per event.
+    return grid[hash((seed, _SALT[salt], key)) % len(grid)]
+
+
+def build(case: Case) -> Rollout:
+    """The event-consistent :class:`Rollout` of ``case`` (float64, ``logprobs`` filled)."""
+    rows: list[tuple[int, ...]] = []
+    groups: list[int] = []
+    rewards: list[float] = []
+    baselines: list[float] = []
+    for g, grp in enumerate(case.groups):
+        for resp, reward in zip(grp.responses, grp.rewards):
+            rows.append(resp)
+            groups.append(g)
+            rewards.append(float(reward))
+            baselines.append(float(grp.baseline))
+    t_max = max(max(len(r) for r in rows), case.pad_to)
+    ratio_over = dict(case.ratio)
+    ent_over = dict(case.entropy)
+    old_over = dict(case.old_prob)
+    # Python lists first, one tensor each at the end: per-element tensor writes are slow.
+    tok_rows, old_rows, cur_rows, ref_rows, ent_rows = [], [], [], [], []
+    for resp, g in zip(rows, groups):
+        pad = [0] * (t_max - len(resp))
+        fpad = [0.0] * (t_max - len(resp))
+        old_row, cur_row, ref_row, ent_row = [], [], [], []
+        for t in range(len(resp)):
+            key = (g, *resp[: t + 1])
+            p_old = old_over.get(key) or _pick(OLD_PROBS, case.seed, key, "old")
+            r = ratio_over.get(key, _pick(RATIOS, case.seed, key, "ratio") if case.off_policy else 1.0)
+            default_h = case.entropy_all if case.entropy_all is not None else _pick(ENTROPIES, case.seed, key, "entropy")
+            h = ent_over.get(key, default_h)
+            if p_old * r > 1.0:
+                raise InvalidArgument(
+                    f"Case: event {key} has old prob {p_old} x ratio {r} > 1; lower the ratio override."
+                )
+            old_row.append(math.log(p_old))
+            cur_row.append(math.log(p_old) + math.log(r))
+            ref_row.append(math.log(_pick(REF_PROBS, case.seed, key, "ref")))
+            ent_row.append(h)
+        tok_rows.append(list(resp) + pad)
+        old_rows.append(old_row + fpad)
+        cur_rows.append(cur_row + fpad)
+        ref_rows.append(ref_row + fpad)
+        ent_rows.append(ent_row + fpad)
+    f64 = torch.float64
+    lengths = torch.tensor([len(r) for r in rows])
+    tokens = torch.tensor(tok_rows, dtype=torch.long)
+    mask = torch.arange(t_max)[None, :] < lengths[:, None]
+    old = torch.tensor(old_rows, dtype=f64)
+    cur = torch.tensor(cur_rows, dtype=f64)
+    ref = torch.tensor(ref_rows, dtype=f64)
+    ent = torch.tensor(ent_rows, dtype=f64)
+    return Rollout(
+        tokens=tokens,
+        mask=mask,
+        rewards=torch.tensor(rewards, dtype=torch.float64),
+        group=torch.tensor(groups, dtype=torch.long),
+        old_logprobs=old,
+        ref_logprobs=ref,
+        entropy=ent,
+        logprobs=cur,
+        baseline_rewards=torch.tensor(baselines, dtype=torch.float64),
+        truncated=lengths >= case.length_limit if case.length_limit else torch.zeros(len(rows), dtype=torch.bool),
+    )

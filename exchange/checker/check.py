@@ -1,0 +1,247 @@
+"""``check``: audit a loss function for (Z), (E), (C) and friends (THEORY.md section 2).
+
+For each regime (on-policy: every ratio is 1; off-policy: event-consistent ratios on
+both sides of the usual clip ranges) the checker
+
+1. runs the targeted probes (:mod:`exchange.checker.probes`): minimal groups that isolate one
+   mechanism each; a property broken by a probe gets that probe's group as its
+   counterexample and the probe's mechanism id;
+2. fuzzes every property the probes did not break with Hypothesis (``max_examples``
+   examples, ``seed``), shrinking any failure to a minimal group.
+
+A property that was never informative (no example could have failed it) is reported as
+broken with a note, never as holding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+
+from exchange.checker.cases import build
+from exchange.core.coefficients import Engine, LossFn, token_coefficients
+from exchange.errors import InvalidArgument, ObjectiveError
+from exchange.core.events import events
+from exchange.core.vocabulary import PROPERTY_THEOREMS, REGIMES
+from exchange.checker.probes import PROBES, run_probes
+from exchange.checker.properties import PROPERTIES, Evaluation, get_property
+from exchange.checker.report import PropertyResult, RegularizerReport, Report
+
+__all__ = ["check"]
+
+# A property needs at least this share of informative examples to be called "holds".
+MIN_INFORMATIVE_SHARE = 0.1
+
+
+class _Falsified(Exception):
+    def __init__(self, evaluation: Evaluation) -> None:
+        super().__init__(evaluation.mismatches[:1])
+        self.evaluation = evaluation
+
+
+@dataclass
+class _Tally:
+    examples: int = 0
+    informative: int = 0
+    max_residual: float = 0.0
+
+
+def _fuzz(engine: Engine, name: str, regime: str, max_examples: int, seed: int) -> tuple[_Tally, Evaluation | None]:
+    prop = get_property(name)
+    tally = _Tally()
+
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        verbosity=Verbosity.quiet,
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    @hypothesis_seed(seed)
+    @given(prop.examples(regime))
+    def run(example) -> None:
+        try:
+            ev = prop.evaluate(engine, example, regime)
+        except ObjectiveError as err:
+            raise _Falsified(_error_evaluation(example, err)) from err
+        tally.examples += 1
+        tally.informative += ev.informative
+        if ev.residual > prop.tolerance:
+            raise _Falsified(ev)
+        tally.max_residual = max(tally.max_residual, ev.residual)
+
+    try:
+        run()
+    except _Falsified as failure:
+        tally.max_residual = max(tally.max_residual, failure.evaluation.residual)
+        return tally, failure.evaluation
+    return tally, None
+
+
+def _error_evaluation(example, err: ObjectiveError) -> Evaluation:
+    case = example[0] if isinstance(example, tuple) else example
+    rollout = build(case)
+    return Evaluation(float("inf"), True, rollout, torch.zeros_like(rollout.old_logprobs), [str(err)])
+
+
+def _regularizer_report(regularizer: LossFn) -> RegularizerReport:
+    """Coefficients of the KL/entropy channel on an off-policy probe group."""
+    from dataclasses import replace
+
+    case = replace(PROBES[0].case, off_policy=True)
+    rollout = build(case)
+    kappa = token_coefficients(regularizer, rollout.logprobs, rollout)
+    other = rollout.replace(rewards=rollout.rewards.flip(0) * 3.0 + 1.0)
+    kappa_other = token_coefficients(regularizer, other.logprobs, other)
+    ev = events(rollout)
+    valid = ev.ids >= 0
+    ids, vals = ev.ids[valid], kappa[valid]
+    first = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amax", include_self=False)
+    last = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amin", include_self=False)
+    scale = float(kappa.abs().max()) + 1e-300
+    return RegularizerReport(
+        max_abs=float(kappa.abs().max()),
+        event_consistent=bool(((first - last).abs() <= 1e-9 * scale).all()),
+        reward_independent=bool(((kappa - kappa_other).abs() <= 1e-9 * scale).all()),
+    )
+
+
+def _validate(properties, max_examples, seed, regimes) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if properties is None:
+        names = tuple(PROPERTIES)
+    else:
+        if isinstance(properties, str):
+            properties = (properties,)
+        names = tuple(get_property(p).name for p in properties)
+        if not names:
+            raise InvalidArgument("properties=() is empty; pass None to check every property.")
+    if not isinstance(max_examples, int) or isinstance(max_examples, bool) or max_examples < 1:
+        raise InvalidArgument(f"max_examples={max_examples!r} must be an integer >= 1.")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise InvalidArgument(f"seed={seed!r} must be an integer >= 0.")
+    if isinstance(regimes, str):
+        regimes = (regimes,)
+    bad = [r for r in regimes if r not in REGIMES]
+    if bad or not regimes:
+        raise InvalidArgument(f"regimes={tuple(regimes)!r}: choose from {REGIMES}.")
+    return names, tuple(r for r in REGIMES if r in regimes)
+
+
+def check(
+    loss_fn: LossFn,
+    properties=None,
+    max_examples: int = 200,
+    seed: int = 0,
+    regimes=REGIMES,
+    regularizer: LossFn | None = None,
+    name: str | None = None,
+    batched: bool = False,
+) -> Report:
+    """Check ``loss_fn(logprobs [N, T], rollout) -> loss`` for exchangeability.
+
+    Args:
+        loss_fn: the objective, returning a loss to minimise (reward-driven part).
+        properties: names to check (default: all of :data:`exchange.checker.properties.PROPERTIES`).
+        max_examples: Hypothesis examples per fuzzed property and regime.
+        seed: fixes the fuzzing; the same seed reproduces the same report.
+        regimes: ``"on_policy"`` and/or ``"off_policy"``.
+        regularizer: optional KL/entropy term, reported in its own channel.
+        name: label for the report (default: ``loss_fn.__name__``).
+        batched: try the vmapped coefficient path (see ``benchmarks/audit_speed.py``:
+            for the checker's small groups the autograd loop is faster, so it is off).
+    """
+    if not callable(loss_fn):
+        raise InvalidArgument(f"loss_fn={loss_fn!r} is not callable; pass loss_fn(logprobs, rollout) -> Tensor.")
+    names, regimes = _validate(properties, max_examples, seed, regimes)
+    label = name or getattr(loss_fn, "__name__", None) or type(loss_fn).__name__
+    engine = Engine(loss_fn, batched=batched)
+    smoke = build(PROBES[0].case)
+    token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
+
+    results: dict[tuple[str, str], PropertyResult] = {}
+    mechanisms: dict[str, list[str]] = {}
+    for regime in regimes:
+        probes = run_probes(engine, regime)
+        mechanisms[regime] = sorted({p.probe.mechanism for p in probes if p.mechanism_found})
+        for prop_name in names:
+            prop = PROPERTIES[prop_name]
+            theorems = PROPERTY_THEOREMS.get(prop_name, ())
+            if prop.regime_free and regime != regimes[0]:
+                results[(regime, prop_name)] = results[(regimes[0], prop_name)]
+                continue
+            failed = next(
+                (
+                    (p, p.evaluations[prop_name])
+                    for p in probes
+                    if prop_name in p.evaluations and p.evaluations[prop_name].residual > prop.tolerance
+                ),
+                None,
+            )
+            if failed is not None:
+                probe_result, ev = failed
+                results[(regime, prop_name)] = _result(prop_name, regime, prop.tolerance, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
+                continue
+            probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
+            tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed)
+            if failure is not None:
+                results[(regime, prop_name)] = _result(
+                    prop_name, regime, prop.tolerance, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
+                )
+                continue
+            res = PropertyResult(
+                name=prop_name,
+                regime=regime,
+                holds=True,
+                max_residual=max(tally.max_residual, probe_max),
+                examples=tally.examples,
+                informative=tally.informative,
+                tolerance=prop.tolerance,
+                found_by="",
+                theorems=theorems,
+            )
+            if tally.informative < MIN_INFORMATIVE_SHARE * max(tally.examples, 1):
+                res.holds = False
+                res.found_by = "vacuity guard"
+                res.note = (
+                    f"inconclusive: only {tally.informative} of {tally.examples} examples could have failed; "
+                    "raise max_examples"
+                )
+            results[(regime, prop_name)] = res
+    reproduce = f"exchange check {label} --seed {seed} --max-examples {max_examples}"
+    return Report(
+        objective=label,
+        regimes=regimes,
+        properties=names,
+        results=results,
+        mechanisms_by_regime=mechanisms,
+        seed=seed,
+        max_examples=max_examples,
+        regularizer=None if regularizer is None else _regularizer_report(regularizer),
+        reproduce=reproduce,
+    )
+
+
+def _result(name, regime, tolerance, ev: Evaluation, found_by, examples, informative, theorems) -> PropertyResult:
+    return PropertyResult(
+        name=name,
+        regime=regime,
+        holds=False,
+        max_residual=ev.residual,
+        examples=examples,
+        informative=informative,
+        tolerance=tolerance,
+        found_by=found_by,
+        counterexample=ev.rollout,
+        kappa=ev.kappa,
+        variant=ev.variant,
+        variant_kappa=ev.variant_kappa,
+        mismatches=list(ev.mismatches),
+        note=ev.note,
+        theorems=theorems,
+    )

@@ -1,0 +1,200 @@
+"""Targeted probes: small hand-built groups that find breaks fast and name the mechanism.
+
+Each probe isolates one mechanism of THEORY.md section 4 by changing one thing only:
+
+| probe | changes | property | mechanism |
+|---|---|---|---|
+| identical_responses | nothing: G copies of a response, two groups on different reward scales | zero_sum | M4 |
+| tied_group | one group with equal rewards next to a mixed one | null_on_equal_rewards | M4 |
+| suffix_length | one response's suffix length, on-policy, constant entropy | exchangeable (per-response rescaling) | M3 |
+| suffix_entropy | one response's suffix entropies, on-policy, equal lengths | exchangeable | M5 |
+| suffix_ratio | one response's suffix ratios (1.0 -> 1.1, inside every usual clip range) | exchangeable | M1 |
+| shared_ratio_high/low | one shared event's ratio to 1.5 / 0.5 (outside the clip range) | exchangeable | M2 |
+
+Probes that need ratios != 1 run only in the off-policy regime. Every probe also checks
+shared-event cancellation (C) on the rollouts it builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from exchange.checker.cases import Case, GroupConfig, common_prefix
+from exchange.core.coefficients import Engine
+from exchange.core.events import events
+from exchange.checker.mutations import Mutation
+from exchange.checker.properties import (
+    RTOL_CANCEL,
+    RTOL_DIRECTION,
+    RTOL_EQUAL,
+    Evaluation,
+    _eval_null,
+    _eval_zero_sum,
+    build_pair,
+    cancellation,
+    exchangeability,
+)
+
+__all__ = ["Probe", "ProbeResult", "PROBES", "run_probes"]
+
+_SIGNATURE_RTOL = 1e-6
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    description: str
+    attributes: str  # the property whose failure attributes ``mechanism``
+    mechanism: str
+    case: Case
+    mutation: Mutation | None = None
+    off_policy_only: bool = False
+
+
+@dataclass
+class ProbeResult:
+    probe: Probe
+    evaluations: dict[str, Evaluation] = field(default_factory=dict)  # property -> evaluation
+    mechanism_found: bool = False
+
+
+_EQUAL_LENGTHS = GroupConfig(
+    responses=((1, 2, 0, 1), (1, 2, 1, 3), (1, 2, 3, 0), (1, 2, 2, 2)),
+    rewards=(1.0, 0.0, 0.0, 1.0),
+)
+_UNEQUAL_LENGTHS = GroupConfig(
+    responses=((1, 2, 3), (1, 2, 0, 1, 3), (1, 2, 3, 3), (1, 2, 2, 0, 1, 2)),
+    rewards=(1.0, 0.0, 0.0, 1.0),
+)
+
+# The moved shared event is a common token (behaviour prob 0.5), so even trust regions
+# that widen for rare tokens (DCPO: r(r-1) <= eps/q) exclude ratios 2.0 and 0.25.
+# Every entropy is 1 so that entropy-driven weights (M5) cannot masquerade as M1/M2.
+_COMMON_EVENT = Case(groups=(_EQUAL_LENGTHS,), old_prob=(((0, 1, 2), 0.5),), entropy_all=1.0)
+
+PROBES: tuple[Probe, ...] = (
+    Probe(
+        "identical_responses",
+        "G identical responses with different rewards, two groups on different reward scales, on-policy",
+        "zero_sum",
+        "M4",
+        # Length 4 with varied entropies: entropy-based reallocations (HAPO) are not all
+        # clipped to |A|/phi, which would hide their non-zero sum.
+        Case(groups=(GroupConfig(((1, 2, 3, 0),) * 3, (1.0, 0.0, 0.0)), GroupConfig(((1, 3, 2, 2),) * 2, (5.0, 3.0)))),
+    ),
+    Probe(
+        "tied_group",
+        "one group with all rewards equal beside a mixed group, on-policy",
+        "null_on_equal_rewards",
+        "M4",
+        Case(groups=(GroupConfig(((1, 2), (1, 3)), (1.0, 1.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0)))),
+    ),
+    Probe(
+        "suffix_length",
+        "shared prefix, one response's suffix made longer, on-policy, every entropy equal",
+        "exchangeable",
+        "M3",
+        Case(groups=(_UNEQUAL_LENGTHS,), entropy_all=1.0),
+        Mutation("length", 0, 0, 7),
+    ),
+    Probe(
+        "suffix_entropy",
+        "shared prefix, equal lengths, every entropy 1 then one response's suffix entropies 3, on-policy",
+        "exchangeable",
+        "M5",
+        Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0),
+        Mutation("entropy", 0, 0, 3.0),
+    ),
+    Probe(
+        "suffix_ratio",
+        "shared prefix at ratio 1, one response's suffix ratios 1.0 -> 1.1, every entropy 1",
+        "exchangeable",
+        "M1",
+        Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0),
+        Mutation("ratio", 0, 0, 1.1),
+        off_policy_only=True,
+    ),
+    Probe(
+        "shared_ratio_high",
+        "a shared event (behaviour prob 0.5) moved to ratio 2.0, above any usual trust region",
+        "exchangeable",
+        "M2",
+        _COMMON_EVENT,
+        Mutation("shared_ratio", 0, 0, 2.0, position=1),
+        off_policy_only=True,
+    ),
+    Probe(
+        "shared_ratio_low",
+        "a shared event (behaviour prob 0.5) moved to ratio 0.25, below any usual trust region",
+        "exchangeable",
+        "M2",
+        _COMMON_EVENT,
+        Mutation("shared_ratio", 0, 0, 0.25, position=1),
+        off_policy_only=True,
+    ),
+)
+
+
+def _per_response_rescaling(alpha: Tensor, alpha_v: Tensor, mutated: int) -> bool:
+    """M3 signature: every other response's coefficient rescales by one common factor,
+    and the mutated response's by a different one (a per-response weight such as 1/L_i)."""
+    scale = float(alpha.abs().max())
+    ok = alpha.abs() > 1e-9 * scale
+    if not bool(ok[mutated]) or int(ok.sum()) < 3:
+        return False
+    q = alpha_v / torch.where(ok, alpha, torch.ones_like(alpha))
+    others = [float(q[i]) for i in range(len(q)) if i != mutated and bool(ok[i])]
+    ref = others[0]
+    same = all(abs(x - ref) <= _SIGNATURE_RTOL * abs(ref) for x in others)
+    return same and abs(float(q[mutated]) - ref) > _SIGNATURE_RTOL * abs(ref)
+
+
+def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
+    from dataclasses import replace
+
+    result = ProbeResult(probe)
+    case = replace(probe.case, off_policy=False)  # probes set their ratios explicitly
+    if probe.mutation is None:
+        evaluate = _eval_zero_sum if probe.attributes == "zero_sum" else _eval_null
+        ev = evaluate(engine, case, "on_policy")
+        result.evaluations[probe.attributes] = ev
+        if probe.attributes == "zero_sum":
+            result.evaluations["shared_cancellation"] = ev
+        result.mechanism_found = ev.residual > (RTOL_CANCEL if probe.attributes == "zero_sum" else RTOL_EQUAL)
+        return result
+    variant_case = probe.mutation.apply(case)
+    base, variant = build_pair(case, variant_case)
+    kappa, kappa_v = engine([base, variant])
+    ex = exchangeability(base, kappa, variant, kappa_v, case, variant_case, repr(probe.mutation))
+    ex.note = f"probe {probe.name}: {probe.description}"
+    result.evaluations["exchangeable"] = ex
+    # (C) on both rollouts: the base when it fails (smaller), else the variant.
+    for rollout, k in ((base, kappa), (variant, kappa_v)):
+        evs = events(rollout)
+        res, mism = cancellation(rollout, k, evs, evs.shared)
+        result.evaluations["shared_cancellation"] = Evaluation(
+            res, True, rollout, k, mism, note=f"probe {probe.name}: {probe.description}"
+        )
+        if res > RTOL_CANCEL:
+            break
+    # Attribute the probe's mechanism only when the base alone is exchangeable: then the
+    # one thing the probe changed is what broke it.
+    base_only = exchangeability(base, kappa, base, kappa, case, case, "base")
+    if ex.residual > RTOL_DIRECTION and base_only.residual <= RTOL_DIRECTION:
+        if probe.mechanism == "M3":
+            g, i = probe.mutation.group, probe.mutation.response
+            rows = (base.group == g).nonzero().flatten()
+            p = common_prefix(case.groups[g].responses)
+            result.mechanism_found = p > 0 and _per_response_rescaling(kappa[rows, 0], kappa_v[rows, 0], i)
+        else:
+            result.mechanism_found = True
+    return result
+
+
+def run_probes(engine: Engine, regime: str) -> list[ProbeResult]:
+    """Every probe that applies to ``regime`` ("on_policy" or "off_policy")."""
+    off = regime == "off_policy"
+    return [_run_probe(engine, p) for p in PROBES if off or not p.off_policy_only]

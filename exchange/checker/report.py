@@ -1,0 +1,182 @@
+"""``Report``: the verdict of one objective, per property and regime.
+
+A report holds, for each (regime, property): whether it holds, the largest normalised
+residual seen, how many examples were tried (and how many could have failed), and for
+a broken property a minimal counterexample with every disagreeing event. It renders as
+a table (``str(report)``) and as JSON (``report.to_json()``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import Tensor
+
+from exchange.errors import InvalidArgument
+from exchange.core.rollout import Rollout
+
+__all__ = ["PropertyResult", "RegularizerReport", "Report"]
+
+
+
+@dataclass
+class PropertyResult:
+    name: str
+    regime: str
+    holds: bool
+    max_residual: float
+    examples: int
+    informative: int
+    tolerance: float
+    found_by: str = ""  # "probe <name>" or "fuzz" (shrunk)
+    counterexample: Rollout | None = None
+    kappa: Tensor | None = None
+    variant: Rollout | None = None
+    variant_kappa: Tensor | None = None
+    mismatches: list[str] = field(default_factory=list)
+    note: str = ""
+    theorems: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "holds": self.holds,
+            "max_residual": _finite(self.max_residual),
+            "examples": self.examples,
+            "informative": self.informative,
+            "tolerance": self.tolerance,
+            "counterexample": None,
+            "theorems": list(self.theorems),
+        }
+        if self.counterexample is not None:
+            cx = {"rollout": self.counterexample.to_dict(), "found_by": self.found_by, "mismatches": self.mismatches}
+            if self.kappa is not None:
+                cx["kappa"] = self.kappa.tolist()
+            if self.variant is not None:
+                cx["variant"] = self.variant.to_dict()
+                cx["variant_kappa"] = None if self.variant_kappa is None else self.variant_kappa.tolist()
+            out["counterexample"] = cx
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass
+class RegularizerReport:
+    """The KL / entropy channel, kept apart from the reward-driven coefficients."""
+
+    max_abs: float
+    event_consistent: bool  # identical events get identical coefficients
+    reward_independent: bool  # changing the rewards does not change it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_abs_coefficient": self.max_abs,
+            "event_consistent": self.event_consistent,
+            "reward_independent": self.reward_independent,
+        }
+
+
+def _finite(x: float) -> float | str:
+    return x if x == x and abs(x) != float("inf") else str(x)
+
+
+@dataclass
+class Report:
+    objective: str
+    regimes: tuple[str, ...]
+    properties: tuple[str, ...]
+    results: dict[tuple[str, str], PropertyResult]
+    mechanisms_by_regime: dict[str, list[str]]
+    seed: int
+    max_examples: int
+    regularizer: RegularizerReport | None = None
+    reproduce: str = ""
+
+    # ------------------------------------------------------------------ API
+    def _check_name(self, name: str, regime: str | None) -> None:
+        if name not in self.properties:
+            raise InvalidArgument(f"property={name!r} was not checked; checked: {', '.join(self.properties)}.")
+        if regime is not None and regime not in self.regimes:
+            raise InvalidArgument(f"regime={regime!r} was not checked; checked: {', '.join(self.regimes)}.")
+
+    def result(self, name: str, regime: str) -> PropertyResult:
+        self._check_name(name, regime)
+        return self.results[(regime, name)]
+
+    def holds(self, name: str, regime: str | None = None) -> bool:
+        """Whether ``name`` held in ``regime`` (``None``: in every checked regime)."""
+        self._check_name(name, regime)
+        regimes = self.regimes if regime is None else (regime,)
+        return all(self.results[(r, name)].holds for r in regimes)
+
+    def counterexample(self, name: str, regime: str | None = None) -> Rollout | None:
+        """The minimal failing rollout (its ``logprobs`` field holds the current log-probs)."""
+        self._check_name(name, regime)
+        for r in self.regimes if regime is None else (regime,):
+            res = self.results[(r, name)]
+            if not res.holds and res.counterexample is not None:
+                return res.counterexample
+        return None
+
+    @property
+    def mechanisms(self) -> list[str]:
+        """Mechanism ids ("M1".."M5") found in any regime, sorted."""
+        return sorted({m for ms in self.mechanisms_by_regime.values() for m in ms})
+
+    def mechanisms_in(self, regime: str) -> list[str]:
+        if regime not in self.regimes:
+            raise InvalidArgument(f"regime={regime!r} was not checked; checked: {', '.join(self.regimes)}.")
+        return list(self.mechanisms_by_regime.get(regime, []))
+
+    @property
+    def all_hold(self) -> bool:
+        return all(r.holds for r in self.results.values())
+
+    # -------------------------------------------------------------- output
+    def to_dict(self) -> dict[str, Any]:
+        props: dict[str, Any] = {}
+        for name in self.properties:
+            per = {r: self.results[(r, name)] for r in self.regimes}
+            first_bad = next((p for p in per.values() if not p.holds), None)
+            shown = first_bad or next(iter(per.values()))
+            entry = shown.to_dict()
+            entry["holds"] = all(p.holds for p in per.values())
+            entry["max_residual"] = _finite(max(p.max_residual for p in per.values()))
+            entry["examples"] = sum(p.examples for p in per.values())
+            entry["regimes"] = {r: {"holds": p.holds, "max_residual": _finite(p.max_residual), "examples": p.examples} for r, p in per.items()}
+            props[name] = entry
+        out: dict[str, Any] = {
+            "objective": self.objective,
+            "properties": props,
+            "mechanisms": self.mechanisms,
+            "mechanisms_by_regime": {r: self.mechanisms_by_regime.get(r, []) for r in self.regimes},
+            "seed": self.seed,
+            "max_examples": self.max_examples,
+            "reproduce": self.reproduce,
+        }
+        if self.regularizer is not None:
+            out["regularizer"] = self.regularizer.to_dict()
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def render(self, console=None, verbose: bool = False) -> None:
+        """Print the verdict table, mechanisms and counterexamples (rich)."""
+        from exchange.checker._render import render_report
+
+        render_report(self, console, verbose)
+
+    def __str__(self) -> str:
+        from rich.console import Console
+
+        buf = io.StringIO()
+        self.render(Console(file=buf, width=120, force_terminal=False, color_system=None))
+        return buf.getvalue()
+
+    def __repr__(self) -> str:
+        broken = sorted({n for (_, n), r in self.results.items() if not r.holds})
+        return f"Report(objective={self.objective!r}, broken={broken}, mechanisms={self.mechanisms})"

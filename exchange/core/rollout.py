@@ -1,0 +1,308 @@
+"""``Rollout``: one batch of sampled responses, grouped by prompt (THEORY.md section 1).
+
+Construction validates every field and raises :class:`~exchange.errors.RolloutError`
+naming the field, the value found and the fix. Objectives read the fields and use the
+group helpers (``group_mean``, ``group_std``, ``lengths`` ...) to stay short.
+
+Shapes: ``N`` responses, ``T`` padded length, ``P`` padded prompt length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from exchange.errors import RolloutError
+
+__all__ = ["Rollout"]
+
+_FLOAT_FIELDS = ("rewards", "old_logprobs", "ref_logprobs", "entropy", "logprobs", "baseline_rewards")
+# A log-probability may exceed 0 only by float round-off.
+_LOGPROB_SLACK = 1e-6
+
+
+@dataclass(frozen=True, eq=False)
+class Rollout:
+    """One batch of responses. All tensors share the first dimension ``N``.
+
+    Fields:
+        tokens: ``LongTensor[N, T]`` response token ids, right-padded.
+        mask: ``BoolTensor[N, T]`` True on real response tokens (a prefix of each row).
+        rewards: ``Tensor[N]`` scalar reward of each response.
+        group: ``LongTensor[N]`` prompt index of each response; equal index = same prompt.
+            Groups need not be contiguous; every group needs at least 2 responses.
+        old_logprobs: ``Tensor[N, T]`` behaviour-policy log-probs (constants).
+        ref_logprobs: ``Tensor[N, T] | None`` reference-policy log-probs, for KL terms.
+        entropy: ``Tensor[N, T] | None`` current-policy token entropies (constants);
+            identical events carry identical values.
+        logprobs: ``Tensor[N, T] | None`` the current-policy log-probs this rollout was
+            evaluated at. Optional; the checker's generators fill it so a counterexample
+            reproduces with ``token_coefficients(fn, r.logprobs, r)``.
+        baseline_rewards: ``Tensor[N] | None`` a per-response baseline reward (ReMax's
+            greedy-response reward).
+        truncated: ``BoolTensor[N] | None`` True where the response hit the length limit.
+        prompt_tokens: ``LongTensor[N, P] | None`` prompt ids, left-padded, so a model can
+            recompute log-probs; ``prompt_mask`` ``BoolTensor[N, P]`` marks real tokens.
+    """
+
+    tokens: Tensor
+    mask: Tensor
+    rewards: Tensor
+    group: Tensor
+    old_logprobs: Tensor
+    ref_logprobs: Tensor | None = None
+    entropy: Tensor | None = None
+    logprobs: Tensor | None = None
+    baseline_rewards: Tensor | None = None
+    truncated: Tensor | None = None
+    prompt_tokens: Tensor | None = None
+    prompt_mask: Tensor | None = None
+    # Derived group structure, computed once at construction.
+    _group_index: Tensor = field(init=False, repr=False)  # [N] dense 0..n_groups-1
+    _n_groups: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+        uniq, dense = torch.unique(self.group, return_inverse=True)
+        object.__setattr__(self, "_group_index", dense)
+        object.__setattr__(self, "_n_groups", int(uniq.numel()))
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n(self) -> int:
+        """Number of responses ``N``."""
+        return int(self.tokens.shape[0])
+
+    @property
+    def n_groups(self) -> int:
+        return self._n_groups
+
+    @property
+    def group_index(self) -> Tensor:
+        """``LongTensor[N]``: the group of each response renumbered 0..n_groups-1 in
+        order of the original group ids."""
+        return self._group_index
+
+    @property
+    def lengths(self) -> Tensor:
+        """``LongTensor[N]``: number of real tokens ``L_i`` of each response."""
+        return self.mask.sum(dim=1)
+
+    @property
+    def group_sizes(self) -> Tensor:
+        """``LongTensor[N]``: ``G`` of each response's group, broadcast per response."""
+        return self.group_sum(torch.ones(self.n, dtype=torch.long))
+
+    @property
+    def n_tokens(self) -> Tensor:
+        """Scalar: total number of real tokens in the batch."""
+        return self.mask.sum()
+
+    @property
+    def fmask(self) -> Tensor:
+        """``Tensor[N, T]``: the mask as the float dtype of ``old_logprobs``."""
+        return self.mask.to(self.old_logprobs.dtype)
+
+    # ------------------------------------------------------------ group math
+    def group_sum(self, x: Tensor) -> Tensor:
+        """Per-group sum of ``x: [N]``, broadcast back to ``[N]``."""
+        totals = torch.zeros(self.n_groups, dtype=x.dtype).index_add(0, self._group_index, x)
+        return totals[self._group_index]
+
+    def group_mean(self, x: Tensor) -> Tensor:
+        """Per-group mean of ``x: [N]``, broadcast back to ``[N]``."""
+        return self.group_sum(x) / self.group_sizes.to(x.dtype)
+
+    def group_std(self, x: Tensor, unbiased: bool = True) -> Tensor:
+        """Per-group standard deviation of ``x: [N]`` (Bessel-corrected by default, as
+        ``torch.std`` in TRL/verl/OpenRLHF), broadcast back to ``[N]``."""
+        centred = x - self.group_mean(x)
+        dof = self.group_sizes.to(x.dtype) - (1.0 if unbiased else 0.0)
+        return torch.sqrt(self.group_sum(centred * centred) / dof)
+
+    def group_max(self, x: Tensor) -> Tensor:
+        """Per-group maximum of ``x: [N]``, broadcast back to ``[N]``."""
+        out = torch.full((self.n_groups,), -torch.inf, dtype=x.dtype)
+        out = out.scatter_reduce(0, self._group_index, x, reduce="amax")
+        return out[self._group_index]
+
+    def group_min(self, x: Tensor) -> Tensor:
+        """Per-group minimum of ``x: [N]``, broadcast back to ``[N]``."""
+        return -self.group_max(-x)
+
+    # ------------------------------------------------------------ conversion
+    def replace(self, **changes: Any) -> "Rollout":
+        """A copy with some fields replaced (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to(self, dtype: torch.dtype) -> "Rollout":
+        """A copy whose float fields are cast to ``dtype`` (e.g. ``torch.float64``)."""
+        changes = {
+            name: getattr(self, name).to(dtype)
+            for name in _FLOAT_FIELDS
+            if getattr(self, name) is not None and getattr(self, name).dtype != dtype
+        }
+        return self.replace(**changes) if changes else self
+
+    def select(self, rows: Tensor | list[int]) -> "Rollout":
+        """The sub-batch of responses ``rows`` (in that order)."""
+        idx = torch.as_tensor(rows, dtype=torch.long)
+        changes = {}
+        for f in dataclasses.fields(self):
+            if not f.init:
+                continue
+            value = getattr(self, f.name)
+            changes[f.name] = None if value is None else value[idx]
+        return Rollout(**changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested lists, for JSON (padding included, ``None`` fields dropped)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.init and value is not None:
+                out[f.name] = value.tolist()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Rollout":
+        """Inverse of :meth:`to_dict`."""
+        long_fields = {"tokens", "group", "prompt_tokens"}
+        bool_fields = {"mask", "truncated", "prompt_mask"}
+        kwargs = {}
+        for name, value in data.items():
+            dtype = torch.long if name in long_fields else torch.bool if name in bool_fields else torch.float64
+            kwargs[name] = torch.tensor(value, dtype=dtype)
+        return cls(**kwargs)
+
+    def to_code(self) -> str:
+        """A pasteable constructor call that rebuilds this rollout."""
+        from exchange.core.formatting import rollout_code
+
+        return rollout_code(self)
+
+    def __str__(self) -> str:
+        from exchange.core.formatting import rollout_table
+
+        return rollout_table(self)
+
+    def __repr__(self) -> str:
+        return f"Rollout(N={self.n}, T={int(self.tokens.shape[1])}, groups={self.n_groups})"
+
+
+# ---------------------------------------------------------------- validation
+def _fail(name: str, problem: str, fix: str) -> RolloutError:
+    return RolloutError(f"Rollout.{name}: {problem}. {fix}")
+
+
+def _shape(t: Tensor) -> str:
+    return "[" + ", ".join(str(s) for s in t.shape) + "]"
+
+
+def _validate(r: Rollout) -> None:
+    for f in dataclasses.fields(r):
+        if not f.init:
+            continue
+        value = getattr(r, f.name)
+        if value is None:
+            if f.default is dataclasses.MISSING:
+                raise _fail(f.name, "is None", "This field is required.")
+            continue
+        if not isinstance(value, Tensor):
+            raise _fail(
+                f.name,
+                f"got {type(value).__name__}, not a torch.Tensor",
+                f"Pass torch.tensor(...) for {f.name}.",
+            )
+    if r.tokens.dim() != 2:
+        raise _fail("tokens", f"shape={_shape(r.tokens)} is not 2-D [N, T]", "Stack responses into [N, T], right-padded.")
+    n, t = r.tokens.shape
+    if n == 0 or t == 0:
+        raise _fail("tokens", f"shape={_shape(r.tokens)} is empty", "A rollout needs at least one group of 2 responses with 1 token each.")
+    _check_dtype(r.tokens, "tokens", integer=True)
+
+    for name in ("mask", "old_logprobs", "ref_logprobs", "entropy", "logprobs"):
+        value = getattr(r, name)
+        if value is not None and tuple(value.shape) != (n, t):
+            raise _fail(name, f"shape={_shape(value)} differs from tokens [{n}, {t}]", f"Give {name} the same [N, T] shape as tokens.")
+    for name in ("rewards", "group", "baseline_rewards", "truncated"):
+        value = getattr(r, name)
+        if value is not None and tuple(value.shape) != (n,):
+            hint = " (one scalar per response; sum token rewards first)" if name == "rewards" else ""
+            raise _fail(name, f"shape={_shape(value)} is not [N]=[{n}]", f"Give one value per response{hint}.")
+
+    if r.mask.dtype != torch.bool:
+        raise _fail("mask", f"dtype={r.mask.dtype} is not torch.bool", "Use mask.bool() (True on real response tokens).")
+    for name in ("truncated", "prompt_mask"):
+        value = getattr(r, name)
+        if value is not None and value.dtype != torch.bool:
+            raise _fail(name, f"dtype={value.dtype} is not torch.bool", f"Use {name}.bool().")
+    _check_dtype(r.group, "group", integer=True)
+    for name in _FLOAT_FIELDS:
+        value = getattr(r, name)
+        if value is not None:
+            _check_dtype(value, name, integer=False)
+            bad = ~torch.isfinite(value)
+            if bad.any():
+                where = bad.nonzero()[0].tolist()
+                raise _fail(
+                    name,
+                    f"has a non-finite value {value[tuple(where)].item()} at index {where}",
+                    "Replace NaN/inf (padding positions must hold finite values, e.g. 0).",
+                )
+
+    lengths = r.mask.sum(dim=1)
+    empty = (lengths == 0).nonzero().flatten()
+    if empty.numel():
+        raise _fail(
+            "mask",
+            f"response {int(empty[0])} has no real token (lengths={lengths.tolist()})",
+            "Drop empty responses before building the Rollout; every response needs at least 1 token.",
+        )
+    positions = torch.arange(t).expand(n, t)
+    if not torch.equal(r.mask, positions < lengths[:, None]):
+        row = int((r.mask != (positions < lengths[:, None])).any(dim=1).nonzero()[0])
+        raise _fail(
+            "mask",
+            f"row {row} is not right-padded (mask={r.mask[row].int().tolist()})",
+            "Put real tokens first and padding last in every row.",
+        )
+    if (r.group < 0).any():
+        raise _fail("group", f"has negative ids ({r.group.min().item()})", "Use non-negative prompt indices.")
+    ids, counts = torch.unique(r.group, return_counts=True)
+    single = ids[counts < 2]
+    if single.numel():
+        raise _fail(
+            "group",
+            f"group {int(single[0])} has a single response (sizes={dict(zip(ids.tolist(), counts.tolist()))})",
+            "Group-relative objectives need G >= 2 responses per prompt; drop singleton groups or sample more.",
+        )
+    for name in ("old_logprobs", "ref_logprobs", "logprobs"):
+        value = getattr(r, name)
+        if value is not None and (value[r.mask] > _LOGPROB_SLACK).any():
+            raise _fail(
+                name,
+                f"has a positive log-probability {value[r.mask].max().item():.4g}",
+                "Pass log-probabilities (<= 0), not probabilities or logits.",
+            )
+    if r.entropy is not None and (r.entropy[r.mask] < -_LOGPROB_SLACK).any():
+        raise _fail("entropy", f"has a negative entropy {r.entropy[r.mask].min().item():.4g}", "Entropies are >= 0.")
+    if (r.prompt_tokens is None) != (r.prompt_mask is None):
+        raise _fail("prompt_mask", "prompt_tokens and prompt_mask must be given together", "Pass both or neither.")
+    if r.prompt_tokens is not None:
+        _check_dtype(r.prompt_tokens, "prompt_tokens", integer=True)
+        if r.prompt_tokens.dim() != 2 or r.prompt_tokens.shape[0] != n:
+            raise _fail("prompt_tokens", f"shape={_shape(r.prompt_tokens)} is not [N={n}, P]", "Stack prompts into [N, P], left-padded.")
+        if tuple(r.prompt_mask.shape) != tuple(r.prompt_tokens.shape):
+            raise _fail("prompt_mask", f"shape={_shape(r.prompt_mask)} differs from prompt_tokens", "Give it the shape of prompt_tokens.")
+
+
+def _check_dtype(value: Tensor, name: str, integer: bool) -> None:
+    if integer and (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool):
+        raise _fail(name, f"dtype={value.dtype} is not an integer type", f"Use {name}.long().")
+    if not integer and not value.is_floating_point():
+        raise _fail(name, f"dtype={value.dtype} is not a float type", f"Use {name}.double() (or .float()).")

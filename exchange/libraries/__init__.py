@@ -1,0 +1,215 @@
+"""The real losses of TRL, verl and OpenRLHF as plain ``loss_fn(logprobs, rollout)``.
+
+Each adapter calls the library's own code (see each module's docstring for exactly what
+is driven and what is reproduced) at the one version it was written against:
+trl==1.16.0, verl==0.9.1, openrlhf==0.11.2.
+
+    resolve("trl:grpo", {"importance_sampling_level": "sequence"})  # GSPO in TRL
+    resolve("verl:vanilla/seq-mean-token-mean", {"estimator": "rloo"})
+    resolve("openrlhf:group_norm", {"policy_loss_type": "gspo"})
+
+``library_rows()`` lists the configurations the audit checks, each with the verdict
+../shared/reference/rl-libraries.md predicts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from torch import Tensor
+
+from exchange.libraries.versions import INSTALL, SUPPORTED, LibraryError, installed_version, require
+from exchange.errors import InvalidArgument
+from exchange.objectives.objective import Expected
+from exchange.core.rollout import Rollout
+
+__all__ = [
+    "LIBRARIES",
+    "LibraryError",
+    "LibraryRow",
+    "SUPPORTED",
+    "available",
+    "library_rows",
+    "resolve",
+    "unavailable_reason",
+]
+
+LIBRARIES = ("trl", "verl", "openrlhf")
+
+LossFn = Callable[[Tensor, Rollout], Tensor]
+
+
+def _module(library: str):
+    return importlib.import_module(f"exchange.libraries.{library}.loss")
+
+
+def _check_library(target: str) -> tuple[str, str]:
+    library, sep, spec = target.partition(":")
+    if not sep or library not in LIBRARIES or not spec:
+        raise InvalidArgument(
+            f"target={target!r} is not LIBRARY:LOSS; LIBRARY is one of {', '.join(LIBRARIES)} "
+            "(e.g. trl:grpo, verl:vanilla/token-mean, openrlhf:group_norm)."
+        )
+    return library, spec
+
+
+def resolve(target: str, params: Mapping[str, Any] | None = None) -> LossFn:
+    """``"trl:<loss_type>"``, ``"verl:<policy_loss>/<loss_agg_mode>"`` or
+    ``"openrlhf:<estimator>"`` with ``params`` (CLI ``--param key=value`` strings) ->
+    ``loss_fn(logprobs [N, T], rollout) -> Tensor[]`` running the library's own code.
+
+    Raises :class:`LibraryError` when the library is missing or at another version and
+    :class:`~exchange.errors.InvalidArgument` for unknown losses or parameters.
+    """
+    library, spec = _check_library(target)
+    require(library)
+    return _module(library).loss_fn(spec, params)
+
+
+def unavailable_reason(library: str) -> str | None:
+    """None when ``library`` is installed at the supported version, else why not."""
+    if library not in LIBRARIES:
+        raise InvalidArgument(f"library={library!r} is not one of {', '.join(LIBRARIES)}.")
+    try:
+        require(library)
+    except LibraryError as err:
+        return str(err)
+    return None
+
+
+def available(library: str) -> bool:
+    """True when ``library`` is installed at the version the adapter drives."""
+    return unavailable_reason(library) is None
+
+
+@dataclass(frozen=True)
+class LibraryRow:
+    """One audited library configuration.
+
+    Fields:
+        target: ``resolve`` target, e.g. ``"trl:grpo"``.
+        params: the ``--param`` settings of this row (strings, as on the command line).
+        factory: zero-argument callable returning the ``loss_fn`` (imports the library).
+        expected: verdict per regime (``"on_policy"`` / ``"off_policy"``) predicted by
+            ../shared/reference/rl-libraries.md.
+        version: the installed library version.
+        note: what this row shows, one line.
+    """
+
+    target: str
+    params: Mapping[str, str]
+    factory: Callable[[], LossFn]
+    expected: Mapping[str, Expected]
+    version: str
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        """``target`` plus its params as the CLI spells them."""
+        flags = " ".join(f"--param {k}={v}" for k, v in self.params.items())
+        return f"{self.target} {flags}".strip()
+
+    @property
+    def library(self) -> str:
+        return self.target.split(":", 1)[0]
+
+
+# (target, params, note) per library; expected verdicts come from each module's expected().
+# GSPO's clip range (arXiv:2507.18071), as the TRL and verl docs recommend for it.
+_GSPO_TRL = {"epsilon": "3e-4", "epsilon_high": "4e-4"}
+_GSPO_VERL = {"clip_ratio_low": "3e-4", "clip_ratio_high": "4e-4"}
+
+_TRL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
+    ("trl:grpo", {}, "per-sequence mean 1/(B L_i)"),
+    ("trl:bnpo", {}, "local token mean"),
+    ("trl:dr_grpo", {}, "constant B * max_completion_length"),
+    ("trl:dapo", {}, "TRL's default: global token count"),
+    ("trl:cispo", {}, "detached min(r, epsilon_high), token mean"),
+    ("trl:cispo", {"epsilon_high": "5.0"}, "the cap the TRL docs recommend"),
+    ("trl:sapo", {}, "soft gate, per-sequence mean"),
+    ("trl:vespo", {}, "gamma weight of the sequence ratio product"),
+    ("trl:luspo", {"importance_sampling_level": "sequence", **_GSPO_TRL}, "L_i x GSPO"),
+    ("trl:grpo", {"importance_sampling_level": "sequence", **_GSPO_TRL}, "GSPO as the TRL docs set it up"),
+)
+
+_VERL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
+    ("verl:vanilla/token-mean", {}, "verl's default; dual clip c=3"),
+    ("verl:vanilla/token-sum", {}, ""),
+    ("verl:vanilla/seq-mean-token-sum", {}, ""),
+    ("verl:vanilla/seq-mean-token-mean", {}, "per-sequence mean"),
+    ("verl:vanilla/seq-mean-token-sum-norm", {}, "Dr. GRPO: 1/(B T)"),
+    ("verl:gspo/token-mean", _GSPO_VERL, "0.9.1 honours loss_agg_mode"),
+    ("verl:gspo/seq-mean-token-mean", _GSPO_VERL, "GSPO proper"),
+    ("verl:sapo/token-mean", {}, "forces seq-mean-token-mean"),
+    ("verl:gpg/token-mean", {}, "no ratio"),
+    ("verl:cispo/token-mean", {}, "two-sided detached clamp"),
+    ("verl:geo_mean/token-mean", {}, "GMPO: forces a per-sequence mean"),
+    ("verl:vanilla/token-mean", {"estimator": "rloo"}, ""),
+    ("verl:vanilla/token-mean", {"estimator": "grpo", "norm_adv_by_std_in_grpo": "false"}, "Dr. GRPO advantage"),
+    ("verl:vanilla/token-mean", {"estimator": "opo"}, "length-weighted baseline"),
+    ("verl:vanilla/token-mean", {"estimator": "reinforce_plus_plus_baseline"}, "batch whitening"),
+    ("verl:vanilla/token-mean", {"estimator": "grpo_passk"}, "only the best response"),
+)
+
+_OPENRLHF_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
+    ("openrlhf:group_norm", {}, "GRPO advantage, token mean"),
+    ("openrlhf:rloo", {}, ""),
+    ("openrlhf:dr_grpo", {}, "only the advantage changes"),
+    ("openrlhf:group_norm", {"loss_agg_mode": "seq-mean-token-mean"}, "per-sequence mean"),
+    (
+        "openrlhf:group_norm",
+        {"policy_loss_type": "gspo", "eps_clip_low": "3e-4", "eps_clip_high": "4e-4"},
+        "GSPO (forced per-sample mean)",
+    ),
+    ("openrlhf:group_norm", {"dual_clip": "3.0"}, "dual clip"),
+)
+
+ROWS: dict[str, tuple[tuple[str, dict[str, str], str], ...]] = {
+    "trl": _TRL_ROWS,
+    "verl": _VERL_ROWS,
+    "openrlhf": _OPENRLHF_ROWS,
+}
+
+
+def expected(target: str, params: Mapping[str, str] | None = None) -> dict[str, Expected]:
+    """The predicted verdict per regime for ``target`` with ``params`` (no library import
+    beyond the adapter's defaults)."""
+    library, spec = _check_library(target)
+    params = dict(params or {})
+    module = _module(library)
+    if library == "verl":
+        loss, _, mode = spec.partition("/")
+        return module.expected(loss, mode or "token-mean", module.parse_params(target, params, module.DEFAULTS))
+    if library == "trl":
+        return module.expected(spec, module.parse_params(target, params, module.defaults()))
+    return module.expected(spec, module.parse_params(target, params, module.DEFAULTS))
+
+
+def library_rows(libraries: tuple[str, ...] = LIBRARIES, strict: bool = False) -> list["LibraryRow"]:
+    """The audited configurations of every installed library in ``libraries``.
+
+    A library that is missing or at another version contributes no rows unless
+    ``strict`` (then :class:`LibraryError`); ``unavailable_reason(lib)`` says why.
+    """
+    rows: list[LibraryRow] = []
+    for library in libraries:
+        reason = unavailable_reason(library)
+        if reason is not None:
+            if strict:
+                raise LibraryError(reason)
+            continue
+        version = installed_version(library) or ""
+        for target, params, note in ROWS[library]:
+            factory = _factory(target, params)
+            rows.append(LibraryRow(target, dict(params), factory, expected(target, params), version, note))
+    return rows
+
+
+def _factory(target: str, params: Mapping[str, str]) -> Callable[[], LossFn]:
+    def make() -> LossFn:
+        return resolve(target, params)
+
+    make.__name__ = f"make_{target}"
+    return make

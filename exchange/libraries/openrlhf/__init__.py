@@ -1,0 +1,1 @@
+"""OpenRLHF: its real policy loss as a ``loss_fn`` (:mod:`.loss`)."""

@@ -1,0 +1,334 @@
+"""TRL ``GRPOTrainer`` losses as plain ``loss_fn(logprobs, rollout)`` (trl==1.16.0).
+
+What is TRL's own code and what is ours, per call of the returned ``loss_fn``:
+
+- **Config**: a real ``trl.GRPOConfig(loss_type=..., **params)``; its ``__post_init__``
+  validates the options and resolves ``scale_rewards=True/False`` and
+  ``epsilon_high=None`` exactly as in training.
+- **Advantages and truncation masking**: TRL's own
+  ``GRPOTrainer._generate_and_score_completions`` runs on a trainer shell (built with
+  ``__new__``; the attributes ``__init__`` would set from the config are copied from the
+  real config). Only generation (``_generate``) and reward scoring
+  (``_calculate_rewards``) are replaced: they hand back the rollout's tokens and
+  rewards. So the group mean/std (``nanstd``, eps 1e-4), ``scale_rewards``,
+  ``multi_objective_aggregation`` and ``mask_truncated_completions`` (which zeroes the
+  mask of truncated rows *after* the advantages were centred) are TRL's code.
+  A row counts as truncated when ``rollout.truncated`` says so: its last token id is
+  left as is, while the last token of every other row is shown to TRL as the EOS id.
+- **Loss**: TRL's own ``GRPOTrainer._compute_loss`` with
+  ``_get_per_token_logps_and_entropies`` returning ``logprobs`` (the tensor the
+  coefficients are taken against) and ``rollout.entropy``; ``old_per_token_logps`` is
+  ``rollout.old_logprobs`` and ``ref_per_token_logps`` is ``rollout.ref_logprobs``.
+
+Reproduced rather than driven (each one line of TRL for one process): the
+``num_items_in_batch`` fed to ``_compute_loss`` is the sum of the (masked) completion
+mask, as ``accelerator.gather(loss_mask.sum()).sum()`` on one process; gradient
+accumulation is 1, so ``current_gradient_accumulation_steps = steps_per_generation = 1``.
+
+Group layout: TRL assumes each group is ``num_generations`` consecutive rows. Rows are
+sorted by group (stable) before the call and the result is put back in rollout order.
+When group sizes differ, TRL's advantage code runs once per group size (exact for
+``scale_rewards`` "group"/"none"; "batch" then raises, since TRL itself cannot batch
+unequal groups).
+
+The shell relies on private attributes of trl 1.16.0, hence the version pin.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict, deque
+from types import SimpleNamespace
+from typing import Any, Callable, Mapping
+
+import torch
+from torch import Tensor
+
+from exchange.libraries.versions import parse_params, require, verdict_of
+from exchange.errors import InvalidArgument, RolloutError
+from exchange.objectives.objective import Expected
+from exchange.core.rollout import Rollout
+
+__all__ = ["LOSS_TYPES", "PARAMS", "loss_fn", "defaults", "expected"]
+
+# Every branch of GRPOTrainer._compute_loss in trl 1.16.0 (tests check this list
+# against the installed source).
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "vespo", "luspo")
+
+# The GRPOConfig fields an adapter user may set with --param key=value.
+PARAMS = (
+    "epsilon",
+    "epsilon_high",
+    "delta",
+    "importance_sampling_level",
+    "scale_rewards",
+    "top_entropy_quantile",
+    "mask_truncated_completions",
+    "multi_objective_aggregation",
+    "max_completion_length",
+    "beta",
+    "use_bias_correction_kl",
+    "sapo_temperature_pos",
+    "sapo_temperature_neg",
+    "vespo_k_pos",
+    "vespo_lambda_pos",
+    "vespo_k_neg",
+    "vespo_lambda_neg",
+    "off_policy_mask_threshold",
+)
+
+# String options TRL checks only deep inside training (or not at all).
+_CHOICES = {
+    "importance_sampling_level": ("token", "sequence"),
+    "scale_rewards": ("group", "batch", "none", "True", "False"),
+    "multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
+}
+
+_EOS_OFFSET = 1  # the EOS id shown to TRL is max(token id) + 1, so it collides with nothing
+_PAD_ID = -1  # never compared with a real id: completion lists are unpadded
+
+
+def defaults() -> dict[str, Any]:
+    """TRL's own defaults (``GRPOConfig`` dataclass fields) for :data:`PARAMS`."""
+    from trl import GRPOConfig
+
+    fields = GRPOConfig.__dataclass_fields__
+    return {name: fields[name].default for name in PARAMS}
+
+
+def loss_fn(loss_type: str, params: Mapping[str, Any] | None = None) -> Callable[[Tensor, Rollout], Tensor]:
+    """``trl:<loss_type>`` as ``loss_fn(logprobs [N, T], rollout) -> Tensor[]``.
+
+    ``params`` are GRPOConfig options (strings are parsed, e.g. ``{"epsilon": "0.3"}``).
+    """
+    require("trl")
+    target = f"trl:{loss_type}"
+    if loss_type not in LOSS_TYPES:
+        raise InvalidArgument(f"target={target!r}: loss_type={loss_type!r} is not one of {', '.join(LOSS_TYPES)}.")
+    options = parse_params(target, params, defaults())
+    for key, allowed in _CHOICES.items():
+        if str(options[key]) not in allowed:
+            raise InvalidArgument(f"target={target!r}: {key}={options[key]!r} is not one of {', '.join(allowed)}.")
+    config = _config(target, loss_type, options)
+    fn = functools.partial(_loss, config=config)
+    fn.__name__ = target  # type: ignore[attr-defined]
+    fn.params = options  # type: ignore[attr-defined]
+    return fn
+
+
+def _config(target: str, loss_type: str, options: Mapping[str, Any]):
+    """A validated ``GRPOConfig``; TRL's ValueError becomes InvalidArgument."""
+    import warnings
+
+    from trl import GRPOConfig
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TrainingArguments deprecation chatter
+            return GRPOConfig(
+                output_dir="exchange-trl-adapter",
+                report_to="none",
+                use_cpu=True,
+                loss_type=loss_type,
+                per_device_train_batch_size=2,
+                gradient_accumulation_steps=1,
+                num_generations=2,
+                **options,
+            )
+    except (ValueError, TypeError) as err:
+        raise InvalidArgument(f"target={target!r}: GRPOConfig rejected the parameters: {err}") from None
+
+
+# ---------------------------------------------------------------------------- shell
+
+
+class _Accelerator:
+    """One CPU process: every collective is the identity."""
+
+    num_processes = 1
+    process_index = 0
+    is_main_process = True
+    sync_gradients = True
+    device = torch.device("cpu")
+
+    def gather(self, x):
+        return x
+
+    gather_for_metrics = gather
+
+    def reduce(self, x, reduction="sum"):
+        return x
+
+    def pad_across_processes(self, x, dim=0, pad_index=0):
+        return x
+
+
+def _shell(config, num_generations: int, eos_id: int):
+    """A ``GRPOTrainer`` without a model: the attributes ``__init__`` sets from ``config``."""
+    from trl import GRPOTrainer
+
+    t = GRPOTrainer.__new__(GRPOTrainer)
+    a = config
+    t.args = a
+    t.state = SimpleNamespace(global_step=0)
+    t.accelerator = _Accelerator()
+    t.model = SimpleNamespace(training=True, is_gradient_checkpointing=False)
+    t._tokenizer = SimpleNamespace(pad_token_id=_PAD_ID)
+    t.eos_token_ids = [eos_id]
+    t.pad_to_multiple_of = a.pad_to_multiple_of
+    t.environment_factories = None
+    t.environments = None
+    t.tools = None
+    t.use_vllm = False
+    t.vllm_importance_sampling_correction = False
+    t.num_generations = num_generations
+    t.num_generations_eval = num_generations
+    t.num_iterations = a.num_iterations
+    t.max_completion_length = a.max_completion_length
+    t.loss_type = a.loss_type
+    t.multi_objective_aggregation = a.multi_objective_aggregation
+    t.scale_rewards = a.scale_rewards
+    t.importance_sampling_level = a.importance_sampling_level
+    t.off_policy_mask_threshold = a.off_policy_mask_threshold
+    t.mask_truncated_completions = a.mask_truncated_completions
+    t.top_entropy_quantile = a.top_entropy_quantile
+    t.beta = a.beta
+    t.epsilon_low = a.epsilon
+    t.epsilon_high = a.epsilon_high if a.epsilon_high is not None else a.epsilon
+    t.entropy_coef = 0.0
+    t.use_adaptive_entropy = False
+    t._entropy_bonus_enabled = False
+    t.aux_loss_enabled = False
+    t.router_aux_loss_coef = 0.0
+    t.current_gradient_accumulation_steps = 1
+    t.reward_funcs = [None]
+    t.reward_func_names = ["exchange"]
+    t.reward_weights = torch.ones(1, dtype=torch.float32)
+    t.log_multimodal = False
+    t._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
+    t._logs = {
+        "images": deque(),
+        "prompt": deque(),
+        "completion": deque(),
+        "rewards": defaultdict(deque),
+        "advantages": deque(),
+        "extra": defaultdict(deque),
+    }
+    t._pending_extra_logs = defaultdict(list)
+    t._pending_metrics = defaultdict(list)
+    return t
+
+
+def _eos_id(rollout: Rollout) -> int:
+    return int(rollout.tokens.max()) + _EOS_OFFSET
+
+
+def _completion_lists(rows: Rollout, eos_id: int) -> list[list[int]]:
+    """Unpadded completion ids; a row that is not truncated ends in ``eos_id``."""
+    truncated = rows.truncated if rows.truncated is not None else torch.zeros(rows.n, dtype=torch.bool)
+    out = []
+    for ids, length, cut in zip(rows.tokens.tolist(), rows.lengths.tolist(), truncated.tolist()):
+        ids = ids[:length]
+        if not cut:
+            ids[-1] = eos_id
+        out.append(ids)
+    return out
+
+
+def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
+    """TRL's advantages ``[N]`` and completion mask ``[N, T]`` (truncation applied).
+
+    Runs ``GRPOTrainer._generate_and_score_completions`` on the rollout's tokens and
+    rewards; rows come back in rollout order.
+    """
+    order = torch.sort(rollout.group_index, stable=True).indices  # groups contiguous
+    sizes = rollout.group_sizes[order]
+    if config.scale_rewards == "batch" and int(sizes.min()) != int(sizes.max()):
+        raise RolloutError(
+            f"trl scale_rewards='batch' needs equal group sizes, got sizes={sorted(set(sizes.tolist()))}: "
+            "TRL lays groups out as num_generations consecutive rows. Use equal groups or scale_rewards=group."
+        )
+    eos_id = _eos_id(rollout)
+    adv = torch.zeros(rollout.n, dtype=rollout.rewards.dtype)
+    mask = torch.zeros_like(rollout.mask, dtype=torch.long)
+    for g in sorted(set(sizes.tolist())):
+        rows = order[sizes == g]
+        out = _score(config, rollout.select(rows), g, eos_id)
+        adv[rows] = out["advantages"].to(adv.dtype)
+        width = out["completion_mask"].shape[1]
+        mask[rows, :width] = out["completion_mask"].long()
+    return adv, mask.bool() & rollout.mask
+
+
+def _score(config, rows: Rollout, num_generations: int, eos_id: int) -> dict:
+    shell = _shell(config, num_generations, eos_id)
+    completion_ids = _completion_lists(rows, eos_id)
+    rewards = rows.rewards.detach().to(torch.float64)[:, None]  # [n, 1]: one reward function
+
+    def generate(prompts):
+        prompt_ids = [[0]] * len(prompts)
+        texts = [""] * len(prompts)
+        return prompt_ids, completion_ids, None, texts, None, {}, None, None
+
+    shell._generate = generate
+    shell._calculate_rewards = lambda inputs, prompts, completions, ids: rewards
+    inputs = [{"prompt": ""} for _ in range(rows.n)]
+    return shell._generate_and_score_completions(inputs)
+
+
+def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
+    """TRL's ``_compute_loss`` on ``logprobs [N, T]`` with TRL's own advantages."""
+    adv, mask = trl_advantages(config, rollout)
+    if config.top_entropy_quantile < 1.0 and rollout.entropy is None:
+        raise RolloutError(
+            "rollout.entropy=None but trl top_entropy_quantile<1 masks tokens by entropy: "
+            "build the rollout with entropy [N, T]."
+        )
+    if config.beta != 0.0 and rollout.ref_logprobs is None:
+        raise RolloutError("rollout.ref_logprobs=None but trl beta!=0 adds a KL term: pass ref_logprobs [N, T].")
+    shell = _shell(config, int(rollout.group_sizes.max()), _eos_id(rollout))
+    entropy = rollout.entropy if rollout.entropy is not None else torch.zeros_like(logprobs)
+    shell._get_per_token_logps_and_entropies = lambda *a, **k: (logprobs, entropy, None)
+    n = rollout.n
+    inputs = {
+        "prompt_ids": torch.zeros(n, 1, dtype=torch.long),
+        "prompt_mask": torch.ones(n, 1, dtype=torch.long),
+        "completion_ids": rollout.tokens,
+        "completion_mask": mask.long(),
+        "advantages": adv.to(logprobs.dtype),
+        "old_per_token_logps": rollout.old_logprobs.to(logprobs.dtype),
+        "num_items_in_batch": mask.sum(),
+    }
+    if rollout.ref_logprobs is not None:
+        inputs["ref_per_token_logps"] = rollout.ref_logprobs.to(logprobs.dtype)
+    return shell._compute_loss(None, inputs)
+
+
+# ------------------------------------------------------------------ expected verdicts
+
+
+def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[str, Expected]:
+    """The verdict ../shared/reference/rl-libraries.md section 1 predicts, per regime.
+
+    Mechanisms: M3 for the per-sequence mean (grpo, sapo: weight 1/(B L_i)); M2 for the
+    sign-dependent clip / SAPO temperatures / VESPO (k, lambda); M1 for sequence-level
+    ratios (importance_sampling_level=sequence, VESPO's product of ratios); M4 when
+    truncated rows are masked after the advantages were centred. CISPO's detached
+    ``min(r, eps_high)`` is a function of the event: no break.
+    """
+    p = dict(defaults())
+    p.update(params or {})
+    on: set[str] = set()
+    off: set[str] = set()
+    if loss_type in ("grpo", "sapo"):
+        on.add("M3")
+    sequence = p["importance_sampling_level"] == "sequence"
+    if loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "sapo", "vespo"):
+        off.add("M2")
+    if (sequence and loss_type != "vespo") or loss_type == "vespo":
+        off.add("M1")
+    if str(p["mask_truncated_completions"]).lower() in ("true", "1", "yes"):
+        on.add("M4")
+    off |= on
+    return {"on_policy": verdict_of(on), "off_policy": verdict_of(off)}
+

@@ -1,0 +1,68 @@
+"""Shared plumbing of the library adapters: version gates, ``--param`` parsing and the
+expected verdict of a set of mechanisms.
+
+The adapters call private pieces of TRL / verl / OpenRLHF whose shape changes between
+releases, so each library is pinned to the version whose code the audit was written
+against (../shared/reference/rl-libraries.md). A missing or different version raises
+:class:`LibraryError` naming the installed version and the install command.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any, Mapping
+
+from exchange.core.vocabulary import breaks_of
+from exchange.errors import ExchangeError
+from exchange.objectives.objective import Expected, override_params
+
+__all__ = ["LibraryError", "SUPPORTED", "INSTALL", "installed_version", "require", "parse_params", "verdict_of"]
+
+# The one version of each library whose loss code the adapters drive.
+SUPPORTED: dict[str, str] = {"trl": "1.16.0", "verl": "0.9.1", "openrlhf": "0.11.2"}
+
+INSTALL: dict[str, str] = {
+    "trl": "pip install -e '.[trl]'   (or: pip install trl==1.16.0)",
+    "verl": (
+        "pip install -e '.[verl]'   (or: pip install verl==0.9.1 --no-deps && pip install "
+        "packaging numpy ray 'tensordict<=0.10.0' omegaconf transformers codetiming)"
+    ),
+    "openrlhf": "pip install openrlhf==0.11.2 --no-deps   (only loss.py is loaded; its CUDA deps are not needed)",
+}
+
+
+class LibraryError(ExchangeError):
+    """A training library is missing, or installed at a version the adapters do not drive."""
+
+
+def installed_version(library: str) -> str | None:
+    """The installed distribution version of ``library``, or None."""
+    try:
+        return importlib.metadata.version(library)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def require(library: str) -> str:
+    """Check that ``library`` is installed at the supported version; return that version."""
+    want = SUPPORTED[library]
+    have = installed_version(library)
+    if have is None:
+        raise LibraryError(f"library={library!r} is not installed; install it with: {INSTALL[library]}")
+    if have != want:
+        raise LibraryError(
+            f"library={library!r} version={have} is not supported: the adapter drives the private loss code "
+            f"of {library}=={want} only. Install it with: {INSTALL[library]}"
+        )
+    return have
+
+
+def parse_params(target: str, params: Mapping[str, Any] | None, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``defaults`` updated with ``params`` for library ``target`` (the catalog's parser)."""
+    return override_params(f"target={target!r}", defaults, params)
+
+
+def verdict_of(mechanisms: set[str]) -> Expected:
+    """The expected verdict when ``mechanisms`` act (the rule of
+    :func:`exchange.core.vocabulary.breaks_of`)."""
+    return Expected(breaks_of(mechanisms), frozenset(mechanisms))

@@ -1,0 +1,136 @@
+"""``Objective``: one catalog entry, a pure loss function plus what it is expected to do."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from torch import Tensor
+
+from exchange.errors import InvalidArgument
+from exchange.core.rollout import Rollout
+
+if TYPE_CHECKING:
+    from exchange.objectives._factored import Factors
+
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Expected checker verdict in one regime: the properties that break and why."""
+
+    breaks: frozenset[str] = frozenset()
+    mechanisms: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, breaks: tuple[str, ...] = (), mechanisms: tuple[str, ...] = ()) -> "Expected":
+        return cls(frozenset(breaks), frozenset(mechanisms))
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A built-in objective.
+
+    Fields:
+        name: registry name (``exchange check NAME``).
+        loss: ``loss(logprobs [N, T], rollout, **params) -> Tensor[]``, the loss to minimise
+            (reward-driven part only; regularisers go in ``regularizer``).
+        summary: one line for ``exchange list``.
+        source: where the formula comes from (arXiv id or library path).
+        defaults: hyperparameters from the source, overridable with ``bind(**params)``.
+        expected: the verdict per regime (``on_policy`` / ``off_policy``) derived in
+            THEORY.md or ../shared/reference/objectives.md; tests compare it with the checker.
+        regularizer: optional KL / entropy term ``(logprobs, rollout, **params) -> Tensor[]``
+            reported in its own channel, never mixed into the cancellation checks.
+        notes: caveats, e.g. where the source formula is uncertain.
+        factors: the named hooks of the factored form (``exchange/objectives/_factored.py``)
+            that restoring transformations replace; ``None`` for objectives that cannot
+            be written that way (transformations then raise ``InvalidArgument``).
+        transforms: the restoring transformations applied, in order (``()`` for a
+            catalog family; ``("min_replace",)`` for ``"gspo+min_replace"``).
+    """
+
+    name: str
+    loss: Callable[..., Tensor]
+    summary: str
+    source: str
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    expected: Mapping[str, Expected] = field(default_factory=dict)
+    regularizer: Callable[..., Tensor] | None = None
+    notes: str = ""
+    factors: "Factors | None" = None
+    transforms: tuple[str, ...] = ()
+
+    @property
+    def base(self) -> str:
+        """The catalog family a transformed objective starts from (its own name otherwise)."""
+        return self.name.split("+", 1)[0]
+
+    def params(self, **overrides: Any) -> dict[str, Any]:
+        """The defaults updated with ``overrides`` (unknown names raise InvalidArgument)."""
+        return override_params(f"objective={self.name!r}", self.defaults, overrides)
+
+    def bind(self, **overrides: Any) -> Callable[[Tensor, Rollout], Tensor]:
+        """The plain ``loss_fn(logprobs, rollout)`` with hyperparameters fixed."""
+        params = self.params(**overrides)
+        fn = functools.partial(self.loss, **params)
+        fn.__name__ = self.name  # type: ignore[attr-defined]
+        fn.objective = self  # type: ignore[attr-defined]
+        fn.params = params  # type: ignore[attr-defined]
+        return fn
+
+    def bind_regularizer(self, **overrides: Any) -> Callable[[Tensor, Rollout], Tensor] | None:
+        if self.regularizer is None:
+            return None
+        params = self.params(**overrides)
+        accepted = inspect.signature(self.regularizer).parameters
+        fn = functools.partial(self.regularizer, **{k: v for k, v in params.items() if k in accepted})
+        fn.__name__ = f"{self.name}.regularizer"  # type: ignore[attr-defined]
+        return fn
+
+
+def override_params(owner: str, defaults: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``defaults`` updated with ``overrides``, CLI strings parsed to each default's type.
+
+    The one parameter parser of the package (catalog objectives and library losses).
+    ``owner`` names the thing in errors (``"objective='grpo'"``, ``"target='trl:grpo'"``).
+    Unknown names raise :class:`InvalidArgument` listing the allowed ones.
+    """
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(defaults))
+    if unknown:
+        allowed = ", ".join(sorted(defaults)) or "(none)"
+        raise InvalidArgument(
+            f"{owner} has no parameter {unknown[0]}={overrides[unknown[0]]!r}; its parameters are: {allowed}."
+        )
+    out = dict(defaults)
+    for key, value in overrides.items():
+        out[key] = coerce_param(owner, key, value, defaults[key])
+    return out
+
+
+def coerce_param(owner: str, key: str, value: Any, default: Any) -> Any:
+    """Parse a CLI string to the type of ``default`` (``eps=0.3`` -> float; a ``None``
+    default accepts ``none`` or a float). Non-strings pass through unchanged."""
+    if not isinstance(value, str) or isinstance(default, str):
+        return value
+    low = value.strip().lower()
+    try:
+        if isinstance(default, bool):
+            if low in ("1", "true", "yes"):
+                return True
+            if low in ("0", "false", "no"):
+                return False
+            raise ValueError(value)
+        if default is None:
+            return None if low in ("none", "null", "") else float(value)
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+    except ValueError:
+        kind = "float or none" if default is None else type(default).__name__
+        raise InvalidArgument(f"{owner}: {key}={value!r} is not a valid {kind}.") from None
+    return value

@@ -1,0 +1,276 @@
+"""Compile the Coq development and check every registered theorem (THEORY.md section 3).
+
+``compile_proofs`` runs ``make -C proofs`` (coq_makefile over ``proofs/_CoqProject``),
+then ``Print Assumptions`` for each theorem in ``exchange.theory.registry.THEOREMS`` and
+compares the axioms it depends on with ``ALLOWED_AXIOMS``. A theorem is *checked* only
+when the build succeeds, its name exists, and it uses no axiom outside the allow-list.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from exchange.errors import ExchangeError, InvalidArgument
+from exchange.theory.registry import THEOREMS, Theorem
+
+__all__ = [
+    "ALLOWED_AXIOMS",
+    "CHECKED",
+    "FAILED",
+    "COQC_MISSING",
+    "ProofError",
+    "TheoremStatus",
+    "default_proofs_dir",
+    "find_coqc",
+    "compile_proofs",
+    "print_assumptions",
+    "coq_theorem_names",
+    "forbidden_commands",
+]
+
+CHECKED = "checked"
+FAILED = "failed"
+COQC_MISSING = "coqc missing"
+
+# The development is over QArith and uses no axiom at all ("Closed under the global
+# context"). Should a proof move to Reals, these are the only axioms the standard
+# library's real numbers bring in (Coq 8.16: the classical Dedekind construction and
+# functional extensionality); anything else (classic, proof irrelevance, an Axiom of
+# our own, an Admitted lemma) fails the check.
+ALLOWED_AXIOMS: frozenset[str] = frozenset(
+    {
+        "ClassicalDedekindReals.sig_forall_dec",
+        "ClassicalDedekindReals.sig_not_dec",
+        "FunctionalExtensionality.functional_extensionality_dep",
+    }
+)
+
+CLOSED = "Closed under the global context"
+_MARKER = "@@exchange-theorem "
+
+
+class ProofError(ExchangeError):
+    """The proof development cannot be located or run."""
+
+
+@dataclass(frozen=True)
+class TheoremStatus:
+    key: str  # registry key (the Coq short name)
+    name: str  # qualified Coq name
+    status: str  # CHECKED, FAILED or COQC_MISSING
+    detail: str = ""  # why it failed, or the assumptions summary
+    axioms: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return self.status == CHECKED
+
+
+def default_proofs_dir() -> Path:
+    """``proofs/`` at the repository root (the package is installed editable)."""
+    return Path(__file__).resolve().parents[2] / "proofs"
+
+
+def find_coqc() -> str | None:
+    """Path to ``coqc`` (``$COQC`` wins), or None when Coq is not installed."""
+    return shutil.which(os.environ.get("COQC", "coqc"))
+
+
+def _check_dir(proof_dir: Path) -> Path:
+    proof_dir = Path(proof_dir).resolve()
+    if not (proof_dir / "_CoqProject").is_file():
+        raise InvalidArgument(
+            f"proofs_dir={str(proof_dir)!r} has no _CoqProject; pass --proofs-dir pointing "
+            "at the repository's proofs/ folder"
+        )
+    return proof_dir
+
+
+def _load_path(proof_dir: Path) -> list[str]:
+    """The ``-Q dir Lib`` / ``-R dir Lib`` flags of ``_CoqProject``, for coqc."""
+    flags: list[str] = []
+    for line in (proof_dir / "_CoqProject").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] in ("-Q", "-R"):
+            flags += [parts[0], str(proof_dir / parts[1]), parts[2]]
+    return flags
+
+
+def _parse_assumptions(text: str) -> dict[str, tuple[str, ...]]:
+    """Split coqc output on our markers: theorem name -> assumptions it depends on.
+
+    Coq prints "Closed under the global context", or one or more headed lists
+    ("Axioms:", "Section Variables:", "Constants relying on type-in-type:", ...) whose
+    entries start at column 0 as ``name : type`` or ``name`` with the type on indented
+    continuation lines. Every entry under any heading counts as an assumption.
+    """
+    result: dict[str, tuple[str, ...]] = {}
+    current: str | None = None
+    entries: list[str] = []
+    in_list = False
+    for line in text.splitlines():
+        if line.startswith(_MARKER):
+            if current is not None:
+                result[current] = tuple(entries)
+            current, entries, in_list = line[len(_MARKER):].strip(), [], False
+        elif current is None or not line.strip() or line[0].isspace():
+            continue  # before the first marker, blank, or a type's continuation line
+        elif line.strip() == CLOSED:
+            in_list = False
+        elif line.rstrip().endswith(":") and " : " not in line:
+            in_list = True  # a heading such as "Axioms:"
+        elif in_list:
+            entries.append(line.split(" : ", 1)[0].strip())
+    if current is not None:
+        result[current] = tuple(entries)
+    return result
+
+
+def print_assumptions(
+    proof_dir: Path, names: list[str], coqc: str | None = None
+) -> tuple[dict[str, tuple[str, ...]], str]:
+    """Run ``Print Assumptions`` on each qualified name (the development must be built).
+
+    Returns the axioms per name found and coqc's stderr (empty on success). A name
+    coqc cannot resolve stops the file; it is dropped and the rest are retried, so one
+    renamed theorem fails alone.
+    """
+    coqc = coqc or find_coqc()
+    if coqc is None:
+        raise ProofError("coqc not found; install Coq 8.16 (apt-get install -y coq)")
+    proof_dir = _check_dir(proof_dir)
+    found: dict[str, tuple[str, ...]] = {}
+    errors: list[str] = []
+    pending = list(names)
+    while pending:
+        modules = sorted({n.rsplit(".", 1)[0] for n in pending})
+        lines = [f"Require {m}." for m in modules]
+        for n in pending:
+            # idtac inside a throw-away goal prints a marker before each answer.
+            lines += [f'Goal True. idtac "{_MARKER}{n}". Abort.', f"Print Assumptions {n}."]
+        with tempfile.TemporaryDirectory() as tmp:
+            vfile = Path(tmp) / "ExchangeAssumptions.v"
+            vfile.write_text("\n".join(lines) + "\n")
+            proc = subprocess.run(
+                [coqc, *_load_path(proof_dir), str(vfile)],
+                capture_output=True, text=True, cwd=tmp, timeout=600,
+            )
+        parsed = _parse_assumptions(proc.stdout)
+        if proc.returncode == 0:
+            found.update(parsed)
+            break
+        # The last marker printed names the theorem coqc choked on (or none: a Require).
+        bad = list(parsed)[-1] if parsed else None
+        errors.append(f"{bad or 'Require'}: {proc.stderr.strip()}")
+        if bad is None:
+            break
+        found.update({k: v for k, v in parsed.items() if k != bad})
+        pending = pending[pending.index(bad) + 1:]
+    return found, "\n".join(errors)
+
+
+def compile_proofs(
+    proof_dir: Path | str | None = None,
+    theorems: dict[str, Theorem] | None = None,
+) -> list[TheoremStatus]:
+    """Build the development and return one status per registered theorem.
+
+    Without coqc every theorem is ``COQC_MISSING`` (callers decide whether that is a
+    failure: it is in CI). A failed build fails every theorem with make's output.
+    """
+    theorems = THEOREMS if theorems is None else theorems
+    proof_dir = _check_dir(Path(proof_dir) if proof_dir else default_proofs_dir())
+    coqc = find_coqc()
+    if coqc is None:
+        why = "coqc not found on PATH; install Coq 8.16 (apt-get install -y coq)"
+        return [TheoremStatus(k, t.name, COQC_MISSING, why) for k, t in theorems.items()]
+    if shutil.which("make") is None:
+        raise ProofError("make not found; install it (apt-get install -y make) to build proofs/")
+    make = subprocess.run(
+        ["make", "-C", str(proof_dir)], capture_output=True, text=True, timeout=1800
+    )
+    if make.returncode != 0:
+        tail = "\n".join((make.stdout + make.stderr).strip().splitlines()[-15:])
+        return [
+            TheoremStatus(k, t.name, FAILED, f"make -C {proof_dir} failed:\n{tail}")
+            for k, t in theorems.items()
+        ]
+    found, errors = print_assumptions(proof_dir, [t.name for t in theorems.values()], coqc)
+    return [_status(k, t, found, errors) for k, t in theorems.items()]
+
+
+def _status(key: str, thm: Theorem, found: dict, errors: str) -> TheoremStatus:
+    if thm.name not in found:
+        return TheoremStatus(key, thm.name, FAILED, f"not found by coqc: {errors or 'no output'}")
+    axioms = found[thm.name]
+    extra = sorted(set(axioms) - ALLOWED_AXIOMS)
+    if extra:
+        return TheoremStatus(key, thm.name, FAILED, "axioms outside the allow-list: "
+                             + ", ".join(extra), axioms)
+    detail = CLOSED if not axioms else "standard real-number axioms only"
+    return TheoremStatus(key, thm.name, CHECKED, detail, axioms)
+
+
+_DECL = re.compile(
+    r"^\s*(?:Theorem|Lemma|Corollary|Proposition|Fact|Remark)\s+([A-Za-z_][\w']*)", re.M
+)
+# Vernacular that would assume rather than prove (Print Assumptions catches most of
+# these too; the scan also catches ones no registered theorem happens to use).
+_FORBIDDEN = re.compile(
+    r"\b(Admitted|admit|Axiom|Axioms|Parameter|Parameters|Hypothesis|Hypotheses|"
+    r"Conjecture|Variable|Variables)\b"
+)
+
+
+def _strip_comments(text: str) -> str:
+    """Remove (possibly nested) Coq comments, keeping line structure."""
+    out, depth, i = [], 0, 0
+    while i < len(text):
+        two = text[i:i + 2]
+        if two == "(*":
+            depth, i = depth + 1, i + 2
+        elif two == "*)" and depth:
+            depth, i = depth - 1, i + 2
+        else:
+            if depth == 0 or text[i] == "\n":
+                out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _vfiles(proof_dir: Path) -> list[tuple[Path, str]]:
+    """(file, qualified module) for every .v file under a -Q/-R root of _CoqProject."""
+    proof_dir = _check_dir(Path(proof_dir))
+    flags = _load_path(proof_dir)
+    roots = [(Path(flags[i + 1]), flags[i + 2]) for i in range(0, len(flags), 3)]
+    result = []
+    for root, lib in roots:
+        for v in sorted(root.rglob("*.v")):
+            rel = v.relative_to(root).with_suffix("")
+            result.append((v, ".".join([lib, *rel.parts])))
+    return result
+
+
+def coq_theorem_names(proof_dir: Path | str | None = None) -> dict[str, str]:
+    """Qualified name -> file for every Theorem/Lemma/... declared in the development."""
+    names: dict[str, str] = {}
+    for vfile, module in _vfiles(Path(proof_dir) if proof_dir else default_proofs_dir()):
+        for match in _DECL.finditer(_strip_comments(vfile.read_text())):
+            names[f"{module}.{match.group(1)}"] = str(vfile)
+    return names
+
+
+def forbidden_commands(proof_dir: Path | str | None = None) -> list[str]:
+    """``file:line: word`` for every Admitted/admit/Axiom/Parameter/Hypothesis... outside comments."""
+    hits = []
+    for vfile, _ in _vfiles(Path(proof_dir) if proof_dir else default_proofs_dir()):
+        for lineno, line in enumerate(_strip_comments(vfile.read_text()).splitlines(), 1):
+            for match in _FORBIDDEN.finditer(line):
+                hits.append(f"{vfile}:{lineno}: {match.group(1)}")
+    return hits

@@ -1,0 +1,151 @@
+"""The link between checked properties / mechanisms and machine-checked theorems.
+
+One registry maps each property name and mechanism id to the theorems that back it
+(THEORY.md section 3). Backends (Coq today) are named per theorem so another prover
+can be added without touching the properties. The Coq development lives in
+``proofs/theories`` (logical root ``Exchange``); ``exchange proofs`` compiles it and
+checks ``Print Assumptions`` for every theorem named here (see ``exchange.theory.coq``).
+
+A property or mechanism with no theorem is listed in ``PROPERTY_NOTES`` /
+``MECHANISM_NOTES`` with the reason, so "no theorem" is always a decision, never an
+omission (``tests/proofs/test_theorems.py`` checks this).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exchange.core.vocabulary import MECHANISM_THEOREMS, MECHANISMS, PROPERTY_NAMES, PROPERTY_THEOREMS
+
+__all__ = [
+    "Theorem",
+    "THEOREMS",
+    "PROPERTY_NAMES",
+    "MECHANISMS",
+    "PROPERTY_THEOREMS",
+    "MECHANISM_THEOREMS",
+    "PROPERTY_NOTES",
+    "MECHANISM_NOTES",
+    "for_property",
+    "for_mechanism",
+    "note_for",
+]
+
+
+@dataclass(frozen=True)
+class Theorem:
+    name: str  # qualified name in the proof development, e.g. "Exchange.T1_sufficiency"
+    statement: str  # one line, in words
+    backend: str = "coq"
+    file: str = ""  # path under proofs/
+
+    @property
+    def short(self) -> str:
+        """The theorem's name without its module path (the registry key)."""
+        return self.name.rsplit(".", 1)[-1]
+
+
+def _coq(module: str, short: str, statement: str) -> tuple[str, Theorem]:
+    # The registry key is the Coq short name, so the key, the qualified name and the
+    # file can never disagree (a test parses the .v files to confirm the name exists).
+    return short, Theorem(
+        name=f"Exchange.{module}.{short}",
+        statement=statement,
+        file=f"theories/{module}.v",
+    )
+
+
+THEOREMS: dict[str, Theorem] = dict(
+    [
+        # THEORY.md T1 sufficiency.
+        _coq("Cancellation", "T1_event_coefficient",
+             "T1: with kappa_i = c*A_i*h at m occurrences per response, K = c*h*m*sum_i A_i."),
+        _coq("Cancellation", "T1_sufficiency_exchangeable",
+             "T1: zero-sum advantages (Z) and exchangeable coefficients (E) give K = 0 (C)."),
+        _coq("Cancellation", "T1_sufficiency",
+             "T1: zero-sum advantages and equal weights give K = sum_i A_i*w_i = 0."),
+        # THEORY.md T2 necessity.
+        _coq("Cancellation", "T2_necessity_binary",
+             "T2: K = 0 for every binary reward vector under group-mean advantages "
+             "(divided by any positive group constant) forces w_1 = ... = w_G."),
+        _coq("Cancellation", "T2_necessity_zero_sum",
+             "T2 (general): K = 0 for every zero-sum advantage vector forces equal weights."),
+        _coq("Cancellation", "T2_characterisation",
+             "T1+T2: K = 0 for all zero-sum advantages iff all weights are equal."),
+        # THEORY.md section 4 subtlety / Cor 3.3.
+        _coq("Cancellation", "Cor33_cancellation_unequal_weights",
+             "Cor 3.3: A=(1,1,-2), w=(1,3,2) is zero-sum and cancels with unequal weights."),
+        _coq("Cancellation", "M1_two_responses",
+             "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2."),
+        _coq("Cancellation", "M4_nonzero_sum_breaks",
+             "M4: with equal weights w0 != 0, K = w0*sum_i A_i != 0 when sum_i A_i != 0."),
+        _coq("Cancellation", "null_on_equal_rewards",
+             "Equal rewards give zero group-mean advantages, so every A_i*w_i = 0."),
+        # THEORY.md T3 length normalisation.
+        _coq("LengthNorm", "T3_covariance",
+             "T3: K = sum_i A_i*x_i equals sum_i (r_i - mean r)(x_i - mean x) (x_i = 1/L_i)."),
+        _coq("LengthNorm", "T3_one_correct",
+             "T3: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - (1/G) sum_i 1/L_i."),
+        _coq("LengthNorm", "T3_sign",
+             "T3: K > 0 iff 1/L_c exceeds the mean of 1/L_i."),
+        _coq("LengthNorm", "T3_harmonic_mean",
+             "T3: with positive lengths, K > 0 iff L_c is below the harmonic mean of the L_i."),
+        # THEORY.md T4 sign-dependent clipping.
+        _coq("Clipping", "T4_above_event_coefficient",
+             "T4: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip."),
+        _coq("Clipping", "T4_above_negative",
+             "T4: rho > 1+eps_high and some A_i < 0: K < 0."),
+        _coq("Clipping", "T4_below_event_coefficient",
+             "T4: rho < 1-eps_low: K = rho * sum_i max(A_i, 0) under PPO-clip."),
+        _coq("Clipping", "T4_below_positive",
+             "T4: 0 < rho < 1-eps_low and some A_i > 0: K > 0."),
+        _coq("Clipping", "T4_inside_cancels",
+             "T4: inside the trust region nothing is clipped and zero-sum advantages cancel."),
+        # THEORY.md T5 restoration (section 4b).
+        _coq("Restoration", "T5_min_replace",
+             "T5: Min-Replace weights (group minimum) cancel for zero-sum advantages."),
+        _coq("Restoration", "T5_constant_normaliser",
+             "T5: one normaliser constant per group cancels for zero-sum advantages."),
+        _coq("Restoration", "T5_adv_orthogonal",
+             "T5: Adv-Orthogonal weights w - (A.w/A.A) A give sum_i A_i w'_i = 0 when A != 0."),
+        _coq("Restoration", "T5_sign_free_weight",
+             "T5: a weight h(rho_e) of the event ratio alone cancels for zero-sum advantages."),
+        _coq("Restoration", "T5_truncated_ratio",
+             "T5: CISPO's truncated weight min(rho, 1+eps) cancels for zero-sum advantages."),
+    ]
+)
+
+# Why a property or mechanism has no (or only partial) machine-checked backing.
+PROPERTY_NOTES: dict[str, str] = {
+    "permutation_invariant": (
+        "No theorem: relabelling responses is a property of the implementation's "
+        "indexing, not of the theory; every theorem is stated for an arbitrary indexing "
+        "of the group, and the invariance itself is tested numerically."
+    ),
+    "finite": (
+        "No theorem: NaN/inf hygiene is floating-point behaviour, outside the exact "
+        "rational model used by the proofs; it is tested numerically."
+    ),
+}
+MECHANISM_NOTES: dict[str, str] = {
+    "M5": (
+        "Covered through T2 (unequal per-response weights break (C) for some binary "
+        "reward vector); the HAPO-specific formula K = alpha*c_e*(n_pos - n_neg) of "
+        "THEORY.md section 6 is not machine-checked."
+    ),
+}
+
+
+def for_property(name: str) -> tuple[Theorem, ...]:
+    """Theorems behind a property verdict (empty when none is registered)."""
+    return tuple(THEOREMS[t] for t in PROPERTY_THEOREMS.get(name, ()))
+
+
+def for_mechanism(mechanism: str) -> tuple[Theorem, ...]:
+    """Theorems that explain a mechanism id ("M1".."M7")."""
+    return tuple(THEOREMS[t] for t in MECHANISM_THEOREMS.get(mechanism, ()))
+
+
+def note_for(name: str) -> str:
+    """Why a property or mechanism has no or partial theorem backing ("" if fully backed)."""
+    return PROPERTY_NOTES.get(name) or MECHANISM_NOTES.get(name, "")

@@ -1,0 +1,162 @@
+"""``trl:<loss_type>``: TRL 1.16.0's own advantage and loss code, checked per token.
+
+Oracles: the closed forms of ../shared/reference/rl-libraries.md section 1.2 and the
+catalog objectives (grpo, dapo, dr_grpo) on event-consistent rollouts from
+``exchange.checker.cases``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+import torch
+
+from exchange import token_coefficients
+from exchange.checker.cases import Case, GroupConfig, build
+from exchange.errors import ExchangeError
+from exchange.core.events import event_coefficients, events
+from exchange.objectives import get
+
+pytestmark = pytest.mark.usefixtures("trl_ready")
+
+# Two groups of unequal sizes, lengths 3/5/1 and 2/4, mixed rewards.
+CASE = Case(
+    groups=(
+        GroupConfig(((1, 2, 3), (1, 2, 0, 1, 3), (4,)), (1.0, 0.0, 0.5)),
+        GroupConfig(((1, 1), (2, 0, 2, 1)), (0.0, 1.0)),
+    )
+)
+
+
+def _kappa(target: str, rollout, **params):
+    from exchange.libraries import resolve
+
+    lp = rollout.logprobs if rollout.logprobs is not None else rollout.old_logprobs
+    return token_coefficients(resolve(target, {k: str(v) for k, v in params.items()}), lp, rollout)
+
+
+def _trl_advantages(rollout):
+    """TRL's formula (section 1.1): (R - mean_g) / (unbiased std_g + 1e-4)."""
+    return (rollout.rewards - rollout.group_mean(rollout.rewards)) / (rollout.group_std(rollout.rewards) + 1e-4)
+
+
+def test_every_loss_type_of_the_installed_trl_is_covered():
+    from trl import GRPOTrainer
+
+    from exchange.libraries.trl.loss import LOSS_TYPES
+
+    source = inspect.getsource(GRPOTrainer._compute_loss)
+    found = set(re.findall(r'loss_type == "(\w+)"', source))
+    for group in re.findall(r"loss_type in \[([^\]]*)\]", source):
+        found |= set(re.findall(r'"(\w+)"', group))
+    assert found == set(LOSS_TYPES)
+
+
+@pytest.mark.parametrize(
+    "loss_type, weight",
+    [
+        ("grpo", lambda r: 1.0 / (r.n * r.lengths.double())),
+        ("sapo", lambda r: 1.0 / (r.n * r.lengths.double())),
+        ("bnpo", lambda r: torch.full((r.n,), 1.0 / float(r.n_tokens), dtype=torch.float64)),
+        ("dapo", lambda r: torch.full((r.n,), 1.0 / float(r.n_tokens), dtype=torch.float64)),
+        ("vespo", lambda r: torch.full((r.n,), 1.0 / float(r.n_tokens), dtype=torch.float64)),
+        ("cispo", lambda r: torch.full((r.n,), 0.2 / float(r.n_tokens), dtype=torch.float64)),  # min(r=1, eps_high=0.2)
+        ("dr_grpo", lambda r: torch.full((r.n,), 1.0 / (r.n * 512.0), dtype=torch.float64)),  # B * max_completion_length
+        ("luspo", lambda r: torch.full((r.n,), 1.0 / r.n, dtype=torch.float64)),
+    ],
+)
+def test_on_policy_token_weight_matches_the_reference_notes(loss_type, weight):
+    rollout = build(CASE)
+    kappa = _kappa(f"trl:{loss_type}", rollout)
+    want = (_trl_advantages(rollout) * weight(rollout).to(torch.float64))[:, None] * rollout.fmask
+    torch.testing.assert_close(kappa, want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("off_policy", [False, True])
+@pytest.mark.parametrize(
+    "target, params, catalog, catalog_params",
+    [
+        ("trl:dapo", {"epsilon_high": 0.28}, "dapo", {}),
+        ("trl:grpo", {}, "grpo", {}),
+        # TRL's dr_grpo changes only the normaliser: the std stays unless scale_rewards=none.
+        ("trl:dr_grpo", {"scale_rewards": "none"}, "dr_grpo", {"max_length": 512.0}),
+    ],
+)
+def test_trl_equals_the_catalog_objective(off_policy, target, params, catalog, catalog_params):
+    from dataclasses import replace
+
+    rollout = build(replace(CASE, off_policy=off_policy, seed=3))
+    kappa = _kappa(target, rollout, **params)
+    want = token_coefficients(get(catalog).bind(**catalog_params), rollout.logprobs, rollout)
+    torch.testing.assert_close(kappa, want, rtol=1e-9, atol=1e-12)
+
+
+def test_row_order_and_group_layout_do_not_matter():
+    rollout = build(replace_seed(CASE, 1))
+    perm = torch.tensor([3, 0, 4, 2, 1])  # interleaves the two groups
+    shuffled = rollout.select(perm)
+    for target in ("trl:grpo", "trl:dapo"):
+        torch.testing.assert_close(_kappa(target, shuffled), _kappa(target, rollout)[perm], rtol=1e-12, atol=0)
+
+
+def replace_seed(case, seed):
+    from dataclasses import replace
+
+    return replace(case, seed=seed)
+
+
+def test_gspo_weight_is_ratio_over_length():
+    """importance_sampling_level=sequence: kappa = A s_i / (B L_i) inside the clip range."""
+    from dataclasses import replace
+
+    rollout = build(replace(CASE, off_policy=True, seed=2))
+    kappa = _kappa("trl:grpo", rollout, importance_sampling_level="sequence", epsilon=10.0)
+    log_s = ((rollout.logprobs - rollout.old_logprobs) * rollout.fmask).sum(1) / rollout.lengths
+    want = _trl_advantages(rollout) * torch.exp(log_s) / (rollout.n * rollout.lengths.double())
+    torch.testing.assert_close(kappa, want[:, None] * rollout.fmask, rtol=1e-9, atol=1e-12)
+
+
+def test_truncated_completions_are_masked_after_centring():
+    """mask_truncated_completions: a truncated row keeps its share of the group mean but
+    loses its tokens, so identical responses no longer cancel (M4) -- TRL's code, not ours."""
+    case = Case(groups=(GroupConfig(((1, 2),) * 3, (1.0, 0.0, 0.0)),))
+    rollout = build(case).replace(truncated=torch.tensor([False, True, False]))
+    ev = events(rollout)
+    plain = event_coefficients(_kappa("trl:dapo", rollout), ev)
+    masked_kappa = _kappa("trl:dapo", rollout, mask_truncated_completions=True)
+    masked = event_coefficients(masked_kappa, ev)
+    scale = float(masked_kappa.abs().max())
+    assert float(plain.abs().max()) <= 1e-12 * scale  # shared events cancel without masking
+    assert bool((masked_kappa[1] == 0).all())  # the truncated row is out of the loss
+    assert float(masked.abs().max()) > 0.1 * scale  # ... but its advantage stayed in the baseline
+    # The survivors' coefficients are A_i / N_kept with the full group's advantages.
+    adv = _trl_advantages(rollout)
+    torch.testing.assert_close(masked_kappa[0], adv[0] / 4 * rollout.fmask[0], rtol=1e-9, atol=1e-12)
+
+
+def test_entropy_mask_uses_the_rollout_entropy():
+    rollout = build(CASE)
+    kappa = _kappa("trl:dapo", rollout, top_entropy_quantile=0.5)
+    threshold = torch.quantile(rollout.entropy[rollout.mask].float(), 0.5)
+    kept = (rollout.entropy >= threshold) & rollout.mask
+    assert bool((kappa[~kept] == 0).all())
+    assert bool((kappa[kept] != 0).any())
+
+
+def test_batch_scaling_with_unequal_groups_is_refused():
+    rollout = build(CASE)
+    with pytest.raises(ExchangeError, match="equal group sizes"):
+        _kappa("trl:dapo", rollout, scale_rewards="batch")
+
+
+def test_bad_parameters_are_named():
+    from exchange.libraries import resolve
+
+    with pytest.raises(ExchangeError, match="epsilon_hi="):
+        resolve("trl:dapo", {"epsilon_hi": "0.3"})
+    with pytest.raises(ExchangeError, match="loss_type='ppo'"):
+        resolve("trl:ppo", {})
+    with pytest.raises(ExchangeError, match="importance_sampling_level"):
+        resolve("trl:grpo", {"importance_sampling_level": "word"})

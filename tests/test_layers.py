@@ -1,0 +1,128 @@
+"""The layers are enforced from the code (an ``ast`` walk of every module's imports).
+
+Data flows one way (DEVELOPERS.md): each module may import only from its own layer or the
+layers below it, never the package root ``exchange`` (the public API sits on top of the
+core and the checker), and never another package's private module (``a.b._c`` is
+importable only from inside ``a.b``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "exchange"
+
+# Lowest first. A module belongs to the first layer with a prefix that matches it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("exchange.errors", "exchange.core")),
+    ("checker", ("exchange.checker",)),
+    ("catalog", ("exchange.objectives",)),
+    ("theory", ("exchange.theory",)),
+    ("models", ("exchange.models",)),
+    ("analysis", ("exchange.symbolic", "exchange.paramspace", "exchange.oracle")),
+    ("libraries", ("exchange.libraries",)),
+    ("lab", ("exchange.lab",)),
+    ("harness", ("exchange.targets", "exchange.audit", "exchange.testing", "exchange.pytest_plugin")),
+    ("cli", ("exchange.cli", "exchange.__main__")),
+)
+
+
+def layer_of(module: str) -> int:
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    raise LookupError(f"module {module} is in no layer: add it to LAYERS in tests/test_layers.py")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, module: str) -> list[tuple[int, str]]:
+    """``(line, imported module)`` for every ``exchange`` import, relative ones resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            if base == "exchange":  # "from exchange import objectives" imports a submodule
+                out += [(node.lineno, f"exchange.{a.name}") if (ROOT / a.name).exists()
+                        or (ROOT / f"{a.name}.py").exists() else (node.lineno, "exchange") for a in node.names]
+            else:
+                out.append((node.lineno, base))
+    return [(line, m) for line, m in out if m == "exchange" or m.startswith("exchange.")]
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        if module == "exchange":
+            continue  # the public API: it re-exports from the core and the checker
+        mine = layer_of(module)
+        for line, target in imports_of(path, module):
+            where = f"{path.relative_to(root.parent)}:{line}"
+            if target == "exchange":
+                found.append(f"{where}: {module} imports the package root; import the defining module")
+                continue
+            if layer_of(target) > mine:
+                found.append(
+                    f"{where}: {module} ({LAYERS[mine][0]}) imports {target} ({LAYERS[layer_of(target)][0]}), a layer above it"
+                )
+            parts = target.split(".")
+            for depth, part in enumerate(parts):
+                if part.startswith("_") and not part.startswith("__"):
+                    owner = ".".join(parts[:depth])
+                    if not (module == owner or module.startswith(owner + ".")):
+                        found.append(f"{where}: {module} imports {target}, a private module of {owner}")
+                    break
+    return found
+
+
+def test_every_module_respects_the_layers():
+    assert violations() == []
+
+
+def test_every_module_has_a_layer():
+    for path in ROOT.rglob("*.py"):
+        module = module_name(path)
+        if module != "exchange":
+            layer_of(module)
+
+
+def test_the_core_imports_nothing_above_it():
+    core = [m for m in (module_name(p) for p in ROOT.rglob("*.py")) if m != "exchange" and layer_of(m) == 0]
+    assert "exchange.core.vocabulary" in core and "exchange.core.rollout" in core
+
+
+@pytest.mark.parametrize(
+    "module, source, expected",
+    [
+        # an upward import: the core reaching for the catalog
+        ("core/leak.py", "from exchange.objectives import get\n", "a layer above it"),
+        # the checker reaching for the CLI
+        ("checker/leak.py", "import exchange.cli\n", "a layer above it"),
+        # another package's private module
+        ("libraries/leak.py", "from exchange.objectives._factored import Factors\n", "a private module of exchange.objectives"),
+        # the package root from inside the package
+        ("lab/leak.py", "from exchange import check\n", "imports the package root"),
+    ],
+)
+def test_a_deliberate_violation_is_caught(tmp_path, module, source, expected):
+    """The test is not vacuous: a copy of the package with one bad import fails it."""
+    import shutil
+
+    copy = tmp_path / "exchange"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / module).write_text(source)
+    found = violations(copy)
+    assert len(found) == 1 and expected in found[0], found
