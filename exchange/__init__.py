@@ -29,7 +29,7 @@ _EXPORTS: dict[str, str] = {
     "event_coefficients": "exchange.core.events",
     "shared_events": "exchange.core.events",
     "shared_residual": "exchange.core.events",
-    "check": "exchange.checker.check",
+    "check": "exchange.checker.checking",
     "Report": "exchange.checker.report",
     "property_names": "exchange.checker.properties",
     "ExchangeError": "exchange.errors",

@@ -49,7 +49,7 @@ def test_all_is_exactly_what_the_package_exports():
               and not (isinstance(getattr(exchange, n), types.ModuleType) and n not in exchange.__all__)}
     assert public == set(exchange.__all__), public ^ set(exchange.__all__)
     assert exchange.strategies.__name__ == "exchange.checker.strategies"
-    assert exchange.check is exchange.checker.check.check
+    assert exchange.check is exchange.checker.check
 
 
 def test_unknown_attribute_is_an_attribute_error():
