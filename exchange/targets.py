@@ -36,7 +36,7 @@ def parse_param_items(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise InvalidArgument(f"--param {item!r} is not key=value (e.g. --param eps_high=0.28).")
+            raise InvalidArgument(f"--param {item!r} is not KEY=VALUE (e.g. --param eps_high=0.28).")
         params[key.strip()] = value.strip()
     return params
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from exchange.cli.options import add_json, add_targets
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("audit", help="check every built-in objective; print the matrix")
-    p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    add_targets(p, many=True, default=[], help="objectives to audit (default: every built-in family)", old="--objectives")
+    p.add_argument("--format", choices=("table", "markdown", "json"), default="table", help="table or markdown (docs/audit.md); json is --json")
+    add_json(p)
     p.add_argument("--max-examples", type=int, default=10, help="Hypothesis examples per property and regime (the probes catch most breaks; raise it for more fuzzing)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2, help="worker processes")
-    p.add_argument("--objectives", help="comma-separated subset (default: all built-in families)")
     p.add_argument("--variants", action="store_true", help="add the catalog's transformed variants (gspo+min_replace, ...)")
     p.add_argument("--libraries", action="store_true", help="add TRL / verl / OpenRLHF loss rows (needs the extras)")
     p.add_argument("--only-libraries", action="store_true", help="only the library rows (docs/audit-libraries.md)")
@@ -20,9 +23,16 @@ def run(args) -> int:
     from exchange.audit import audit, audit_targets, to_json, to_markdown
     from exchange.errors import InvalidArgument
 
-    if args.max_examples < 1 or args.jobs < 1:
-        raise InvalidArgument(f"--max-examples={args.max_examples} and --jobs={args.jobs} must be >= 1.")
-    specs = audit_targets(variants=args.variants) if not args.objectives else [s.strip() for s in args.objectives.split(",") if s.strip()]
+    if args.max_examples < 1:
+        raise InvalidArgument(f"--max-examples={args.max_examples} must be >= 1.")
+    if args.jobs < 1:
+        raise InvalidArgument(f"--jobs={args.jobs} must be >= 1.")
+    if args.format == "json":
+        import sys
+
+        print("exchange audit: --format json is deprecated and will be removed in 0.3; use --json", file=sys.stderr)
+        args.json = True
+    specs = list(args.targets) or audit_targets(variants=args.variants)
     if args.only_libraries:
         specs = []
     if args.libraries or args.only_libraries:
@@ -30,13 +40,13 @@ def run(args) -> int:
 
         specs += [row.name for row in libraries.library_rows()]
     rows = audit(specs, max_examples=args.max_examples, seed=args.seed, jobs=args.jobs)
-    if args.format == "markdown":
+    if args.json:
+        print(to_json(rows))
+    elif args.format == "markdown":
         flags = " --variants" * args.variants + " --libraries" * args.libraries + " --only-libraries" * args.only_libraries
         command = f"exchange audit{flags} --format markdown --max-examples {args.max_examples} --seed {args.seed}"
         title = "Audit: the losses of TRL, verl and OpenRLHF" if args.only_libraries else ""
         print(to_markdown(rows, args.max_examples, args.seed, command, title), end="")
-    elif args.format == "json":
-        print(to_json(rows))
     else:
         _table(rows)
     return 0
@@ -46,7 +56,7 @@ def _table(rows) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from exchange.audit import SHORT
+    from exchange.core.vocabulary import PROPERTY_LETTERS
     from exchange.core.vocabulary import REGIMES
     from exchange.checker.properties import PROPERTIES
 
@@ -54,7 +64,7 @@ def _table(rows) -> None:
     table.add_column("objective")
     for regime in REGIMES:
         for p in PROPERTIES:
-            table.add_column(f"{SHORT[p]}{'·' if regime == 'off_policy' else ''}", justify="center")
+            table.add_column(f"{PROPERTY_LETTERS[p]}{'·' if regime == 'off_policy' else ''}", justify="center")
         table.add_column("mech." if regime == "on_policy" else "mech.·")
     table.add_column("= metadata")
     for row in rows:

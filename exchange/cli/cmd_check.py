@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-REGIME_CHOICES = {"on": ("on_policy",), "off": ("off_policy",), "both": ("on_policy", "off_policy")}
+from exchange.cli.options import REGIME_CHOICES, add_json, add_params, regimes_of
 
 
 def add_parser(sub) -> None:
@@ -13,12 +13,12 @@ def add_parser(sub) -> None:
         "trl:/verl:/openrlhf: library losses, module:function, or path/to/file.py:function.",
     )
     p.add_argument("target", metavar="TARGET")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="override a hyperparameter (repeatable)")
+    add_params(p)
     p.add_argument("--property", action="append", dest="properties", metavar="NAME", help="check only these (repeatable)")
     p.add_argument("--regime", choices=sorted(REGIME_CHOICES), default="both", help="on-policy, off-policy or both")
     p.add_argument("--max-examples", type=int, default=200, help="Hypothesis examples per property and regime")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="print report.to_json() only")
+    add_json(p)
     p.add_argument("--verbose", "-v", action="store_true", help="also print counterexamples as pasteable code")
     p.set_defaults(func=run)
 
@@ -35,12 +35,13 @@ def run(args) -> int:
         properties=args.properties,
         max_examples=args.max_examples,
         seed=args.seed,
-        regimes=REGIME_CHOICES[args.regime],
+        regimes=regimes_of(args.regime),
         regularizer=target.regularizer,
         name=target.name,
     )
     params = "".join(f" --param {p}" for p in args.param or [])
-    report.reproduce = f"exchange check {args.target}{params} --seed {args.seed} --max-examples {args.max_examples}"
+    regime = "" if args.regime == "both" else f" --regime {args.regime}"
+    report.reproduce = f"exchange check {args.target}{params}{regime} --seed {args.seed} --max-examples {args.max_examples}"
     if args.json:
         print(report.to_json())
     else:

@@ -1,7 +1,7 @@
 """``exchange credit``: exact credit vs. each objective's expected event coefficients.
 
-    exchange credit --objective grpo --env template --G 4
-    exchange credit --objective grpo,dr_grpo,dapo,rloo --env filler --G 3 --plot out.png
+    exchange credit grpo --env template -G 4
+    exchange credit grpo dr_grpo dapo rloo --env filler -G 3 --plot out.png
 
 Prints the per-event table (visitation, true credit Q - V, entropy, I(y; R | c), the
 expected coefficients), a summary per objective (drift on zero-credit events,
@@ -11,6 +11,8 @@ correlation with credit, learning tax) and the four-quadrant shares.
 from __future__ import annotations
 
 import argparse
+
+from exchange.cli.options import add_group_size, add_targets
 
 __all__ = ["add_parser", "run"]
 
@@ -22,9 +24,9 @@ def add_parser(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--objective", default="grpo", help="objective name(s), comma separated (default: grpo)")
+    add_targets(p, many=True, default=["grpo"], help="catalog objectives to compare (default: grpo)", old="--objective")
     p.add_argument("--env", default="template", help="built-in environment: template, filler, parity")
-    p.add_argument("--G", dest="g", type=int, default=4, help="group size (default: 4)")
+    add_group_size(p, default=4)
     p.add_argument("--seed", type=int, default=0, help="seed of the random tabular policy (default: 0)")
     p.add_argument("--scale", type=float, default=1.0, help="std of the policy's random logits (default: 1.0)")
     p.add_argument("--method", default="auto", choices=("auto", "exact", "monte-carlo"),
@@ -46,16 +48,14 @@ def run(args: argparse.Namespace) -> int:
     from exchange.oracle import TabularPolicy, exact_credit, expected_coefficients, get_env
 
     torch.set_num_threads(1)
-    if args.g < 2:
-        raise InvalidArgument(f"--G={args.g}: group-relative objectives need G >= 2.")
-    names = [n.strip() for n in args.objective.split(",") if n.strip()]
-    if not names:
-        raise InvalidArgument("--objective is empty; name at least one objective (e.g. grpo).")
+    if args.group_size < 2:
+        raise InvalidArgument(f"--group-size={args.group_size}: group-relative objectives need G >= 2.")
+    names = list(args.targets) or ["grpo"]
     loss_fns = [get(n).bind() for n in names]
     env = get_env(args.env)
     table = exact_credit(env, TabularPolicy.random(env, seed=args.seed, scale=args.scale))
     results = [
-        expected_coefficients(fn, table, args.g, method=args.method, max_groups=args.max_groups,
+        expected_coefficients(fn, table, args.group_size, method=args.method, max_groups=args.max_groups,
                               samples=args.samples, seed=args.seed, name=n)
         for n, fn in zip(names, loss_fns)
     ]
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from exchange.oracle.tables import event_table, quadrant_table, summary_table, t3_lines
 
     console.print(f"[bold]{env.name}[/bold]: {env.description}; tabular softmax policy, seed={args.seed}, "
-                  f"logit scale={args.scale}; G={args.g}")
+                  f"logit scale={args.scale}; G={args.group_size}")
     console.print(event_table(table, results, limit=args.events))
     console.print(summary_table(results))
     console.print(quadrant_table(results))

@@ -12,6 +12,9 @@ import argparse
 CLAIMS = ("t1", "necessity", "t3", "t4", "t5", "cor3.3", "prop3.1", "cor3.2", "hapo", "all")  # = claims.CLAIM_KEYS
 
 
+from exchange.cli.options import add_group_size, add_params, add_targets
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "derive",
@@ -20,10 +23,9 @@ def add_parser(subparsers) -> None:
         "the per-token coefficient, the shared-event coefficient K, when K vanishes for every reward "
         "vector, and its sign with one correct response. --claim checks the paper's corollaries.",
     )
-    p.add_argument("objective", nargs="?", help="catalog name (exchange list); omit with --claim or --list")
-    p.add_argument("--G", type=int, default=3, help="group size for the derivation, 2..8 (default 3)")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="objective hyperparameter override, e.g. --param eps_high=0.28")
+    add_targets(p, many=False, default=None, help="catalog name (exchange list); omit with --claim or --list")
+    add_group_size(p, default=3, help="group size for the derivation, 2..8")
+    add_params(p, help="objective hyperparameter override, e.g. --param eps_high=0.28")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--latex", action="store_true", help="print formulas as LaTeX")
     fmt.add_argument("--json", action="store_true", help="print one JSON object")
@@ -35,16 +37,10 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _params(items: list[str]) -> dict[str, str]:
-    from exchange.errors import InvalidArgument
+def _params(items: list[str]) -> dict[str, str | None]:
+    from exchange.targets import parse_param_items
 
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidArgument(f"--param {item!r} is not KEY=VALUE; e.g. --param eps_high=0.28.")
-        out[key.strip()] = None if value.strip().lower() == "none" else value.strip()
-    return out
+    return {k: None if v.lower() == "none" else v for k, v in parse_param_items(items).items()}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,18 +58,18 @@ def run(args: argparse.Namespace) -> int:
     if args.claim:
         from exchange.symbolic.claims import check_claims
 
-        results = check_claims(args.claim, G=args.G if args.G != 3 else None)
+        results = check_claims(args.claim, G=args.group_size if args.group_size != 3 else None)
         if args.json:
             print(json.dumps([r.to_dict() for r in results], indent=2))
         else:
             print("\n\n".join(r.render(latex=args.latex) for r in results))
         return 0
-    if not args.objective:
-        raise InvalidArgument("objective=None: name an objective (exchange derive grpo), or pass --claim / --list.")
+    if not args.target:
+        raise InvalidArgument("TARGET is missing: name an objective (exchange derive grpo), or pass --claim / --list.")
     from exchange.symbolic import derive
     from exchange.symbolic.render import render_latex, render_text
 
-    d = derive(args.objective, args.G, all_regions=args.all_regions, **_params(args.param))
+    d = derive(args.target, args.group_size, all_regions=args.all_regions, **_params(args.param))
     if args.json:
         print(json.dumps(d.to_dict(), indent=2, default=str))
     elif args.latex:

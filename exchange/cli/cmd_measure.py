@@ -16,6 +16,9 @@ from exchange.errors import InvalidArgument
 MODELS = ("tiny", "llama", "qwen2")
 
 
+from exchange.cli.options import add_group_size, add_json, add_params, add_targets
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "measure",
@@ -23,12 +26,12 @@ def add_parser(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--objective", default="grpo", help="catalog objective name (default: grpo)")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="objective hyperparameter override (repeatable)")
+    add_targets(p, many=False, default="grpo", help="catalog objective (default: grpo)", old="--objective")
+    add_params(p)
     p.add_argument("--model", choices=MODELS, default="tiny", help="tiny = TinyLM; llama/qwen2 = random tiny HF model (needs transformers)")
     p.add_argument("--vocab", type=int, default=16, help="vocabulary size of the built-in model")
     p.add_argument("--seed", type=int, default=0, help="seed of the model, prompts, sampling and rewards")
-    p.add_argument("--G", type=int, default=4, help="responses per prompt")
+    add_group_size(p, default=4, help="responses per prompt")
     p.add_argument("--prompts", type=int, default=2, help="number of prompts (groups)")
     p.add_argument("--prefix", type=int, default=2, help="forced shared answer-template tokens at the start of every response")
     p.add_argument("--min-new", type=int, default=1, help="fewest sampled tokens per response")
@@ -39,18 +42,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--contexts", choices=("shared", "all"), default="shared", help="contexts whose KL is measured")
     p.add_argument("--steps", type=float, nargs="*", default=[0.25, 0.0625, 0.015625], metavar="S", help="step sizes eta as multiples of 1/||update||")
     p.add_argument("--similarity", action="store_true", help="also compute per-occurrence gradient cosines (vmap)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_json(p)
     p.set_defaults(func=run)
-
-
-def _params(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise InvalidArgument(f"--param {pair!r} is not KEY=VALUE (e.g. --param eps_high=0.28).")
-        key, value = pair.split("=", 1)
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _model(args):
@@ -71,6 +64,7 @@ def measure(args) -> dict:
     import torch
 
     from exchange.objectives import resolve
+    from exchange.targets import parse_param_items
     from exchange.paramspace import (
         context_mask,
         kl_prediction,
@@ -83,7 +77,7 @@ def measure(args) -> dict:
     )
 
     torch.set_num_threads(1)
-    loss_fn = resolve(args.objective, **_params(args.param))
+    loss_fn = resolve(args.target, **parse_param_items(args.param))
     model = _model(args)
     gen = torch.Generator().manual_seed(args.seed)
     if args.prompts < 1:
@@ -91,12 +85,12 @@ def measure(args) -> dict:
     prompts = [torch.randint(0, args.vocab, (int(torch.randint(1, 4, (1,), generator=gen)),), generator=gen).tolist() for _ in range(args.prompts)]
     prefix = torch.randint(0, args.vocab, (args.prefix,), generator=gen).tolist() if args.prefix > 0 else []
     rollout = sample_rollout(
-        model, prompts, G=args.G, min_new_tokens=args.min_new, max_new_tokens=args.max_new,
+        model, prompts, G=args.group_size, min_new_tokens=args.min_new, max_new_tokens=args.max_new,
         response_prefix=prefix, seed=args.seed,
     )
     tax = learning_tax(model, loss_fn, rollout, weak_token_ids=args.weak)
     out: dict = {
-        "objective": args.objective,
+        "objective": args.target,
         "model": args.model,
         "rollout": {"N": rollout.n, "T": int(rollout.tokens.shape[1]), "groups": rollout.n_groups,
                     "lengths": rollout.lengths.tolist(), "rewards": rollout.rewards.tolist(), "prefix": prefix},

@@ -63,7 +63,7 @@ def _t1(G: int | None) -> ClaimResult:
                            f"{vanishes}{' ' + conds if conds else ''}"))
     return ClaimResult(
         "t1", f"T1 sufficiency: zero-sum advantages and equal weights (E) give K = 0 (G = {G}, on-policy)",
-        "confirmed" if ok else "refuted", tuple(rows), f"python -m exchange derive --claim t1 --G {G}")
+        "confirmed" if ok else "refuted", tuple(rows), f"python -m exchange derive --claim t1 -G {G}")
 
 
 # ------------------------------------------------------------------------------ T2
@@ -83,7 +83,7 @@ def _necessity(G: int | None) -> ClaimResult:
     return ClaimResult(
         "necessity", "T2 necessity: K = 0 for every binary reward vector forces w_1 = ... = w_G",
         "confirmed" if ok else "refuted", tuple(rows),
-        "python -m exchange derive --claim necessity" + (f" --G {G}" if G else ""))
+        "python -m exchange derive --claim necessity" + (f" -G {G}" if G else ""))
 
 
 # ------------------------------------------------------------------------------ T3
@@ -109,7 +109,7 @@ def _t3(G: int | None) -> ClaimResult:
         (("K on-policy", _fmt(d.on_policy.K)), ("equals sum_i A_i/(G L_i)", str(same)),
          ("K = 0 for every reward vector", f"iff {conds}"),
          ("K(e_1) / cov(R, 1/L)", f"{_fmt(ratio)} (positive: {same_sign})")),
-        f"python -m exchange derive grpo --G {G}")
+        f"python -m exchange derive grpo -G {G}")
 
 
 # ------------------------------------------------------------------------------ T4
@@ -138,7 +138,7 @@ def _t4(G: int | None) -> ClaimResult:
     return ClaimResult(
         "t4", "T4: under sign-dependent clipping K_e = rho_e * sum_{unclipped} A_i, non-zero when the group "
         "holds both signs and rho_e is outside the trust region (DAPO)",
-        "confirmed" if ok else "refuted", tuple(rows), f"python -m exchange derive dapo --G {G}")
+        "confirmed" if ok else "refuted", tuple(rows), f"python -m exchange derive dapo -G {G}")
 
 
 # ------------------------------------------------------------------------------ Cor 3.3
@@ -244,7 +244,7 @@ def _t5(G: int | None) -> ClaimResult:
     return ClaimResult(
         "t5", "T5 restoration: group-constant normaliser, Min-Replace, Adv-Orthogonal and sign-free clipping "
         "restore K = 0 (on-policy; off-policy too once no clip decision depends on the sign of A)",
-        verdict, tuple(rows), f"python -m exchange derive --claim t5 --G {G}")
+        verdict, tuple(rows), f"python -m exchange derive --claim t5 -G {G}")
 
 
 # ------------------------------------------------------------------------------ HAPO

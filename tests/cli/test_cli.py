@@ -99,7 +99,7 @@ def test_param_override_changes_the_verdict(capsys):
 BAD = [
     (["check", "no_such_objective"], "not a built-in"),
     (["check", "grpo+no_such_transform"], "transform"),
-    (["check", "grpo", "--param", "eps_low"], "key=value"),
+    (["check", "grpo", "--param", "eps_low"], "KEY=VALUE"),
     (["check", "grpo", "--param", "nope=1"], "has no parameter"),
     (["check", "grpo", "--param", "eps_low=abc"], "not a valid float"),
     (["check", "missing_dir/missing.py:fn"], "does not exist"),
@@ -117,7 +117,7 @@ BAD = [
     (["check", "dapo", "--property", "nope"], "property='nope'"),
     (["check", "{file}:token_mean_pg", "--param", "a=1"], "--param applies"),
     (["audit", "--max-examples", "0"], "must be >= 1"),
-    (["audit", "--objectives", "nope"], "not a built-in"),
+    (["audit", "nope"], "not a built-in"),
 ]
 
 
@@ -145,3 +145,25 @@ def test_module_entry_point_has_no_traceback():
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "not a built-in" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (["credit", "--objective", "grpo,rloo", "--env", "parity", "--G", "2", "--events", "0"],
+         ["credit", "grpo", "rloo", "--env", "parity", "-G", "2", "--events", "0"]),
+        (["audit", "--objectives", "rloo", "--format", "json", "--max-examples", "1"],
+         ["audit", "rloo", "--json", "--max-examples", "1"]),
+        (["derive", "grpo", "--G", "2", "--json"], ["derive", "grpo", "--group-size", "2", "--json"]),
+    ],
+)
+def test_old_spellings_still_work_and_say_what_replaces_them(capsys, old, new):
+    """One CLI vocabulary (TARGET, --json, -G/--group-size); the old spellings keep working
+    for one release with a deprecation line on stderr, and give the same output."""
+    assert main(new) == 0
+    fresh = capsys.readouterr()
+    assert "deprecated" not in fresh.err
+    assert main(old) == 0
+    legacy = capsys.readouterr()
+    assert legacy.out.split() == fresh.out.split()  # rich may wrap differently
+    assert "deprecated" in legacy.err and "removed in 0.3" in legacy.err

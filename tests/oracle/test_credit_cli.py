@@ -5,7 +5,7 @@ from exchange.cli import main
 
 def test_credit_command_prints_tables_and_plot(tmp_path, capsys):
     out = tmp_path / "oracle.png"
-    code = main(["credit", "--objective", "grpo,rloo", "--env", "parity", "--G", "2", "--events", "5",
+    code = main(["credit", "grpo", "rloo", "--env", "parity", "-G", "2", "--events", "5",
                  "--plot", str(out)])
     text = capsys.readouterr().out
     assert code == 0
@@ -17,6 +17,6 @@ def test_credit_command_prints_tables_and_plot(tmp_path, capsys):
 def test_credit_command_rejects_bad_input(capsys):
     assert main(["credit", "--env", "nope"]) == 2
     assert "env='nope'" in capsys.readouterr().err
-    assert main(["credit", "--G", "1", "--env", "parity"]) == 2
-    assert "--G=1" in capsys.readouterr().err
-    assert main(["credit", "--objective", "nonesuch", "--env", "parity"]) == 2
+    assert main(["credit", "-G", "1", "--env", "parity"]) == 2
+    assert "--group-size=1" in capsys.readouterr().err
+    assert main(["credit", "nonesuch", "--env", "parity"]) == 2

@@ -13,8 +13,8 @@ def _json(capsys, *argv):
 
 
 def test_exchangeable_vs_breaking(capsys):
-    dr = _json(capsys, "--objective", "dr_grpo", "--seed", "1")
-    gr = _json(capsys, "--objective", "grpo", "--seed", "1")
+    dr = _json(capsys, "dr_grpo", "--seed", "1")
+    gr = _json(capsys, "grpo", "--seed", "1")
     assert dr["rollout"] == gr["rollout"]  # same seed, same rollout
     assert dr["learning_tax"]["n_shared_events"] > 0
     assert dr["learning_tax"]["shared_tax"] < 1e-10 and dr["max_abs_shared_K"] < 1e-12
@@ -25,7 +25,7 @@ def test_exchangeable_vs_breaking(capsys):
 
 
 def test_tables_and_similarity(capsys):
-    assert main(["measure", "--objective", "dapo", "--param", "eps_high=0.3", "--similarity", "--weak", "3", "--G", "3"]) == 0
+    assert main(["measure", "dapo", "--param", "eps_high=0.3", "--similarity", "--weak", "3", "-G", "3"]) == 0
     out = capsys.readouterr().out
     for title in ("Learning tax", "Token space", "Prop. 3.1", "gradient cosines"):
         assert title in out
@@ -33,7 +33,7 @@ def test_tables_and_similarity(capsys):
 
 def test_hf_model(capsys):
     pytest.importorskip("transformers")
-    out = _json(capsys, "--model", "llama", "--vocab", "32", "--objective", "dr_grpo")
+    out = _json(capsys, "--model", "llama", "--vocab", "32", "dr_grpo")
     assert out["learning_tax"]["shared_tax"] < 1e-6  # float32 RMSNorm inside HF models
 
 
@@ -43,7 +43,7 @@ def test_hf_model(capsys):
         (["--param", "nope"], "--param 'nope' is not KEY=VALUE"),
         (["--param", "foo=1"], "no parameter foo"),
         (["--vocab", "2"], "--vocab=2"),
-        (["--G", "1"], "G=1"),
+        (["-G", "1"], "G=1"),
     ],
 )
 def test_usage_errors_exit_2(capsys, argv, message):

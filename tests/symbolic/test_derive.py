@@ -169,8 +169,8 @@ def test_sapo_variants_restore_what_their_transformation_targets():
 
 
 def test_cli_derives_the_new_specs(capsys):
-    assert main(["derive", "dcpo", "--G", "2"]) == 0
+    assert main(["derive", "dcpo", "-G", "2"]) == 0
     out = capsys.readouterr().out
     assert "high(q" in out and "rho < low(q)" in out
-    assert main(["derive", "hapo", "--G", "2", "--param", "z_scope=batch"]) == 0
+    assert main(["derive", "hapo", "-G", "2", "--param", "z_scope=batch"]) == 0
     assert "one z per event" in capsys.readouterr().out

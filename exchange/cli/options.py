@@ -1,0 +1,96 @@
+"""The one CLI vocabulary, shared by every command.
+
+- the objective is a positional ``TARGET`` (one, or several where a command compares);
+- ``--json`` prints one JSON document instead of tables;
+- ``--regime on|off|both`` picks the regime;
+- ``-G/--group-size`` is the number of responses per group;
+- ``--param KEY=VALUE`` (repeatable) overrides a hyperparameter.
+
+Older spellings (``--objective``, ``--objectives``, ``--G``, ``--format json``) keep
+working for one release: they print a one-line deprecation notice on stderr and set
+the new option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = [
+    "REGIME_CHOICES",
+    "add_group_size",
+    "add_json",
+    "add_params",
+    "add_targets",
+    "deprecated",
+    "regimes_of",
+]
+
+# --regime value -> the regimes checked (exchange.core.vocabulary.REGIMES spells them).
+REGIME_CHOICES: dict[str, tuple[str, ...]] = {
+    "on": ("on_policy",),
+    "off": ("off_policy",),
+    "both": ("on_policy", "off_policy"),
+}
+REMOVED_IN = "0.3"
+
+
+class _Deprecated(argparse.Action):
+    """Store under the new option's ``dest`` and say once, on stderr, what to type instead."""
+
+    def __init__(self, *args: Any, replacement: str, split: bool = False, **kwargs: Any) -> None:
+        self.replacement = replacement
+        self.split = split
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(
+            f"{parser.prog}: {option_string} is deprecated and will be removed in {REMOVED_IN}; use {self.replacement}",
+            file=sys.stderr,
+        )
+        if self.split:
+            values = [v.strip() for v in str(values).split(",") if v.strip()]
+        setattr(namespace, self.dest, values)
+
+
+def deprecated(parser: argparse.ArgumentParser, old: str, *, dest: str, replacement: str,
+               split: bool = False, **kwargs: Any) -> None:
+    """Register ``old`` as a hidden, deprecated spelling of the option stored in ``dest``."""
+    parser.add_argument(old, dest=dest, action=_Deprecated, replacement=replacement, split=split,
+                        help=argparse.SUPPRESS, **kwargs)
+
+
+def add_targets(parser: argparse.ArgumentParser, *, many: bool, default: str | list[str] | None,
+                help: str, old: str | None = None) -> None:
+    """The positional ``TARGET`` (``many``: zero or more), with ``old`` (``--objective``,
+    ``--objectives``) as its deprecated comma-separated spelling."""
+    dest = "targets" if many else "target"
+    if many:
+        parser.add_argument(dest, nargs="*", metavar="TARGET", default=default, help=help)
+    else:
+        parser.add_argument(dest, nargs="?", metavar="TARGET", default=default, help=help)
+    if old:
+        if many:
+            deprecated(parser, old, dest=dest, replacement="positional TARGET ...", split=True)
+        else:
+            deprecated(parser, old, dest=dest, replacement="a positional TARGET")
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+
+
+def add_group_size(parser: argparse.ArgumentParser, default: int, help: str = "responses per group") -> None:
+    parser.add_argument("-G", "--group-size", dest="group_size", type=int, default=default,
+                        help=f"{help} (default: {default})")
+    deprecated(parser, "--G", dest="group_size", replacement="-G/--group-size", type=int)
+
+
+def add_params(parser: argparse.ArgumentParser, help: str = "override a hyperparameter (repeatable)") -> None:
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
+def regimes_of(value: str) -> tuple[str, ...]:
+    """``--regime`` value -> regime names."""
+    return REGIME_CHOICES[value]
