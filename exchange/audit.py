@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
+import textwrap
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +52,7 @@ def audit_targets(variants: bool = False) -> list[str]:
     variants such as ``gspo+min_replace``."""
     from exchange import objectives
 
-    return objectives.names() + (objectives.audit_variants() if variants else [])
+    return objectives.names() + (list(objectives.VARIANTS) if variants else [])
 
 
 def _check_one(spec: str, max_examples: int, seed: int) -> dict[str, Any]:
@@ -132,7 +133,7 @@ def to_markdown(rows: list[AuditRow], max_examples: int, seed: int, command: str
     lines += [f"- **{PROPERTY_LETTERS[p]}** `{p}`: {PROPERTIES[p].summary}" for p in props]
     lines += [
         "",
-        "Mechanisms: " + ", ".join(f"{m.id} {m.title}" for m in MECHANISMS.values()) + ".",
+        *textwrap.wrap("Mechanisms: " + ", ".join(f"{m.id} {m.title}" for m in MECHANISMS.values()) + ".", 92),
         "`= metadata` compares the checker with the verdict derived in THEORY.md / the reference notes.",
         "",
         "| " + " | ".join(head) + " |",

@@ -34,6 +34,26 @@ REWARD_KINDS = ("binary", "continuous", "tied")
 _REWARD_VALUES = (0.0, 1.0, 0.5, -1.0, 2.0, 0.25, 3.0)
 
 
+class _Named(st.SearchStrategy):
+    """A strategy that prints as the public call that built it (``cases(max_groups=2)``),
+    as Hypothesis's own strategies do, instead of the private composite behind it."""
+
+    def __init__(self, inner: st.SearchStrategy, call: str) -> None:
+        super().__init__()
+        self._inner = inner
+        self._call = call
+
+    def do_draw(self, data):
+        return data.draw(self._inner)
+
+    def __repr__(self) -> str:
+        return self._call
+
+
+def _call(name: str, **kwargs) -> str:
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+
+
 def _check_bounds(name: str, lo: int, hi: int, floor: int) -> None:
     if lo < floor:
         raise InvalidArgument(f"Cannot have min_{name}={lo} < {floor}.")
@@ -71,10 +91,14 @@ def _token_seqs(length: int, vocab: int) -> st.SearchStrategy[tuple[int, ...]]:
 def rewards(size: int, *, kinds: tuple[str, ...] = REWARD_KINDS) -> st.SearchStrategy[tuple[float, ...]]:
     """``size`` rewards of one kind: binary {0,1}, continuous (a small grid, ties
     possible) or tied (all equal)."""
+    _check_kinds("kinds", kinds)
+    return _rewards(size, tuple(kinds))
+
+
+def _check_kinds(name: str, kinds: tuple[str, ...]) -> None:
     bad = [k for k in kinds if k not in REWARD_KINDS]
     if bad or not kinds:
-        raise InvalidArgument(f"kinds={kinds!r}: choose from {REWARD_KINDS}.")
-    return _rewards(size, tuple(kinds))
+        raise InvalidArgument(f"{name}={kinds!r}: choose from {REWARD_KINDS}.")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -112,6 +136,7 @@ def group_configs(
     _check_bounds("length", min_length, max_length, 1)
     if vocab < 1:
         raise InvalidArgument(f"Cannot have vocab={vocab} < 1.")
+    _check_kinds("reward_kinds", reward_kinds)
     size = draw(_ints(min_size, max_size))
     prefix_len = draw(_ints(0, max_length))
     prefix = draw(_token_seqs(prefix_len, vocab))
@@ -155,7 +180,12 @@ def cases(
     per-group strategy (default :func:`group_configs` with ``group_kwargs``)."""
     _check_bounds("groups", min_groups, max_groups, 1)
     group_strategy = groups if groups is not None else group_configs(**group_kwargs)
-    return _cases(st.lists(group_strategy, min_size=min_groups, max_size=max_groups), off_policy)
+    inner = _cases(st.lists(group_strategy, min_size=min_groups, max_size=max_groups), off_policy)
+    given = {k: v for k, v in dict(min_groups=min_groups, max_groups=max_groups, off_policy=off_policy).items()
+             if v != {"min_groups": 1, "max_groups": 4, "off_policy": None}[k]}
+    if groups is not None:
+        given["groups"] = groups
+    return _Named(inner, _call("cases", **given, **group_kwargs))
 
 
 @st.composite
@@ -169,7 +199,7 @@ def _cases(draw, group_lists: st.SearchStrategy, off_policy: bool | None) -> Cas
 
 def rollouts(**case_kwargs) -> st.SearchStrategy:
     """Event-consistent :class:`~exchange.Rollout` s (``cases(...)`` built)."""
-    return cases(**case_kwargs).map(build)
+    return _Named(cases(**case_kwargs).map(build), _call("rollouts", **case_kwargs))
 
 
 # ------------------------------------------------------------------ mutations
@@ -199,7 +229,8 @@ def mutations(*, off_policy: bool = False, **case_kwargs) -> st.SearchStrategy:
     """``(case, mutation)`` pairs for the exchangeability test: a mutation changes one
     response's suffix (length, tokens, entropies, ratios) or moves a shared event's
     ratio, leaving the group's shared prefix in place."""
-    return _with_mutation(cases(off_policy=off_policy, **case_kwargs), off_policy)
+    inner = _with_mutation(cases(off_policy=off_policy, **case_kwargs), off_policy)
+    return _Named(inner, _call("mutations", **({"off_policy": True} if off_policy else {}), **case_kwargs))
 
 
 @st.composite

@@ -23,9 +23,9 @@ def run(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from exchange.objectives import all_objectives
+    from exchange.objectives import get, names
 
-    objs = all_objectives()
+    objs = [get(n) for n in names()]
     if args.json:
         print(json.dumps([
             {

@@ -24,6 +24,7 @@ __all__ = [
     "add_params",
     "add_targets",
     "deprecated",
+    "merge_targets",
     "regimes_of",
 ]
 
@@ -66,15 +67,22 @@ def add_targets(parser: argparse.ArgumentParser, *, many: bool, default: str | l
     """The positional ``TARGET`` (``many``: zero or more), with ``old`` (``--objective``,
     ``--objectives``) as its deprecated comma-separated spelling."""
     dest = "targets" if many else "target"
-    if many:
-        parser.add_argument(dest, nargs="*", metavar="TARGET", default=default, help=help)
-    else:
-        parser.add_argument(dest, nargs="?", metavar="TARGET", default=default, help=help)
+    # argparse always stores a positional (its default when absent), so the deprecated
+    # spelling keeps its own dest and set_defaults' hook merges the two after parsing.
+    parser.add_argument(dest, nargs="*" if many else "?", metavar="TARGET", default=None, help=help)
     if old:
-        if many:
-            deprecated(parser, old, dest=dest, replacement="positional TARGET ...", split=True)
-        else:
-            deprecated(parser, old, dest=dest, replacement="a positional TARGET")
+        deprecated(parser, old, dest=f"legacy_{dest}",
+                   replacement="positional TARGET ..." if many else "a positional TARGET", split=many)
+    parser.set_defaults(**{f"legacy_{dest}": None, f"default_{dest}": default})
+
+
+def merge_targets(args: argparse.Namespace) -> None:
+    """Fill ``args.target(s)`` from the positional, else the deprecated spelling, else
+    the command's default (called by ``exchange.cli.main`` after parsing)."""
+    for dest in ("targets", "target"):
+        if hasattr(args, f"default_{dest}"):
+            value = getattr(args, dest) or getattr(args, f"legacy_{dest}") or getattr(args, f"default_{dest}")
+            setattr(args, dest, list(value) if dest == "targets" else value)
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -1,10 +1,9 @@
 """The objective catalog: one small module per family, one explicit registry.
 
-``get(name)`` returns an :class:`Objective`; ``names()`` lists the catalog families;
-``resolve(spec, **params)`` turns ``"name"`` or ``"name+transform[+transform...]"`` into a
-bound ``loss_fn``. Restoring transformations (``min_replace``, ``adv_orthogonal``,
+One way to do each thing: ``names()`` lists the catalog families (``VARIANTS`` the
+documented transformed ones); ``get(name)`` returns an :class:`Objective` (a family or
+``"base+transform..."``); ``resolve(name, **params)`` returns the bound ``loss_fn``. Restoring transformations (``min_replace``, ``adv_orthogonal``,
 ``group_constant_norm``, ``sign_free_clip``) live in :mod:`exchange.objectives.restoring`;
-``variants()`` lists the transformed objectives the catalog documents and tests.
 """
 
 from __future__ import annotations
@@ -33,15 +32,11 @@ __all__ = [
     "VARIANTS",
     "Expected",
     "Objective",
-    "all_objectives",
-    "audit_variants",
-    "bind",
     "expected_of",
     "get",
     "names",
     "resolve",
     "supports",
-    "variants",
 ]
 
 _REGISTRY: dict[str, Objective] = {
@@ -91,21 +86,6 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
-def all_objectives() -> list[Objective]:
-    """The catalog families (no transformed variants; see :func:`variants`)."""
-    return list(_REGISTRY.values())
-
-
-def variants() -> list[Objective]:
-    """The transformed objectives in ``VARIANTS``, built on demand."""
-    return [get(spec) for spec in VARIANTS]
-
-
-def audit_variants() -> list[str]:
-    """The transformed variants ``exchange audit`` shows as rows (``VARIANTS``)."""
-    return list(VARIANTS)
-
-
 def expected_of(spec: str) -> dict[str, Expected]:
     """Expected verdict per regime of ``spec`` (a family or ``"base+transform..."``)."""
     return dict(get(spec).expected)
@@ -124,19 +104,14 @@ def get(name: str) -> Objective:
             f"objective={base_name!r} is not a built-in; choose one of: {', '.join(_REGISTRY)} "
             "(or pass module:function / path.py:function)."
         ) from None
-    return apply_transforms(base, transforms, all_objectives())
-
-
-def bind(name: str, **params: Any):
-    """Shortcut for ``get(name).bind(**params)``."""
-    return get(name).bind(**params)
+    return apply_transforms(base, transforms, list(_REGISTRY.values()))
 
 
 def resolve(spec: str, **params: Any):
     """``"name"`` or ``"name+transform[+transform...]"`` -> bound ``loss_fn``.
 
     ``params`` override the base objective's defaults (``exchange check
-    gspo+min_replace -p eps_high=0.01``). Transformations: ``min_replace``,
+    gspo+min_replace --param eps_high=0.01``). Transformations: ``min_replace``,
     ``adv_orthogonal``, ``group_constant_norm``, ``sign_free_clip``; applying one to an
     objective without the hook it needs raises :class:`InvalidArgument` listing the
     objectives that support it.

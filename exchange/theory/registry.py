@@ -8,7 +8,7 @@ checks ``Print Assumptions`` for every theorem named here (see ``exchange.theory
 
 A property or mechanism with no theorem is listed in ``PROPERTY_NOTES`` /
 ``MECHANISM_NOTES`` with the reason, so "no theorem" is always a decision, never an
-omission (``tests/proofs/test_theorems.py`` checks this).
+omission (``tests/theory/test_registry.py`` checks this).
 """
 
 from __future__ import annotations

@@ -53,3 +53,18 @@ def test_generated_cases_print_as_constructor_calls():
     assert text.startswith("Case(groups=(GroupConfig(responses=")
     with pytest.raises(InvalidArgument):
         Mutation("sideways", 0, 0, 1.0)
+
+
+def test_strategies_print_as_the_public_call_that_built_them():
+    assert repr(xst.cases(max_groups=2)) == "cases(max_groups=2)"
+    assert repr(xst.mutations()) == "mutations()"
+    assert repr(xst.mutations(off_policy=True, max_size=3)) == "mutations(off_policy=True, max_size=3)"
+    assert repr(xst.rollouts(max_length=4)) == "rollouts(max_length=4)"
+    assert repr(xst.group_configs(max_size=3)) == "group_configs(max_size=3)"
+
+
+def test_group_configs_names_the_argument_it_was_given():
+    import pytest
+
+    with pytest.raises(InvalidArgument, match="reward_kinds=\\('x',\\)"):
+        xst.group_configs(reward_kinds=("x",)).example()
