@@ -18,7 +18,7 @@ from typing import Any
 
 from exchange.errors import InvalidArgument
 from exchange.lab.predictions import PREDICTIONS, RunData
-from exchange.lab.runlog import atomic_write_text, read_metrics
+from exchange.lab.runlog import atomic_write_text, check_steps, read_metrics
 from exchange.lab.stats import paired_effect
 
 __all__ = ["load_runs", "report_experiment", "report_experiments", "overall_verdicts", "claims_rows",
@@ -48,8 +48,10 @@ def load_runs(exp_dir: str | Path) -> tuple[dict[str, Any], dict[str, dict[int, 
                     f"run_dir={str(d)!r} is unfinished ({n}/{meta['train']['steps']} steps); finish it with "
                     "`exchange experiment run CONFIG` (it resumes)."
                 )
+            rows = read_metrics(d / "metrics.jsonl")
+            check_steps(rows, meta["train"]["steps"], str(d))  # duplicate/missing steps: refuse
             out[arm["role"]][seed] = RunData(
-                init=json.loads((d / "init.json").read_text()), rows=read_metrics(d / "metrics.jsonl"),
+                init=json.loads((d / "init.json").read_text()), rows=rows,
                 target_accuracy=meta["target_accuracy"], where=str(d),
             )
     return meta, out

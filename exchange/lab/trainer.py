@@ -38,7 +38,9 @@ from exchange.lab.instruments import (
     clip_fractions, coefficient_tax, context_kl, entropy_by_role, prop31_kl, update_norm_share,
     zero_credit_gradient, zero_credit_mask,
 )
-from exchange.lab.runlog import MetricsLog, atomic_torch_save, atomic_write_text, read_metrics
+from exchange.lab.runlog import (
+    MetricsLog, RunLock, atomic_torch_save, atomic_write_text, check_steps, environment, read_metrics,
+)
 from exchange.lab.generation import greedy_accuracy, sample_group_rollout
 from exchange.lab.sft import sft_warm_start
 from exchange.lab.tasks import TEMPLATE, VOCAB_SIZE, Task, get_task
@@ -221,18 +223,27 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
     Writes ``config.json``, ``init.json`` (metrics of the warm-started policy),
     ``metrics.jsonl`` (one row per step), ``ckpt.pt`` and, at the end, ``done.json``.
     Returns ``out_dir``. Killing the process at any point and calling again gives the
-    same ``metrics.jsonl`` as an uninterrupted run.
+    same ``metrics.jsonl`` as an uninterrupted run. The directory is locked
+    (:class:`~exchange.lab.runlog.RunLock`) while it trains; a log with duplicate or
+    missing steps is refused; ``env.json`` records the stack of every (re)start.
     """
-    from tqdm.auto import tqdm
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     task = get_task(cfg.task.name, cfg.task.max_filler)
     loss_fn = cfg.arm.loss_fn()
     tc = cfg.train
     _check_run_dir(out_dir, cfg)
-    if (out_dir / "done.json").exists():
-        return out_dir
+    with RunLock(out_dir):  # refuses a second trainer of this directory
+        if (out_dir / "done.json").exists():
+            check_steps(read_metrics(out_dir / "metrics.jsonl"), tc.steps, str(out_dir))
+            return out_dir
+        return _train_locked(cfg, out_dir, task, loss_fn, sft_cache, progress)
+
+
+def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache, progress: bool) -> Path:
+    from tqdm.auto import tqdm
+
+    tc = cfg.train
     ckpt = out_dir / "ckpt.pt"
     st = _load(ckpt, cfg, task) if ckpt.exists() else _fresh_state(cfg, task, Path(sft_cache) if sft_cache else None)
     if not ckpt.exists():
@@ -241,6 +252,10 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
         _save(ckpt, st)
     log = MetricsLog(out_dir / "metrics.jsonl")
     log.truncate(st.step)  # drop rows computed after the checkpoint; they are recomputed
+    check_steps(read_metrics(log.path), st.step, str(out_dir))  # refuse a corrupted log
+    env = environment()
+    envs = json.loads((out_dir / "env.json").read_text()) if (out_dir / "env.json").exists() else []
+    atomic_write_text(out_dir / "env.json", json.dumps(envs + [{"from_step": st.step, **env}], indent=2))
     bar = tqdm(range(st.step, tc.steps), initial=st.step, total=tc.steps, disable=not progress,
                desc=f"{cfg.experiment}/{cfg.arm.name}/seed{cfg.seed}", leave=False)
     for step in bar:
@@ -267,6 +282,7 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
             _save(ckpt, st)
         bar.set_postfix(reward=f"{row['charts/reward']:.2f}")
     rows = read_metrics(out_dir / "metrics.jsonl")
+    check_steps(rows, tc.steps, str(out_dir))
     atomic_write_text(out_dir / "done.json", json.dumps({
         "fingerprint": cfg.fingerprint(), "steps": len(rows), "wall_s": round(st.wall_s, 3),
     }))
