@@ -47,7 +47,9 @@ class TaskConfig:
     name: str = "arithmetic"
     """One of ``exchange.lab.tasks.TASKS``: arithmetic, pattern, countdown."""
     max_filler: int = 3
-    """The warm-start data draws 0..max_filler reward-irrelevant filler tokens."""
+    """The grammar's cap on reward-irrelevant filler tokens; the warm start draws 0..max_filler."""
+    style_p: float = 0.9
+    """Warm-start probability of the shared style token S after the template."""
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,15 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
         raise InvalidArgument(
             f"{source}: [train] minibatches={cfg.train.minibatches} > prompts_per_step={cfg.train.prompts_per_step}; "
             "groups are never split, so use at most one minibatch per prompt."
+        )
+    from exchange.lab.tasks import get_task
+
+    need = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p).max_response_len
+    if cfg.train.max_response_len < need:
+        raise InvalidArgument(
+            f"{source}: [train] max_response_len={cfg.train.max_response_len} < {need}, the longest grammatical "
+            f"response (template, S, max_filler={cfg.task.max_filler} fillers, answer, EOS); zero-credit tokens "
+            "could then cause truncation and carry credit. Raise it or lower max_filler."
         )
     if cfg.train.optimizer not in ("adam", "sgd"):
         raise InvalidArgument(f"{source}: [train] optimizer={cfg.train.optimizer!r}; choose adam or sgd.")

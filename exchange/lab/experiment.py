@@ -80,7 +80,7 @@ def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
         # Warm starts first (one per seed), so two arms never both build the same one.
         torch.set_num_threads(1)
         for run in cfg.runs()[:: len(cfg.arms)]:
-            warm_started_policy(run, get_task(run.task.name, run.task.max_filler), exp_dir / "_sft")
+            warm_started_policy(run, get_task(run.task.name, run.task.max_filler, run.task.style_p), exp_dir / "_sft")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                                  initializer=_die_with_parent) as pool:
             list(pool.map(_one, work))

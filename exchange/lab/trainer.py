@@ -43,7 +43,7 @@ from exchange.lab.runlog import (
 )
 from exchange.lab.generation import greedy_accuracy, sample_group_rollout
 from exchange.lab.sft import sft_warm_start
-from exchange.lab.tasks import TEMPLATE, VOCAB_SIZE, Task, get_task
+from exchange.lab.tasks import VOCAB_SIZE, GrammarLM, Task, get_task
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 from exchange.core.rollout import Rollout
 
@@ -56,7 +56,7 @@ _STREAMS = ("prompts", "sample", "minibatch")  # independent RNG streams of one 
 class _State:
     """Everything a checkpoint holds."""
 
-    model: TinyLM
+    model: nn.Module
     opt: torch.optim.Optimizer
     gens: dict[str, torch.Generator]
     eval_prompts: torch.Tensor
@@ -66,18 +66,17 @@ class _State:
 
 
 # ----------------------------------------------------------------- set-up
-def _tiny_lm(cfg: RunConfig, task: Task) -> TinyLM:
-    """The policy, with ``n_positions = P + max_response_len + reference_len``: room
-    for a prompt followed by a sampled response or a warm-start reference solution
-    (template + max_filler + answer + EOS). ``n_positions`` shapes the seeded
-    initialisation, so this formula is part of every recorded result."""
-    reference_len = len(TEMPLATE) + task.max_filler + task.answer_len + 1
-    n_pos = task.prompt_len + cfg.train.max_response_len + reference_len
+def _tiny_lm(cfg: RunConfig, task: Task) -> nn.Module:
+    """The policy: a ``TinyLM`` inside the task grammar (:class:`GrammarLM`), with
+    ``n_positions = P + max_response_len + task.max_response_len``: room for a prompt
+    followed by a sampled response or a warm-start reference solution. ``n_positions``
+    shapes the seeded initialisation, so this formula is part of every recorded result."""
+    n_pos = task.prompt_len + cfg.train.max_response_len + task.max_response_len
     m = cfg.model
-    return TinyLM(TinyLMConfig(VOCAB_SIZE, n_pos, m.d_model, m.n_heads, m.n_layers, seed=cfg.seed))
+    return GrammarLM(TinyLM(TinyLMConfig(VOCAB_SIZE, n_pos, m.d_model, m.n_heads, m.n_layers, seed=cfg.seed)), task)
 
 
-def warm_started_policy(cfg: RunConfig, task: Task, cache_dir: Path | None = None) -> TinyLM:
+def warm_started_policy(cfg: RunConfig, task: Task, cache_dir: Path | None = None) -> nn.Module:
     """``TinyLM`` (seeded by ``cfg.seed``) after the SFT warm start.
 
     Both arms of a seed start from the same weights: with ``cache_dir`` the warm start
@@ -229,7 +228,7 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    task = get_task(cfg.task.name, cfg.task.max_filler)
+    task = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p)
     loss_fn = cfg.arm.loss_fn()
     tc = cfg.train
     _check_run_dir(out_dir, cfg)
