@@ -35,15 +35,15 @@ from exchange.core.events import events
 from exchange.lab.config import RunConfig
 from exchange.lab.drift import make_probes, probe_logprobs
 from exchange.lab.instruments import (
-    clip_fractions, coefficient_tax, context_kl, entropy_by_role, prop31_kl, update_norm_share,
-    zero_credit_gradient, zero_credit_mask,
+    clip_fractions, coefficient_tax, context_kl, entropy_by_role, prop31_kl, reward_length_covariance,
+    shared_coefficients, update_share, zero_credit_gradient, zero_credit_mask,
 )
 from exchange.lab.runlog import (
     MetricsLog, RunLock, atomic_torch_save, atomic_write_text, check_steps, environment, read_metrics,
 )
 from exchange.lab.generation import greedy_accuracy, sample_group_rollout
 from exchange.lab.sft import sft_warm_start
-from exchange.lab.tasks import VOCAB_SIZE, GrammarLM, Task, get_task
+from exchange.lab.tasks import VOCAB_SIZE, GrammarLM, Task, certify_zero_credit, filler_accuracy, get_task
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 from exchange.core.rollout import Rollout
 
@@ -173,17 +173,18 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
         ev_mb = dataclasses.replace(ev, ids=ev.ids[rows])  # groups are whole: events stay valid
         logprobs = response_logprobs(st.model, mb).double()  # [n, T], graph to theta
         kappa = token_coefficients(loss_fn, logprobs.detach(), mb)  # [n, T] float64
-        for key, value in {**coefficient_tax(kappa, mb, ev_mb, zc[rows]), **clip_fractions(kappa, mb)}.items():
+        for key, value in {**coefficient_tax(kappa, mb, ev_mb, zc[rows]), **clip_fractions(kappa, mb),
+                           **shared_coefficients(kappa, mb, ev_mb)}.items():
             acc[key].append(value)
-        if tc.measure_update_norm:
-            g_zc = zero_credit_gradient(params, logprobs, kappa, zc[rows])
+        if tc.measure_update_norm:  # P1: the shared events' part sum_e K_e grad l_e of the update
+            g_shared = zero_credit_gradient(params, logprobs, kappa, shared_occ[rows])
         log_ratio = (logprobs - mb.old_logprobs).detach()[mb.mask]
         acc["losses/log_ratio_absmax"].append(float(log_ratio.abs().max()))
         loss = loss_fn(logprobs, mb)
         st.opt.zero_grad(set_to_none=True)
         loss.backward()
         if tc.measure_update_norm:  # -grad(loss) = sum kappa grad l
-            acc["tax/update_norm_share"].append(update_norm_share(g_zc, [-p.grad for p in params]))
+            acc["tax/shared_update_share"].append(update_share(g_shared, [-p.grad for p in params]))
         st.opt.step()
         acc["losses/loss"].append(float(loss.detach()))
     with torch.no_grad():
@@ -199,6 +200,14 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
 def evaluate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, probes: Rollout, max_len: int) -> dict[str, Any]:
     """Greedy accuracy on the fixed eval prompts and the drift probes' log-probs."""
     return {"eval/accuracy": greedy_accuracy(model, task, eval_prompts, max_len), **probe_logprobs(model, probes)}
+
+
+def certificate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, max_len: int) -> dict[str, Any]:
+    """The zero-credit certificate: greedy accuracy by forced filler count and the
+    homogeneity p-value (flat = filler carries no credit; tasks.certify_zero_credit)."""
+    accs, n = filler_accuracy(model, task, eval_prompts, max_len)
+    flat, p = certify_zero_credit(accs, n)
+    return {"cert/filler_accuracy": accs, "cert/filler_flat": flat, "cert/filler_p": p}
 
 
 # --------------------------------------------------------------- the loop
@@ -246,7 +255,8 @@ def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache,
     ckpt = out_dir / "ckpt.pt"
     st = _load(ckpt, cfg, task) if ckpt.exists() else _fresh_state(cfg, task, Path(sft_cache) if sft_cache else None)
     if not ckpt.exists():
-        init = {"step": -1, "charts/samples": 0, **evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len)}
+        init = {"step": -1, "charts/samples": 0, **evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len),
+                **certificate(st.model, task, st.eval_prompts, tc.max_response_len)}
         atomic_write_text(out_dir / "init.json", json.dumps(init))
         _save(ckpt, st)
     log = MetricsLog(out_dir / "metrics.jsonl")
@@ -268,12 +278,15 @@ def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache,
             "charts/reward": float(rollout.rewards.mean()),
             "charts/length": float(rollout.lengths.double().mean()),
             "charts/truncated": float(rollout.truncated.double().mean()),
+            "len/cov_reward_inv_len": reward_length_covariance(rollout),
             **entropy_by_role(rollout),
         }
         eval_step = (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps
         row.update(_update(st, loss_fn, rollout, cfg, prop31=tc.measure_prop31 and eval_step))
         if eval_step:
             row.update(evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len))
+        if step + 1 == tc.steps:
+            row.update(certificate(st.model, task, st.eval_prompts, tc.max_response_len))
         log.append(row)
         st.step = step + 1
         st.wall_s += time.perf_counter() - t0
