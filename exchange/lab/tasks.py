@@ -2,18 +2,20 @@
 
 Every response follows one grammar over a shared vocabulary::
 
-    TEMPLATE (the 2 tokens "A" ":")  [STYLE "S"]  FILLER{0..max_filler} ("." or "~")  DECISION+  EOS
+    TEMPLATE (the 2 tokens "A" ":")  [STYLE "S"]  DECISION+  FILLER{0..max_filler} ("." or "~")  EOS
 
 The verifier deletes every template, style and filler token, wherever it appears, and
-compares what is left before EOS with the task's correct answers. Template, style and
-filler tokens therefore have **zero credit by construction**, and the grammar
-(:class:`GrammarLM`, wrapped around every policy) *caps* them: at most 2 template
-tokens, one S and ``max_filler`` fillers can be sampled, and ``max_response_len`` leaves
-room for all of them plus the answer and EOS, so no number of them can push a response
-into truncation. The warm start covers every filler count 0..max_filler, so no count is
-out of distribution; :func:`filler_accuracy` measures that accuracy is flat across
-filler counts (the certification, tested). Decision tokens (the answer and EOS) carry
-all of the credit.
+compares what is left before EOS with the task's correct answers. The grammar
+(:class:`GrammarLM`, wrapped around every policy) makes filler **zero-credit by
+construction**: it caps zero-credit tokens (at most 2 template tokens, one S and
+``max_filler`` fillers), and once a filler is emitted only filler or EOS may follow, so
+the answer is complete before any filler and ``max_response_len`` leaves room for every
+filler plus EOS: the reward is fixed before the first filler, whatever their number.
+(With ``filler_after=False``, the old design, filler comes before the answer and shifts
+its position; a partly trained model then answers worse after some filler counts, so
+filler carried credit.) :func:`filler_accuracy` and :func:`certify_zero_credit`
+*measure* that accuracy is flat across filler counts (tested, including a failing case).
+Decision tokens (the answer and EOS) carry all of the credit.
 
 Shared events: the template is emitted by every response once warm-started
 (near-deterministic), and the **style token S** follows it with probability
@@ -32,6 +34,7 @@ Tasks (``TASKS``):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -99,6 +102,8 @@ class Task:
     answer_len: int
     max_filler: int = 3
     style_p: float = 0.9
+    filler_after: bool = True
+    """Filler after the answer (zero credit by construction); False: the old, before."""
 
     @property
     def max_response_len(self) -> int:
@@ -151,8 +156,9 @@ class Task:
         for i, prompt in enumerate(prompts.tolist()):
             answer = self.answers(prompt)[0]
             f = int(n_filler[i])
-            row = (list(TEMPLATE) + ([STYLE] if bool(style[i]) else [])
-                   + [FILLER[k] for k in kinds[i, :f].tolist()] + list(answer) + [EOS])
+            fill = [FILLER[k] for k in kinds[i, :f].tolist()]
+            head = list(TEMPLATE) + ([STYLE] if bool(style[i]) else [])
+            row = head + (list(answer) + fill if self.filler_after else fill + list(answer)) + [EOS]
             out[i, : len(row)] = torch.tensor(row)
         return out
 
@@ -190,11 +196,11 @@ def get_task(name: str, max_filler: int | None = None, style_p: float | None = N
     if max_filler is not None:
         if max_filler < 0:
             raise InvalidArgument(f"task.max_filler={max_filler} must be >= 0.")
-        task = Task(task.name, task.prompt_len, task.answer_len, max_filler, task.style_p)
+        task = dataclasses.replace(task, max_filler=max_filler)
     if style_p is not None:
         if not 0.0 <= style_p <= 1.0:
             raise InvalidArgument(f"task.style_p={style_p} must lie in [0, 1].")
-        task = Task(task.name, task.prompt_len, task.answer_len, task.max_filler, style_p)
+        task = dataclasses.replace(task, style_p=style_p)
     return task
 
 
@@ -217,6 +223,9 @@ class GrammarLM(torch.nn.Module):
         self.lm = lm
         self.prompt_len = task.prompt_len
         self.caps = ((list(TEMPLATE), len(TEMPLATE)), ([STYLE], 1), (list(FILLER), task.max_filler))
+        self.filler_after = task.filler_after
+        self.after_filler = torch.ones(VOCAB_SIZE, dtype=torch.bool)  # blocked once a filler is out
+        self.after_filler[list(FILLER) + [EOS]] = False
 
     def forward(self, ids: Tensor) -> Tensor:
         logits = self.lm(ids)  # [B, S, V]
@@ -230,28 +239,51 @@ class GrammarLM(torch.nn.Module):
             count = torch.isin(resp, torch.tensor(toks)).long().cumsum(1)  # [B, S]: emitted up to here
             full = count >= cap
             block[..., toks] |= full[..., None]
+        if self.filler_after:  # after a filler: only filler or EOS, so the answer is already fixed
+            started = torch.isin(resp, torch.tensor(FILLER)).long().cumsum(1) > 0  # [B, S]
+            block |= started[..., None] & self.after_filler
         return logits.masked_fill(block, _NEG)
 
 
 # ------------------------------------------------------- zero-credit certificate
 @torch.no_grad()
+def _greedy(model: torch.nn.Module, ids: Tensor, steps: int, allowed: Tensor | None = None) -> Tensor:
+    """``steps`` greedy tokens after ``ids`` (only ``allowed`` ids when given); EOS repeats as PAD."""
+    out = []
+    done = torch.zeros(ids.shape[0], dtype=torch.bool)
+    for _ in range(steps):
+        logits = model(ids)[:, -1]
+        if allowed is not None:
+            logits = logits.masked_fill(~allowed, float("-inf"))
+        nxt = torch.where(done, torch.full_like(done, PAD, dtype=torch.long), logits.argmax(-1))
+        done = done | (nxt == EOS)
+        out.append(nxt)
+        ids = torch.cat([ids, nxt[:, None]], 1)
+    return torch.stack(out, 1) if out else ids[:, :0]
+
+
+@torch.no_grad()
 def filler_accuracy(model: torch.nn.Module, task: Task, prompts: Tensor, max_len: int) -> tuple[list[float], int]:
     """Greedy accuracy with the filler count forced: ``([acc_k for k in 0..max_filler], n)``.
 
-    For each ``k`` the response is teacher-forced to template, S and ``k`` fillers, then
-    decoded greedily; the whole response is verified. If filler carries no credit the
-    accuracies agree within sampling error (:func:`certify_zero_credit`).
+    For each ``k`` the response is template, S, then (``filler_after``) the greedy answer
+    of ``answer_len`` decision tokens, ``k`` forced fillers and greedy decoding to the end,
+    or (old design) ``k`` forced fillers then greedy decoding; the whole response is
+    verified. If filler carries no credit the accuracies agree within sampling error
+    (:func:`certify_zero_credit`).
     """
-    from exchange.lab.generation import generate
-
     n = prompts.shape[0]
+    head = torch.tensor(list(TEMPLATE) + [STYLE]).repeat(n, 1)
+    decision = ~_ZERO_CREDIT.clone()
+    decision[[PAD, EOS]] = False
+    answer = _greedy(model, torch.cat([prompts, head], 1), task.answer_len, decision) if task.filler_after else head[:, :0]
     accs = []
     for k in range(task.max_filler + 1):
-        forced = torch.tensor(list(TEMPLATE) + [STYLE] + [FILLER[j % len(FILLER)] for j in range(k)]).repeat(n, 1)
-        tokens, mask, _ = generate(model, torch.cat([prompts, forced], 1), max_len - forced.shape[1], 0.0, None)
-        full = torch.cat([forced, tokens], 1)
-        full_mask = torch.cat([torch.ones(forced.shape, dtype=torch.bool), mask], 1)
-        accs.append(float(verify(task, prompts, full, full_mask).mean()))
+        fill = torch.tensor([FILLER[j % len(FILLER)] for j in range(k)], dtype=torch.long).repeat(n, 1)
+        forced = torch.cat([head, answer, fill] if task.filler_after else [head, fill], 1)
+        rest = _greedy(model, torch.cat([prompts, forced], 1), max_len - forced.shape[1])
+        full = torch.cat([forced, rest], 1)
+        accs.append(float(verify(task, prompts, full, full != PAD).mean()))
     return accs, n
 
 
