@@ -54,9 +54,13 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    kind: str = "transformer"
+    """transformer (TinyLM) or tabular (one logit row per context: the no-spillover control)."""
     d_model: int = 32
     n_heads: int = 2
     n_layers: int = 2
+    table_size: int = 65536
+    """tabular: the most contexts a run may visit."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +275,8 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
             f"response (template, S, max_filler={cfg.task.max_filler} fillers, answer, EOS); zero-credit tokens "
             "could then cause truncation and carry credit. Raise it or lower max_filler."
         )
+    if cfg.model.kind not in ("transformer", "tabular"):
+        raise InvalidArgument(f"{source}: [model] kind={cfg.model.kind!r}; choose transformer or tabular.")
     if cfg.train.optimizer not in ("adam", "sgd"):
         raise InvalidArgument(f"{source}: [train] optimizer={cfg.train.optimizer!r}; choose adam or sgd.")
     if not 0.0 <= cfg.target_accuracy <= 1.0:

@@ -73,6 +73,10 @@ def _tiny_lm(cfg: RunConfig, task: Task) -> nn.Module:
     shapes the seeded initialisation, so this formula is part of every recorded result."""
     n_pos = task.prompt_len + cfg.train.max_response_len + task.max_response_len
     m = cfg.model
+    if m.kind == "tabular":
+        from exchange.lab.tabular import TabularLM
+
+        return GrammarLM(TabularLM(VOCAB_SIZE, m.table_size), task)
     return GrammarLM(TinyLM(TinyLMConfig(VOCAB_SIZE, n_pos, m.d_model, m.n_heads, m.n_layers, seed=cfg.seed)), task)
 
 
