@@ -239,6 +239,9 @@ def _markdown(summary: dict[str, Any], img_prefix: str) -> str:
                       f"else the sign of its shared-event coefficient at S): {sum(x > 0 for x in sg)} seeds +, "
                       f"{sum(x < 0 for x in sg)} -; the baseline drifted in the predicted sign in "
                       f"{e['baseline_in_predicted_sign']}/{len(sg)} seeds."]
+    notes = [f"{e['prediction']}: {e['reason']}." for e in summary["effects"] if e["primary"] and e.get("reason")]
+    if notes:
+        lines += ["", "Primary rows: " + " ".join(notes)]
     v = summary["verdicts"]
     lines += [
         "",

@@ -136,6 +136,8 @@ def decide(effects: list[PairedEffect], *, alpha: float = 0.05) -> list[PairedEf
             pe, j = adj[j], j + 1
         if pt < alpha and e.mean > 0 and e.low > 0:
             verdict, reason = "confirmed", f"interval excludes 0 on the predicted side (Holm p={pt:.3g})"
+            if e.sesoi is not None and e.high < e.sesoi:
+                reason += f"; the whole interval lies below the SESOI {e.sesoi:.3g}: real but smaller than stated"
         elif pt < alpha and e.mean < 0 and e.high < 0:
             verdict, reason = "refuted", f"interval excludes 0 on the opposite side (Holm p={pt:.3g})"
         elif pe is not None and pe < alpha:
