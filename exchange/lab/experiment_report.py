@@ -26,6 +26,8 @@ from exchange.lab.stats import decide, paired_effect
 __all__ = ["load_runs", "report_experiment", "report_experiments", "overall_verdicts", "claims_rows",
            "write_claims_section"]
 
+DESIGN_SEEDS = 12
+"""Paired seeds the design asks for; a report on fewer says it is reduced."""
 BEGIN, END = "<!-- BEGIN GENERATED RESULTS -->", "<!-- END GENERATED RESULTS -->"
 
 
@@ -262,6 +264,8 @@ def report_experiment(exp_dir: str | Path, *, reduced: str | None = None) -> dic
 
     exp_dir = Path(exp_dir)
     meta, runs = load_runs(exp_dir)
+    if reduced is None and 1 < len(meta["seeds"]) < DESIGN_SEEDS:
+        reduced = f"{len(meta['seeds'])} seeds, fewer than the design's {DESIGN_SEEDS}"
     effects = _effects(meta, runs)
     walls = [json.loads((exp_dir / a["name"] / f"seed{s}" / "done.json").read_text())["wall_s"]
              for a in meta["arms"] for s in meta["seeds"]]

@@ -92,7 +92,9 @@ def paired_effect(diffs, *, sesoi: float | None = None, alpha: float = 0.05, pow
     if se == 0:  # every seed agrees exactly
         low = high = mean
         p_t = 0.0 if mean != 0 else 1.0
-        p_equiv = None if sesoi is None else (0.0 if abs(mean) < sesoi else 1.0)
+        # all differences exactly 0: the statistic did not move (e.g. accuracy at its
+        # ceiling in both arms); that is no evidence of equivalence, so no TOST
+        p_equiv = None if sesoi is None or mean == 0 else (0.0 if abs(mean) < sesoi else 1.0)
     else:
         low, high = mean - tq * se, mean + tq * se
         p_t = float(2 * stats.t.sf(abs(mean) / se, df))
