@@ -310,6 +310,7 @@ def claims_rows(summaries: list[dict[str, Any]], configs: list[str]) -> str:
     for s, cfg in zip(summaries, configs):
         name = s["experiment"]["name"]
         run = f"`python -m exchange experiment run {cfg}` then `python -m exchange experiment report runs/{name}`"
+        tag = f" (provisional: {s['reduced']})" if s.get("reduced") else ""
         for key, claim in claims.items():
             ev = "; ".join(
                 f"{e['claim']}: {_fmt(e['diff_mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}], "
@@ -317,7 +318,7 @@ def claims_rows(summaries: list[dict[str, Any]], configs: list[str]) -> str:
                 f"{e['claim']}: {e['reason']}"
                 for e in s["effects"] if e["prediction"] == key and e["primary"]
             )
-            lines.append(f"| {claim} | {name} ({s['baseline']} vs {s['treatment']}) | {s['verdicts'][key]} | "
+            lines.append(f"| {claim} | {name} ({s['baseline']} vs {s['treatment']}) | {s['verdicts'][key]}{tag} | "
                          f"{_cell(ev)} | {run} |")
         lines.append(f"| Falsifier (THEORY.md 5) | {name} | {s['verdicts']['falsifier'].split(':')[0]} | "
                      f"{s['verdicts']['falsifier']} | {run} |")
