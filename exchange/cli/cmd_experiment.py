@@ -1,8 +1,8 @@
 """``exchange experiment run CONFIG`` / ``exchange experiment report RUN_DIR``.
 
 ``run`` trains both arms of a paired experiment for every seed (resumable: run it
-again after an interruption); ``report`` computes the P1-P4 statistics with bootstrap
-confidence intervals, writes ``summary.json``, ``summary.md`` and PNG plots, and
+again after an interruption); ``report`` computes the P1-P4 statistics with paired
+t-intervals, sign tests, Holm correction and equivalence tests, writes ``summary.json``, ``summary.md`` and PNG plots, and
 optionally renders several experiments into one markdown page.
 """
 
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
     rep.add_argument("--img-dir", help="also copy the plots here (e.g. docs/img) as exp_<name>_*.png")
     rep.add_argument("--markdown", help="write one markdown page with every experiment (e.g. docs/experiments.md)")
     rep.add_argument("--claims", help="rewrite the 'Training experiments' section of this file (docs/claims.md)")
-    rep.add_argument("--resamples", type=int, default=9999, help="bootstrap resamples (default 9999)")
+    rep.add_argument("--reduced", help="label the runs as reduced (fewer seeds/steps than the design), e.g. '4 seeds'")
     rep.set_defaults(func=run)
 
 
@@ -58,7 +58,7 @@ def run(args) -> int:
     from exchange.lab.experiment_report import report_experiments
 
     verdicts = report_experiments(args.run_dirs, img_dir=args.img_dir, markdown=args.markdown,
-                                  claims=args.claims, n_resamples=args.resamples)
+                                  claims=args.claims, reduced=args.reduced)
     for line in verdicts:
         print(line)
     return 0

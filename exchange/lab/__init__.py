@@ -3,13 +3,16 @@
 One concept per module; the trainer is one readable loop whose maths comes from the
 package (``exchange.core.coefficients``, ``exchange.core.events``, ``exchange.objectives``):
 
-- ``tasks``: synthetic verifiable tasks with zero-credit template/filler tokens;
-- ``sft``, ``sampling``: warm start and group sampling of a ``TinyLM`` policy;
-- ``instruments``, ``drift``: learning tax, clipping by sign, entropy, KL, drift probes;
-- ``runlog``: atomic writes, metrics log, crash-safe checkpoints;
+- ``tasks``: synthetic verifiable tasks, the grammar that makes template/S/filler
+  zero-credit by construction, and the certificate that measures it;
+- ``sft``, ``generation``: warm start and group sampling of a policy (``TinyLM`` or the
+  no-spillover control ``tabular.TabularLM``);
+- ``instruments``, ``drift``: learning tax, shared-event share and signed coefficients,
+  clipping by sign, entropy, KL, fixed-context probes;
+- ``runlog``: atomic writes, metrics log, checkpoints, run lock, step checks, environment;
 - ``config``, ``trainer``, ``experiment``: TOML experiments, one run, all runs;
-- ``predictions``, ``stats``, ``report``, ``plots``: P1-P4 statistics, bootstrap CIs,
-  verdicts, PNG plots and markdown;
+- ``predictions``, ``stats``, ``experiment_report``, ``plots``: P1-P4 statistics, paired
+  t/sign/Holm/equivalence tests, manipulation check, KL match, plots and markdown;
 - ``llm``: verifier, data loader and tiny in-code HF model for the LLM-scale runner.
 
 matplotlib, scipy, tqdm, transformers and trl are imported inside the functions that

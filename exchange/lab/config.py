@@ -47,14 +47,20 @@ class TaskConfig:
     name: str = "arithmetic"
     """One of ``exchange.lab.tasks.TASKS``: arithmetic, pattern, countdown."""
     max_filler: int = 3
-    """The warm-start data draws 0..max_filler reward-irrelevant filler tokens."""
+    """The grammar's cap on reward-irrelevant filler tokens; the warm start draws 0..max_filler."""
+    style_p: float = 0.9
+    """Warm-start probability of the shared style token S after the template."""
 
 
 @dataclass(frozen=True)
 class ModelConfig:
+    kind: str = "transformer"
+    """transformer (TinyLM) or tabular (one logit row per context: the no-spillover control)."""
     d_model: int = 32
     n_heads: int = 2
     n_layers: int = 2
+    table_size: int = 65536
+    """tabular: the most contexts a run may visit."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +266,17 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
             f"{source}: [train] minibatches={cfg.train.minibatches} > prompts_per_step={cfg.train.prompts_per_step}; "
             "groups are never split, so use at most one minibatch per prompt."
         )
+    from exchange.lab.tasks import get_task
+
+    need = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p).max_response_len
+    if cfg.train.max_response_len < need:
+        raise InvalidArgument(
+            f"{source}: [train] max_response_len={cfg.train.max_response_len} < {need}, the longest grammatical "
+            f"response (template, S, max_filler={cfg.task.max_filler} fillers, answer, EOS); zero-credit tokens "
+            "could then cause truncation and carry credit. Raise it or lower max_filler."
+        )
+    if cfg.model.kind not in ("transformer", "tabular"):
+        raise InvalidArgument(f"{source}: [model] kind={cfg.model.kind!r}; choose transformer or tabular.")
     if cfg.train.optimizer not in ("adam", "sgd"):
         raise InvalidArgument(f"{source}: [train] optimizer={cfg.train.optimizer!r}; choose adam or sgd.")
     if not 0.0 <= cfg.target_accuracy <= 1.0:

@@ -1,9 +1,12 @@
 """Drift probes: fixed reference solutions whose log-probs are tracked during RL (P2).
 
-For each probe prompt there are two equally rewarded correct solutions, one with no
-filler and one with ``max_filler`` filler tokens (Cor. 3.2's ``y_a``, ``y_b``). Their
-template and filler log-probs carry no credit, so under an exchangeable objective they
-should stay flat in expectation; the log-odds between the two solutions should too.
+For each probe prompt there are two equally rewarded correct solutions, both with the
+style token S, one with no filler and one with ``max_filler`` filler tokens (Cor. 3.2's
+``y_a``, ``y_b``). The probes are the *same contexts at every evaluation*, so P2 reads
+the signed change of log p at fixed contexts (the style token S after the template, the
+template, the whole reference solution) and P3 the entropy of the next-token
+distribution at fixed weak-credit contexts (template, S and filler positions), never at
+whatever positions a rollout happened to sample.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from exchange.lab.tasks import PAD, ROLE_DECISION, ROLE_FILLER, ROLE_TEMPLATE, Task, token_roles
-from exchange.models import response_logprobs
+from exchange.lab.tasks import PAD, ROLE_DECISION, ROLE_FILLER, ROLE_STYLE, ROLE_TEMPLATE, Task, token_roles
+from exchange.models import sequence_logits
 from exchange.core.rollout import Rollout
 
 __all__ = ["make_probes", "probe_logprobs"]
@@ -23,7 +26,7 @@ def make_probes(task: Task, n_prompts: int, gen: torch.Generator) -> Rollout:
     row ``2k + 1`` (``task.max_filler`` filler) answer prompt ``k``; all rewards are 1."""
     prompts = task.sample_prompts(n_prompts, gen).repeat_interleave(2, dim=0)  # [2n, P]
     n_filler = torch.tensor([0, task.max_filler]).repeat(n_prompts)
-    tokens = task.reference(prompts, gen, n_filler=n_filler)
+    tokens = task.reference(prompts, gen, n_filler=n_filler, style=torch.ones(2 * n_prompts, dtype=torch.bool))
     mask = tokens != PAD
     n = tokens.shape[0]
     return Rollout(
@@ -41,19 +44,29 @@ def _mean(x: Tensor, m: Tensor) -> float | None:
 def probe_logprobs(model: nn.Module, probes: Rollout) -> dict[str, float | None]:
     """Mean per-token log-probs of the probes by role, and the short-vs-long log-odds.
 
-    - ``drift/template_logp``, ``drift/filler_logp``, ``drift/decision_logp``;
+    - ``drift/template_logp``, ``drift/style_logp``, ``drift/filler_logp``, ``drift/decision_logp``;
+    - ``entropy/fixed_weak_credit``, ``entropy/fixed_style``: next-token entropy at the
+      fixed template/S/filler contexts and at the S context;
     - ``drift/zero_credit_logp``: template and filler positions together;
     - ``drift/ref_seq_logp``: mean total log-prob of a reference solution;
     - ``drift/short_vs_long_logodds``: mean ``log p(y_short) - log p(y_long)``.
     """
-    lp = response_logprobs(model, probes).double()  # [2n, T]
+    logits, _ = sequence_logits(model, probes)
+    logp = torch.log_softmax(logits.double(), -1)  # [2n, T, V]
+    lp = logp.gather(-1, probes.tokens.clamp(min=0)[..., None]).squeeze(-1)
+    lp = torch.where(probes.mask, lp, torch.zeros((), dtype=lp.dtype))
+    ent = -(logp.exp() * logp).sum(-1)  # [2n, T] entropy of the next-token distribution
     roles, m = token_roles(probes.tokens), probes.mask
     seq = (lp * m).sum(dim=1)  # [2n]
+    weak = m & (roles != ROLE_DECISION)
     return {
         "drift/template_logp": _mean(lp, m & (roles == ROLE_TEMPLATE)),
+        "drift/style_logp": _mean(lp, m & (roles == ROLE_STYLE)),
         "drift/filler_logp": _mean(lp, m & (roles == ROLE_FILLER)),
         "drift/decision_logp": _mean(lp, m & (roles == ROLE_DECISION)),
-        "drift/zero_credit_logp": _mean(lp, m & (roles != ROLE_DECISION)),
+        "drift/zero_credit_logp": _mean(lp, weak),
         "drift/ref_seq_logp": float(seq.mean()),
         "drift/short_vs_long_logodds": float((seq[0::2] - seq[1::2]).mean()),
+        "entropy/fixed_weak_credit": _mean(ent, weak),
+        "entropy/fixed_style": _mean(ent, m & (roles == ROLE_STYLE)),
     }

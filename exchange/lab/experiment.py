@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from exchange.lab.config import ExperimentConfig, RunConfig
-from exchange.lab.runlog import atomic_write_text
+from exchange.lab.runlog import RunLock, atomic_write_text
 from exchange.lab.tasks import get_task
 from exchange.lab.trainer import train_run, warm_started_policy
 
@@ -28,6 +28,21 @@ __all__ = ["run_dir", "run_experiment"]
 def run_dir(out_root: str | Path, run: RunConfig) -> Path:
     """``out_root / experiment / arm / seed<k>``."""
     return Path(out_root) / run.experiment / run.arm.name / f"seed{run.seed}"
+
+
+def _die_with_parent() -> None:
+    """Worker initializer: on Linux, the kernel kills the worker when its parent dies
+    (``PR_SET_PDEATHSIG``), so a ``kill -9`` of ``experiment run`` leaves no worker
+    training. Elsewhere the run-directory lock still refuses a resume while one runs."""
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        except OSError:
+            pass
 
 
 def _one(args: tuple[RunConfig, str, bool]) -> str:
@@ -46,6 +61,12 @@ def run_experiment(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs
     """
     exp_dir = Path(out_root) / cfg.name
     exp_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(exp_dir):  # two `experiment run` on one --out: the second is refused
+        _run_locked(cfg, exp_dir, out_root, jobs, progress, source)
+    return exp_dir
+
+
+def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
     atomic_write_text(exp_dir / "experiment.json", json.dumps({**dataclasses.asdict(cfg), "source": source}, indent=2))
     work = [(run, str(out_root), progress) for run in cfg.runs()]
     if jobs <= 1:
@@ -59,7 +80,7 @@ def run_experiment(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs
         # Warm starts first (one per seed), so two arms never both build the same one.
         torch.set_num_threads(1)
         for run in cfg.runs()[:: len(cfg.arms)]:
-            warm_started_policy(run, get_task(run.task.name, run.task.max_filler), exp_dir / "_sft")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+            warm_started_policy(run, get_task(run.task.name, run.task.max_filler, run.task.style_p), exp_dir / "_sft")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                 initializer=_die_with_parent) as pool:
             list(pool.map(_one, work))
-    return exp_dir

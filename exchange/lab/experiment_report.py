@@ -17,13 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from exchange.errors import InvalidArgument
-from exchange.lab.predictions import PREDICTIONS, RunData
-from exchange.lab.runlog import atomic_write_text, read_metrics
-from exchange.lab.stats import paired_effect
+import numpy as np
+
+from exchange.lab.predictions import KL_KEY, MANIPULATION_KEY, PREDICTIONS, RunData, predicted_drift_sign
+from exchange.lab.runlog import atomic_write_text, check_steps, read_metrics
+from exchange.lab.stats import decide, paired_effect
 
 __all__ = ["load_runs", "report_experiment", "report_experiments", "overall_verdicts", "claims_rows",
            "write_claims_section"]
 
+DESIGN_SEEDS = 12
+"""Paired seeds the design asks for; a report on fewer says it is reduced."""
 BEGIN, END = "<!-- BEGIN GENERATED RESULTS -->", "<!-- END GENERATED RESULTS -->"
 
 
@@ -48,55 +52,119 @@ def load_runs(exp_dir: str | Path) -> tuple[dict[str, Any], dict[str, dict[int, 
                     f"run_dir={str(d)!r} is unfinished ({n}/{meta['train']['steps']} steps); finish it with "
                     "`exchange experiment run CONFIG` (it resumes)."
                 )
+            rows = read_metrics(d / "metrics.jsonl")
+            check_steps(rows, meta["train"]["steps"], str(d))  # duplicate/missing steps: refuse
             out[arm["role"]][seed] = RunData(
-                init=json.loads((d / "init.json").read_text()), rows=read_metrics(d / "metrics.jsonl"),
-                target_accuracy=meta["target_accuracy"], where=str(d),
+                init=json.loads((d / "init.json").read_text()), rows=rows,
+                target_accuracy=meta["target_accuracy"], where=str(d), mechanism=meta.get("mechanism", ""),
             )
     return meta, out
 
 
-def _effects(meta: dict[str, Any], runs: dict[str, dict[int, RunData]], n_resamples: int) -> list[dict[str, Any]]:
-    rows = []
+def _effects(meta: dict[str, Any], runs: dict[str, dict[int, RunData]]) -> list[dict[str, Any]]:
+    """One row per prediction; the primary rows are decided together (Holm)."""
+    seeds = meta["seeds"]
+    rows, tested = [], []
     for pred in PREDICTIONS:
-        base = [pred.per_run(runs["baseline"][s]) for s in meta["seeds"]]
-        treat = [pred.per_run(runs["treatment"][s]) for s in meta["seeds"]]
-        diffs = [b - t if pred.better == "lower" else t - b for b, t in zip(base, treat)]
-        row = {"prediction": pred.key, "claim": pred.claim, "statistic": pred.statistic, "primary": pred.primary,
-               "exchangeable_should_be": pred.better, "baseline": base, "treatment": treat}
-        if not all(math.isfinite(d) for d in diffs):  # a metric undefined in some run
-            row.update(diff_mean=None, ci_low=None, ci_high=None, confidence=0.95, n_seeds=len(diffs),
-                       n_predicted_direction=None, verdict="not measured")
+        base = [pred.per_run(runs["baseline"][s]) for s in seeds]
+        treat = [pred.per_run(runs["treatment"][s]) for s in seeds]
+        signs = None
+        if pred.better == "signed":
+            signs = [predicted_drift_sign(runs["baseline"][s]) for s in seeds]
+            diffs = [g * (b - t) for g, b, t in zip(signs, base, treat)]
+        elif pred.better == "lower":
+            diffs = [b - t for b, t in zip(base, treat)]
         else:
-            eff = paired_effect(diffs, n_resamples=n_resamples)
-            row.update(diff_mean=eff.mean, ci_low=eff.low, ci_high=eff.high, confidence=eff.confidence,
-                       n_seeds=eff.n, n_predicted_direction=eff.n_positive, verdict=eff.verdict)
+            diffs = [t - b for b, t in zip(base, treat)]
+        row = {"prediction": pred.key, "claim": pred.claim, "statistic": pred.statistic, "primary": pred.primary,
+               "exchangeable_should_be": pred.better, "baseline": base, "treatment": treat, "diffs": diffs,
+               "predicted_signs": signs, "sesoi": pred.sesoi, "n_seeds": len(diffs)}
+        if signs is not None:  # does the baseline drift the way T3/T4 predict?
+            row["baseline_in_predicted_sign"] = sum(g * b > 0 for g, b in zip(signs, base))
+        if len(diffs) < 2:
+            row.update(verdict="not tested", reason="one seed: no paired statistics (need >= 2 seeds)")
+        elif not all(math.isfinite(d) for d in diffs):  # a metric undefined in some run
+            row.update(verdict="not measured", reason="the statistic is undefined in some run")
+        else:
+            tested.append((row, paired_effect(diffs, sesoi=pred.sesoi)))
         rows.append(row)
+    primary = [(r, e) for r, e in tested if r["primary"]]
+    decided = decide([e for _, e in primary]) if primary else []
+    for (r, _), e in zip(primary, decided):
+        r["_effect"] = e
+    for r, e in tested:
+        e = r.pop("_effect", e)
+        r.update(diff_mean=e.mean, ci_low=e.low, ci_high=e.high, confidence=e.confidence, sd=e.sd,
+                 p_t=e.p_t, p_t_holm=e.p_t_adj, p_sign=e.p_sign, p_equiv=e.p_equiv, p_equiv_holm=e.p_equiv_adj,
+                 mde=e.mde, n_predicted_direction=e.n_positive,
+                 verdict=e.verdict if r["primary"] else f"{e.verdict} (uncorrected)", reason=e.reason)
     return rows
 
 
-def overall_verdicts(effects: list[dict[str, Any]]) -> dict[str, str]:
-    """One verdict per prediction from its primary rows, and the falsifier's reading.
+def manipulation_check(runs: dict[str, dict[int, RunData]], threshold: float = 0.01) -> dict[str, Any]:
+    """Did the treatment remove the mechanism? Mean ``tax/shared_residual`` per arm:
+    the treatment's must be below ``threshold`` (~0, Theorem T1) and the baseline's above
+    it. Without this the pair does not test the mechanism at all."""
+    out: dict[str, Any] = {"threshold": threshold}
+    for role in ("baseline", "treatment"):
+        vals = [_mean_key(r, MANIPULATION_KEY) for r in runs[role].values()]
+        out[role] = float(np.mean(vals))
+    out["passed"] = bool(out["treatment"] < threshold <= out["baseline"])
+    return out
 
-    A prediction with several primary rows (P4: samples and final accuracy) is
-    confirmed when one is confirmed and none refuted, refuted when any is refuted.
-    Falsifier: the mechanism toggle moved P1-P3 as predicted (k of 3 confirmed).
+
+def kl_match(runs: dict[str, dict[int, RunData]], tolerance: float = 0.10) -> dict[str, Any]:
+    """Matched trust regions: mean KL per step of each arm; ``matched`` within ``tolerance``
+    (relative to the baseline), else the pair is ``confounded`` by step size."""
+    base = float(np.mean([_mean_key(r, KL_KEY) for r in runs["baseline"].values()]))
+    treat = float(np.mean([_mean_key(r, KL_KEY) for r in runs["treatment"].values()]))
+    rel = (treat - base) / base if base > 0 else float("inf")
+    return {"baseline": base, "treatment": treat, "relative": rel, "tolerance": tolerance,
+            "matched": bool(abs(rel) <= tolerance)}
+
+
+def certificates(runs: dict[str, dict[int, RunData]]) -> dict[str, Any]:
+    """Zero-credit certificate at the warm start and at the end of every run."""
+    start = [bool(r.init.get("cert/filler_flat", False)) for rr in runs.values() for r in rr.values()]
+    end = [bool(r.rows[-1].get("cert/filler_flat", False)) for rr in runs.values() for r in rr.values()]
+    accs = [r.init.get("cert/filler_accuracy") for r in runs["baseline"].values()]
+    return {"flat_at_start": sum(start), "flat_at_end": sum(end), "runs": len(start), "start_accuracy_by_filler": accs}
+
+
+def _mean_key(run: RunData, key: str) -> float:
+    s = run.series(key)
+    return float(s.mean()) if len(s) else float("nan")
+
+
+def overall_verdicts(effects: list[dict[str, Any]], manipulation: dict[str, Any] | None = None,
+                     kl: dict[str, Any] | None = None) -> dict[str, str]:
+    """One verdict per prediction (its primary row) and the falsifier's reading.
+
+    The falsifier is read only when the manipulation check passed (the treatment removed
+    the mechanism) and the arms' KL per step match; otherwise it says why not.
     """
     out: dict[str, str] = {}
     for key in ("P1", "P2", "P3", "P4"):
         vs = [e["verdict"] for e in effects if e["prediction"] == key and e["primary"]]
-        if "refuted" in vs:
-            out[key] = "refuted"
-        elif "confirmed" in vs:
-            out[key] = "confirmed"
-        else:
-            out[key] = "inconclusive"
-    k = sum(out[p] == "confirmed" for p in ("P1", "P2", "P3"))
+        out[key] = vs[0] if vs else "not tested"
+    if manipulation is not None and not manipulation["passed"]:
+        out["falsifier"] = ("not readable: the manipulation check failed (treatment residual "
+                            f"{manipulation['treatment']:.3g}, baseline {manipulation['baseline']:.3g})")
+        return out
+    if kl is not None and not kl["matched"]:
+        out["falsifier"] = (f"confounded: KL per step differs by {100 * kl['relative']:+.0f}% between arms "
+                            f"(> {100 * kl['tolerance']:.0f}%); tune the treatment's clip")
+        return out
+    vs = [out[p] for p in ("P1", "P2", "P3")]
+    k = vs.count("confirmed")
     if k == 3:
         out["falsifier"] = "survives: the mechanism toggle alone moved P1, P2 and P3 as predicted"
-    elif k == 0:
-        out["falsifier"] = "not supported: toggling only the mechanism moved none of P1-P3 as predicted"
+    elif vs.count("refuted") == 3:
+        out["falsifier"] = "supported: toggling only the mechanism left P1-P3 unchanged or moved them the other way"
+    elif "inconclusive" in vs or "not tested" in vs or "not measured" in vs:
+        out["falsifier"] = f"undecided: {k} of P1-P3 confirmed, the rest refuted or inconclusive (see their MDEs)"
     else:
-        out["falsifier"] = f"partly supported: the mechanism toggle alone moved {k} of P1-P3 as predicted"
+        out["falsifier"] = f"partly: {k} of P1-P3 confirmed, {vs.count('refuted')} refuted"
     return out
 
 
@@ -114,6 +182,7 @@ def _cell(text: str) -> str:
 def _markdown(summary: dict[str, Any], img_prefix: str) -> str:
     m = summary["experiment"]
     base, treat = summary["baseline"], summary["treatment"]
+    n = len(m["seeds"])
     lines = [
         f"### {m['name']}: `{base}` vs `{treat}`",
         "",
@@ -122,29 +191,59 @@ def _markdown(summary: dict[str, Any], img_prefix: str) -> str:
         "",
         f"{m['description']}".strip(),
         "",
-        f"Mechanism toggled: {m['mechanism'] or '(not stated)'}. Task `{m['task']['name']}`, "
-        f"{len(m['seeds'])} seeds, {m['train']['steps']} steps x {m['train']['prompts_per_step']} prompts x "
-        f"G={m['train']['group_size']}, {m['train']['epochs']} epochs x {m['train']['minibatches']} minibatches "
-        f"per rollout, {m['train']['optimizer']} lr={m['train']['lr']}. Mean wall time per run: "
-        f"{summary['mean_wall_s']:.1f} s.",
+        f"Mechanism toggled: {m['mechanism'] or '(not stated)'}. Task `{m['task']['name']}`, model "
+        f"`{m['model'].get('kind', 'transformer')}`, {n} seeds, {m['train']['steps']} steps x "
+        f"{m['train']['prompts_per_step']} prompts x G={m['train']['group_size']}, {m['train']['epochs']} epochs x "
+        f"{m['train']['minibatches']} minibatches per rollout, {m['train']['optimizer']} lr={m['train']['lr']}. "
+        f"Mean wall time per run: {summary['mean_wall_s']:.1f} s.",
         "",
-        "Each difference is oriented so the paper's prediction is > 0 (baseline - treatment for "
-        "quantities the exchangeable arm should lower, treatment - baseline otherwise); "
-        f"{int(summary['effects'][0]['confidence'] * 100)}% percentile bootstrap CI over seeds.",
+    ]
+    if n < 2:
+        lines += [f"**One seed: no paired statistics and no verdicts** (need >= 2 seeds; the design asks for >= 12).", ""]
+    if summary.get("reduced"):
+        lines += [f"**Reduced run** ({summary['reduced']}): not the design's power; verdicts below are provisional.", ""]
+    man, kl, cert = summary["manipulation"], summary["kl_match"], summary["certificate"]
+    lines += [
+        f"1. **Manipulation check** (mean `{MANIPULATION_KEY}`, must be < {man['threshold']} for the treatment and not "
+        f"for the baseline): baseline {_fmt(man['baseline'])}, treatment {_fmt(man['treatment'])}: "
+        f"**{'passed' if man['passed'] else 'FAILED'}**.",
+        f"2. **Trust regions** (mean `{KL_KEY}` per step): baseline {_fmt(kl['baseline'])}, treatment "
+        f"{_fmt(kl['treatment'])} ({100 * kl['relative']:+.0f}%): **{'matched' if kl['matched'] else 'CONFOUNDED'}** "
+        f"(tolerance {100 * kl['tolerance']:.0f}%).",
+        f"3. **Zero-credit certificate** (greedy accuracy flat across forced filler counts, chi-square p >= 0.01): "
+        f"{cert['flat_at_start']}/{cert['runs']} runs at the warm start, {cert['flat_at_end']}/{cert['runs']} at the end.",
+        f"4. **Eval standard error**: {summary['eval_se']:.3f} per accuracy point ({m['train']['eval_prompts']} prompts).",
         "",
-        "| pred. | statistic | baseline (mean) | treatment (mean) | diff (pred. > 0) | CI | seeds in pred. dir. | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "Each difference is oriented so that the prediction is > 0. Paired t-interval "
+        "(95%), exact sign test, TOST equivalence against the stated smallest effect of interest (SESOI), "
+        "Holm across the primary rows; MDE = minimum detectable effect at 80% power. "
+        "Supporting rows are uncorrected.",
+        "",
+        "| pred. | statistic | baseline | treatment | diff | 95% CI | seeds > 0 | sign p | Holm p | SESOI | MDE | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in summary["effects"]:
         b = sum(e["baseline"]) / len(e["baseline"])
         t = sum(e["treatment"]) / len(e["treatment"])
-        n_dir = "n/a" if e["n_predicted_direction"] is None else e["n_predicted_direction"]
         tag = "" if e["primary"] else " (supporting)"
-        lines.append(
-            f"| {e['prediction']}{tag} | {_cell(e['statistic'])} | {_fmt(b)} | {_fmt(t)} | {_fmt(e['diff_mean'])} | "
-            f"[{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}] | {n_dir}/{e['n_seeds']} | "
-            f"{e['verdict']} |"
-        )
+        if "diff_mean" in e:
+            cells = (f"{_fmt(e['diff_mean'])} | [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}] | "
+                     f"{e['n_predicted_direction']}/{e['n_seeds']} | {_fmt(e['p_sign'])} | {_fmt(e.get('p_t_holm'))} | "
+                     f"{_fmt(e['sesoi'])} | {_fmt(e['mde'])}")
+        else:
+            cells = "n/a | n/a | n/a | n/a | n/a | n/a | n/a"
+        lines.append(f"| {e['prediction']}{tag} | {_cell(e['statistic'])} | {_fmt(b)} | {_fmt(t)} | {cells} | "
+                     f"{e['verdict']} |")
+    signed = [e for e in summary["effects"] if e.get("predicted_signs") is not None and e["primary"]]
+    for e in signed:
+        sg = e["predicted_signs"]
+        lines += ["", f"P2 direction: predicted sign of the baseline's drift (T3 from its own cov(R, 1/L) for M3, "
+                      f"else the sign of its shared-event coefficient at S): {sum(x > 0 for x in sg)} seeds +, "
+                      f"{sum(x < 0 for x in sg)} -; the baseline drifted in the predicted sign in "
+                      f"{e['baseline_in_predicted_sign']}/{len(sg)} seeds."]
+    notes = [f"{e['prediction']}: {e['reason']}." for e in summary["effects"] if e["primary"] and e.get("reason")]
+    if notes:
+        lines += ["", "Primary rows: " + " ".join(notes)]
     v = summary["verdicts"]
     lines += [
         "",
@@ -157,22 +256,33 @@ def _markdown(summary: dict[str, Any], img_prefix: str) -> str:
     return "\n".join(lines)
 
 
-def report_experiment(exp_dir: str | Path, *, n_resamples: int = 9999) -> dict[str, Any]:
-    """Compute, write (``summary.json``, ``summary.md``, plots) and return the summary."""
+def report_experiment(exp_dir: str | Path, *, reduced: str | None = None) -> dict[str, Any]:
+    """Compute, write (``summary.json``, ``summary.md``, plots) and return the summary.
+
+    ``reduced``: a note that the runs are smaller than the design (fewer seeds/steps)."""
     from exchange.lab.plots import plot_curves, plot_effects
 
     exp_dir = Path(exp_dir)
     meta, runs = load_runs(exp_dir)
-    effects = _effects(meta, runs, n_resamples)
+    if reduced is None and 1 < len(meta["seeds"]) < DESIGN_SEEDS:
+        reduced = f"{len(meta['seeds'])} seeds, fewer than the design's {DESIGN_SEEDS}"
+    effects = _effects(meta, runs)
     walls = [json.loads((exp_dir / a["name"] / f"seed{s}" / "done.json").read_text())["wall_s"]
              for a in meta["arms"] for s in meta["seeds"]]
+    manipulation, kl = manipulation_check(runs), kl_match(runs)
+    acc = float(np.mean([r.init["eval/accuracy"] for r in runs["baseline"].values()]))
     summary = {
         "experiment": meta,
         "baseline": next(a["name"] for a in meta["arms"] if a["role"] == "baseline"),
         "treatment": next(a["name"] for a in meta["arms"] if a["role"] == "treatment"),
         "effects": effects,
-        "verdicts": overall_verdicts(effects),
+        "manipulation": manipulation,
+        "kl_match": kl,
+        "certificate": certificates(runs),
+        "eval_se": math.sqrt(max(acc * (1 - acc), 0.25 / meta["train"]["eval_prompts"]) / meta["train"]["eval_prompts"]),
+        "verdicts": overall_verdicts(effects, manipulation, kl),
         "mean_wall_s": sum(walls) / len(walls),
+        "reduced": reduced,
     }
     plot_curves(meta, runs, exp_dir / f"exp_{meta['name']}_curves.png")
     plot_effects(summary, exp_dir / f"exp_{meta['name']}_effects.png")
@@ -193,20 +303,22 @@ CLAIMS_SECTION = "## Training experiments"
 
 def claims_rows(summaries: list[dict[str, Any]], configs: list[str]) -> str:
     """Markdown table rows (one per experiment x prediction) for docs/claims.md."""
-    lines = ["| claim | experiment | verdict | evidence (paired diff, 95% CI, seeds in predicted direction) | reproduce |",
+    lines = ["| claim | experiment | verdict | evidence (paired diff, 95% t-CI, seeds in predicted direction, MDE) | reproduce |",
              "|---|---|---|---|---|"]
     claims = {"P1": "P1 learning tax", "P2": "P2 solution-probability drift", "P3": "P3 entropy collapse",
               "P4": "P4 sample efficiency / final accuracy"}
     for s, cfg in zip(summaries, configs):
         name = s["experiment"]["name"]
         run = f"`python -m exchange experiment run {cfg}` then `python -m exchange experiment report runs/{name}`"
+        tag = f" (provisional: {s['reduced']})" if s.get("reduced") else ""
         for key, claim in claims.items():
             ev = "; ".join(
                 f"{e['claim']}: {_fmt(e['diff_mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}], "
-                f"{e['n_predicted_direction']}/{e['n_seeds']}"
+                f"{e['n_predicted_direction']}/{e['n_seeds']}, MDE {_fmt(e['mde'])}" if "diff_mean" in e else
+                f"{e['claim']}: {e['reason']}"
                 for e in s["effects"] if e["prediction"] == key and e["primary"]
             )
-            lines.append(f"| {claim} | {name} ({s['baseline']} vs {s['treatment']}) | {s['verdicts'][key]} | "
+            lines.append(f"| {claim} | {name} ({s['baseline']} vs {s['treatment']}) | {s['verdicts'][key]}{tag} | "
                          f"{_cell(ev)} | {run} |")
         lines.append(f"| Falsifier (THEORY.md 5) | {name} | {s['verdicts']['falsifier'].split(':')[0]} | "
                      f"{s['verdicts']['falsifier']} | {run} |")
@@ -227,12 +339,12 @@ def write_claims_section(path: str | Path, body: str) -> None:
 
 def report_experiments(exp_dirs: list[str | Path], *, img_dir: str | Path | None = None,
                        markdown: str | Path | None = None, claims: str | Path | None = None,
-                       n_resamples: int = 9999) -> list[str]:
+                       reduced: str | None = None) -> list[str]:
     """Report each experiment; optionally copy plots to ``img_dir``, render all of
     them into ``markdown`` between the generated-section markers, and rewrite the
     "Training experiments" section of ``claims``. Returns one verdict line per
     experiment."""
-    summaries = [report_experiment(d, n_resamples=n_resamples) for d in exp_dirs]
+    summaries = [report_experiment(d, reduced=reduced) for d in exp_dirs]
     if img_dir is not None:
         Path(img_dir).mkdir(parents=True, exist_ok=True)
         for d, s in zip(exp_dirs, summaries):
@@ -250,8 +362,9 @@ def report_experiments(exp_dirs: list[str | Path], *, img_dir: str | Path | None
     if claims is not None:
         configs = [s["experiment"].get("source") or "CONFIG" for s in summaries]
         intro = ("Paired CPU experiments (exchange.lab): each row toggles only the objective's mechanism; "
-                 "verdicts come from `exchange experiment report` (95% percentile bootstrap CI over seeds; "
-                 "confirmed = CI above 0 in the predicted direction, refuted = below). Details and plots: "
+                 "verdicts come from `exchange experiment report` (paired t-interval, sign test, Holm across a "
+                 "pair's predictions; confirmed = interval above 0, refuted = interval below 0 or equivalence "
+                 "within the stated SESOI, inconclusive otherwise with its MDE). Details and plots: "
                  "docs/experiments.md.")
         write_claims_section(claims, intro + "\n\n" + claims_rows(summaries, configs))
     lines = []

@@ -15,12 +15,12 @@ import torch
 from torch import Tensor, nn
 
 from exchange.core.events import Events, event_coefficients, events, shared_residual
-from exchange.lab.tasks import ROLE_DECISION, ROLE_FILLER, ROLE_TEMPLATE, token_roles
+from exchange.lab.tasks import ROLE_DECISION, ROLE_FILLER, ROLE_STYLE, ROLE_TEMPLATE, STYLE, token_roles
 from exchange.core.rollout import Rollout
 
 __all__ = [
     "prop31_kl", "zero_credit_mask", "coefficient_tax", "clip_fractions", "zero_credit_gradient", "update_norm_share",
-    "entropy_by_role", "context_kl",
+    "entropy_by_role", "context_kl", "shared_coefficients", "reward_length_covariance", "update_share",
 ]
 
 
@@ -102,6 +102,7 @@ def entropy_by_role(rollout: Rollout) -> dict[str, float | None]:
     h, m = rollout.entropy, rollout.mask
     return {
         "entropy/template": _mean(h, m & (roles == ROLE_TEMPLATE)),
+        "entropy/style": _mean(h, m & (roles == ROLE_STYLE)),
         "entropy/filler": _mean(h, m & (roles == ROLE_FILLER)),
         "entropy/weak_credit": _mean(h, m & (roles != ROLE_DECISION)),
         "entropy/decision": _mean(h, m & (roles == ROLE_DECISION)),
@@ -146,3 +147,40 @@ def prop31_kl(model: nn.Module, rollout: Rollout, before: dict[str, Tensor]) -> 
             for n, p in model.named_parameters():
                 p.copy_(after[n])
     return out
+
+
+def update_share(g_part: list[Tensor], g_total: list[Tensor]) -> float | None:
+    """``||g_part|| / ||g_total||``: the share of the update norm carried by a part of the
+    occurrences (P1 with ``g_part`` = the shared events' ``sum_e K_e grad l_e``)."""
+    part = sum(float((g.double() ** 2).sum()) for g in g_part) ** 0.5
+    total = sum(float((t.double() ** 2).sum()) for t in g_total) ** 0.5
+    return part / total if total > 0 else None
+
+
+def shared_coefficients(kappa: Tensor, rollout: Rollout, ev: Events) -> dict[str, float | None]:
+    """Signed footprint of the mechanism on shared events (the direction T3/T4 predict).
+
+    - ``tax/shared_K_signed``: ``sum_{e shared} K_e / sum_{e shared} sum_occ |kappa|``
+      (in [-1, 1]; 0 when shared events cancel);
+    - ``tax/style_K_signed``: the same over shared events whose token is the style token S.
+    """
+    K = event_coefficients(kappa, ev)
+    mass = event_coefficients(kappa.abs(), ev)
+    tok = torch.zeros(ev.count, dtype=torch.long)
+    real = ev.ids >= 0
+    tok[ev.ids[real]] = rollout.tokens[real]
+    out = {}
+    for key, sel in (("tax/shared_K_signed", ev.shared), ("tax/style_K_signed", ev.shared & (tok == STYLE))):
+        m = float(mass[sel].sum())
+        out[key] = float(K[sel].sum()) / m if m > 0 else None
+    return out
+
+
+def reward_length_covariance(rollout: Rollout) -> float | None:
+    """Mean over groups of the within-group covariance of reward and ``1 / L``: its sign
+    is the sign T3 predicts for the shared-event drift under per-sequence normalisation
+    (positive: correct responses are shorter, shared tokens are pushed up)."""
+    r = rollout.rewards
+    inv = 1.0 / rollout.lengths.double().clamp(min=1)
+    cov = rollout.group_mean((r - rollout.group_mean(r)) * (inv - rollout.group_mean(inv)))  # [N], per group
+    return float(cov.mean())

@@ -14,9 +14,9 @@ __all__ = ["plot_curves", "plot_effects"]
 _PANELS = (
     ("charts/reward", "sampled reward", False),
     ("eval/accuracy", "greedy accuracy (eval set)", False),
-    ("tax/update_norm_share", "P1: update-norm share on zero-credit", False),
-    ("drift/zero_credit_logp", "P2: ref. template+filler log-prob - initial", True),
-    ("entropy/weak_credit", "P3: entropy at weak-credit positions", False),
+    ("tax/shared_update_share", "P1: update-norm share on shared events", False),
+    ("drift/style_logp", "P2: log p(S) at fixed contexts - initial", True),
+    ("entropy/fixed_weak_credit", "P3: entropy at fixed weak-credit contexts", False),
     ("clip/frac_neg_adv", "zeroed-gradient fraction, A<0 (solid) / A>0 (dashed)", False),
 )
 _COLORS = {"baseline": "tab:red", "treatment": "tab:blue"}
@@ -83,12 +83,11 @@ def plot_effects(summary: dict[str, Any], path: str | Path) -> None:
     effects = summary["effects"]
     fig, axes = plt.subplots(1, len(effects), figsize=(2.1 * len(effects), 3.6), constrained_layout=True)
     for ax, e in zip(np.atleast_1d(axes), effects):
-        diffs = [b - t if e["exchangeable_should_be"] == "lower" else t - b
-                 for b, t in zip(e["baseline"], e["treatment"])]
+        diffs = e["diffs"]
         ax.axhline(0, color="grey", lw=0.8)
         ax.scatter(np.zeros(len(diffs)) + 0.15, diffs, s=12, color="grey")
         color = {"confirmed": "tab:green", "refuted": "tab:red"}.get(e["verdict"], "tab:orange")
-        if e["diff_mean"] is not None:
+        if e.get("diff_mean") is not None:
             ax.errorbar([0], [e["diff_mean"]], yerr=[[e["diff_mean"] - e["ci_low"]], [e["ci_high"] - e["diff_mean"]]],
                         fmt="o", color=color, capsize=4)
         ax.set_xlim(-0.5, 0.5)

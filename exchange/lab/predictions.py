@@ -1,10 +1,24 @@
-"""THEORY.md section 5 as data: each prediction is a per-run statistic and a direction.
+"""THEORY.md section 5 as data: each prediction is a paired statistic and a direction.
 
 A statistic maps one finished run (its ``init.json`` and ``metrics.jsonl``) to a
-number. ``better = "lower"`` means the paper predicts the exchangeable (treatment) arm
+number. ``better = "lower"`` means the theory predicts the exchangeable (treatment) arm
 has the lower value, so the paired difference is ``baseline - treatment``; ``"higher"``
-gives ``treatment - baseline``. Either way the prediction says the difference is > 0.
-``primary`` rows carry the verdicts; the others are reported as supporting evidence.
+gives ``treatment - baseline``; ``"signed"`` multiplies ``baseline - treatment`` by the
+sign T3/T4 predict for the baseline's drift, computed from the baseline run itself
+(:func:`predicted_drift_sign`). Either way the prediction says the difference is > 0.
+
+``sesoi`` is the smallest effect of interest (in the statistic's units) for the
+equivalence test: a well-powered difference smaller than it refutes the prediction.
+``primary`` rows carry the verdicts (Holm-corrected together); the others are reported
+as supporting evidence.
+
+What each primary statistic measures (issue 14):
+
+- P1: ``||sum_{e shared} K_e grad l_e|| / ||g||``, the share of the update norm on shared
+  events (the events exchangeability cancels), not the single-occurrence filler.
+- P2: the *signed* change of ``log p(S | prompt, template)`` at fixed probe contexts.
+- P3: next-token entropy at fixed weak-credit probe contexts (same contexts every eval).
+- P4: area under the greedy-accuracy curve (mean over evaluations, warm start included).
 """
 
 from __future__ import annotations
@@ -16,7 +30,12 @@ import numpy as np
 
 from exchange.errors import InvalidArgument
 
-__all__ = ["RunData", "Prediction", "PREDICTIONS"]
+__all__ = ["RunData", "Prediction", "PREDICTIONS", "predicted_drift_sign", "MANIPULATION_KEY", "KL_KEY"]
+
+MANIPULATION_KEY = "tax/shared_residual"
+"""The manipulation check: the treatment must have removed the mechanism (residual ~ 0)."""
+KL_KEY = "kl/all_contexts"
+"""Trust-region match: mean KL(pi_before || pi_after) per step, compared between arms."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +46,7 @@ class RunData:
     rows: list[dict[str, Any]]
     target_accuracy: float
     where: str = ""
+    mechanism: str = ""
 
     def series(self, key: str) -> np.ndarray:
         """``[S]`` values of ``key`` on the rows that have it (None dropped). Empty when
@@ -47,8 +67,9 @@ def _mean(key: str) -> Callable[[RunData], float]:
     return f
 
 
-def _abs_change(key: str) -> Callable[[RunData], float]:
-    return lambda run: abs(run.final(key) - float(run.init[key]))
+def _change(key: str) -> Callable[[RunData], float]:
+    """Signed ``final - initial`` of a fixed-context probe."""
+    return lambda run: run.final(key) - float(run.init[key])
 
 
 def _late_mean(key: str, frac: float = 0.25) -> Callable[[RunData], float]:
@@ -58,26 +79,25 @@ def _late_mean(key: str, frac: float = 0.25) -> Callable[[RunData], float]:
     return f
 
 
-def _kl_share(run: RunData) -> float:
-    """Mean of ``kl/shared_contexts / kl/all_contexts`` over steps where both exist."""
-    vals = [r["kl/shared_contexts"] / r["kl/all_contexts"] for r in run.rows
-            if r.get("kl/shared_contexts") is not None and r.get("kl/all_contexts")]
-    return float(np.mean(vals)) if vals else float("nan")
+def accuracy_auc(run: RunData) -> float:
+    """Mean greedy accuracy over the evaluations, the warm start included (area under the
+    accuracy curve per eval interval; every eval uses the same fixed eval set)."""
+    s = run.series("eval/accuracy")
+    return float(np.concatenate([[run.init["eval/accuracy"]], s]).mean())
 
 
 def _final_accuracy(run: RunData) -> float:
     return float(run.series("eval/accuracy")[-3:].mean())
 
 
-def samples_to_target(run: RunData) -> float:
-    """Samples drawn when greedy accuracy first reached the target (0 if the warm start
-    already did); runs that never reach it are censored at the total budget."""
-    if run.init["eval/accuracy"] >= run.target_accuracy:
-        return 0.0
-    for r in run.rows:
-        if r.get("eval/accuracy") is not None and r["eval/accuracy"] >= run.target_accuracy:
-            return float(r["charts/samples"])
-    return float(run.rows[-1]["charts/samples"])
+def predicted_drift_sign(baseline: RunData) -> float:
+    """The sign T3/T4 predict for the shared-event drift of the baseline arm, from the
+    run's own data: for M3 (per-sequence normalisation, T3) the sign of the mean
+    within-group ``cov(R, 1/L)``; otherwise (T4, T1) the sign of the mean signed shared
+    coefficient ``sum_{shared} K_e`` at the style token. 0 when undefined."""
+    key = "len/cov_reward_inv_len" if baseline.mechanism.strip().upper().startswith("M3") else "tax/style_K_signed"
+    s = baseline.series(key)
+    return float(np.sign(s.mean())) if len(s) else 0.0
 
 
 @dataclass(frozen=True)
@@ -86,36 +106,34 @@ class Prediction:
     claim: str
     statistic: str
     per_run: Callable[[RunData], float]
-    better: str  # "lower" or "higher" for the exchangeable arm
+    better: str  # "lower", "higher" (for the exchangeable arm) or "signed" (see the module)
     primary: bool
+    sesoi: float | None = None
 
 
 PREDICTIONS: tuple[Prediction, ...] = (
-    Prediction("P1", "learning tax: less update norm on zero-credit events",
-               "mean over steps of |g_zc| / (|g_zc| + |g_dec|) (tax/update_norm_share)",
-               _mean("tax/update_norm_share"), "lower", True),
-    Prediction("P1", "learning tax (coefficient level)",
+    Prediction("P1", "learning tax: less of the update on shared events",
+               "mean over minibatches of ||sum_shared K_e grad l_e|| / ||g|| (tax/shared_update_share)",
+               _mean("tax/shared_update_share"), "lower", True, sesoi=0.02),
+    Prediction("P1", "learning tax (coefficient level, all zero-credit events)",
                "mean over steps of the |K_e| share of zero-credit events (tax/event_share)",
                _mean("tax/event_share"), "lower", False),
-    Prediction("P2", "drift of reward-irrelevant log-probs",
-               "|final - initial| mean log-prob of template+filler tokens of fixed reference solutions",
-               _abs_change("drift/zero_credit_logp"), "lower", True),
-    Prediction("P2", "drift between equally rewarded solutions",
-               "|final - initial| log-odds of short vs long correct reference solution",
-               _abs_change("drift/short_vs_long_logodds"), "lower", False),
-    Prediction("P2", "movement of shared contexts (Prop. 3.1, measured side)",
-               "mean over steps of KL(pi_before || pi_after) at shared-event contexts",
-               _mean("kl/shared_contexts"), "lower", False),
-    Prediction("P2", "share of the policy's movement at shared contexts (step-size free)",
-               "mean over steps of KL at shared-event contexts / KL at all contexts",
-               _kl_share, "lower", False),
-    Prediction("P3", "slower entropy collapse at weak-credit positions",
-               "mean sampling entropy at template/filler positions over the last 25% of steps",
-               _late_mean("entropy/weak_credit"), "higher", True),
-    Prediction("P4", "sample efficiency",
-               "samples until greedy accuracy >= target (censored at the budget)",
-               samples_to_target, "lower", True),
+    Prediction("P2", "signed drift of the shared style token, in the direction T3/T4 predict",
+               "sign x (final - initial) log p(S | prompt, template) at fixed probe contexts",
+               _change("drift/style_logp"), "signed", True, sesoi=0.05),
+    Prediction("P2", "signed drift of the template",
+               "sign x (final - initial) mean template log-prob at fixed probe contexts",
+               _change("drift/template_logp"), "signed", False),
+    Prediction("P2", "signed drift of a fixed reference solution",
+               "sign x (final - initial) total log-prob of the fixed reference solutions",
+               _change("drift/ref_seq_logp"), "signed", False),
+    Prediction("P3", "slower entropy collapse at fixed weak-credit contexts",
+               "mean next-token entropy at fixed template/S/filler probe contexts, last 25% of evals",
+               _late_mean("entropy/fixed_weak_credit"), "higher", True, sesoi=0.02),
+    Prediction("P4", "sample efficiency (area under the accuracy curve)",
+               "mean greedy accuracy over evaluations incl. the warm start",
+               accuracy_auc, "higher", True, sesoi=0.02),
     Prediction("P4", "final accuracy",
                "mean greedy accuracy over the last 3 evaluations",
-               _final_accuracy, "higher", True),
+               _final_accuracy, "higher", False),
 )

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_torch_save", "MetricsLog", "read_metrics"]
+__all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_torch_save", "MetricsLog", "read_metrics", "check_steps",
+           "RunLock", "environment"]
 
 
 def _atomic(path: Path, write) -> None:
@@ -80,3 +81,106 @@ class MetricsLog:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+
+
+# ------------------------------------------------------------ run integrity
+def check_steps(rows: list[dict[str, Any]], expected: int | None = None, where: str = "") -> None:
+    """Raise :class:`~exchange.errors.InvalidArgument` unless the rows' steps are exactly
+    ``0, 1, ..., n-1`` (no duplicate, no gap, in order) and, with ``expected``, ``n ==
+    expected``. A corrupted log (two writers, a worker that outlived its parent) is
+    refused, never silently averaged."""
+    from collections import Counter
+
+    from exchange.errors import InvalidArgument
+
+    steps = [r.get("step") for r in rows]
+    dup = sorted(s for s, c in Counter(steps).items() if c > 1)
+    if dup:
+        raise InvalidArgument(
+            f"metrics of {where or 'a run'} have duplicate steps {dup[:5]} ({len(steps)} rows, {len(dup)} duplicated); "
+            "two writers trained this run. Delete the run directory and run it again."
+        )
+    if steps != list(range(len(steps))):
+        missing = sorted(set(range(max(steps, default=-1) + 1)) - set(steps))
+        raise InvalidArgument(
+            f"metrics of {where or 'a run'} have missing or out-of-order steps (missing {missing[:5]}); "
+            "delete the run directory and run it again."
+        )
+    if expected is not None and len(steps) != expected:
+        raise InvalidArgument(f"metrics of {where or 'a run'} have {len(steps)} steps, expected {expected}.")
+
+
+class RunLock:
+    """An exclusive, non-blocking ``flock`` on ``dir/.lock`` held while a run trains.
+
+    A second trainer of the same directory (a concurrent ``experiment run``, or a resume
+    while an orphaned worker still trains) is refused with the holder's pid. The kernel
+    releases the lock when the holder dies, so a killed run never leaves a stale lock.
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.path = Path(directory) / ".lock"
+        self._fh = None
+
+    def __enter__(self) -> "RunLock":
+        import fcntl
+
+        from exchange.errors import InvalidArgument
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            fh.close()
+            raise InvalidArgument(
+                f"run_dir={str(self.path.parent)!r} is locked by pid {holder}: another process is training it. "
+                "Wait for it or stop that process (by its pid) before resuming."
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import fcntl
+
+        if self._fh is not None:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def environment() -> dict[str, Any]:
+    """What a run's numbers depend on beyond its config: library and CPU stack.
+
+    Runs are bit-identical only when all of this matches (same torch build, CPU model
+    and thread count); across machines they agree only statistically."""
+    import platform
+    import sys
+
+    import numpy
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        pkg = version("exchange")
+    except Exception:  # not installed as a distribution
+        pkg = "unknown"
+    return {
+        "torch": torch.__version__, "numpy": numpy.__version__, "python": sys.version.split()[0],
+        "platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(), "exchange": pkg,
+    }

@@ -2,15 +2,28 @@
 
 Every response follows one grammar over a shared vocabulary::
 
-    TEMPLATE (the 2 tokens "A" ":")  FILLER* ("." or "~")  DECISION+  EOS
+    TEMPLATE (the 2 tokens "A" ":")  [STYLE "S"]  DECISION+  FILLER{0..max_filler} ("." or "~")  EOS
 
-The verifier deletes every template and filler token, wherever it appears, and
-compares what is left before EOS with the task's correct answers. Template and filler
-tokens therefore have **zero credit by construction**: changing them never changes the
-reward. Decision tokens (the answer and EOS) carry all of it. The template is emitted
-by every response once the policy is warm-started, so its events are *shared events*
-(THEORY.md section 1); the filler count varies, which gives responses of one group
-different lengths L_i (the lever of M3, T3).
+The verifier deletes every template, style and filler token, wherever it appears, and
+compares what is left before EOS with the task's correct answers. The grammar
+(:class:`GrammarLM`, wrapped around every policy) makes filler **zero-credit by
+construction**: it caps zero-credit tokens (at most 2 template tokens, one S and
+``max_filler`` fillers), and once a filler is emitted only filler or EOS may follow, so
+the answer is complete before any filler and ``max_response_len`` leaves room for every
+filler plus EOS: the reward is fixed before the first filler, whatever their number.
+(With ``filler_after=False``, the old design, filler comes before the answer and shifts
+its position; a partly trained model then answers worse after some filler counts, so
+filler carried credit.) :func:`filler_accuracy` and :func:`certify_zero_credit`
+*measure* that accuracy is flat across filler counts (tested, including a failing case).
+Decision tokens (the answer and EOS) carry all of the credit.
+
+Shared events: the template is emitted by every response once warm-started
+(near-deterministic), and the **style token S** follows it with probability
+``style_p`` (0.9) in the warm-start data, so its event is shared by most groups while
+its Fisher information ``p (1 - p)`` is far from 0: a non-cancelling ``K_e`` moves it.
+The filler count varies, which gives responses of one group different lengths L_i (the
+lever of M3, T3); truncated responses (no EOS) are always wrong and longest, so reward
+and 1/L co-vary positively and T3 predicts that GRPO pushes shared tokens *up*.
 
 Tasks (``TASKS``):
     arithmetic: ``Q a + b =`` -> the two base-7 digits (carry, units) of ``a + b``.
@@ -21,6 +34,7 @@ Tasks (``TASKS``):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -31,7 +45,8 @@ from exchange.errors import InvalidArgument
 __all__ = [
     "PAD", "EOS", "Q", "EQ", "TEMPLATE", "FILLER", "OPS", "BASE", "DIGIT0", "VOCAB_SIZE",
     "ROLE_TEMPLATE", "ROLE_FILLER", "ROLE_DECISION", "ROLE_NAMES",
-    "Task", "TASKS", "get_task", "token_roles", "verify",
+    "STYLE", "ROLE_STYLE", "Task", "TASKS", "get_task", "token_roles", "verify", "GrammarLM", "filler_accuracy",
+    "certify_zero_credit",
 ]
 
 # ----------------------------------------------------------------- vocabulary
@@ -41,20 +56,22 @@ FILLER = (6, 7)  # "." "~" -- reward-irrelevant filler
 OPS = (8, 9, 10)  # "+" "-" "*"
 BASE = 7
 DIGIT0 = 11  # digits 0..BASE-1 are ids 11..17
-VOCAB_SIZE = DIGIT0 + BASE
+STYLE = DIGIT0 + BASE  # 18: "S", the shared non-deterministic style token
+VOCAB_SIZE = STYLE + 1
 
-ROLE_TEMPLATE, ROLE_FILLER, ROLE_DECISION = 0, 1, 2
-ROLE_NAMES = ("template", "filler", "decision")
+ROLE_TEMPLATE, ROLE_FILLER, ROLE_DECISION, ROLE_STYLE = 0, 1, 2, 3
+ROLE_NAMES = ("template", "filler", "decision", "style")
 
 _ZERO_CREDIT = torch.zeros(VOCAB_SIZE, dtype=torch.bool)
-_ZERO_CREDIT[list(TEMPLATE) + list(FILLER)] = True
+_ZERO_CREDIT[list(TEMPLATE) + list(FILLER) + [STYLE]] = True
 _ROLE_OF = torch.full((VOCAB_SIZE,), ROLE_DECISION, dtype=torch.long)
 _ROLE_OF[list(TEMPLATE)] = ROLE_TEMPLATE
 _ROLE_OF[list(FILLER)] = ROLE_FILLER
+_ROLE_OF[STYLE] = ROLE_STYLE
 
 
 def token_roles(tokens: Tensor) -> Tensor:
-    """``LongTensor[N, T]``: ROLE_TEMPLATE / ROLE_FILLER / ROLE_DECISION of each token id."""
+    """``LongTensor[N, T]``: ROLE_TEMPLATE / ROLE_FILLER / ROLE_DECISION / ROLE_STYLE of each token id."""
     return _ROLE_OF[tokens.clamp(0, VOCAB_SIZE - 1)]
 
 
@@ -75,13 +92,23 @@ class Task:
         name: registry name.
         prompt_len: ``P``, the (fixed) prompt length.
         answer_len: number of answer tokens before EOS.
-        max_filler: the warm-start data draws 0..max_filler filler tokens.
+        max_filler: the grammar's cap on filler tokens; the warm-start data draws
+            0..max_filler of them uniformly.
+        style_p: probability of the style token S after the template in warm-start data.
     """
 
     name: str
     prompt_len: int
     answer_len: int
     max_filler: int = 3
+    style_p: float = 0.9
+    filler_after: bool = True
+    """Filler after the answer (zero credit by construction); False: the old, before."""
+
+    @property
+    def max_response_len(self) -> int:
+        """The longest grammatical response: template, S, max_filler fillers, answer, EOS."""
+        return len(TEMPLATE) + 1 + self.max_filler + self.answer_len + 1
 
     def sample_prompts(self, n: int, gen: torch.Generator) -> Tensor:
         """``LongTensor[n, P]`` prompts drawn with ``gen``."""
@@ -112,21 +139,26 @@ class Task:
         a, b, t = d
         return [(op,) for op in OPS if _apply(op, a, b) == t]
 
-    def reference(self, prompts: Tensor, gen: torch.Generator, n_filler: Tensor | None = None) -> Tensor:
-        """Correct responses ``LongTensor[n, 2 + max_filler + answer_len + 1]``, PAD-padded.
+    def reference(self, prompts: Tensor, gen: torch.Generator, n_filler: Tensor | None = None,
+                  style: Tensor | None = None) -> Tensor:
+        """Correct responses ``LongTensor[n, max_response_len]``, PAD-padded.
 
-        ``n_filler: LongTensor[n]`` fixes the filler count (else uniform 0..max_filler).
+        ``n_filler: LongTensor[n]`` fixes the filler count (else uniform 0..max_filler);
+        ``style: BoolTensor[n]`` fixes whether S follows the template (else with ``style_p``).
         """
         n = prompts.shape[0]
         if n_filler is None:
             n_filler = torch.randint(0, self.max_filler + 1, (n,), generator=gen)
-        kinds = torch.randint(0, len(FILLER), (n, self.max_filler), generator=gen)
-        width = len(TEMPLATE) + self.max_filler + self.answer_len + 1
-        out = torch.full((n, width), PAD, dtype=torch.long)
+        kinds = torch.randint(0, len(FILLER), (n, max(self.max_filler, 1)), generator=gen)
+        if style is None:
+            style = torch.rand(n, generator=gen) < self.style_p
+        out = torch.full((n, self.max_response_len), PAD, dtype=torch.long)
         for i, prompt in enumerate(prompts.tolist()):
             answer = self.answers(prompt)[0]
             f = int(n_filler[i])
-            row = list(TEMPLATE) + [FILLER[k] for k in kinds[i, :f].tolist()] + list(answer) + [EOS]
+            fill = [FILLER[k] for k in kinds[i, :f].tolist()]
+            head = list(TEMPLATE) + ([STYLE] if bool(style[i]) else [])
+            row = head + (list(answer) + fill if self.filler_after else fill + list(answer)) + [EOS]
             out[i, : len(row)] = torch.tensor(row)
         return out
 
@@ -155,13 +187,118 @@ TASKS = {
 }
 
 
-def get_task(name: str, max_filler: int | None = None) -> Task:
-    """The task called ``name`` (``max_filler`` overrides the warm-start filler range)."""
+def get_task(name: str, max_filler: int | None = None, style_p: float | None = None) -> Task:
+    """The task called ``name`` (``max_filler`` overrides the filler cap, ``style_p`` the
+    warm-start probability of the style token)."""
     if name not in TASKS:
         raise InvalidArgument(f"task.name={name!r} is not a task; choose one of: {', '.join(TASKS)}.")
     task = TASKS[name]
     if max_filler is not None:
         if max_filler < 0:
             raise InvalidArgument(f"task.max_filler={max_filler} must be >= 0.")
-        task = Task(task.name, task.prompt_len, task.answer_len, max_filler)
+        task = dataclasses.replace(task, max_filler=max_filler)
+    if style_p is not None:
+        if not 0.0 <= style_p <= 1.0:
+            raise InvalidArgument(f"task.style_p={style_p} must lie in [0, 1].")
+        task = dataclasses.replace(task, style_p=style_p)
     return task
+
+
+# ------------------------------------------------------------ the grammar cap
+_NEG = -1e4  # a logit that underflows to probability 0 without making entropies NaN
+
+
+class GrammarLM(torch.nn.Module):
+    """``forward(ids) -> logits`` of ``lm`` with the task grammar's caps applied.
+
+    ``ids: LongTensor[B, P + t]`` are a prompt of the task's fixed length ``P`` followed by
+    response tokens. At each response position the logits of a zero-credit token are
+    pushed to ``-1e4`` (probability 0) once its cap is reached: 2 template tokens, 1 S,
+    ``max_filler`` fillers. Sampling, training log-probs and evaluation all go through
+    this forward, so the cap is part of the policy, not a post-hoc filter.
+    """
+
+    def __init__(self, lm: torch.nn.Module, task: Task) -> None:
+        super().__init__()
+        self.lm = lm
+        self.prompt_len = task.prompt_len
+        self.caps = ((list(TEMPLATE), len(TEMPLATE)), ([STYLE], 1), (list(FILLER), task.max_filler))
+        self.filler_after = task.filler_after
+        self.after_filler = torch.ones(VOCAB_SIZE, dtype=torch.bool)  # blocked once a filler is out
+        self.after_filler[list(FILLER) + [EOS]] = False
+
+    def forward(self, ids: Tensor) -> Tensor:
+        logits = self.lm(ids)  # [B, S, V]
+        p = self.prompt_len
+        if ids.shape[1] < p:
+            return logits
+        resp = ids.clone()
+        resp[:, :p] = PAD
+        block = torch.zeros(logits.shape, dtype=torch.bool)
+        for toks, cap in self.caps:
+            count = torch.isin(resp, torch.tensor(toks)).long().cumsum(1)  # [B, S]: emitted up to here
+            full = count >= cap
+            block[..., toks] |= full[..., None]
+        if self.filler_after:  # after a filler: only filler or EOS, so the answer is already fixed
+            started = torch.isin(resp, torch.tensor(FILLER)).long().cumsum(1) > 0  # [B, S]
+            block |= started[..., None] & self.after_filler
+        return logits.masked_fill(block, _NEG)
+
+
+# ------------------------------------------------------- zero-credit certificate
+@torch.no_grad()
+def _greedy(model: torch.nn.Module, ids: Tensor, steps: int, allowed: Tensor | None = None) -> Tensor:
+    """``steps`` greedy tokens after ``ids`` (only ``allowed`` ids when given); EOS repeats as PAD."""
+    out = []
+    done = torch.zeros(ids.shape[0], dtype=torch.bool)
+    for _ in range(steps):
+        logits = model(ids)[:, -1]
+        if allowed is not None:
+            logits = logits.masked_fill(~allowed, float("-inf"))
+        nxt = torch.where(done, torch.full_like(done, PAD, dtype=torch.long), logits.argmax(-1))
+        done = done | (nxt == EOS)
+        out.append(nxt)
+        ids = torch.cat([ids, nxt[:, None]], 1)
+    return torch.stack(out, 1) if out else ids[:, :0]
+
+
+@torch.no_grad()
+def filler_accuracy(model: torch.nn.Module, task: Task, prompts: Tensor, max_len: int) -> tuple[list[float], int]:
+    """Greedy accuracy with the filler count forced: ``([acc_k for k in 0..max_filler], n)``.
+
+    For each ``k`` the response is template, S, then (``filler_after``) the greedy answer
+    of ``answer_len`` decision tokens, ``k`` forced fillers and greedy decoding to the end,
+    or (old design) ``k`` forced fillers then greedy decoding; the whole response is
+    verified. If filler carries no credit the accuracies agree within sampling error
+    (:func:`certify_zero_credit`).
+    """
+    n = prompts.shape[0]
+    head = torch.tensor(list(TEMPLATE) + [STYLE]).repeat(n, 1)
+    decision = ~_ZERO_CREDIT.clone()
+    decision[[PAD, EOS]] = False
+    answer = _greedy(model, torch.cat([prompts, head], 1), task.answer_len, decision) if task.filler_after else head[:, :0]
+    accs = []
+    for k in range(task.max_filler + 1):
+        fill = torch.tensor([FILLER[j % len(FILLER)] for j in range(k)], dtype=torch.long).repeat(n, 1)
+        forced = torch.cat([head, answer, fill] if task.filler_after else [head, fill], 1)
+        rest = _greedy(model, torch.cat([prompts, forced], 1), max_len - forced.shape[1])
+        full = torch.cat([forced, rest], 1)
+        accs.append(float(verify(task, prompts, full, full != PAD).mean()))
+    return accs, n
+
+
+def certify_zero_credit(accs: list[float], n: int, alpha: float = 0.01) -> tuple[bool, float]:
+    """``(flat, p)``: chi-square test of homogeneity of accuracy across filler counts
+    (each count measured on the same ``n`` prompts). ``flat`` when ``p >= alpha``, i.e.
+    no filler count changes the accuracy beyond sampling error."""
+    from scipy.stats import chi2_contingency
+
+    right = [round(a * n) for a in accs]
+    table = [[r, n - r] for r in right]
+    if all(r == right[0] for r in right):
+        return True, 1.0
+    cols = [sum(c) for c in zip(*table)]
+    if 0 in cols:
+        return True, 1.0
+    p = float(chi2_contingency(table)[1])
+    return p >= alpha, p

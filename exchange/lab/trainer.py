@@ -35,13 +35,15 @@ from exchange.core.events import events
 from exchange.lab.config import RunConfig
 from exchange.lab.drift import make_probes, probe_logprobs
 from exchange.lab.instruments import (
-    clip_fractions, coefficient_tax, context_kl, entropy_by_role, prop31_kl, update_norm_share,
-    zero_credit_gradient, zero_credit_mask,
+    clip_fractions, coefficient_tax, context_kl, entropy_by_role, prop31_kl, reward_length_covariance,
+    shared_coefficients, update_share, zero_credit_gradient, zero_credit_mask,
 )
-from exchange.lab.runlog import MetricsLog, atomic_torch_save, atomic_write_text, read_metrics
+from exchange.lab.runlog import (
+    MetricsLog, RunLock, atomic_torch_save, atomic_write_text, check_steps, environment, read_metrics,
+)
 from exchange.lab.generation import greedy_accuracy, sample_group_rollout
 from exchange.lab.sft import sft_warm_start
-from exchange.lab.tasks import TEMPLATE, VOCAB_SIZE, Task, get_task
+from exchange.lab.tasks import VOCAB_SIZE, GrammarLM, Task, certify_zero_credit, filler_accuracy, get_task
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 from exchange.core.rollout import Rollout
 
@@ -54,7 +56,7 @@ _STREAMS = ("prompts", "sample", "minibatch")  # independent RNG streams of one 
 class _State:
     """Everything a checkpoint holds."""
 
-    model: TinyLM
+    model: nn.Module
     opt: torch.optim.Optimizer
     gens: dict[str, torch.Generator]
     eval_prompts: torch.Tensor
@@ -64,18 +66,21 @@ class _State:
 
 
 # ----------------------------------------------------------------- set-up
-def _tiny_lm(cfg: RunConfig, task: Task) -> TinyLM:
-    """The policy, with ``n_positions = P + max_response_len + reference_len``: room
-    for a prompt followed by a sampled response or a warm-start reference solution
-    (template + max_filler + answer + EOS). ``n_positions`` shapes the seeded
-    initialisation, so this formula is part of every recorded result."""
-    reference_len = len(TEMPLATE) + task.max_filler + task.answer_len + 1
-    n_pos = task.prompt_len + cfg.train.max_response_len + reference_len
+def _tiny_lm(cfg: RunConfig, task: Task) -> nn.Module:
+    """The policy: a ``TinyLM`` inside the task grammar (:class:`GrammarLM`), with
+    ``n_positions = P + max_response_len + task.max_response_len``: room for a prompt
+    followed by a sampled response or a warm-start reference solution. ``n_positions``
+    shapes the seeded initialisation, so this formula is part of every recorded result."""
+    n_pos = task.prompt_len + cfg.train.max_response_len + task.max_response_len
     m = cfg.model
-    return TinyLM(TinyLMConfig(VOCAB_SIZE, n_pos, m.d_model, m.n_heads, m.n_layers, seed=cfg.seed))
+    if m.kind == "tabular":
+        from exchange.lab.tabular import TabularLM
+
+        return GrammarLM(TabularLM(VOCAB_SIZE, m.table_size), task)
+    return GrammarLM(TinyLM(TinyLMConfig(VOCAB_SIZE, n_pos, m.d_model, m.n_heads, m.n_layers, seed=cfg.seed)), task)
 
 
-def warm_started_policy(cfg: RunConfig, task: Task, cache_dir: Path | None = None) -> TinyLM:
+def warm_started_policy(cfg: RunConfig, task: Task, cache_dir: Path | None = None) -> nn.Module:
     """``TinyLM`` (seeded by ``cfg.seed``) after the SFT warm start.
 
     Both arms of a seed start from the same weights: with ``cache_dir`` the warm start
@@ -172,17 +177,18 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
         ev_mb = dataclasses.replace(ev, ids=ev.ids[rows])  # groups are whole: events stay valid
         logprobs = response_logprobs(st.model, mb).double()  # [n, T], graph to theta
         kappa = token_coefficients(loss_fn, logprobs.detach(), mb)  # [n, T] float64
-        for key, value in {**coefficient_tax(kappa, mb, ev_mb, zc[rows]), **clip_fractions(kappa, mb)}.items():
+        for key, value in {**coefficient_tax(kappa, mb, ev_mb, zc[rows]), **clip_fractions(kappa, mb),
+                           **shared_coefficients(kappa, mb, ev_mb)}.items():
             acc[key].append(value)
-        if tc.measure_update_norm:
-            g_zc = zero_credit_gradient(params, logprobs, kappa, zc[rows])
+        if tc.measure_update_norm:  # P1: the shared events' part sum_e K_e grad l_e of the update
+            g_shared = zero_credit_gradient(params, logprobs, kappa, shared_occ[rows])
         log_ratio = (logprobs - mb.old_logprobs).detach()[mb.mask]
         acc["losses/log_ratio_absmax"].append(float(log_ratio.abs().max()))
         loss = loss_fn(logprobs, mb)
         st.opt.zero_grad(set_to_none=True)
         loss.backward()
         if tc.measure_update_norm:  # -grad(loss) = sum kappa grad l
-            acc["tax/update_norm_share"].append(update_norm_share(g_zc, [-p.grad for p in params]))
+            acc["tax/shared_update_share"].append(update_share(g_shared, [-p.grad for p in params]))
         st.opt.step()
         acc["losses/loss"].append(float(loss.detach()))
     with torch.no_grad():
@@ -198,6 +204,14 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
 def evaluate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, probes: Rollout, max_len: int) -> dict[str, Any]:
     """Greedy accuracy on the fixed eval prompts and the drift probes' log-probs."""
     return {"eval/accuracy": greedy_accuracy(model, task, eval_prompts, max_len), **probe_logprobs(model, probes)}
+
+
+def certificate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, max_len: int) -> dict[str, Any]:
+    """The zero-credit certificate: greedy accuracy by forced filler count and the
+    homogeneity p-value (flat = filler carries no credit; tasks.certify_zero_credit)."""
+    accs, n = filler_accuracy(model, task, eval_prompts, max_len)
+    flat, p = certify_zero_credit(accs, n)
+    return {"cert/filler_accuracy": accs, "cert/filler_flat": flat, "cert/filler_p": p}
 
 
 # --------------------------------------------------------------- the loop
@@ -221,26 +235,40 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
     Writes ``config.json``, ``init.json`` (metrics of the warm-started policy),
     ``metrics.jsonl`` (one row per step), ``ckpt.pt`` and, at the end, ``done.json``.
     Returns ``out_dir``. Killing the process at any point and calling again gives the
-    same ``metrics.jsonl`` as an uninterrupted run.
+    same ``metrics.jsonl`` as an uninterrupted run. The directory is locked
+    (:class:`~exchange.lab.runlog.RunLock`) while it trains; a log with duplicate or
+    missing steps is refused; ``env.json`` records the stack of every (re)start.
     """
-    from tqdm.auto import tqdm
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    task = get_task(cfg.task.name, cfg.task.max_filler)
+    task = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p)
     loss_fn = cfg.arm.loss_fn()
     tc = cfg.train
     _check_run_dir(out_dir, cfg)
-    if (out_dir / "done.json").exists():
-        return out_dir
+    with RunLock(out_dir):  # refuses a second trainer of this directory
+        if (out_dir / "done.json").exists():
+            check_steps(read_metrics(out_dir / "metrics.jsonl"), tc.steps, str(out_dir))
+            return out_dir
+        return _train_locked(cfg, out_dir, task, loss_fn, sft_cache, progress)
+
+
+def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache, progress: bool) -> Path:
+    from tqdm.auto import tqdm
+
+    tc = cfg.train
     ckpt = out_dir / "ckpt.pt"
     st = _load(ckpt, cfg, task) if ckpt.exists() else _fresh_state(cfg, task, Path(sft_cache) if sft_cache else None)
     if not ckpt.exists():
-        init = {"step": -1, "charts/samples": 0, **evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len)}
+        init = {"step": -1, "charts/samples": 0, **evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len),
+                **certificate(st.model, task, st.eval_prompts, tc.max_response_len)}
         atomic_write_text(out_dir / "init.json", json.dumps(init))
         _save(ckpt, st)
     log = MetricsLog(out_dir / "metrics.jsonl")
     log.truncate(st.step)  # drop rows computed after the checkpoint; they are recomputed
+    check_steps(read_metrics(log.path), st.step, str(out_dir))  # refuse a corrupted log
+    env = environment()
+    envs = json.loads((out_dir / "env.json").read_text()) if (out_dir / "env.json").exists() else []
+    atomic_write_text(out_dir / "env.json", json.dumps(envs + [{"from_step": st.step, **env}], indent=2))
     bar = tqdm(range(st.step, tc.steps), initial=st.step, total=tc.steps, disable=not progress,
                desc=f"{cfg.experiment}/{cfg.arm.name}/seed{cfg.seed}", leave=False)
     for step in bar:
@@ -254,12 +282,15 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
             "charts/reward": float(rollout.rewards.mean()),
             "charts/length": float(rollout.lengths.double().mean()),
             "charts/truncated": float(rollout.truncated.double().mean()),
+            "len/cov_reward_inv_len": reward_length_covariance(rollout),
             **entropy_by_role(rollout),
         }
         eval_step = (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps
         row.update(_update(st, loss_fn, rollout, cfg, prop31=tc.measure_prop31 and eval_step))
         if eval_step:
             row.update(evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len))
+        if step + 1 == tc.steps:
+            row.update(certificate(st.model, task, st.eval_prompts, tc.max_response_len))
         log.append(row)
         st.step = step + 1
         st.wall_s += time.perf_counter() - t0
@@ -267,6 +298,7 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
             _save(ckpt, st)
         bar.set_postfix(reward=f"{row['charts/reward']:.2f}")
     rows = read_metrics(out_dir / "metrics.jsonl")
+    check_steps(rows, tc.steps, str(out_dir))
     atomic_write_text(out_dir / "done.json", json.dumps({
         "fingerprint": cfg.fingerprint(), "steps": len(rows), "wall_s": round(st.wall_s, 3),
     }))

@@ -25,7 +25,7 @@ eval_every = 3
 eval_prompts = 8
 probe_prompts = 2
 ckpt_every = {ckpt_every}
-max_response_len = 8
+max_response_len = 9
 [[arms]]
 name = "grpo"
 objective = "grpo"

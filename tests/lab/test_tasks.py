@@ -67,3 +67,85 @@ def test_countdown_accepts_every_correct_operator():
 def test_unknown_task_is_a_precise_error():
     with pytest.raises(InvalidArgument, match="task.name='nope'"):
         get_task("nope")
+
+
+# ------------------------------------------------ zero-credit certification
+def _warm(train_filler: int, filler_after: bool = True):
+    import torch as _t
+
+    from exchange.lab.sft import sft_warm_start
+    from exchange.lab.tasks import VOCAB_SIZE, GrammarLM
+    from exchange.models import TinyLM, TinyLMConfig
+
+    import dataclasses
+
+    task = dataclasses.replace(get_task("arithmetic", 3), filler_after=filler_after)
+    lm = GrammarLM(TinyLM(TinyLMConfig(VOCAB_SIZE, 5 + 2 * task.max_response_len, 32, 2, 1, seed=0)), task)
+    sft_warm_start(lm, dataclasses.replace(task, max_filler=train_filler), 100, 64, 3e-3, _t.Generator().manual_seed(1))
+    return lm, task
+
+
+def test_filler_is_certified_zero_credit_after_the_warm_start():
+    import torch as _t
+
+    from exchange.lab.tasks import certify_zero_credit, filler_accuracy
+
+    lm, task = _warm(3)
+    accs, n = filler_accuracy(lm, task, task.sample_prompts(400, _t.Generator().manual_seed(2)), task.max_response_len)
+    flat, p = certify_zero_credit(accs, n)
+    assert flat, (accs, p)
+    assert max(accs) - min(accs) < 0.1 and min(accs) > 0.3
+
+
+def test_certification_fails_when_filler_counts_lie_outside_the_warm_start():
+    """The old design: filler before the answer, warm start on 0..1 fillers, 2-3 allowed."""
+    import torch as _t
+
+    from exchange.lab.tasks import certify_zero_credit, filler_accuracy
+
+    lm, task = _warm(1, filler_after=False)
+    accs, n = filler_accuracy(lm, task, task.sample_prompts(400, _t.Generator().manual_seed(2)), task.max_response_len)
+    assert certify_zero_credit(accs, n)[0] is False, accs
+
+
+def test_grammar_caps_zero_credit_tokens():
+    import torch as _t
+
+    from exchange.lab.generation import generate
+    from exchange.lab.tasks import STYLE, GrammarLM
+
+    class Uniform(_t.nn.Module):
+        def forward(self, ids):
+            return _t.zeros(ids.shape + (VOCAB_SIZE,))
+
+    from exchange.lab.tasks import VOCAB_SIZE
+
+    task = get_task("arithmetic", 2)
+    tokens, mask, _ = generate(GrammarLM(Uniform(), task), task.sample_prompts(200, _t.Generator().manual_seed(0)),
+                               12, 1.0, _t.Generator().manual_seed(1))
+    t = _t.where(mask, tokens, _t.full_like(tokens, PAD))
+    assert int(_t.isin(t, _t.tensor(FILLER)).sum(1).max()) == 2
+    assert int(_t.isin(t, _t.tensor(TEMPLATE)).sum(1).max()) == 2
+    assert int((t == STYLE).sum(1).max()) == 1
+
+
+def test_after_a_filler_only_filler_or_eos_can_follow():
+    import torch as _t
+
+    from exchange.lab.generation import generate
+    from exchange.lab.tasks import STYLE, VOCAB_SIZE, GrammarLM
+
+    class Uniform(_t.nn.Module):
+        def forward(self, ids):
+            return _t.zeros(ids.shape + (VOCAB_SIZE,))
+
+    task = get_task("arithmetic", 3)
+    tokens, mask, _ = generate(GrammarLM(Uniform(), task), task.sample_prompts(300, _t.Generator().manual_seed(0)),
+                               task.max_response_len, 1.0, _t.Generator().manual_seed(1))
+    for row, m in zip(tokens.tolist(), mask.tolist()):
+        row = [v for v, k in zip(row, m) if k]
+        if any(v in FILLER for v in row):
+            first = next(i for i, v in enumerate(row) if v in FILLER)
+            assert all(v in FILLER + (EOS,) for v in row[first:]), row
+            if row[-1] != EOS:  # truncated: only when the answer part was already too long (wrong anyway)
+                assert sum(v not in FILLER + TEMPLATE + (STYLE,) for v in row) > task.answer_len, row

@@ -23,11 +23,11 @@ REPO = Path(__file__).resolve().parents[2]
 KEYS = {
     "step", "charts/samples", "charts/reward", "charts/length", "charts/truncated",
     "entropy/template", "entropy/filler", "entropy/weak_credit", "entropy/decision",
-    "tax/kappa_share", "tax/event_share", "tax/shared_residual", "tax/update_norm_share",
+    "tax/kappa_share", "tax/event_share", "tax/shared_residual", "tax/shared_update_share", "tax/shared_K_signed", "len/cov_reward_inv_len",
     "clip/frac_pos_adv", "clip/frac_neg_adv", "losses/log_ratio_absmax", "losses/loss",
     "kl/shared_contexts", "kl/all_contexts",
 }
-EVAL_KEYS = {"eval/accuracy", "drift/template_logp", "drift/filler_logp", "drift/decision_logp",
+EVAL_KEYS = {"eval/accuracy", "drift/template_logp", "drift/style_logp", "entropy/fixed_weak_credit", "drift/filler_logp", "drift/decision_logp",
              "drift/zero_credit_logp", "drift/ref_seq_logp", "drift/short_vs_long_logodds",
              "kl/prop31_predicted", "kl/prop31_measured"}
 
@@ -43,7 +43,7 @@ def test_run_writes_one_row_per_step_and_is_deterministic(tmp_path):
     assert a == b
     init = json.loads((tmp_path / "a" / "init.json").read_text())
     assert EVAL_KEYS - {"kl/prop31_predicted", "kl/prop31_measured"} <= set(init)
-    assert all(0 <= r["tax/update_norm_share"] <= 1 for r in a if r["tax/update_norm_share"] is not None)
+    assert all(r["tax/shared_update_share"] is None or r["tax/shared_update_share"] >= 0 for r in a)
 
 
 def test_metrics_log_drops_a_torn_line_and_truncates(tmp_path):
@@ -110,15 +110,15 @@ def test_experiment_report_end_to_end(tmp_path):
     md.write_text("# Training experiments\n\nhand-written intro\n")
     claims = tmp_path / "docs" / "claims.md"
     claims.write_text("# Claims\n\n## Exact-credit oracle\n\n| a | b |\n\n## Training experiments\n\nold rows\n\n## Later\n\nkeep\n")
-    lines = report_experiments([exp_dir], img_dir=tmp_path / "docs" / "img", markdown=md, claims=claims,
-                               n_resamples=200)
+    lines = report_experiments([exp_dir], img_dir=tmp_path / "docs" / "img", markdown=md, claims=claims)
     summary = json.loads((exp_dir / "summary.json").read_text())
     assert {e["prediction"] for e in summary["effects"]} == {"P1", "P2", "P3", "P4"}
     for e in summary["effects"]:
         assert len(e["baseline"]) == len(e["treatment"]) == 2
-        if e["verdict"] != "not measured":
+        if "diff_mean" in e:
             assert e["ci_low"] <= e["diff_mean"] <= e["ci_high"]
-        assert e["verdict"] in ("confirmed", "refuted", "inconclusive", "not measured")
+        assert e["verdict"].split(" (")[0] in ("confirmed", "refuted", "inconclusive", "not measured")
+    assert {"manipulation", "kl_match", "certificate", "eval_se"} <= set(summary)
     assert set(summary["verdicts"]) == {"P1", "P2", "P3", "P4", "falsifier"}
     for kind in ("curves", "effects"):
         png = tmp_path / "docs" / "img" / f"exp_tinyrep_{kind}.png"
@@ -129,7 +129,7 @@ def test_experiment_report_end_to_end(tmp_path):
     ctext = claims.read_text()
     assert "| a | b |" in ctext and "## Later\n\nkeep" in ctext and "old rows" not in ctext
     assert "| P3 entropy collapse | tinyrep (grpo vs dr_grpo) | " + summary["verdicts"]["P3"] in ctext
-    report_experiments([exp_dir], markdown=md, n_resamples=200)  # idempotent: one generated section
+    report_experiments([exp_dir], markdown=md)  # idempotent: one generated section
     assert md.read_text().count(BEGIN) == 1
 
 
@@ -140,6 +140,52 @@ def test_report_refuses_unfinished_runs(tmp_path):
     exp_dir = run_experiment(cfg, tmp_path / "runs", progress=False)
     (exp_dir / "dr_grpo" / "seed1" / "done.json").unlink()
     with pytest.raises(InvalidArgument, match="is unfinished"):
-        report_experiment(exp_dir, n_resamples=100)
+        report_experiment(exp_dir)
     with pytest.raises(InvalidArgument, match="has no experiment.json"):
-        report_experiment(tmp_path, n_resamples=100)
+        report_experiment(tmp_path)
+
+
+def test_report_with_one_seed_says_so_in_one_line(tmp_path):
+    from exchange.lab.experiment_report import report_experiment
+
+    cfg = load_experiment(tiny_config(tmp_path, name="oneseed", seeds=(0,), steps=2))
+    exp_dir = run_experiment(cfg, tmp_path / "runs", progress=False)
+    summary = report_experiment(exp_dir)
+    assert all(e["verdict"] == "not tested" for e in summary["effects"])
+    assert "**One seed: no paired statistics and no verdicts**" in (exp_dir / "summary.md").read_text()
+
+
+def test_resume_and_report_refuse_duplicate_steps(tmp_path):
+    from exchange.lab.experiment_report import report_experiment
+
+    cfg = load_experiment(tiny_config(tmp_path, name="dups", seeds=(0, 1), steps=2))
+    exp_dir = run_experiment(cfg, tmp_path / "runs", progress=False)
+    log = exp_dir / "grpo" / "seed0" / "metrics.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines + lines[-1:]))  # a second writer appended a step again
+    with pytest.raises(InvalidArgument, match="duplicate steps \\[1\\]"):
+        report_experiment(exp_dir)
+    with pytest.raises(InvalidArgument, match="duplicate steps"):
+        run_experiment(cfg, tmp_path / "runs", progress=False)
+
+
+def test_concurrent_run_on_one_out_is_refused(tmp_path):
+    from exchange.lab.runlog import RunLock
+
+    cfg = load_experiment(tiny_config(tmp_path, name="locked", seeds=(0,), steps=2))
+    with RunLock(tmp_path / "runs" / "locked"):
+        with pytest.raises(InvalidArgument, match="is locked by pid"):
+            run_experiment(cfg, tmp_path / "runs", progress=False)
+
+
+def test_manipulation_check_on_policy_constant_norm_removes_the_residual(tmp_path):
+    """M3 on-policy: grpo keeps a shared residual, grpo+group_constant_norm removes it."""
+    from exchange.lab.experiment_report import load_runs, manipulation_check
+
+    path = tiny_config(tmp_path, name="manip", seeds=(0,), steps=3, sft_steps=60, task="countdown")
+    text = path.read_text().replace("epochs = 2", "epochs = 1").replace("minibatches = 2", "minibatches = 1")
+    text = text.replace('name = "dr_grpo"\nobjective = "dr_grpo"', 'name = "norm"\nobjective = "grpo+group_constant_norm"')
+    path.write_text(text.replace("prompts_per_step = 2", "prompts_per_step = 4"))
+    exp_dir = run_experiment(load_experiment(path), tmp_path / "runs", progress=False)
+    check = manipulation_check(load_runs(exp_dir)[1])
+    assert check["treatment"] < 1e-6 and check["baseline"] > 0.01 and check["passed"], check
