@@ -63,7 +63,7 @@ def _thm(short):
 def test_axiom_and_admitted_fail_the_allow_list(coqc, tmp_path):
     dev = _cheating_dev(tmp_path)
     registry = {k: _thm(k) for k in ("bogus", "honest", "skipped", "missing_name")}
-    got = {s.key: s for s in compile_proofs(dev, theorems=registry)}
+    got = {s.key: s for s in compile_proofs(dev, theorems=registry, pin=False)}
     assert got["honest"].status == CHECKED
     assert got["bogus"].status == FAILED and "Cheat.cheat" in got["bogus"].detail
     assert got["skipped"].status == FAILED and "skipped" in got["skipped"].detail
@@ -73,5 +73,5 @@ def test_axiom_and_admitted_fail_the_allow_list(coqc, tmp_path):
 
 def test_broken_proof_fails_every_theorem(coqc, tmp_path):
     dev = _cheating_dev(tmp_path, "Lemma wrong : 1 = 2.\nProof. reflexivity. Qed.\n")
-    (status,) = compile_proofs(dev, theorems={"wrong": _thm("wrong")})
+    (status,) = compile_proofs(dev, theorems={"wrong": _thm("wrong")}, pin=False)
     assert status.status == FAILED and "make" in status.detail

@@ -1,0 +1,105 @@
+(** * Non-vacuity witnesses: the hypotheses of each registered theorem can all hold.
+
+    A theorem whose hypotheses contradict each other proves nothing.  For every
+    registered theorem with hypotheses, [W_<theorem>] exhibits a concrete group (mostly
+    [G = 3], advantages [(1, 1, -2)], never the degenerate empty group) on which all of
+    them hold at once.  The registry links each theorem to its witness, and
+    [exchange proofs] checks and pins the witness like the theorem. *)
+
+From Coq Require Import QArith Lqa Qfield Lia Qminmax.
+From Exchange Require Import Sums Cancellation LengthNorm Clipping Restoration.
+Open Scope Q_scope.
+
+(** The running example: a zero-sum, non-zero advantage vector on three responses. *)
+Definition A3 (i : nat) : Q := match i with O => 1 | S O => 1 | _ => -2 end.
+
+Lemma A3_zero_sum : sum 3 A3 == 0.
+Proof. vm_compute. reflexivity. Qed.
+
+Lemma W_T1_sufficiency_exchangeable : exists G (A : nat -> Q),
+  (1 < G)%nat /\ sum G A == 0 /\ ~ A O == 0.
+Proof. exists 3%nat, A3. split; [lia|split; [exact A3_zero_sum|discriminate]]. Qed.
+
+Lemma W_T1_sufficiency : exists G (A w : nat -> Q) (w0 : Q),
+  (1 < G)%nat /\ ~ A O == 0 /\ sum G A == 0 /\ (forall i, (i < G)%nat -> w i == w0).
+Proof.
+  exists 3%nat, A3, (fun _ => 1), 1.
+  split; [lia|split; [discriminate|split; [exact A3_zero_sum|intros; reflexivity]]].
+Qed.
+
+(** Equal weights and the constant scale 1 satisfy both hypotheses of T2 (binary). *)
+Lemma W_T2_necessity_binary : exists G (w : nat -> Q) (sigma : (nat -> Q) -> Q),
+  (1 < G)%nat /\
+  (forall r, binary G r -> 0 < sigma r) /\
+  (forall r, binary G r -> K G (adv G (sigma r) r) w == 0).
+Proof.
+  exists 3%nat, (fun _ => 1), (fun _ => 1). split; [lia|split].
+  - intros. reflexivity.
+  - intros r _. apply (T1_sufficiency 3 _ _ 1); [apply adv_zero_sum | intros; reflexivity].
+Qed.
+
+Lemma W_T2_necessity_zero_sum : exists G (w : nat -> Q),
+  (1 < G)%nat /\ (forall A, sum G A == 0 -> K G A w == 0).
+Proof.
+  exists 3%nat, (fun _ => 1). split; [lia|].
+  intros A HZ. apply (T1_sufficiency 3 A _ 1 HZ). intros; reflexivity.
+Qed.
+
+Lemma W_M1_two_responses : exists a : Q, ~ a == 0.
+Proof. exists 1. discriminate. Qed.
+
+Lemma W_M4_nonzero_sum_breaks : exists G (A : nat -> Q) (w0 : Q),
+  (1 < G)%nat /\ ~ w0 == 0 /\ ~ sum G A == 0.
+Proof. exists 2%nat, (fun _ => 1), 1. split; [lia|split; vm_compute; discriminate]. Qed.
+
+Lemma W_null_on_equal_rewards : exists G (r : nat -> Q) (r0 : Q),
+  (1 < G)%nat /\ (forall i, (i < G)%nat -> r i == r0).
+Proof. exists 3%nat, (fun _ => 1), 1. split; [lia|intros; reflexivity]. Qed.
+
+Lemma W_T3_one_correct : exists G c : nat, (1 < G)%nat /\ (c < G)%nat.
+Proof. exists 3%nat, O. lia. Qed.
+
+Lemma W_T3_harmonic_mean : exists G (L : nat -> Q) (c : nat),
+  (1 < G)%nat /\ (c < G)%nat /\ (forall i, (i < G)%nat -> 0 < L i) /\ ~ L O == L 1%nat.
+Proof.
+  exists 3%nat, (fun i => inject_Z (Z.of_nat (S i))), O.
+  split; [lia|split; [lia|split]].
+  - intros i _. unfold Qlt; simpl. lia.
+  - vm_compute. discriminate.
+Qed.
+
+(** Clipping: [eps = 0.2], [rho = 2] above and [rho = 1/2] below the trust region. *)
+Lemma W_T4_above : exists G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\
+  (exists j, (j < G)%nat /\ A j < 0) /\ sum G A == 0.
+Proof.
+  exists 3%nat, A3, (1#5), (1#5), 2.
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+  exists 2%nat. split; [lia|reflexivity].
+Qed.
+
+Lemma W_T4_below : exists G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low /\ 0 <= eps_high /\ 0 < rho /\ rho < 1 - eps_low /\
+  (exists j, (j < G)%nat /\ 0 < A j) /\ sum G A == 0.
+Proof.
+  exists 3%nat, A3, (1#5), (1#5), (1#2).
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+  exists O. split; [lia|reflexivity].
+Qed.
+
+Lemma W_T4_inside_cancels : exists G (A : nat -> Q) (eps_low eps_high rho : Q),
+  1 - eps_low <= rho /\ rho <= 1 + eps_high /\ sum G A == 0 /\ ~ A O == 0.
+Proof.
+  exists 3%nat, A3, (1#5), (1#5), 1.
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+Qed.
+
+(** T5: the same zero-sum group serves Min-Replace, the constant normaliser, the
+    sign-free and truncated weights; Adv-Orthogonal needs one non-zero advantage. *)
+Lemma W_T5_zero_sum : exists G (A : nat -> Q),
+  (1 < G)%nat /\ sum G A == 0 /\ ~ A O == 0.
+Proof. exact W_T1_sufficiency_exchangeable. Qed.
+
+Lemma W_T5_adv_orthogonal : exists G (A : nat -> Q),
+  (exists j, (j < G)%nat /\ ~ A j == 0).
+Proof. exists 3%nat, A3, O. split; [lia|discriminate]. Qed.
