@@ -130,21 +130,32 @@ PROPERTY_THEOREMS: dict[str, tuple[str, ...]] = {
         "T1_sufficiency_exchangeable",
         "T2_necessity_binary",
         "Cor33_cancellation_unequal_weights",
+        # The same over R (issue 18): std normalisation with sqrt, Cor 3.3 as a hyperplane.
+        "R_T1_sufficiency",
+        "R_T2_necessity_onehot",
+        "R_T2_necessity_std",
+        "R_Cor33_hyperplane",
     ),
-    "null_on_equal_rewards": ("null_on_equal_rewards",),
+    "null_on_equal_rewards": ("null_on_equal_rewards", "R_null_on_equal_rewards"),
     "permutation_invariant": (),
     "finite": (),
 }
 
 MECHANISM_THEOREMS: dict[str, tuple[str, ...]] = {
     # Each mechanism: the theorem that explains the break, then the one that repairs it.
-    "M1": ("M1_two_responses", "T2_necessity_binary", "T5_min_replace", "T5_adv_orthogonal"),
+    "M1": ("M1_two_responses", "R_M1_gspo", "R_M1_gspo_equal_lengths", "T2_necessity_binary",
+           "T5_min_replace", "T5_adv_orthogonal"),
     "M2": (
         "T4_above_event_coefficient",
         "T4_above_negative",
         "T4_below_event_coefficient",
         "T4_below_positive",
         "T4_inside_cancels",
+        "R_T4_above_event_coefficient",
+        "R_T4_above_negative",
+        "R_T4_below_event_coefficient",
+        "R_T4_below_positive",
+        "R_T4_inside_cancels",
         "T5_sign_free_weight",
         "T5_truncated_ratio",
     ),
@@ -153,6 +164,8 @@ MECHANISM_THEOREMS: dict[str, tuple[str, ...]] = {
         "T3_sign",
         "T3_harmonic_mean",
         "T3_covariance",
+        "R_T3_one_correct",
+        "R_T3_harmonic_mean",
         "T5_constant_normaliser",
     ),
     "M4": ("M4_nonzero_sum_breaks", "T1_event_coefficient"),

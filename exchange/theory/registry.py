@@ -125,6 +125,54 @@ THEOREMS: dict[str, Theorem] = dict(
              "T5: a weight h(rho_e) of the event ratio alone cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
         _coq("Restoration", "T5_truncated_ratio",
              "T5: CISPO's truncated weight min(rho, 1+eps) cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
+        # The same theorems over R (Coq's standard Reals; issue 18): the std with sqrt,
+        # GSPO's exponential weight, a positivity hypothesis wherever a division needs it.
+        _coq("Real", "R_T1_sufficiency",
+             "T1 over R: zero-sum advantages and equal weights give K = 0.",
+             witness="W_R_T1_sufficiency"),
+        _coq("Real", "R_T2_necessity_onehot",
+             "T2 over R: K = 0 for every one-hot reward vector, advantages divided by any "
+             "group constant positive on those vectors, forces w_1 = ... = w_G.",
+             witness="W_R_T2_necessity_onehot"),
+        _coq("Real", "R_T2_necessity_std",
+             "T2 over R with GRPO's std (sqrt of the population variance) as the divisor, "
+             "G >= 2: cancellation on the one-hot rewards forces equal weights.",
+             witness="W_R_T2_necessity_std"),
+        _coq("Real", "R_null_on_equal_rewards",
+             "Over R: equal rewards and a positive scale give every A_i*w_i = 0.",
+             witness="W_R_null_on_equal_rewards"),
+        _coq("Real", "R_T3_one_correct",
+             "T3 over R: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - mean_i 1/L_i.",
+             witness="W_R_T3_one_correct"),
+        _coq("Real", "R_T3_harmonic_mean",
+             "T3 over R: positive lengths: K > 0 iff L_c is below the harmonic mean.",
+             witness="W_R_T3_harmonic_mean"),
+        _coq("Real", "R_T4_above_event_coefficient",
+             "T4 over R: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip.",
+             witness="W_R_T4_above"),
+        _coq("Real", "R_T4_above_negative",
+             "T4 over R: rho > 1+eps_high and some A_i < 0: K < 0.", witness="W_R_T4_above"),
+        _coq("Real", "R_T4_below_event_coefficient",
+             "T4 over R: rho < 1-eps_low: K = rho * sum_i max(A_i, 0) under PPO-clip.",
+             witness="W_R_T4_below"),
+        _coq("Real", "R_T4_below_positive",
+             "T4 over R: 0 < rho < 1-eps_low and some A_i > 0: K > 0.", witness="W_R_T4_below"),
+        _coq("Real", "R_T4_inside_cancels",
+             "T4 over R: inside the trust region zero-sum advantages cancel.",
+             witness="W_R_T4_inside_cancels"),
+        _coq("Real", "R_M1_gspo",
+             "M1 over R, any G >= 2: with GSPO's s_i = exp(mean_t log rho_it), per-token "
+             "coefficient A_i*s_i/L_i, K = 0 for every one-hot reward (std) iff all s_i/L_i "
+             "are equal.", witness="W_R_M1_gspo"),
+        _coq("Real", "R_M1_gspo_equal_lengths",
+             "M1 over R, equal lengths: cancellation iff all GSPO weights s_i are equal "
+             "(exp being injective, the codimension G-1 set of equal mean log-ratios; "
+             "that last step is not formalised).",
+             witness="W_R_M1_gspo_equal_lengths"),
+        _coq("Real", "R_Cor33_hyperplane",
+             "Cor 3.3 over R, any G: for a fixed non-zero A the cancelling weight vectors "
+             "are closed under linear combinations, miss A, and every w is one of them "
+             "plus t*A (a hyperplane).", witness="W_R_Cor33_hyperplane"),
     ]
 )
 
