@@ -144,7 +144,8 @@ PROPERTY_THEOREMS: dict[str, tuple[str, ...]] = {
 MECHANISM_THEOREMS: dict[str, tuple[str, ...]] = {
     # Each mechanism: the theorem that explains the break, then the one that repairs it.
     "M1": ("M1_two_responses", "R_M1_gspo", "R_M1_gspo_equal_lengths", "T2_necessity_binary",
-           "T5_min_replace", "T5_adv_orthogonal"),
+           "T5_min_replace", "T5_adv_orthogonal", "T5_min_replace_general",
+           "T5_adv_orthogonal_projection"),
     "M2": (
         "T4_above_event_coefficient",
         "T4_above_negative",
@@ -158,6 +159,7 @@ MECHANISM_THEOREMS: dict[str, tuple[str, ...]] = {
         "R_T4_inside_cancels",
         "T5_sign_free_weight",
         "T5_truncated_ratio",
+        "T5_event_clip",
     ),
     "M3": (
         "T3_one_correct",

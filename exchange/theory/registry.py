@@ -125,6 +125,19 @@ THEOREMS: dict[str, Theorem] = dict(
              "T5: a weight h(rho_e) of the event ratio alone cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
         _coq("Restoration", "T5_truncated_ratio",
              "T5: CISPO's truncated weight min(rho, 1+eps) cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
+        # THEORY.md 4b as defined, any G and any weights.
+        _coq("Restoration", "T5_min_replace_general",
+             "T5: Min-Replace maps any weights to equal ones, each the group minimum "
+             "(a lower bound attained by a response); zero-sum advantages then cancel.",
+             witness="W_T5_min_replace_general"),
+        _coq("Restoration", "T5_adv_orthogonal_projection",
+             "T5: Adv-Orthogonal's result is orthogonal to A and differs from w by a "
+             "multiple of A (the orthogonal projection), for A != 0.",
+             witness="W_T5_adv_orthogonal"),
+        _coq("Restoration", "T5_event_clip",
+             "T5: a clip decision that is any function of the event alone (its ratio), "
+             "with any event weight h(rho), cancels for zero-sum advantages.",
+             witness="W_T5_zero_sum"),
         # The same theorems over R (Coq's standard Reals; issue 18): the std with sqrt,
         # GSPO's exponential weight, a positivity hypothesis wherever a division needs it.
         _coq("Real", "R_T1_sufficiency",

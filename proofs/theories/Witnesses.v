@@ -186,3 +186,11 @@ Proof. exists 2%nat, 1%nat. lia. Qed.
 
 Lemma W_R_Cor33_hyperplane : exists G (A : nat -> R), exists j, (j < G)%nat /\ A j <> 0.
 Proof. exists 2%nat, RA2, O. split; [lia|simpl; lra]. Qed.
+
+Open Scope Q_scope.
+
+(** Min-Replace's general theorem needs a non-empty group; unequal weights show the
+    transformation has something to do. *)
+Lemma W_T5_min_replace_general : exists G (w : nat -> Q),
+  (0 < G)%nat /\ ~ w O == w 1%nat /\ (1 < G)%nat.
+Proof. exists 3%nat, cor33_w. split; [lia|split; [vm_compute; discriminate|lia]]. Qed.
