@@ -107,6 +107,11 @@ def _terms(rewards, lengths):
         "seq_mean": _per_response(G, f"adv {G} 1 {r} i * / {L} i"),
         # Constant normaliser (T5_constant_normaliser / T1): kappa_i = A_i * const.
         "constant": _per_response(G, f"adv {G} 1 {r} i"),
+        # Min-Replace (T5_min_replace_general) on GRPO's 1/L_i weights.
+        "min_replace": _per_response(G, f"adv {G} 1 {r} i * min_replace {G} (fun j => / {L} j) i"),
+        # Adv-Orthogonal (T5_adv_orthogonal_projection) on GRPO's 1/L_i weights.
+        "adv_orthogonal": _per_response(
+            G, f"adv {G} 1 {r} i * orth {G} (adv {G} 1 {r}) (fun j => / {L} j) i"),
         # PPO-clip (T4) above and below the trust region, eps = 0.2.
         "clip_above": _per_response(G, f"clip_coef (1#5) (1#5) 2 (adv {G} 1 {r} i)"),
         "clip_below": _per_response(G, f"clip_coef (1#5) (1#5) (1#2) (adv {G} 1 {r} i)"),
@@ -154,6 +159,13 @@ def test_ppo_clip_t4_cases(coq_values, case, log_rho, rewards, lengths):
     assert_proportional(py, coq)
     if case != "clip_inside":  # the Coq coefficients do clip something here
         assert any(c == 0 for c in coq) and any(c != 0 for c in coq)
+
+
+@pytest.mark.parametrize("transform", ["min_replace", "adv_orthogonal"])
+@pytest.mark.parametrize("rewards,lengths", GROUPS)
+def test_restoring_transformations(coq_values, transform, rewards, lengths):
+    coq = coq_values[(tuple(rewards), tuple(lengths))][transform]
+    assert_proportional(python_kappa(f"grpo+{transform}", rewards, lengths), coq)
 
 
 def test_the_comparison_can_fail(coq_values):
