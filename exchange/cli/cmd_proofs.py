@@ -19,7 +19,13 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--proofs-dir", default=None,
-        help="folder holding _CoqProject (default: proofs/ next to the exchange package)",
+        help="folder holding _CoqProject (default: proofs/ of the tree run from: the "
+        "current directory's repository, else the one next to the exchange package)",
+    )
+    parser.add_argument(
+        "--write-statements", action="store_true",
+        help="build, then pin every theorem's and witness's compiled statement in "
+        "<proofs-dir>/statements.txt (review the diff before committing it)",
     )
     parser.add_argument(
         "--no-compile", action="store_true",
@@ -57,15 +63,32 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from exchange.theory.coq import CHECKED, COQC_MISSING, compile_proofs
+    from pathlib import Path
+
+    from exchange.theory.coq import (CHECKED, COQC_MISSING, compile_proofs, proofs_dir_for_cwd,
+                                     write_statements)
     from exchange.theory.registry import THEOREMS
 
     console = Console()
+    proofs_dir = Path(args.proofs_dir) if args.proofs_dir else proofs_dir_for_cwd()
+    # First line: which tree is checked (a console script may come from another clone).
+    print(f"checking proofs in {proofs_dir.resolve()}")
+    if args.write_statements:
+        import subprocess
+
+        make = subprocess.run(["make", "-C", str(proofs_dir)], capture_output=True, text=True)
+        if make.returncode != 0:
+            console.print(make.stdout + make.stderr, markup=False, highlight=False)
+            return 1
+        path = write_statements(proofs_dir)
+        console.print(f"pinned statements written to {path}; review `git diff` before "
+                      "committing", markup=False, highlight=False)
+        return 0
     if args.no_compile:
         statuses = None
     else:
         with console.status("compiling proofs/ with coqc ..."):
-            statuses = {s.key: s for s in compile_proofs(args.proofs_dir)}
+            statuses = {s.key: s for s in compile_proofs(proofs_dir)}
 
     table = Table(title="Machine-checked theorems (Coq, THEORY.md section 3)")
     table.add_column("theorem", overflow="fold")
@@ -92,5 +115,6 @@ def run(args: argparse.Namespace) -> int:
                       "(apt-get install -y coq) and rerun `exchange proofs`.")
         return 2
     console.print(f"[green]all {len(statuses)} theorems checked[/green]; "
-                  "Print Assumptions within the allow-list (docs/proofs.md).")
+                  "statements as pinned, witnesses checked, Print Assumptions within the "
+                  "allow-list (docs/proofs.md).")
     return 0

@@ -2,12 +2,17 @@
 
 ``compile_proofs`` runs ``make -C proofs`` (coq_makefile over ``proofs/_CoqProject``),
 then ``Print Assumptions`` for each theorem in ``exchange.theory.registry.THEOREMS`` and
-compares the axioms it depends on with ``ALLOWED_AXIOMS``. A theorem is *checked* only
-when the build succeeds, its name exists, and it uses no axiom outside the allow-list.
+compares the axioms it depends on with ``ALLOWED_AXIOMS``, then ``Check``s each
+theorem and compares the statement Coq prints with the one pinned in
+``proofs/statements.txt``. A theorem is *checked* only when the build succeeds, its name
+exists, it uses no axiom outside the allow-list, its compiled statement is the pinned
+one, and its non-vacuity witness (a lemma that its hypotheses can all hold at once)
+passes the same checks.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
@@ -27,32 +32,51 @@ __all__ = [
     "ProofError",
     "TheoremStatus",
     "default_proofs_dir",
+    "proofs_dir_for_cwd",
     "find_coqc",
     "compile_proofs",
     "print_assumptions",
     "coq_theorem_names",
     "forbidden_commands",
+    "STATEMENTS_FILE",
+    "read_statements",
+    "print_statements",
+    "write_statements",
+    "normalise_statement",
 ]
 
 CHECKED = "checked"
 FAILED = "failed"
 COQC_MISSING = "coqc missing"
 
-# The development is over QArith and uses no axiom at all ("Closed under the global
-# context"). Should a proof move to Reals, these are the only axioms the standard
-# library's real numbers bring in (Coq 8.16: the classical Dedekind construction and
-# functional extensionality); anything else (classic, proof irrelevance, an Axiom of
-# our own, an Admitted lemma) fails the check.
-ALLOWED_AXIOMS: frozenset[str] = frozenset(
-    {
-        "ClassicalDedekindReals.sig_forall_dec",
-        "ClassicalDedekindReals.sig_not_dec",
-        "FunctionalExtensionality.functional_extensionality_dep",
-    }
-)
+# The QArith theorems use no axiom at all ("Closed under the global context"). The
+# theorems over Coq's standard Reals depend on the axioms that define those real
+# numbers (Coq 8.16); each is allowed by name, with the reason. Anything else
+# (classic, proof irrelevance, an Axiom of our own, an Admitted lemma) fails the check.
+ALLOWED_AXIOM_REASONS: dict[str, str] = {
+    "ClassicalDedekindReals.sig_forall_dec": (
+        "Reals: the limited principle of omniscience on decidable predicates over nat, "
+        "which the standard library's classical Dedekind reals (Coq.Reals.Rdefinitions) "
+        "are built on"
+    ),
+    "ClassicalDedekindReals.sig_not_dec": (
+        "Reals: decidability of negated propositions, used by the same construction "
+        "(total order and Rlt_dec / total_order_T on R)"
+    ),
+    "FunctionalExtensionality.functional_extensionality_dep": (
+        "Reals: the Dedekind-cut construction of R compares cuts as functions"
+    ),
+}
+ALLOWED_AXIOMS: frozenset[str] = frozenset(ALLOWED_AXIOM_REASONS)
+
+# Statements are pinned as Coq prints them (Check, width below) in this file under the
+# proofs folder; comparison ignores whitespace only.
+STATEMENTS_FILE = "statements.txt"
+PRINTING_WIDTH = 100
 
 CLOSED = "Closed under the global context"
 _MARKER = "@@exchange-theorem "
+_STMT_MARKER = "@@exchange-statement "
 
 
 class ProofError(ExchangeError):
@@ -73,8 +97,28 @@ class TheoremStatus:
 
 
 def default_proofs_dir() -> Path:
-    """``proofs/`` at the repository root (the package is installed editable)."""
+    """``$EXCHANGE_PROOFS_DIR`` when set, else ``proofs/`` at the root of the tree this
+    package was imported from (the package is installed editable)."""
+    override = os.environ.get("EXCHANGE_PROOFS_DIR")
+    if override:
+        return Path(override).resolve()
     return Path(__file__).resolve().parents[2] / "proofs"
+
+
+def proofs_dir_for_cwd(cwd: Path | str | None = None) -> Path:
+    """``proofs/`` of the repository the command runs in (the nearest ancestor of ``cwd``
+    holding ``proofs/_CoqProject``), else ``default_proofs_dir()``.
+
+    A console script installed from one clone and run inside another checks the clone
+    it is run from.
+    """
+    if os.environ.get("EXCHANGE_PROOFS_DIR"):
+        return default_proofs_dir()
+    here = Path(cwd or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "proofs" / "_CoqProject").is_file():
+            return folder / "proofs"
+    return default_proofs_dir()
 
 
 def find_coqc() -> str | None:
@@ -178,11 +222,14 @@ def print_assumptions(
 def compile_proofs(
     proof_dir: Path | str | None = None,
     theorems: dict[str, Theorem] | None = None,
+    pin: bool = True,
 ) -> list[TheoremStatus]:
     """Build the development and return one status per registered theorem.
 
     Without coqc every theorem is ``COQC_MISSING`` (callers decide whether that is a
     failure: it is in CI). A failed build fails every theorem with make's output.
+    With ``pin`` (the default) every theorem and witness must have the statement pinned
+    in ``<proof_dir>/statements.txt``; a difference fails the theorem, with a diff.
     """
     theorems = THEOREMS if theorems is None else theorems
     proof_dir = _check_dir(Path(proof_dir) if proof_dir else default_proofs_dir())
@@ -201,8 +248,45 @@ def compile_proofs(
             TheoremStatus(k, t.name, FAILED, f"make -C {proof_dir} failed:\n{tail}")
             for k, t in theorems.items()
         ]
-    found, errors = print_assumptions(proof_dir, [t.name for t in theorems.values()], coqc)
-    return [_status(k, t, found, errors) for k, t in theorems.items()]
+    names = _all_names(theorems)
+    found, errors = print_assumptions(proof_dir, names, coqc)
+    compiled: dict[str, str] = {}
+    pinned: dict[str, str] | None = None
+    if pin:
+        compiled = print_statements(proof_dir, [n for n in names if n in found], coqc)
+        pinned = read_statements(proof_dir)
+    return [_full_status(k, t, found, errors, compiled, pinned) for k, t in theorems.items()]
+
+
+def _all_names(theorems: dict[str, Theorem]) -> list[str]:
+    names = []
+    for thm in theorems.values():
+        names.append(thm.name)
+        if getattr(thm, "witness_name", ""):
+            names.append(thm.witness_name)
+    return list(dict.fromkeys(names))
+
+
+def _full_status(key, thm, found, errors, compiled, pinned) -> TheoremStatus:
+    status = _status(key, thm, found, errors)
+    if status.ok and pinned is not None:
+        why = _statement_mismatch(thm.short, thm.name, compiled, pinned)
+        if why:
+            return TheoremStatus(key, thm.name, FAILED, why, status.axioms)
+    witness = getattr(thm, "witness_name", "")
+    if status.ok and witness:
+        wshort = witness.rsplit(".", 1)[-1]
+        wthm = Theorem(name=witness, statement="witness")
+        wstatus = _status(wshort, wthm, found, errors)
+        why = wstatus.detail if not wstatus.ok else ""
+        if not why and pinned is not None:
+            why = _statement_mismatch(wshort, witness, compiled, pinned)
+        if why:
+            return TheoremStatus(key, thm.name, FAILED,
+                                 f"non-vacuity witness {witness}: {why}", status.axioms)
+        axioms = tuple(dict.fromkeys(status.axioms + wstatus.axioms))
+        return TheoremStatus(key, thm.name, CHECKED, status.detail, axioms)
+    return status
 
 
 def _status(key: str, thm: Theorem, found: dict, errors: str) -> TheoremStatus:
@@ -215,6 +299,113 @@ def _status(key: str, thm: Theorem, found: dict, errors: str) -> TheoremStatus:
                              + ", ".join(extra), axioms)
     detail = CLOSED if not axioms else "standard real-number axioms only"
     return TheoremStatus(key, thm.name, CHECKED, detail, axioms)
+
+
+def _statement_mismatch(short: str, name: str, compiled: dict, pinned: dict) -> str:
+    """"" when the compiled statement of ``name`` is the pinned one, else why (a diff)."""
+    if name not in compiled:
+        return f"Check {name} printed nothing"
+    if short not in pinned:
+        return (f"{short} has no pinned statement in proofs/{STATEMENTS_FILE}; review it and "
+                "add it (python -m exchange proofs --write-statements)")
+    if normalise_statement(compiled[name]) == normalise_statement(pinned[short]):
+        return ""
+    diff = difflib.unified_diff(pinned[short].splitlines(), compiled[name].splitlines(),
+                                f"pinned {short}", f"compiled {short}", lineterm="")
+    return (f"statement of {short} differs from the one pinned in proofs/{STATEMENTS_FILE}:\n"
+            + "\n".join(diff))
+
+
+def normalise_statement(text: str) -> str:
+    """Whitespace-insensitive form of a printed statement (Coq re-wraps lines)."""
+    return " ".join(text.split())
+
+
+def _parse_statement_blocks(text: str) -> dict[str, str]:
+    """``name`` at column 0 followed by indented ``: type`` lines -> {name: block}."""
+    blocks: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if not line[0].isspace():
+            current = line.strip()
+            blocks[current] = []
+        elif current is not None:
+            blocks[current].append(line.rstrip())
+    return {k: "\n".join(v) for k, v in blocks.items()}
+
+
+def read_statements(proof_dir: Path | str | None = None) -> dict[str, str]:
+    """The pinned statements: short name -> ``: type`` as Coq prints it."""
+    path = _check_dir(Path(proof_dir) if proof_dir else default_proofs_dir()) / STATEMENTS_FILE
+    if not path.is_file():
+        return {}
+    return _parse_statement_blocks(path.read_text())
+
+
+def _imports(proof_dir: Path) -> list[str]:
+    return [m for _, m in _vfiles(proof_dir)]
+
+
+def print_statements(proof_dir: Path, names: list[str], coqc: str | None = None) -> dict[str, str]:
+    """``Check @name`` for each qualified name: name -> the printed ``: type`` lines.
+
+    Every module of the development is imported and Q_scope then R_scope are open, so
+    the printed statements use the usual notations (a rational literal reads ``0%Q``
+    where R is the default).
+    """
+    coqc = coqc or find_coqc()
+    if coqc is None:
+        raise ProofError("coqc not found; install Coq 8.16 (apt-get install -y coq)")
+    proof_dir = _check_dir(proof_dir)
+    lines = ["From Coq Require Import QArith Reals.",
+             *[f"Require Import {m}." for m in _imports(proof_dir)],
+             "Open Scope Q_scope.", "Open Scope R_scope.",
+             f"Set Printing Width {PRINTING_WIDTH}."]
+    for n in names:
+        lines += [f'Goal True. idtac "{_STMT_MARKER}{n}". Abort.', f"Check @{n}."]
+    with tempfile.TemporaryDirectory() as tmp:
+        vfile = Path(tmp) / "ExchangeStatements.v"
+        vfile.write_text("\n".join(lines) + "\n")
+        proc = subprocess.run([coqc, *_load_path(proof_dir), str(vfile)],
+                              capture_output=True, text=True, cwd=tmp, timeout=600)
+    result: dict[str, str] = {}
+    current, body = None, []
+    for line in proc.stdout.splitlines():
+        if line.startswith(_STMT_MARKER):
+            if current is not None:
+                result[current] = "\n".join(body)
+            current, body = line[len(_STMT_MARKER):].strip(), []
+        elif current is not None and line.strip() and line[0].isspace():
+            body.append(line.rstrip())
+    if current is not None:
+        result[current] = "\n".join(body)
+    return {k: v for k, v in result.items() if v}
+
+
+def write_statements(proof_dir: Path | str | None = None,
+                     theorems: dict[str, Theorem] | None = None) -> Path:
+    """Pin the compiled statements of every theorem and witness (the development must build).
+
+    Changing a statement is a reviewed change of ``proofs/statements.txt``.
+    """
+    theorems = THEOREMS if theorems is None else theorems
+    proof_dir = _check_dir(Path(proof_dir) if proof_dir else default_proofs_dir())
+    names = _all_names(theorems)
+    compiled = print_statements(proof_dir, names)
+    missing = [n for n in names if n not in compiled]
+    if missing:
+        raise ProofError(f"Check printed nothing for {', '.join(missing)}; build proofs/ first")
+    out = ["# Pinned statements of the registered theorems and their non-vacuity witnesses,",
+           "# as `Check` prints them (exchange.theory.coq.print_statements). `exchange proofs`",
+           "# fails when a compiled statement differs (whitespace aside). Regenerate with",
+           "# `python -m exchange proofs --write-statements` and review the diff.", ""]
+    for n in names:
+        out += [n.rsplit(".", 1)[-1], compiled[n], ""]
+    path = proof_dir / STATEMENTS_FILE
+    path.write_text("\n".join(out))
+    return path
 
 
 _DECL = re.compile(

@@ -26,6 +26,7 @@ __all__ = [
     "MECHANISM_THEOREMS",
     "PROPERTY_NOTES",
     "MECHANISM_NOTES",
+    "NO_HYPOTHESES",
     "for_property",
     "for_mechanism",
     "note_for",
@@ -38,6 +39,17 @@ class Theorem:
     statement: str  # one line, in words
     backend: str = "coq"
     file: str = ""  # path under proofs/
+    # Short name of the non-vacuity witness in proofs/theories/Witnesses.v: a lemma that
+    # the theorem's hypotheses can all hold at once. "" only for theorems without
+    # hypotheses (NO_HYPOTHESES says which, and a test checks the pinned statements).
+    witness: str = ""
+
+    @property
+    def witness_name(self) -> str:
+        """Qualified name of the witness lemma ("" when none)."""
+        if not self.witness:
+            return ""
+        return self.witness if "." in self.witness else f"Exchange.Witnesses.{self.witness}"
 
     @property
     def short(self) -> str:
@@ -45,13 +57,14 @@ class Theorem:
         return self.name.rsplit(".", 1)[-1]
 
 
-def _coq(module: str, short: str, statement: str) -> tuple[str, Theorem]:
+def _coq(module: str, short: str, statement: str, witness: str = "") -> tuple[str, Theorem]:
     # The registry key is the Coq short name, so the key, the qualified name and the
     # file can never disagree (a test parses the .v files to confirm the name exists).
     return short, Theorem(
         name=f"Exchange.{module}.{short}",
         statement=statement,
         file=f"theories/{module}.v",
+        witness=witness,
     )
 
 
@@ -61,58 +74,127 @@ THEOREMS: dict[str, Theorem] = dict(
         _coq("Cancellation", "T1_event_coefficient",
              "T1: with kappa_i = c*A_i*h at m occurrences per response, K = c*h*m*sum_i A_i."),
         _coq("Cancellation", "T1_sufficiency_exchangeable",
-             "T1: zero-sum advantages (Z) and exchangeable coefficients (E) give K = 0 (C)."),
+             "T1: zero-sum advantages (Z) and exchangeable coefficients (E) give K = 0 (C).", witness="W_T1_sufficiency_exchangeable"),
         _coq("Cancellation", "T1_sufficiency",
-             "T1: zero-sum advantages and equal weights give K = sum_i A_i*w_i = 0."),
+             "T1: zero-sum advantages and equal weights give K = sum_i A_i*w_i = 0.", witness="W_T1_sufficiency"),
         # THEORY.md T2 necessity.
         _coq("Cancellation", "T2_necessity_binary",
              "T2: K = 0 for every binary reward vector under group-mean advantages "
-             "(divided by any positive group constant) forces w_1 = ... = w_G."),
+             "(divided by any positive group constant) forces w_1 = ... = w_G.", witness="W_T2_necessity_binary"),
         _coq("Cancellation", "T2_necessity_zero_sum",
-             "T2 (general): K = 0 for every zero-sum advantage vector forces equal weights."),
+             "T2 (general): K = 0 for every zero-sum advantage vector forces equal weights.", witness="W_T2_necessity_zero_sum"),
         _coq("Cancellation", "T2_characterisation",
              "T1+T2: K = 0 for all zero-sum advantages iff all weights are equal."),
         # THEORY.md section 4 subtlety / Cor 3.3.
         _coq("Cancellation", "Cor33_cancellation_unequal_weights",
              "Cor 3.3: A=(1,1,-2), w=(1,3,2) is zero-sum and cancels with unequal weights."),
         _coq("Cancellation", "M1_two_responses",
-             "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2."),
+             "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2.", witness="W_M1_two_responses"),
         _coq("Cancellation", "M4_nonzero_sum_breaks",
-             "M4: with equal weights w0 != 0, K = w0*sum_i A_i != 0 when sum_i A_i != 0."),
+             "M4: with equal weights w0 != 0, K = w0*sum_i A_i != 0 when sum_i A_i != 0.", witness="W_M4_nonzero_sum_breaks"),
         _coq("Cancellation", "null_on_equal_rewards",
-             "Equal rewards give zero group-mean advantages, so every A_i*w_i = 0."),
+             "Equal rewards give zero group-mean advantages, so every A_i*w_i = 0.", witness="W_null_on_equal_rewards"),
         # THEORY.md T3 length normalisation.
         _coq("LengthNorm", "T3_covariance",
              "T3: K = sum_i A_i*x_i equals sum_i (r_i - mean r)(x_i - mean x) (x_i = 1/L_i)."),
         _coq("LengthNorm", "T3_one_correct",
-             "T3: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - (1/G) sum_i 1/L_i."),
+             "T3: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - (1/G) sum_i 1/L_i.", witness="W_T3_one_correct"),
         _coq("LengthNorm", "T3_sign",
-             "T3: K > 0 iff 1/L_c exceeds the mean of 1/L_i."),
+             "T3: K > 0 iff 1/L_c exceeds the mean of 1/L_i.", witness="W_T3_one_correct"),
         _coq("LengthNorm", "T3_harmonic_mean",
-             "T3: with positive lengths, K > 0 iff L_c is below the harmonic mean of the L_i."),
+             "T3: with positive lengths, K > 0 iff L_c is below the harmonic mean of the L_i.", witness="W_T3_harmonic_mean"),
         # THEORY.md T4 sign-dependent clipping.
         _coq("Clipping", "T4_above_event_coefficient",
-             "T4: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip."),
+             "T4: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip.", witness="W_T4_above"),
         _coq("Clipping", "T4_above_negative",
-             "T4: rho > 1+eps_high and some A_i < 0: K < 0."),
+             "T4: rho > 1+eps_high and some A_i < 0: K < 0.", witness="W_T4_above"),
         _coq("Clipping", "T4_below_event_coefficient",
-             "T4: rho < 1-eps_low: K = rho * sum_i max(A_i, 0) under PPO-clip."),
+             "T4: rho < 1-eps_low: K = rho * sum_i max(A_i, 0) under PPO-clip.", witness="W_T4_below"),
         _coq("Clipping", "T4_below_positive",
-             "T4: 0 < rho < 1-eps_low and some A_i > 0: K > 0."),
+             "T4: 0 < rho < 1-eps_low and some A_i > 0: K > 0.", witness="W_T4_below"),
         _coq("Clipping", "T4_inside_cancels",
-             "T4: inside the trust region nothing is clipped and zero-sum advantages cancel."),
+             "T4: inside the trust region nothing is clipped and zero-sum advantages cancel.", witness="W_T4_inside_cancels"),
         # THEORY.md T5 restoration (section 4b).
         _coq("Restoration", "T5_min_replace",
-             "T5: Min-Replace weights (group minimum) cancel for zero-sum advantages."),
+             "T5: Min-Replace weights (group minimum) cancel for zero-sum advantages.", witness="W_T5_zero_sum"),
         _coq("Restoration", "T5_constant_normaliser",
-             "T5: one normaliser constant per group cancels for zero-sum advantages."),
+             "T5: one normaliser constant per group cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
         _coq("Restoration", "T5_adv_orthogonal",
-             "T5: Adv-Orthogonal weights w - (A.w/A.A) A give sum_i A_i w'_i = 0 when A != 0."),
+             "T5: Adv-Orthogonal weights w - (A.w/A.A) A give sum_i A_i w'_i = 0 when A != 0.", witness="W_T5_adv_orthogonal"),
         _coq("Restoration", "T5_sign_free_weight",
-             "T5: a weight h(rho_e) of the event ratio alone cancels for zero-sum advantages."),
+             "T5: a weight h(rho_e) of the event ratio alone cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
         _coq("Restoration", "T5_truncated_ratio",
-             "T5: CISPO's truncated weight min(rho, 1+eps) cancels for zero-sum advantages."),
+             "T5: CISPO's truncated weight min(rho, 1+eps) cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
+        # THEORY.md 4b as defined, any G and any weights.
+        _coq("Restoration", "T5_min_replace_general",
+             "T5: Min-Replace maps any weights to equal ones, each the group minimum "
+             "(a lower bound attained by a response); zero-sum advantages then cancel.",
+             witness="W_T5_min_replace_general"),
+        _coq("Restoration", "T5_adv_orthogonal_projection",
+             "T5: Adv-Orthogonal's result is orthogonal to A and differs from w by a "
+             "multiple of A (the orthogonal projection), for A != 0.",
+             witness="W_T5_adv_orthogonal"),
+        _coq("Restoration", "T5_event_clip",
+             "T5: a clip decision that is any function of the event alone (its ratio), "
+             "with any event weight h(rho), cancels for zero-sum advantages.",
+             witness="W_T5_zero_sum"),
+        # The same theorems over R (Coq's standard Reals; issue 18): the std with sqrt,
+        # GSPO's exponential weight, a positivity hypothesis wherever a division needs it.
+        _coq("Real", "R_T1_sufficiency",
+             "T1 over R: zero-sum advantages and equal weights give K = 0.",
+             witness="W_R_T1_sufficiency"),
+        _coq("Real", "R_T2_necessity_onehot",
+             "T2 over R: K = 0 for every one-hot reward vector, advantages divided by any "
+             "group constant positive on those vectors, forces w_1 = ... = w_G.",
+             witness="W_R_T2_necessity_onehot"),
+        _coq("Real", "R_T2_necessity_std",
+             "T2 over R with GRPO's std (sqrt of the population variance) as the divisor, "
+             "G >= 2: cancellation on the one-hot rewards forces equal weights.",
+             witness="W_R_T2_necessity_std"),
+        _coq("Real", "R_null_on_equal_rewards",
+             "Over R: equal rewards and a positive scale give every A_i*w_i = 0.",
+             witness="W_R_null_on_equal_rewards"),
+        _coq("Real", "R_T3_one_correct",
+             "T3 over R: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - mean_i 1/L_i.",
+             witness="W_R_T3_one_correct"),
+        _coq("Real", "R_T3_harmonic_mean",
+             "T3 over R: positive lengths: K > 0 iff L_c is below the harmonic mean.",
+             witness="W_R_T3_harmonic_mean"),
+        _coq("Real", "R_T4_above_event_coefficient",
+             "T4 over R: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip.",
+             witness="W_R_T4_above"),
+        _coq("Real", "R_T4_above_negative",
+             "T4 over R: rho > 1+eps_high and some A_i < 0: K < 0.", witness="W_R_T4_above"),
+        _coq("Real", "R_T4_below_event_coefficient",
+             "T4 over R: rho < 1-eps_low: K = rho * sum_i max(A_i, 0) under PPO-clip.",
+             witness="W_R_T4_below"),
+        _coq("Real", "R_T4_below_positive",
+             "T4 over R: 0 < rho < 1-eps_low and some A_i > 0: K > 0.", witness="W_R_T4_below"),
+        _coq("Real", "R_T4_inside_cancels",
+             "T4 over R: inside the trust region zero-sum advantages cancel.",
+             witness="W_R_T4_inside_cancels"),
+        _coq("Real", "R_M1_gspo",
+             "M1 over R, any G >= 2: with GSPO's s_i = exp(mean_t log rho_it), per-token "
+             "coefficient A_i*s_i/L_i, K = 0 for every one-hot reward (std) iff all s_i/L_i "
+             "are equal.", witness="W_R_M1_gspo"),
+        _coq("Real", "R_M1_gspo_equal_lengths",
+             "M1 over R, equal lengths: cancellation iff all GSPO weights s_i are equal "
+             "(exp being injective, the codimension G-1 set of equal mean log-ratios; "
+             "that last step is not formalised).",
+             witness="W_R_M1_gspo_equal_lengths"),
+        _coq("Real", "R_Cor33_hyperplane",
+             "Cor 3.3 over R, any G: for a fixed non-zero A the cancelling weight vectors "
+             "are closed under linear combinations, miss A, and every w is one of them "
+             "plus t*A (a hyperplane).", witness="W_R_Cor33_hyperplane"),
     ]
+)
+
+# Theorems with no hypotheses (an identity, an iff between two statements, or a closed
+# proposition), so no witness is needed; a test checks that each registered theorem is
+# either here or has a witness.
+NO_HYPOTHESES: frozenset[str] = frozenset(
+    {"T1_event_coefficient", "T2_characterisation", "Cor33_cancellation_unequal_weights",
+     "T3_covariance"}
 )
 
 # Why a property or mechanism has no (or only partial) machine-checked backing.

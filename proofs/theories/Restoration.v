@@ -75,3 +75,62 @@ Theorem T5_truncated_ratio : forall G (A : nat -> Q) (rho eps : Q),
 Proof.
   intros G A rho eps HZ. apply (T5_sign_free_weight G A (fun x => Qmin x (1 + eps)) rho HZ).
 Qed.
+
+(** ** The transformations as defined in THEORY.md 4b, for any group and any weights *)
+
+(** [gmin] is attained: it is one of the group's weights (for a non-empty group). *)
+Lemma gmin_attained : forall G w, (0 < G)%nat -> exists k, (k < G)%nat /\ gmin G w == w k.
+Proof.
+  induction G as [|k IH]; intros w HG; [lia|].
+  destruct k as [|k'].
+  - exists O. split; [lia|reflexivity].
+  - change (gmin (S (S k')) w) with (Qmin (gmin (S k') w) (w (S k'))).
+    destruct (IH w ltac:(lia)) as [j [Hj Hm]].
+    destruct (Q.min_spec (gmin (S k') w) (w (S k'))) as [[_ E]|[_ E]].
+    + exists j. split; [lia|]. rewrite E. exact Hm.
+    + exists (S k'). split; [lia|]. rewrite E. reflexivity.
+Qed.
+
+(** Min-Replace [w_i <- min_j w_j] for every [i]. *)
+Definition min_replace (G : nat) (w : nat -> Q) (i : nat) : Q := gmin G w.
+
+(** Min-Replace maps any weights to equal ones, each the group's minimum weight (a
+    lower bound attained by some response), so (E) holds and zero-sum advantages
+    cancel. *)
+Theorem T5_min_replace_general : forall G (w : nat -> Q), (0 < G)%nat ->
+  (forall i j, (i < G)%nat -> (j < G)%nat -> min_replace G w i == min_replace G w j) /\
+  (forall i j, (i < G)%nat -> (j < G)%nat -> min_replace G w i <= w j) /\
+  (exists k, (k < G)%nat /\ forall i, min_replace G w i == w k) /\
+  (forall A, sum G A == 0 -> K G A (min_replace G w) == 0).
+Proof.
+  intros G w HG. split; [|split; [|split]].
+  - intros. reflexivity.
+  - intros i j _ Hj. apply gmin_le, Hj.
+  - destruct (gmin_attained G w HG) as [k [Hk Hm]]. exists k. split; [exact Hk|].
+    intros i. exact Hm.
+  - intros A HZ. apply (T1_sufficiency G A _ (gmin G w) HZ). intros; reflexivity.
+Qed.
+
+(** Adv-Orthogonal is the orthogonal projection along [A]: the result is orthogonal to
+    [A] and differs from [w] by a multiple of [A]. *)
+Theorem T5_adv_orthogonal_projection : forall G (A w : nat -> Q),
+  (exists j, (j < G)%nat /\ ~ A j == 0) ->
+  K G A (orth G A w) == 0 /\
+  exists t, forall i, w i - orth G A w i == t * A i.
+Proof.
+  intros G A w HA. split.
+  - apply T5_adv_orthogonal, HA.
+  - exists (K G A w / K G A A). intros i. unfold orth. ring.
+Qed.
+
+(** A clip decision that is a function of the event alone (here of its ratio [rho],
+    shared by every occurrence), with any event weight [h rho]: the coefficient
+    [if clip rho then 0 else A_i * h rho] cancels for zero-sum advantages, whatever the
+    decision rule.  PPO's sign-dependent clip (T4) is not of this form. *)
+Theorem T5_event_clip : forall G (A : nat -> Q) (clip : Q -> bool) (h : Q -> Q) (rho : Q),
+  sum G A == 0 -> sum G (fun i => if clip rho then 0 else A i * h rho) == 0.
+Proof.
+  intros G A clip h rho HZ. destruct (clip rho).
+  - apply sum_zero. intros; reflexivity.
+  - rewrite sum_scale_r, HZ. ring.
+Qed.

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from exchange.theory.coq import (CHECKED, CLOSED, FAILED, compile_proofs, default_proofs_dir,
-                             forbidden_commands)
+from exchange.theory.coq import (ALLOWED_AXIOM_REASONS, ALLOWED_AXIOMS, CHECKED, CLOSED, FAILED,
+                                 compile_proofs, default_proofs_dir, forbidden_commands)
 from exchange.theory.registry import Theorem
 
 pytestmark = pytest.mark.coq
@@ -30,9 +30,16 @@ def test_every_registered_theorem_is_checked(statuses):
     assert not bad, bad
 
 
-def test_development_is_axiom_free(statuses):
-    # QArith needs no axiom at all; the Reals allow-list is for future proofs only.
-    assert {s.detail for s in statuses.values()} == {CLOSED}
+def test_rational_theorems_are_axiom_free_and_real_ones_use_only_reals_axioms(statuses):
+    # QArith needs no axiom at all; the theorems over R (module Real) depend on the
+    # standard Reals axioms, each allow-listed by name with a reason.
+    for key, s in statuses.items():
+        if ".Real." in s.name:
+            assert s.axioms and set(s.axioms) <= ALLOWED_AXIOMS, (key, s.axioms)
+        else:
+            assert s.detail == CLOSED and s.axioms == (), (key, s.axioms)
+    assert set(ALLOWED_AXIOM_REASONS) == ALLOWED_AXIOMS
+    assert all(len(why) > 20 for why in ALLOWED_AXIOM_REASONS.values())
 
 
 # --- the checks can fail: a throw-away development that cheats -----------------------
@@ -63,7 +70,7 @@ def _thm(short):
 def test_axiom_and_admitted_fail_the_allow_list(coqc, tmp_path):
     dev = _cheating_dev(tmp_path)
     registry = {k: _thm(k) for k in ("bogus", "honest", "skipped", "missing_name")}
-    got = {s.key: s for s in compile_proofs(dev, theorems=registry)}
+    got = {s.key: s for s in compile_proofs(dev, theorems=registry, pin=False)}
     assert got["honest"].status == CHECKED
     assert got["bogus"].status == FAILED and "Cheat.cheat" in got["bogus"].detail
     assert got["skipped"].status == FAILED and "skipped" in got["skipped"].detail
@@ -73,5 +80,5 @@ def test_axiom_and_admitted_fail_the_allow_list(coqc, tmp_path):
 
 def test_broken_proof_fails_every_theorem(coqc, tmp_path):
     dev = _cheating_dev(tmp_path, "Lemma wrong : 1 = 2.\nProof. reflexivity. Qed.\n")
-    (status,) = compile_proofs(dev, theorems={"wrong": _thm("wrong")})
+    (status,) = compile_proofs(dev, theorems={"wrong": _thm("wrong")}, pin=False)
     assert status.status == FAILED and "make" in status.detail

@@ -1,0 +1,196 @@
+(** * Non-vacuity witnesses: the hypotheses of each registered theorem can all hold.
+
+    A theorem whose hypotheses contradict each other proves nothing.  For every
+    registered theorem with hypotheses, [W_<theorem>] exhibits a concrete group (mostly
+    [G = 3], advantages [(1, 1, -2)], never the degenerate empty group) on which all of
+    them hold at once.  The registry links each theorem to its witness, and
+    [exchange proofs] checks and pins the witness like the theorem. *)
+
+From Coq Require Import QArith Lqa Qfield Lia Qminmax.
+From Exchange Require Import Sums Cancellation LengthNorm Clipping Restoration.
+From Coq Require Import Reals Lra.
+From Exchange Require Import Real.
+Open Scope Q_scope.
+
+(** The running example: a zero-sum, non-zero advantage vector on three responses. *)
+Definition A3 (i : nat) : Q := match i with O => 1 | S O => 1 | _ => -2 end.
+
+Lemma A3_zero_sum : sum 3 A3 == 0.
+Proof. vm_compute. reflexivity. Qed.
+
+Lemma W_T1_sufficiency_exchangeable : exists G (A : nat -> Q),
+  (1 < G)%nat /\ sum G A == 0 /\ ~ A O == 0.
+Proof. exists 3%nat, A3. split; [lia|split; [exact A3_zero_sum|discriminate]]. Qed.
+
+Lemma W_T1_sufficiency : exists G (A w : nat -> Q) (w0 : Q),
+  (1 < G)%nat /\ ~ A O == 0 /\ sum G A == 0 /\ (forall i, (i < G)%nat -> w i == w0).
+Proof.
+  exists 3%nat, A3, (fun _ => 1), 1.
+  split; [lia|split; [discriminate|split; [exact A3_zero_sum|intros; reflexivity]]].
+Qed.
+
+(** Equal weights and the constant scale 1 satisfy both hypotheses of T2 (binary). *)
+Lemma W_T2_necessity_binary : exists G (w : nat -> Q) (sigma : (nat -> Q) -> Q),
+  (1 < G)%nat /\
+  (forall r, binary G r -> 0 < sigma r) /\
+  (forall r, binary G r -> K G (adv G (sigma r) r) w == 0).
+Proof.
+  exists 3%nat, (fun _ => 1), (fun _ => 1). split; [lia|split].
+  - intros. reflexivity.
+  - intros r _. apply (T1_sufficiency 3 _ _ 1); [apply adv_zero_sum | intros; reflexivity].
+Qed.
+
+Lemma W_T2_necessity_zero_sum : exists G (w : nat -> Q),
+  (1 < G)%nat /\ (forall A, sum G A == 0 -> K G A w == 0).
+Proof.
+  exists 3%nat, (fun _ => 1). split; [lia|].
+  intros A HZ. apply (T1_sufficiency 3 A _ 1 HZ). intros; reflexivity.
+Qed.
+
+Lemma W_M1_two_responses : exists a : Q, ~ a == 0.
+Proof. exists 1. discriminate. Qed.
+
+Lemma W_M4_nonzero_sum_breaks : exists G (A : nat -> Q) (w0 : Q),
+  (1 < G)%nat /\ ~ w0 == 0 /\ ~ sum G A == 0.
+Proof. exists 2%nat, (fun _ => 1), 1. split; [lia|split; vm_compute; discriminate]. Qed.
+
+Lemma W_null_on_equal_rewards : exists G (r : nat -> Q) (r0 : Q),
+  (1 < G)%nat /\ (forall i, (i < G)%nat -> r i == r0).
+Proof. exists 3%nat, (fun _ => 1), 1. split; [lia|intros; reflexivity]. Qed.
+
+Lemma W_T3_one_correct : exists G c : nat, (1 < G)%nat /\ (c < G)%nat.
+Proof. exists 3%nat, O. lia. Qed.
+
+Lemma W_T3_harmonic_mean : exists G (L : nat -> Q) (c : nat),
+  (1 < G)%nat /\ (c < G)%nat /\ (forall i, (i < G)%nat -> 0 < L i) /\ ~ L O == L 1%nat.
+Proof.
+  exists 3%nat, (fun i => inject_Z (Z.of_nat (S i))), O.
+  split; [lia|split; [lia|split]].
+  - intros i _. unfold Qlt; simpl. lia.
+  - vm_compute. discriminate.
+Qed.
+
+(** Clipping: [eps = 0.2], [rho = 2] above and [rho = 1/2] below the trust region. *)
+Lemma W_T4_above : exists G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\
+  (exists j, (j < G)%nat /\ A j < 0) /\ sum G A == 0.
+Proof.
+  exists 3%nat, A3, (1#5), (1#5), 2.
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+  exists 2%nat. split; [lia|reflexivity].
+Qed.
+
+Lemma W_T4_below : exists G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low /\ 0 <= eps_high /\ 0 < rho /\ rho < 1 - eps_low /\
+  (exists j, (j < G)%nat /\ 0 < A j) /\ sum G A == 0.
+Proof.
+  exists 3%nat, A3, (1#5), (1#5), (1#2).
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+  exists O. split; [lia|reflexivity].
+Qed.
+
+Lemma W_T4_inside_cancels : exists G (A : nat -> Q) (eps_low eps_high rho : Q),
+  1 - eps_low <= rho /\ rho <= 1 + eps_high /\ sum G A == 0 /\ ~ A O == 0.
+Proof.
+  exists 3%nat, A3, (1#5), (1#5), 1.
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+Qed.
+
+(** T5: the same zero-sum group serves Min-Replace, the constant normaliser, the
+    sign-free and truncated weights; Adv-Orthogonal needs one non-zero advantage. *)
+Lemma W_T5_zero_sum : exists G (A : nat -> Q),
+  (1 < G)%nat /\ sum G A == 0 /\ ~ A O == 0.
+Proof. exact W_T1_sufficiency_exchangeable. Qed.
+
+Lemma W_T5_adv_orthogonal : exists G (A : nat -> Q),
+  (exists j, (j < G)%nat /\ ~ A j == 0).
+Proof. exists 3%nat, A3, O. split; [lia|discriminate]. Qed.
+
+(** ** Witnesses for the theorems over R ([Real.v]): the group [A = (1, -1)]. *)
+Open Scope R_scope.
+
+Definition RA2 (i : nat) : R := match i with O => 1 | S O => -1 | _ => 0 end.
+
+Lemma RA2_zero_sum : Rsum 2 RA2 = 0.
+Proof. simpl. ring. Qed.
+
+Lemma W_R_T1_sufficiency : exists G (A w : nat -> R) (w0 : R),
+  (1 < G)%nat /\ A O <> 0 /\ Rsum G A = 0 /\ (forall i, (i < G)%nat -> w i = w0).
+Proof.
+  exists 2%nat, RA2, (fun _ => 1), 1. repeat split; try lia.
+  - simpl. lra.
+  - exact RA2_zero_sum.
+Qed.
+
+Lemma W_R_T2_necessity_onehot : exists G (w : nat -> R) (sigma : (nat -> R) -> R),
+  (1 < G)%nat /\ (forall j, (j < G)%nat -> 0 < sigma (Rind j)) /\
+  (forall j, (j < G)%nat -> RK G (Radv G (sigma (Rind j)) (Rind j)) w = 0).
+Proof.
+  exists 2%nat, (fun _ => 1), (fun _ => 1). repeat split; [lia| intros; lra |].
+  intros j _. apply (R_T1_sufficiency 2 _ _ 1); [apply Radv_zero_sum | reflexivity].
+Qed.
+
+Lemma W_R_T2_necessity_std : exists G (w : nat -> R), (2 <= G)%nat /\
+  (forall j, (j < G)%nat -> RK G (Radv G (Rstd G (Rind j)) (Rind j)) w = 0).
+Proof.
+  exists 2%nat, (fun _ => 1). split; [lia|].
+  intros j _. apply (R_T1_sufficiency 2 _ _ 1); [apply Radv_zero_sum | reflexivity].
+Qed.
+
+Lemma W_R_null_on_equal_rewards : exists G (s : R) (r : nat -> R) (r0 : R),
+  (1 < G)%nat /\ 0 < s /\ (forall i, (i < G)%nat -> r i = r0).
+Proof. exists 2%nat, 1, (fun _ => 1), 1. repeat split; [lia|lra]. Qed.
+
+Lemma W_R_T3_one_correct : exists G c : nat, (1 < G)%nat /\ (c < G)%nat.
+Proof. exists 2%nat, O. lia. Qed.
+
+Lemma W_R_T3_harmonic_mean : exists G (L : nat -> R) (c : nat),
+  (1 < G)%nat /\ (c < G)%nat /\ (forall i, (i < G)%nat -> 0 < L i) /\ L O <> L 1%nat.
+Proof.
+  exists 2%nat, (fun i => INR (S i)), O. repeat split; try lia.
+  - intros i _. apply lt_0_INR. lia.
+  - simpl. lra.
+Qed.
+
+Lemma W_R_T4_above : exists G (A : nat -> R) (eps_low eps_high rho : R),
+  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\
+  (exists j, (j < G)%nat /\ A j < 0) /\ Rsum G A = 0.
+Proof.
+  exists 2%nat, RA2, (1/5), (1/5), 2. repeat split; try lra.
+  - exists 1%nat. split; [lia|simpl; lra].
+  - exact RA2_zero_sum.
+Qed.
+
+Lemma W_R_T4_below : exists G (A : nat -> R) (eps_low eps_high rho : R),
+  0 <= eps_low /\ 0 <= eps_high /\ 0 < rho /\ rho < 1 - eps_low /\
+  (exists j, (j < G)%nat /\ 0 < A j) /\ Rsum G A = 0.
+Proof.
+  exists 2%nat, RA2, (1/5), (1/5), (1/2). repeat split; try lra.
+  - exists O. split; [lia|simpl; lra].
+  - exact RA2_zero_sum.
+Qed.
+
+Lemma W_R_T4_inside_cancels : exists G (A : nat -> R) (eps_low eps_high rho : R),
+  1 - eps_low <= rho /\ rho <= 1 + eps_high /\ Rsum G A = 0 /\ A O <> 0.
+Proof.
+  exists 2%nat, RA2, (1/5), (1/5), 1. repeat split; try lra.
+  - exact RA2_zero_sum.
+  - simpl. lra.
+Qed.
+
+Lemma W_R_M1_gspo : exists G : nat, (2 <= G)%nat.
+Proof. exists 2%nat. lia. Qed.
+
+Lemma W_R_M1_gspo_equal_lengths : exists G L : nat, (2 <= G)%nat /\ (0 < L)%nat.
+Proof. exists 2%nat, 1%nat. lia. Qed.
+
+Lemma W_R_Cor33_hyperplane : exists G (A : nat -> R), exists j, (j < G)%nat /\ A j <> 0.
+Proof. exists 2%nat, RA2, O. split; [lia|simpl; lra]. Qed.
+
+Open Scope Q_scope.
+
+(** Min-Replace's general theorem needs a non-empty group; unequal weights show the
+    transformation has something to do. *)
+Lemma W_T5_min_replace_general : exists G (w : nat -> Q),
+  (0 < G)%nat /\ ~ w O == w 1%nat /\ (1 < G)%nat.
+Proof. exists 3%nat, cor33_w. split; [lia|split; [vm_compute; discriminate|lia]]. Qed.
