@@ -148,6 +148,35 @@ def _pick(grid: tuple[float, ...], seed: int, key: EventKey, salt: str) -> float
     return grid[hash((seed, _SALT[salt], key)) % len(grid)]
 
 
+# CPython's tuple hash (xxHash-based, Objects/tupleobject.c, 3.8+) folds the items in one
+# at a time, so the hash of the event key ``(g, *prefix, token)`` extends the hash of its
+# parent's key in O(1): ``build`` is linear in the response length and picks exactly the
+# values ``hash((seed, salt, key))`` picks. tests/checker/test_cases.py checks this
+# against the builtin ``hash`` and the tuple-building implementation.
+_MASK = (1 << 64) - 1
+_XX1, _XX2, _XX5 = 11400714785074694791, 14029467366897019727, 2870177450012600261
+
+
+def _fold(acc: int, item_hash: int) -> int:
+    acc = (acc + (item_hash & _MASK) * _XX2) & _MASK
+    acc = ((acc << 31) | (acc >> 33)) & _MASK
+    return (acc * _XX1) & _MASK
+
+
+def _finish(acc: int, length: int) -> int:
+    acc = (acc + (length ^ (_XX5 ^ 3527539))) & _MASK
+    if acc == _MASK:
+        return 1546275796
+    return acc - (1 << 64) if acc >> 63 else acc
+
+
+def _picker(grid: tuple[float, ...], seed: int, salt: str):
+    """``key_hash -> _pick(grid, seed, key, salt)`` given ``key_hash == hash(key)``."""
+    acc = _fold(_fold(_XX5, hash(seed)), hash(_SALT[salt]))
+    size = len(grid)
+    return lambda key_hash: grid[_finish(_fold(acc, key_hash), 3) % size]
+
+
 def build(case: Case) -> Rollout:
     """The event-consistent :class:`Rollout` of ``case`` (float64, ``logprobs`` filled)."""
     rows: list[tuple[int, ...]] = []
@@ -164,25 +193,42 @@ def build(case: Case) -> Rollout:
     ratio_over = dict(case.ratio)
     ent_over = dict(case.entropy)
     old_over = dict(case.old_prob)
+    # the hashes of the overridden keys: only positions whose key hash is one of them
+    # build their key tuple
+    overridden = {hash(k) for k in (*ratio_over, *ent_over, *old_over)}
+    pick_old = _picker(OLD_PROBS, case.seed, "old")
+    pick_ratio = _picker(RATIOS, case.seed, "ratio")
+    pick_ent = _picker(ENTROPIES, case.seed, "entropy")
+    pick_ref = _picker(REF_PROBS, case.seed, "ref")
+    log_old = {p: math.log(p) for p in OLD_PROBS}
+    log_ref = {p: math.log(p) for p in REF_PROBS}
     # Python lists first, one tensor each at the end: per-element tensor writes are slow.
     tok_rows, old_rows, cur_rows, ref_rows, ent_rows = [], [], [], [], []
     for resp, g in zip(rows, groups):
         pad = [0] * (t_max - len(resp))
         fpad = [0.0] * (t_max - len(resp))
         old_row, cur_row, ref_row, ent_row = [], [], [], []
-        for t in range(len(resp)):
-            key = (g, *resp[: t + 1])
-            p_old = old_over.get(key) or _pick(OLD_PROBS, case.seed, key, "old")
-            r = ratio_over.get(key, _pick(RATIOS, case.seed, key, "ratio") if case.off_policy else 1.0)
-            default_h = case.entropy_all if case.entropy_all is not None else _pick(ENTROPIES, case.seed, key, "entropy")
-            h = ent_over.get(key, default_h)
+        acc = _fold(_XX5, hash(g))
+        for t, token in enumerate(resp):
+            acc = _fold(acc, hash(token))
+            h_key = _finish(acc, t + 2)
+            p_old = pick_old(h_key)
+            r = pick_ratio(h_key) if case.off_policy else 1.0
+            h = case.entropy_all if case.entropy_all is not None else pick_ent(h_key)
+            if h_key in overridden:
+                key = (g, *resp[: t + 1])
+                p_old = old_over.get(key) or p_old
+                r = ratio_over.get(key, r)
+                h = ent_over.get(key, h)
             if p_old * r > 1.0:
+                key = (g, *resp[: t + 1])
                 raise InvalidArgument(
                     f"Case: event {key} has old prob {p_old} x ratio {r} > 1; lower the ratio override."
                 )
-            old_row.append(math.log(p_old))
-            cur_row.append(math.log(p_old) + math.log(r))
-            ref_row.append(math.log(_pick(REF_PROBS, case.seed, key, "ref")))
+            lo = log_old[p_old] if p_old in log_old else math.log(p_old)
+            old_row.append(lo)
+            cur_row.append(lo + math.log(r))
+            ref_row.append(log_ref[pick_ref(h_key)])
             ent_row.append(h)
         tok_rows.append(list(resp) + pad)
         old_rows.append(old_row + fpad)
