@@ -147,14 +147,13 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         return loss
 
     def _exchange_log(self, mode: str, per_token_logps: Tensor, rollout: Rollout, model) -> None:
-        from exchange.core.coefficients import token_coefficients
-        from exchange.core.events import events, shared_residual
+        from exchange.checker.inspect import inspect
 
-        kappa = token_coefficients(self.exchange_objective, per_token_logps.detach(), rollout)
-        ev = events(rollout)
+        # the one batch inspector: the logged numbers are exactly `exchange inspect`'s
+        found = inspect(self.exchange_objective, rollout, per_token_logps.detach(), top=0)
         metrics = self._metrics[mode]
-        metrics["exchange/shared_residual"].append(shared_residual(kappa, rollout, ev))
-        metrics["exchange/shared_events"].append(float(ev.shared.sum()))
+        metrics["exchange/shared_residual"].append(found.shared_residual)
+        metrics["exchange/shared_events"].append(float(found.n_shared))
         if self.exchange_learning_tax:
             try:
                 from exchange.paramspace import learning_tax
