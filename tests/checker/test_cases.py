@@ -39,10 +39,11 @@ def _build_oracle(case):
 
 
 def _assert_same(case):
-    r, want = C.build(case), _build_oracle(case)
-    assert torch.equal(r.tokens, want["tok"])
-    for field, name in ((r.old_logprobs, "old"), (r.logprobs, "cur"), (r.ref_logprobs, "ref"), (r.entropy, "ent")):
-        assert torch.equal(field, want[name]), name
+    want = _build_oracle(case)
+    for r in (C.build(case), C._build_python(case), C._build_tensor(case)):
+        assert torch.equal(r.tokens, want["tok"])
+        for field, name in ((r.old_logprobs, "old"), (r.logprobs, "cur"), (r.ref_logprobs, "ref"), (r.entropy, "ent")):
+            assert torch.equal(field, want[name]), name
 
 
 @given(st.integers(-(2**70), 2**70), st.lists(st.integers(-3, 2**40), min_size=1, max_size=12))
