@@ -165,7 +165,8 @@ def _direction(cols: Tensor) -> tuple[Tensor, float]:
     if unit.shape[0] == 1:
         return unit[0], 0.0
     direction = torch.linalg.svd(unit, full_matrices=False).Vh[0]
-    sin = torch.sqrt(torch.clamp(1 - (unit @ direction) ** 2, min=0.0))
+    # the norm of the component orthogonal to alpha: round-off sized, not sqrt(round-off)
+    sin = (unit - (unit @ direction)[:, None] * direction[None, :]).norm(dim=1)
     return direction, float(sin.max())
 
 
