@@ -7,6 +7,8 @@ The public surface (THEORY.md is the spec):
 - :func:`events`, :func:`event_coefficients`, :func:`shared_events`,
   :func:`shared_residual`: events, their coefficients ``K_e``, and the share of
   shared-event mass that does not cancel.
+- :func:`inspect`: one real batch, exactly (no fuzzing): shared events, ``K_e``, the
+  shared residual, per-group weight vectors, offending events, mechanism hints.
 - :func:`check` -> :class:`Report`: properties (Z), (E), (C) ..., mechanisms M1-M7,
   minimal counterexamples.
 - ``exchange.strategies``: Hypothesis strategies for group configurations.
@@ -30,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "shared_events": "exchange.core.events",
     "shared_residual": "exchange.core.events",
     "check": "exchange.checker.checking",
+    "inspect": "exchange.checker.inspect",
     "Report": "exchange.checker.report",
     "property_names": "exchange.checker.properties",
     "ExchangeError": "exchange.errors",

@@ -148,8 +148,154 @@ def _pick(grid: tuple[float, ...], seed: int, key: EventKey, salt: str) -> float
     return grid[hash((seed, _SALT[salt], key)) % len(grid)]
 
 
+# CPython's tuple hash (xxHash-based, Objects/tupleobject.c, 3.8+) folds the items in one
+# at a time, so the hash of the event key ``(g, *prefix, token)`` extends the hash of its
+# parent's key in O(1): ``build`` is linear in the response length and picks exactly the
+# values ``hash((seed, salt, key))`` picks. tests/checker/test_cases.py checks this
+# against the builtin ``hash`` and the tuple-building implementation.
+_MASK = (1 << 64) - 1
+_XX1, _XX2, _XX5 = 11400714785074694791, 14029467366897019727, 2870177450012600261
+
+
+def _fold(acc: int, item_hash: int) -> int:
+    acc = (acc + (item_hash & _MASK) * _XX2) & _MASK
+    acc = ((acc << 31) | (acc >> 33)) & _MASK
+    return (acc * _XX1) & _MASK
+
+
+def _finish(acc: int, length: int) -> int:
+    acc = (acc + (length ^ (_XX5 ^ 3527539))) & _MASK
+    if acc == _MASK:
+        return 1546275796
+    return acc - (1 << 64) if acc >> 63 else acc
+
+
+def _picker(grid: tuple[float, ...], seed: int, salt: str):
+    """``key_hash -> _pick(grid, seed, key, salt)`` given ``key_hash == hash(key)``."""
+    acc = _fold(_fold(_XX5, hash(seed)), hash(_SALT[salt]))
+    size = len(grid)
+    return lambda key_hash: grid[_finish(_fold(acc, key_hash), 3) % size]
+
+
+def _signed(x: int) -> int:
+    return x - (1 << 64) if x >> 63 else x
+
+
+def _fold_many(acc: torch.Tensor, item_hash: int | torch.Tensor) -> torch.Tensor:
+    """:func:`_fold` on int64 tensors (two's-complement wrap-around = arithmetic mod 2**64)."""
+    acc = acc + item_hash * _signed(_XX2)
+    acc = (acc << 31) | ((acc >> 33) & ((1 << 31) - 1))
+    return acc * _signed(_XX1)
+
+
+def _pick_many(size: int, seed: int, salt: str, key_hash: torch.Tensor) -> torch.Tensor:
+    """Indices ``hash((seed, salt, key)) % size`` for a tensor of ``hash(key)`` values."""
+    acc = _fold(_fold(_XX5, hash(seed)), hash(_SALT[salt]))
+    acc = _fold_many(torch.full_like(key_hash, _signed(acc)), key_hash)
+    acc = acc + (3 ^ (_XX5 ^ 3527539))
+    acc = torch.where(acc == -1, torch.full_like(acc, 1546275796), acc)
+    return torch.remainder(acc, size)
+
+
+def _log(x: torch.Tensor) -> torch.Tensor:
+    """``math.log`` of each value (bit-identical to the scalar path; few distinct values)."""
+    values, inverse = torch.unique(x, return_inverse=True)
+    return torch.tensor([math.log(v) for v in values.tolist()], dtype=x.dtype)[inverse]
+
+
 def build(case: Case) -> Rollout:
-    """The event-consistent :class:`Rollout` of ``case`` (float64, ``logprobs`` filled)."""
+    """The event-consistent :class:`Rollout` of ``case`` (float64, ``logprobs`` filled).
+
+    Linear in the token count. Small cases (the checker's) go token by token in Python;
+    large ones hash in one Python pass (the chain is sequential) and pick grid values,
+    logs and padding with tensor operations. Both give identical rollouts.
+    """
+    tokens = sum(len(r) for grp in case.groups for r in grp.responses)
+    return _build_python(case) if tokens <= _SMALL else _build_tensor(case)
+
+
+_SMALL = 2048
+
+
+def _build_tensor(case: Case) -> Rollout:
+    """:func:`build` with tensor picks: faster above ~2k tokens."""
+    rows: list[tuple[int, ...]] = []
+    groups: list[int] = []
+    rewards: list[float] = []
+    baselines: list[float] = []
+    for g, grp in enumerate(case.groups):
+        for resp, reward in zip(grp.responses, grp.rewards):
+            rows.append(resp)
+            groups.append(g)
+            rewards.append(float(reward))
+            baselines.append(float(grp.baseline))
+    n = len(rows)
+    t_max = max(max(len(r) for r in rows), case.pad_to)
+    # hash(key) of every token's event key, row by row (padding: 0, masked out below)
+    hashes: list[int] = []
+    tok_rows: list[list[int]] = []
+    for resp, g in zip(rows, groups):
+        acc = _fold(_XX5, hash(g))
+        for t, token in enumerate(resp):
+            acc = _fold(acc, hash(token))
+            hashes.append(_finish(acc, t + 2))
+        pad = t_max - len(resp)
+        hashes.extend([0] * pad)
+        tok_rows.append(list(resp) + [0] * pad)
+    f64 = torch.float64
+    key_hash = torch.tensor(hashes, dtype=torch.long).reshape(n, t_max)
+    lengths = torch.tensor([len(r) for r in rows])
+    tokens = torch.tensor(tok_rows, dtype=torch.long).reshape(n, t_max)
+    mask = torch.arange(t_max)[None, :] < lengths[:, None]
+
+    def grid(values: tuple[float, ...], salt: str) -> torch.Tensor:
+        return torch.tensor(values, dtype=f64)[_pick_many(len(values), case.seed, salt, key_hash)]
+
+    p_old = grid(OLD_PROBS, "old")
+    ratio = grid(RATIOS, "ratio") if case.off_policy else torch.ones(n, t_max, dtype=f64)
+    ent = grid(ENTROPIES, "entropy") if case.entropy_all is None else torch.full((n, t_max), float(case.entropy_all), dtype=f64)
+    ref = _log(grid(REF_PROBS, "ref"))
+    ratio_over, ent_over, old_over = dict(case.ratio), dict(case.entropy), dict(case.old_prob)
+    if ratio_over or ent_over or old_over:
+        # only positions whose key hash is an overridden key's hash build their key tuple
+        overridden = {hash(k) for k in (*ratio_over, *ent_over, *old_over)}
+        cand = torch.isin(key_hash, torch.tensor(sorted(overridden), dtype=torch.long)) & mask
+        for i, t in cand.nonzero().tolist():
+            key = (groups[i], *rows[i][: t + 1])
+            if key in old_over and old_over[key]:
+                p_old[i, t] = old_over[key]
+            if key in ratio_over:
+                ratio[i, t] = ratio_over[key]
+            if key in ent_over:
+                ent[i, t] = ent_over[key]
+    too_big = (p_old * ratio > 1.0) & mask
+    if bool(too_big.any()):
+        i, t = too_big.nonzero()[0].tolist()
+        raise InvalidArgument(
+            f"Case: event {(groups[i], *rows[i][: t + 1])} has old prob {float(p_old[i, t])} x ratio "
+            f"{float(ratio[i, t])} > 1; lower the ratio override."
+        )
+    zero = torch.zeros((), dtype=f64)
+    old = torch.where(mask, _log(p_old), zero)
+    cur = torch.where(mask, old + _log(ratio), zero)
+    ref = torch.where(mask, ref, zero)
+    ent = torch.where(mask, ent, zero)
+    return Rollout(
+        tokens=tokens,
+        mask=mask,
+        rewards=torch.tensor(rewards, dtype=torch.float64),
+        group=torch.tensor(groups, dtype=torch.long),
+        old_logprobs=old,
+        ref_logprobs=ref,
+        entropy=ent,
+        logprobs=cur,
+        baseline_rewards=torch.tensor(baselines, dtype=torch.float64),
+        truncated=lengths >= case.length_limit if case.length_limit else torch.zeros(len(rows), dtype=torch.bool),
+    )
+
+
+def _build_python(case: Case) -> Rollout:
+    """:func:`build` one token at a time in Python: faster below ~2k tokens."""
     rows: list[tuple[int, ...]] = []
     groups: list[int] = []
     rewards: list[float] = []
@@ -164,25 +310,42 @@ def build(case: Case) -> Rollout:
     ratio_over = dict(case.ratio)
     ent_over = dict(case.entropy)
     old_over = dict(case.old_prob)
+    # the hashes of the overridden keys: only positions whose key hash is one of them
+    # build their key tuple
+    overridden = {hash(k) for k in (*ratio_over, *ent_over, *old_over)}
+    pick_old = _picker(OLD_PROBS, case.seed, "old")
+    pick_ratio = _picker(RATIOS, case.seed, "ratio")
+    pick_ent = _picker(ENTROPIES, case.seed, "entropy")
+    pick_ref = _picker(REF_PROBS, case.seed, "ref")
+    log_old = {p: math.log(p) for p in OLD_PROBS}
+    log_ref = {p: math.log(p) for p in REF_PROBS}
     # Python lists first, one tensor each at the end: per-element tensor writes are slow.
     tok_rows, old_rows, cur_rows, ref_rows, ent_rows = [], [], [], [], []
     for resp, g in zip(rows, groups):
         pad = [0] * (t_max - len(resp))
         fpad = [0.0] * (t_max - len(resp))
         old_row, cur_row, ref_row, ent_row = [], [], [], []
-        for t in range(len(resp)):
-            key = (g, *resp[: t + 1])
-            p_old = old_over.get(key) or _pick(OLD_PROBS, case.seed, key, "old")
-            r = ratio_over.get(key, _pick(RATIOS, case.seed, key, "ratio") if case.off_policy else 1.0)
-            default_h = case.entropy_all if case.entropy_all is not None else _pick(ENTROPIES, case.seed, key, "entropy")
-            h = ent_over.get(key, default_h)
+        acc = _fold(_XX5, hash(g))
+        for t, token in enumerate(resp):
+            acc = _fold(acc, hash(token))
+            h_key = _finish(acc, t + 2)
+            p_old = pick_old(h_key)
+            r = pick_ratio(h_key) if case.off_policy else 1.0
+            h = case.entropy_all if case.entropy_all is not None else pick_ent(h_key)
+            if h_key in overridden:
+                key = (g, *resp[: t + 1])
+                p_old = old_over.get(key) or p_old
+                r = ratio_over.get(key, r)
+                h = ent_over.get(key, h)
             if p_old * r > 1.0:
+                key = (g, *resp[: t + 1])
                 raise InvalidArgument(
                     f"Case: event {key} has old prob {p_old} x ratio {r} > 1; lower the ratio override."
                 )
-            old_row.append(math.log(p_old))
-            cur_row.append(math.log(p_old) + math.log(r))
-            ref_row.append(math.log(_pick(REF_PROBS, case.seed, key, "ref")))
+            lo = log_old[p_old] if p_old in log_old else math.log(p_old)
+            old_row.append(lo)
+            cur_row.append(lo + math.log(r))
+            ref_row.append(log_ref[pick_ref(h_key)])
             ent_row.append(h)
         tok_rows.append(list(resp) + pad)
         old_rows.append(old_row + fpad)

@@ -160,71 +160,78 @@ def check(
         raise InvalidArgument(f"loss_fn={loss_fn!r} is not callable; pass loss_fn(logprobs, rollout) -> Tensor.")
     names, regimes = _validate(properties, max_examples, seed, regimes)
     label = name or getattr(loss_fn, "__name__", None) or type(loss_fn).__name__
-    engine = Engine(loss_fn, batched=batched)
-    smoke = build(PROBES[0].case)
-    token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
+    # The checker's tensors are tiny: intra-op threads only add contention (1.6-2.5x
+    # slower wall time under load with 2). Restored afterwards.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        engine = Engine(loss_fn, batched=batched)
+        smoke = build(PROBES[0].case)
+        token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
 
-    results: dict[tuple[str, str], PropertyResult] = {}
-    mechanisms: dict[str, list[str]] = {}
-    for regime in regimes:
-        probes = run_probes(engine, regime)
-        mechanisms[regime] = sorted({p.probe.mechanism for p in probes if p.mechanism_found})
-        for prop_name in names:
-            prop = PROPERTIES[prop_name]
-            theorems = PROPERTY_THEOREMS.get(prop_name, ())
-            if prop.regime_free and regime != regimes[0]:
-                results[(regime, prop_name)] = results[(regimes[0], prop_name)]
-                continue
-            failed = next(
-                (
-                    (p, p.evaluations[prop_name])
-                    for p in probes
-                    if prop_name in p.evaluations and p.evaluations[prop_name].residual > prop.tolerance
-                ),
-                None,
-            )
-            if failed is not None:
-                probe_result, ev = failed
-                results[(regime, prop_name)] = _result(prop_name, regime, prop.tolerance, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
-                continue
-            probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
-            tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed)
-            if failure is not None:
-                results[(regime, prop_name)] = _result(
-                    prop_name, regime, prop.tolerance, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
+        results: dict[tuple[str, str], PropertyResult] = {}
+        mechanisms: dict[str, list[str]] = {}
+        for regime in regimes:
+            probes = run_probes(engine, regime)
+            mechanisms[regime] = sorted({p.probe.mechanism for p in probes if p.mechanism_found})
+            for prop_name in names:
+                prop = PROPERTIES[prop_name]
+                theorems = PROPERTY_THEOREMS.get(prop_name, ())
+                if prop.regime_free and regime != regimes[0]:
+                    results[(regime, prop_name)] = results[(regimes[0], prop_name)]
+                    continue
+                failed = next(
+                    (
+                        (p, p.evaluations[prop_name])
+                        for p in probes
+                        if prop_name in p.evaluations and p.evaluations[prop_name].residual > prop.tolerance
+                    ),
+                    None,
                 )
-                continue
-            res = PropertyResult(
-                name=prop_name,
-                regime=regime,
-                holds=True,
-                max_residual=max(tally.max_residual, probe_max),
-                examples=tally.examples,
-                informative=tally.informative,
-                tolerance=prop.tolerance,
-                found_by="",
-                theorems=theorems,
-            )
-            if tally.informative < MIN_INFORMATIVE_SHARE * max(tally.examples, 1):
-                res.holds = False
-                res.found_by = "vacuity guard"
-                res.note = (
-                    f"inconclusive: only {tally.informative} of {tally.examples} examples could have failed; "
-                    "raise max_examples"
+                if failed is not None:
+                    probe_result, ev = failed
+                    results[(regime, prop_name)] = _result(prop_name, regime, prop.tolerance, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
+                    continue
+                probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
+                tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed)
+                if failure is not None:
+                    results[(regime, prop_name)] = _result(
+                        prop_name, regime, prop.tolerance, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
+                    )
+                    continue
+                res = PropertyResult(
+                    name=prop_name,
+                    regime=regime,
+                    holds=True,
+                    max_residual=max(tally.max_residual, probe_max),
+                    examples=tally.examples,
+                    informative=tally.informative,
+                    tolerance=prop.tolerance,
+                    found_by="",
+                    theorems=theorems,
                 )
-            results[(regime, prop_name)] = res
-    reproduce = f"exchange check {label} --seed {seed} --max-examples {max_examples}"
-    return Report(
-        objective=label,
-        regimes=regimes,
-        properties=names,
-        results=results,
-        mechanisms_by_regime=mechanisms,
-        seed=seed,
-        max_examples=max_examples,
-        regularizer=None if regularizer is None else _regularizer_report(regularizer),
-        reproduce=reproduce,
-    )
+                if tally.informative < MIN_INFORMATIVE_SHARE * max(tally.examples, 1):
+                    res.holds = False
+                    res.found_by = "vacuity guard"
+                    res.note = (
+                        f"inconclusive: only {tally.informative} of {tally.examples} examples could have failed; "
+                        "raise max_examples"
+                    )
+                results[(regime, prop_name)] = res
+        reproduce = f"exchange check {label} --seed {seed} --max-examples {max_examples}"
+        return Report(
+            objective=label,
+            regimes=regimes,
+            properties=names,
+            results=results,
+            mechanisms_by_regime=mechanisms,
+            seed=seed,
+            max_examples=max_examples,
+            regularizer=None if regularizer is None else _regularizer_report(regularizer),
+            reproduce=reproduce,
+        )
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _result(name, regime, tolerance, ev: Evaluation, found_by, examples, informative, theorems) -> PropertyResult:

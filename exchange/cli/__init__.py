@@ -18,7 +18,7 @@ import sys
 from exchange.errors import ExchangeError
 
 # The explicit command registry (no import side effects): order = help order.
-COMMANDS = ("list", "check", "audit", "derive", "proofs", "measure", "credit", "experiment")
+COMMANDS = ("list", "check", "inspect", "audit", "derive", "proofs", "measure", "credit", "experiment")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -42,40 +42,62 @@ class Events:
 
 
 def events(rollout: Rollout) -> Events:
-    """Assign event ids from the definition: same group, same prefix, same token."""
-    tokens = rollout.tokens.tolist()
-    lengths = rollout.lengths.tolist()
-    gidx = rollout.group_index.tolist()
-    n, t_max = rollout.tokens.shape
-    # A trie: the event of (i, t) is keyed by (event of (i, t-1), token), so equal keys
-    # mean equal group, prefix and token. Roots are keyed by -(group + 1).
-    table: dict[tuple[int, int], int] = {}
-    ev_group: list[int] = []
-    ev_pos: list[int] = []
-    rows: list[list[int]] = []
-    for i in range(n):
-        parent = -(gidx[i] + 1)
-        row = [-1] * t_max
-        for t in range(lengths[i]):
-            key = (parent, tokens[i][t])
-            e = table.get(key)
-            if e is None:
-                e = table[key] = len(ev_group)
-                ev_group.append(gidx[i])
-                ev_pos.append(t)
-            row[t] = parent = e
-        rows.append(row)
-    ids = torch.tensor(rows, dtype=torch.long).reshape(n, t_max)
-    count = len(ev_group)
-    flat = ids[rollout.mask]
-    occurrences = torch.bincount(flat, minlength=count)
-    group = torch.tensor(ev_group, dtype=torch.long)
-    sizes = torch.bincount(rollout.group_index, minlength=rollout.n_groups)
+    """Assign event ids from the definition: same group, same prefix, same token.
+
+    Vectorised, linear in the token count: occurrences ``(i, t)`` and ``(j, t)`` of one
+    group are the same event iff ``t`` is below the length of the common prefix of
+    responses ``i`` and ``j``. Each occurrence is represented by the smallest row of its
+    group that shares its prefix through ``t``; the representatives' own occurrences are
+    the events, numbered in row-major order of first occurrence. Only the columns below
+    the longest common prefix of any two responses need the pairwise comparison.
+    """
+    tokens, mask, gidx = rollout.tokens, rollout.mask, rollout.group_index
+    n, t_max = tokens.shape
+    lengths = mask.sum(dim=1)
+    rows = torch.arange(n)
+    pairs = ((gidx[:, None] == gidx[None, :]) & (rows[None, :] < rows[:, None])).nonzero()
+    i, j = pairs[:, 0], pairs[:, 1]
+    shortest = torch.minimum(lengths[i], lengths[j])
+    # common[p]: length of the common prefix of responses i[p] and j[p], found chunk by
+    # chunk on the still-undecided pairs (real responses diverge early).
+    common = shortest.clone()
+    active = torch.arange(len(pairs))
+    start, width = 0, 32
+    while len(active) and start < t_max:
+        stop = min(start + width, t_max)
+        cols = torch.arange(start, stop)
+        differ = tokens[i[active], start:stop] != tokens[j[active], start:stop]
+        differ |= cols[None, :] >= shortest[active, None]
+        hit = differ.any(dim=1)
+        common[active[hit]] = start + differ[hit].to(torch.uint8).argmax(dim=1)
+        active = active[~hit]
+        start, width = stop, width * 4
+    head = int(common.max()) if len(pairs) else 0  # columns where events can be shared
+    # rep[i, t] (t < head): the smallest row j <= i of i's group with the same prefix through t
+    pos = torch.arange(head)
+    rep = rows[:, None].expand(n, head).clone()
+    if head:
+        cand = torch.where(pos[None, :] < common[:, None], j[:, None], n)
+        rep.scatter_reduce_(0, i[:, None].expand(-1, head), cand, reduce="amin")
+    new = mask.clone()
+    new[:, :head] &= rep == rows[:, None]
+    numbering = torch.cumsum(new.flatten(), 0).reshape(n, t_max) - 1
+    ids = numbering.clone()
+    ids[:, :head] = numbering[:, :head].gather(0, rep)
+    ids[~mask] = -1
+    count = int(new.sum())
+    first_row, first_pos = new.nonzero(as_tuple=True)  # row-major = id order
+    group = gidx[first_row]
+    # events past ``head`` occur once; count the occurrences of the others
+    head_ids = ids[:, :head]
+    occurrences = torch.bincount(head_ids[head_ids >= 0], minlength=count)
+    occurrences[first_pos >= head] = 1
+    sizes = torch.bincount(gidx, minlength=rollout.n_groups)
     return Events(
         ids=ids,
         count=count,
         group=group,
-        position=torch.tensor(ev_pos, dtype=torch.long),
+        position=first_pos,
         occurrences=occurrences,
         shared=occurrences == sizes[group],
     )

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+import math
 
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exchange.checker import cases as C
 from exchange.checker import strategies as xst
 from exchange.checker.cases import Case, GroupConfig, build, common_prefix
+from exchange.core.rollout import Rollout
 from exchange.core.events import events
 
 
@@ -35,3 +41,69 @@ def test_every_occurrence_of_one_event_gets_one_ratio_and_one_behaviour_logprob(
         sel = ids == e
         assert old[sel].unique().numel() == 1
         assert cur[sel].unique().numel() == 1
+
+
+# ---- the linear-time build against the plain oracle: exactly what the definition (one
+# key tuple per token, hashed with the builtin ``hash``) builds.
+
+
+def _build_oracle(case):
+    """The pre-linear implementation: the whole prefix tuple per token."""
+    pick = lambda grid, key, salt: grid[hash((case.seed, C._SALT[salt], key)) % len(grid)]
+    rows, groups, rewards, baselines = [], [], [], []
+    for g, grp in enumerate(case.groups):
+        for resp, reward in zip(grp.responses, grp.rewards):
+            rows.append(resp), groups.append(g), rewards.append(float(reward)), baselines.append(float(grp.baseline))
+    t_max = max(max(len(r) for r in rows), case.pad_to)
+    ratio_over, ent_over, old_over = dict(case.ratio), dict(case.entropy), dict(case.old_prob)
+    out = {k: [] for k in ("tok", "old", "cur", "ref", "ent")}
+    for resp, g in zip(rows, groups):
+        fpad = [0.0] * (t_max - len(resp))
+        o, c, rf, e = [], [], [], []
+        for t in range(len(resp)):
+            key = (g, *resp[: t + 1])
+            p_old = old_over.get(key) or pick(C.OLD_PROBS, key, "old")
+            r = ratio_over.get(key, pick(C.RATIOS, key, "ratio") if case.off_policy else 1.0)
+            dh = case.entropy_all if case.entropy_all is not None else pick(C.ENTROPIES, key, "entropy")
+            o.append(math.log(p_old)), c.append(math.log(p_old) + math.log(r))
+            rf.append(math.log(pick(C.REF_PROBS, key, "ref"))), e.append(ent_over.get(key, dh))
+        out["tok"].append(list(resp) + [0] * (t_max - len(resp)))
+        for name, row in (("old", o), ("cur", c), ("ref", rf), ("ent", e)):
+            out[name].append(row + fpad)
+    return {k: torch.tensor(v, dtype=torch.long if k == "tok" else torch.float64) for k, v in out.items()}
+
+
+def _assert_same(case):
+    want = _build_oracle(case)
+    for r in (C.build(case), C._build_python(case), C._build_tensor(case)):
+        assert torch.equal(r.tokens, want["tok"])
+        for field, name in ((r.old_logprobs, "old"), (r.logprobs, "cur"), (r.ref_logprobs, "ref"), (r.entropy, "ent")):
+            assert torch.equal(field, want[name]), name
+
+
+@given(st.integers(-(2**70), 2**70), st.lists(st.integers(-3, 2**40), min_size=1, max_size=12))
+def test_incremental_hash_is_the_builtin_tuple_hash(seed, key):
+    acc = C._fold(C._XX5, hash(key[0]))
+    for token in key[1:]:
+        acc = C._fold(acc, hash(token))
+    h = C._finish(acc, len(key))
+    assert h == hash(tuple(key))
+    assert C._picker(C.RATIOS, seed, "ratio")(h) == C.RATIOS[hash((seed, C._SALT["ratio"], tuple(key))) % len(C.RATIOS)]
+
+
+@given(xst.cases(), st.data())
+@settings(max_examples=60)
+def test_build_matches_the_oracle(case, data):
+    # with overrides on some shared and suffix events, as the mutations add them
+    g = data.draw(st.integers(0, len(case.groups) - 1))
+    keys = case.shared_keys(g) + case.suffix_keys(g, 0)
+    chosen = data.draw(st.lists(st.sampled_from(keys), max_size=3)) if keys else []
+    case = case.with_ratio(chosen, 0.5).with_entropy(chosen[:1], 0.3)
+    _assert_same(case)
+
+
+def test_build_matches_the_oracle_on_long_responses():
+    length = 300
+    base = tuple(range(length))
+    group = C.GroupConfig(responses=tuple(base[:-1] + (length + i,) for i in range(8)), rewards=(1.0, 0.0) * 4)
+    _assert_same(C.Case(groups=(group,), off_policy=True, seed=3))

@@ -17,6 +17,9 @@ Every step it logs, through TRL's ``self._metrics`` (so they reach TRL's logs):
 - ``exchange/shared_residual``: :func:`exchange.core.events.shared_residual` of the real
   batch (0 for objectives with (C), and when the batch has no shared event);
 - ``exchange/shared_events``: how many shared events the batch has;
+- with ``dump_batches="dir"``, every batch is also written to ``dir/`` for
+  ``exchange inspect dir/train-step000010-0003.pt dapo`` (format:
+  :func:`exchange.checker.inspect.load_batch`);
 - ``exchange/learning_tax``: when ``learning_tax=True`` and ``exchange.paramspace`` is
   present, the share of the update norm carried by zero-credit occurrences.
 
@@ -27,6 +30,7 @@ steps; a group split across micro-batches has no baseline).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import torch
@@ -73,6 +77,7 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         objective_params: hyperparameters for a named objective.
         learning_tax: also log ``exchange/learning_tax`` (one extra backward pass per
             zero-credit part; needs ``exchange.paramspace``).
+        dump_batches: a folder: write every batch there for ``exchange inspect``.
     """
 
     def __init__(
@@ -81,10 +86,13 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         objective: str | LossFn = "dapo",
         objective_params: Mapping[str, Any] | None = None,
         learning_tax: bool = False,
+        dump_batches: str | None = None,
         **kwargs: Any,
     ) -> None:
         self.exchange_objective = resolve_objective(objective, objective_params)
         self.exchange_learning_tax = learning_tax
+        self.exchange_dump_batches = dump_batches
+        self._exchange_dumped = 0
         super().__init__(*args, **kwargs)
         if self.args.steps_per_generation != 1:
             raise InvalidArgument(
@@ -147,14 +155,23 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         return loss
 
     def _exchange_log(self, mode: str, per_token_logps: Tensor, rollout: Rollout, model) -> None:
-        from exchange.core.coefficients import token_coefficients
-        from exchange.core.events import events, shared_residual
+        from exchange.checker.inspect import inspect
 
-        kappa = token_coefficients(self.exchange_objective, per_token_logps.detach(), rollout)
-        ev = events(rollout)
+        # the one batch inspector: the logged numbers are exactly `exchange inspect`'s
+        found = inspect(self.exchange_objective, rollout, per_token_logps.detach(), top=0)
+        if self.exchange_dump_batches:
+            from pathlib import Path
+
+            from exchange.checker.inspect import save_batch
+
+            folder = Path(self.exchange_dump_batches)
+            folder.mkdir(parents=True, exist_ok=True)
+            save_batch(replace(rollout, logprobs=per_token_logps.detach()),
+                       folder / f"{mode}-step{self.state.global_step:06d}-{self._exchange_dumped:04d}.pt")
+            self._exchange_dumped += 1
         metrics = self._metrics[mode]
-        metrics["exchange/shared_residual"].append(shared_residual(kappa, rollout, ev))
-        metrics["exchange/shared_events"].append(float(ev.shared.sum()))
+        metrics["exchange/shared_residual"].append(found.shared_residual)
+        metrics["exchange/shared_events"].append(float(found.n_shared))
         if self.exchange_learning_tax:
             try:
                 from exchange.paramspace import learning_tax

@@ -93,3 +93,16 @@ def test_shared_residual_separates_grpo_from_dapo():
     assert int(events(rollout).shared.sum()) == 2
     assert grpo > 1e-3
     assert dapo <= 1e-12
+
+
+def test_dumped_batches_inspect_to_the_logged_residual(tmp_path):
+    from exchange.checker.inspect import inspect, load_batch
+    from exchange.objectives import get
+
+    trainer = _trainer(tmp_path, "grpo", dump_batches=str(tmp_path / "batches"))
+    trainer.train()
+    files = sorted((tmp_path / "batches").glob("train-*.pt"))
+    assert files
+    logged = [h["exchange/shared_residual"] for h in trainer.state.log_history if "exchange/shared_residual" in h]
+    found = [inspect(get("grpo").bind(), load_batch(f)).shared_residual for f in files]
+    assert logged and min(found) - 1e-9 <= logged[0] <= max(found) + 1e-9  # TRL logs the mean over micro-batches

@@ -1,0 +1,148 @@
+"""Checker speed, measured in one run, interleaved, on one thread (no timed assertions
+anywhere in the tests). Prints:
+
+1. per objective: property examples and loss evaluations per second of ``check``, and
+   the ratio of ``check``'s time to a pure forward+backward replay of the very
+   configurations it differentiated (1.0 would be "the speed of autograd");
+2. event keys against autograd: ``cases.build`` and ``events()`` against one
+   ``token_coefficients`` of the same batch, scaling in G and in L;
+3. ``exchange.inspect`` on a real-size batch (N=128, T=4096, float64) against the
+   coefficients alone;
+4. with ``--audit N``: wall time of ``exchange audit --max-examples N`` (slow: minutes).
+
+    python benchmarks/checker_speed.py [--max-examples 200] [--audit 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+import torch
+
+
+def _best(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def checker_throughput(max_examples: int) -> None:
+    from exchange import check
+    from exchange.core.coefficients import token_coefficients
+    from exchange.objectives import get
+
+    print(f"1. check(max_examples={max_examples}), one thread; replay = the same configurations, plain autograd")
+    print(f"{'objective':<12}{'examples':>9}{'loss calls':>11}{'check s':>9}{'examples/s':>11}{'calls/s':>9}"
+          f"{'replay s':>9}{'check/replay':>13}")
+    for name in ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "clip_cov"):
+        fn = get(name).bind()
+        calls = []
+
+        def recorder(logprobs, rollout, fn=fn):
+            calls.append((logprobs.detach().clone(), rollout))
+            return fn(logprobs, rollout)
+
+        recorder.__name__ = name
+        t0 = time.perf_counter()
+        report = check(recorder, max_examples=max_examples, seed=0)
+        t_check = time.perf_counter() - t0
+        examples = sum(r.examples for r in report.results.values())
+        t0 = time.perf_counter()
+        for logprobs, rollout in calls:
+            token_coefficients(fn, logprobs, rollout)
+        t_replay = time.perf_counter() - t0
+        print(f"{name:<12}{examples:>9}{len(calls):>11}{t_check:>9.2f}{examples / t_check:>11.0f}"
+              f"{len(calls) / t_check:>9.0f}{t_replay:>9.2f}{t_check / t_replay:>12.1f}x")
+
+
+def _case(groups: int, g: int, length: int):
+    from exchange.checker.cases import Case, GroupConfig
+
+    out = []
+    for k in range(groups):
+        base = tuple((7 * k + t) % 97 for t in range(length))
+        responses = tuple(base[: length // 4] + tuple((i * 31 + t) % 97 for t in range(length - length // 4)) for i in range(g))
+        out.append(GroupConfig(responses=responses, rewards=tuple(float(i % 2) for i in range(g))))
+    return Case(groups=tuple(out), off_policy=True, seed=0)
+
+
+def event_keys() -> None:
+    from exchange.checker.cases import build
+    from exchange.core.coefficients import token_coefficients
+    from exchange.core.events import events
+    from exchange.objectives import get
+
+    fn = get("dapo").bind()
+    print("\n2. event keys vs autograd (one group, shared prefix L/4; best of 3)")
+    print(f"{'G':>4}{'L':>6}{'build ms':>10}{'events ms':>10}{'autograd ms':>12}{'build/autograd':>15}{'events/autograd':>16}")
+    for g, length in ((2, 256), (8, 256), (32, 256), (8, 64), (8, 1024), (8, 4096)):
+        case = _case(1, g, length)
+        r = build(case)
+        t_build = _best(lambda: build(case))
+        t_ev = _best(lambda: events(r))
+        t_ad = _best(lambda: token_coefficients(fn, r.logprobs, r))
+        print(f"{g:>4}{length:>6}{t_build * 1e3:>10.1f}{t_ev * 1e3:>10.1f}{t_ad * 1e3:>12.1f}"
+              f"{t_build / t_ad:>14.1f}x{t_ev / t_ad:>15.1f}x")
+
+
+def real_batch() -> None:
+    from exchange import Rollout
+    from exchange.checker.inspect import inspect
+    from exchange.core.coefficients import token_coefficients
+    from exchange.core.events import events
+    from exchange.objectives import get
+
+    n, g, t, shared = 128, 8, 4096, 64
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 32000, (n, t), generator=gen)
+    tokens[:, :shared] = tokens[::g, :shared].repeat_interleave(g, 0)
+    lengths = torch.randint(t // 2, t + 1, (n,), generator=gen)
+    mask = torch.arange(t)[None] < lengths[:, None]
+    old = -torch.rand(n, t, generator=gen, dtype=torch.float64) * 3
+    old[:, :shared] = old[::g, :shared].repeat_interleave(g, 0)
+    cur = (old + 0.1 * torch.randn(n, t, generator=gen, dtype=torch.float64)).clamp(max=0)
+    cur[:, :shared] = cur[::g, :shared].repeat_interleave(g, 0)
+    z = torch.zeros((), dtype=torch.float64)
+    r = Rollout(tokens=torch.where(mask, tokens, 0), mask=mask, rewards=torch.randint(0, 2, (n,), generator=gen).double(),
+                group=torch.arange(n) // g, old_logprobs=torch.where(mask, old, z), logprobs=torch.where(mask, cur, z))
+    print(f"\n3. real batch N={n} T={t} float64 ({int(mask.sum())} tokens), best of 3")
+    print(f"{'objective':<10}{'inspect ms':>11}{'coefficients ms':>16}{'events ms':>10}{'inspect/coefficients':>21}")
+    for name in ("grpo", "dapo", "gspo", "cispo"):
+        fn = get(name).bind()
+        inspect(fn, r)
+        t_in = _best(lambda: inspect(fn, r))
+        t_co = _best(lambda: token_coefficients(fn, r.logprobs, r))
+        t_ev = _best(lambda: events(r))
+        print(f"{name:<10}{t_in * 1e3:>11.0f}{t_co * 1e3:>16.0f}{t_ev * 1e3:>10.0f}{t_in / t_co:>20.1f}x")
+
+
+def audit(max_examples: int) -> None:
+    cmd = [sys.executable, "-m", "exchange", "audit", "--max-examples", str(max_examples)]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    print(f"\n4. {' '.join(cmd[1:])}: {time.perf_counter() - t0:.1f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--max-examples", type=int, default=200)
+    parser.add_argument("--audit", type=int, default=0, metavar="N", help="also time exchange audit --max-examples N")
+    parser.add_argument("--skip-check", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if not args.skip_check:
+        checker_throughput(args.max_examples)
+    event_keys()
+    real_batch()
+    if args.audit:
+        audit(args.audit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Dump a verl batch for ``exchange inspect`` (no verl import needed).
+
+Inside a verl trainer, after the old log-probs and rewards are computed (for example at
+the end of ``RayPPOTrainer.fit``'s per-step block, next to ``compute_advantage``)::
+
+    from exchange.libraries.verl.dump import dump_batch
+    dump_batch(batch, f"batches/step-{self.global_steps}.pt")
+
+then ``exchange inspect batches/step-10.pt verl:grpo``. The batch is read from verl's
+``DataProto`` keys: ``responses`` and ``response_mask`` (else the response part of
+``attention_mask``), ``token_level_rewards`` (else ``token_level_scores``) summed per
+response, ``old_log_probs``, optionally ``ref_log_prob`` and ``entropys``, and the group
+of each response from ``non_tensor_batch["uid"]``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from exchange.core.rollout import Rollout
+from exchange.errors import InvalidArgument
+
+__all__ = ["rollout_from_dataproto", "dump_batch"]
+
+
+def _get(batch, *names):
+    for name in names:
+        try:
+            value = batch[name]
+        except (KeyError, TypeError):
+            continue
+        if value is not None:
+            return value
+    return None
+
+
+def rollout_from_dataproto(data) -> Rollout:
+    """The :class:`Rollout` of a verl ``DataProto`` (anything with ``.batch`` and
+    ``.non_tensor_batch`` mappings)."""
+    batch, extra = data.batch, data.non_tensor_batch
+    tokens = _get(batch, "responses")
+    old = _get(batch, "old_log_probs")
+    if tokens is None or old is None:
+        raise InvalidArgument("dump_batch: the batch needs 'responses' and 'old_log_probs' (dump after compute_log_prob).")
+    mask = _get(batch, "response_mask")
+    if mask is None:
+        mask = batch["attention_mask"][:, -tokens.shape[1]:]
+    mask = mask.bool()
+    scores = _get(batch, "token_level_rewards", "token_level_scores")
+    if scores is None:
+        raise InvalidArgument("dump_batch: the batch needs 'token_level_rewards' or 'token_level_scores' (dump after the reward).")
+    uid = extra["uid"]
+    _, group = torch.unique(torch.tensor([hash(str(u)) for u in uid]), return_inverse=True)
+    f64 = torch.float64
+    ref = _get(batch, "ref_log_prob")
+    ent = _get(batch, "entropys")
+    return Rollout(
+        tokens=torch.where(mask, tokens.long(), 0).cpu(),
+        mask=mask.cpu(),
+        rewards=(scores.to(f64) * mask).sum(dim=1).cpu(),
+        group=group,
+        old_logprobs=torch.where(mask, old.to(f64), 0.0).detach().cpu(),
+        ref_logprobs=None if ref is None else torch.where(mask, ref.to(f64), 0.0).detach().cpu(),
+        entropy=None if ent is None else torch.where(mask, ent.to(f64), 0.0).detach().cpu(),
+    )
+
+
+def dump_batch(data, path: str | Path) -> Path:
+    """Write the verl batch ``data`` to ``path`` in ``exchange inspect``'s format."""
+    from exchange.checker.inspect import save_batch
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return save_batch(rollout_from_dataproto(data), path)

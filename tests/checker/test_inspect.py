@@ -1,0 +1,123 @@
+"""``exchange.inspect``: exact, no fuzzing; agrees with the fuzzing checker."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+import exchange
+from exchange import Rollout, check, shared_residual, token_coefficients
+from exchange.checker import strategies as xst
+from exchange.checker.cases import build
+from exchange.checker.inspect import inspect, load_batch, save_batch
+from exchange.objectives import get
+
+RTOL_CANCEL = 1e-8
+
+
+def test_public_name():
+    assert exchange.inspect is inspect
+
+
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "gspo"])
+@pytest.mark.parametrize("regime", ["on_policy", "off_policy"])
+def test_inspector_agrees_with_the_checker(name, regime):
+    fn = get(name).bind()
+    report = check(fn, properties=["shared_cancellation"], max_examples=25, seed=0, regimes=(regime,))
+    result = report.results[(regime, "shared_cancellation")]
+    if result.holds:
+        # the same configurations the checker fuzzes: every one cancels exactly
+        @settings(max_examples=25, database=None, derandomize=True)
+        @given(xst.cases(off_policy=regime == "off_policy"))
+        def cancels(case):
+            r = build(case)
+            found = inspect(fn, r)
+            assert found.max_residual <= RTOL_CANCEL
+            assert found.mechanisms == ()
+
+        cancels()
+    else:
+        cx = result.counterexample
+        found = inspect(fn, cx, cx.logprobs)
+        assert found.max_residual > RTOL_CANCEL
+        assert found.max_residual == pytest.approx(result.max_residual, rel=1e-3, abs=1e-6)
+        assert found.top and found.top[0].residual > RTOL_CANCEL
+        assert found.mechanisms  # a hint is given
+        kappa = token_coefficients(fn, cx.logprobs, cx)
+        assert found.shared_residual == pytest.approx(shared_residual(kappa, cx), abs=1e-15)
+
+
+def test_weight_vectors_and_hints():
+    # GRPO on-policy: one common vector alpha_i = A_i / L_i per group, not zero-sum (M3)
+    r = Rollout(
+        tokens=torch.tensor([[5, 6, 1, 0], [5, 6, 2, 3], [5, 6, 7, 7]]),
+        mask=torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.bool),
+        rewards=torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),
+        group=torch.tensor([0, 0, 0]),
+        old_logprobs=torch.full((3, 4), -1.0, dtype=torch.float64),
+    )
+    found = inspect(get("grpo").bind(), r)
+    assert found.n_shared == 2 and len(found.groups) == 1
+    g = found.groups[0]
+    assert g.shared_events == 2 and g.spread < 1e-9 and g.zero_sum > 1e-3
+    assert g.weights[0] > 0  # positive on the best reward
+    assert "M3" in found.mechanisms
+    assert [e.position for e in found.top] and found.top[0].prefix_tail[-1] == found.top[0].token
+    # Dr. GRPO (no 1/L_i) cancels
+    assert inspect(get("dr_grpo").bind(), r).cancels
+    json.loads(found.to_json())
+    assert "shared residual" in str(found)
+
+
+def _real_batch(n=128, g=8, t=4096, shared=64):
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 32000, (n, t), generator=gen)
+    tokens[:, :shared] = tokens[::g, :shared].repeat_interleave(g, 0)
+    lengths = torch.randint(t // 2, t + 1, (n,), generator=gen)
+    mask = torch.arange(t)[None] < lengths[:, None]
+    old = -torch.rand(n, t, generator=gen, dtype=torch.float64) * 3
+    old[:, :shared] = old[::g, :shared].repeat_interleave(g, 0)
+    cur = (old + 0.1 * torch.randn(n, t, generator=gen, dtype=torch.float64)).clamp(max=0)
+    cur[:, :shared] = cur[::g, :shared].repeat_interleave(g, 0)
+    z = torch.zeros((), dtype=torch.float64)
+    return Rollout(tokens=torch.where(mask, tokens, 0), mask=mask,
+                   rewards=torch.randint(0, 2, (n,), generator=gen).double(), group=torch.arange(n) // g,
+                   old_logprobs=torch.where(mask, old, z), logprobs=torch.where(mask, cur, z))
+
+
+def test_real_size_batch():
+    r = _real_batch()
+    found = inspect(get("cispo").bind(), r)
+    assert found.n_responses == 128 and found.n_groups == 16 and found.n_shared == 16 * 64
+    assert found.shared_residual < 1e-12 and found.cancels
+    found = inspect(get("grpo").bind(), r)
+    assert found.shared_residual > 1e-3 and {"M2", "M3"} & set(found.mechanisms)
+    assert all(g.shared_events == 64 for g in found.groups)
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_batch_round_trip_and_cli(tmp_path, suffix):
+    pytest.importorskip("safetensors") if suffix == ".safetensors" else None
+    r = _real_batch(n=8, g=4, t=16, shared=3)
+    path = save_batch(r, tmp_path / f"batch{suffix}")
+    back = load_batch(path)
+    for name in ("tokens", "mask", "rewards", "group", "old_logprobs", "logprobs"):
+        assert torch.equal(getattr(back, name), getattr(r, name))
+    out = subprocess.run([sys.executable, "-m", "exchange", "inspect", str(path), "grpo", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["n_shared"] == 2 * 3 and doc["shared_residual"] > 0
+    out = subprocess.run([sys.executable, "-m", "exchange", "inspect", str(path), "cispo"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "shared events cancel" in out.stdout, out.stderr
+
+
+def test_bad_batch_file(tmp_path):
+    torch.save({"tokens": torch.zeros(2, 2)}, tmp_path / "b.pt")
+    out = subprocess.run([sys.executable, "-m", "exchange", "inspect", str(tmp_path / "b.pt"), "grpo"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "missing field" in out.stderr
