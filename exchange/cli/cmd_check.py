@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     add_json(p)
     p.add_argument("--verbose", "-v", action="store_true", help="also print counterexamples as pasteable code")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check_parser=p)
 
 
 def run(args) -> int:
@@ -38,7 +38,7 @@ def run(args) -> int:
     from exchange.errors import InvalidArgument
 
     if (args.target is None) == (args.trl_config is None):
-        raise InvalidArgument("give either TARGET or --trl-config RECIPE.yaml (exactly one).")
+        args.check_parser.error("give either TARGET or --trl-config RECIPE.yaml (exactly one)")
     if args.trl_config is not None:
         if args.param:
             raise InvalidArgument("--param does not apply with --trl-config; put the setting in the recipe.")
