@@ -25,9 +25,10 @@ optimizer, ``accelerate`` processes, gradient accumulation) with two changes:
   normalised over its own micro-batch, not over the global token count TRL uses.
 
 Hyperparameters come from ``GRPOConfig`` under TRL's names: ``epsilon`` -> the
-objective's ``eps_low``, ``epsilon_high`` -> ``eps_high`` (``epsilon`` when unset),
-``beta`` -> ``beta`` and ``scale_rewards`` -> ``scale`` where the objective has that
-parameter (``objective_params`` win). Every other loss setting that the objective
+objective's ``eps_low``, ``epsilon_high`` -> ``eps_high``, ``beta`` -> ``beta`` and
+``scale_rewards`` -> ``scale`` where the objective has that parameter and the config
+changes it from TRL's default (TRL's defaults keep the objective's own, e.g. DAPO's
+0.28 or GSPO's 3e-4; ``objective_params`` win). Every other loss setting that the objective
 cannot honour and that is not at TRL's neutral value (``beta != 0``,
 ``importance_sampling_level``, ``delta``, ``top_entropy_quantile``,
 ``off_policy_mask_threshold``, ``mask_truncated_completions``,
@@ -107,21 +108,34 @@ def _objective_defaults(objective) -> dict[str, Any] | None:
     return dict(get(objective).defaults)
 
 
+def _trl_defaults() -> dict[str, Any]:
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    return {f.name: f.default for f in dataclasses.fields(GRPOConfig) if f.name in _MAPPED}
+
+
+def _set_in(args) -> dict[str, Any]:
+    """The mapped GRPOConfig settings the user changed from TRL's defaults (after
+    ``__post_init__``: ``scale_rewards=True`` reads "group")."""
+    defaults = _trl_defaults()
+    defaults["scale_rewards"] = {True: "group", False: "none"}.get(defaults["scale_rewards"], defaults["scale_rewards"])
+    return {k: getattr(args, k) for k in _MAPPED if getattr(args, k) != defaults[k]}
+
+
 def config_params(args, objective, objective_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The objective's parameters taken from ``GRPOConfig`` ``args`` (TRL's names mapped
-    to the objective's), overridden by ``objective_params``."""
+    """The objective's parameters taken from ``GRPOConfig`` ``args``: each of
+    ``epsilon``/``epsilon_high``/``beta``/``scale_rewards`` that differs from TRL's
+    default becomes the objective's ``eps_low``/``eps_high``/``beta``/``scale`` (TRL's
+    defaults leave the objective's own, e.g. GSPO's 3e-4 clip); ``objective_params`` win."""
     defaults = _objective_defaults(objective)
     params: dict[str, Any] = {}
     if defaults is not None:
-        values = {
-            "epsilon": args.epsilon,
-            "epsilon_high": args.epsilon if args.epsilon_high is None else args.epsilon_high,
-            "beta": args.beta,
-            "scale_rewards": args.scale_rewards,
-        }
-        for trl_name, name in _MAPPED.items():
+        for trl_name, value in _set_in(args).items():
+            name = _MAPPED[trl_name]
             if name in defaults and (name != "eps_low" or defaults[name] is not None):
-                params[name] = values[trl_name]
+                params[name] = value
     params.update(objective_params or {})
     return params
 
@@ -133,11 +147,10 @@ def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | N
     defaults = _objective_defaults(objective)
     taken = set(config_params(args, objective, objective_params)) if defaults is not None else set()
     out = [f"loss_type={args.loss_type!r} (the loss is objective={getattr(objective, '__name__', objective)!r})"]
-    for trl_name in ("epsilon", "epsilon_high"):
-        if _MAPPED[trl_name] not in taken:
-            out.append(f"{trl_name}={getattr(args, trl_name)!r}")
-    if "scale" not in taken and args.scale_rewards != "group":  # the catalog's objectives scale per group
-        out.append(f"scale_rewards={args.scale_rewards!r}")
+    changed = _set_in(args)
+    for trl_name in ("epsilon", "epsilon_high", "scale_rewards"):
+        if trl_name in changed and _MAPPED[trl_name] not in taken:
+            out.append(f"{trl_name}={changed[trl_name]!r}")
     for name, neutral in _NEUTRAL.items():
         value = getattr(args, name, neutral)
         if name == "beta" and "beta" in taken:

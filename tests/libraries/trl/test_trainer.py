@@ -180,6 +180,9 @@ def test_hyperparameters_come_from_grpo_config(tmp_path):
     assert "beta=0.04" in names and "scale_rewards='batch'" in names and "loss_type=" in names
     assert "beta" not in " ".join(unhonoured_settings(args, "grpo"))
     assert unhonoured_settings(args, None) == []
+    plain = _config(tmp_path)  # TRL's defaults keep the objective's own (GSPO's 3e-4 clip, DAPO's 0.28)
+    assert config_params(plain, "gspo") == {} and config_params(plain, "dapo") == {}
+    assert unhonoured_settings(plain, "rloo") == [unhonoured_settings(plain, "rloo")[0]]  # only loss_type
 
 
 def test_partial_groups_are_refused_naming_the_setting(tmp_path):
