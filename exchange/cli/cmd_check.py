@@ -10,9 +10,15 @@ def add_parser(sub) -> None:
         "check",
         help="check one objective for exchangeability and cancellation",
         description="TARGET: a built-in name (see `exchange list`, transformations with +), "
-        "trl:/verl:/openrlhf: library losses, module:function, or path/to/file.py:function.",
+        "trl:/verl:/openrlhf: library losses, module:function, or path/to/file.py:function. "
+        "Or, instead of TARGET, --trl-config recipe.yaml: the loss that TRL recipe trains with.",
     )
-    p.add_argument("target", metavar="TARGET")
+    p.add_argument("target", metavar="TARGET", nargs="?")
+    p.add_argument(
+        "--trl-config", metavar="RECIPE.yaml", dest="trl_config",
+        help="audit the loss a TRL GRPO recipe trains with (GRPOConfig fields in YAML, as `trl grpo --config` "
+        "reads; loss_type and every loss setting): the same check as trl:<loss_type> with those parameters",
+    )
     add_params(p)
     p.add_argument("--property", action="append", dest="properties", metavar="NAME", help="check only these (repeatable)")
     p.add_argument("--regime", choices=sorted(REGIME_CHOICES), default="both", help="on-policy, off-policy or both")
@@ -20,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     add_json(p)
     p.add_argument("--verbose", "-v", action="store_true", help="also print counterexamples as pasteable code")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check_parser=p)
 
 
 def run(args) -> int:
@@ -29,7 +35,20 @@ def run(args) -> int:
     from exchange.checker import check
     from exchange.targets import parse_param_items, resolve_target
 
-    target = resolve_target(args.target, parse_param_items(args.param))
+    from exchange.errors import InvalidArgument
+
+    if (args.target is None) == (args.trl_config is None):
+        args.check_parser.error("give either TARGET or --trl-config RECIPE.yaml (exactly one)")
+    if args.trl_config is not None:
+        if args.param:
+            raise InvalidArgument("--param does not apply with --trl-config; put the setting in the recipe.")
+        from exchange.libraries.trl.recipe import config_target, loss_of_config
+        from exchange.targets import Target
+
+        lib_target, _ = config_target(args.trl_config)
+        target = Target(f"{lib_target} (from {args.trl_config})", loss_of_config(args.trl_config), source="trl")
+    else:
+        target = resolve_target(args.target, parse_param_items(args.param))
     report = check(
         target.loss_fn,
         properties=args.properties,
@@ -41,7 +60,8 @@ def run(args) -> int:
     )
     params = "".join(f" --param {p}" for p in args.param or [])
     regime = "" if args.regime == "both" else f" --regime {args.regime}"
-    report.reproduce = f"exchange check {args.target}{params}{regime} --seed {args.seed} --max-examples {args.max_examples}"
+    what = args.target if args.trl_config is None else f"--trl-config {args.trl_config}"
+    report.reproduce = f"exchange check {what}{params}{regime} --seed {args.seed} --max-examples {args.max_examples}"
     if args.json:
         print(report.to_json())
     else:

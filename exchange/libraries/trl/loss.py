@@ -262,6 +262,9 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
 
 def _score(config, rows: Rollout, num_generations: int, eos_id: int) -> dict:
     shell = _shell(config, num_generations, eos_id)
+    # Scoring would run the reference model when beta != 0; the advantages do not depend
+    # on it, and _loss passes rollout.ref_logprobs as TRL's ref_per_token_logps.
+    shell.beta = 0.0
     completion_ids = _completion_lists(rows, eos_id)
     rewards = rows.rewards.detach().to(torch.float64)[:, None]  # [n, 1]: one reward function
 

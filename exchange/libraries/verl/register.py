@@ -18,8 +18,20 @@ one group. For verl's group-centred estimators (grpo, rloo, ...) every group sum
 zero, so the objective's own centring is then the identity and its std scaling one
 batch constant: the token coefficients equal the objective's on the original groups up
 to that constant (tests check it). Group-level transforms (a group minimum) act on the
-whole micro-batch. ``loss_agg_mode`` and ``global_batch_info`` are ignored: the
-objective aggregates itself. ``rollout_is_weights`` is refused.
+whole micro-batch.
+
+verl's settings: the actor's ``clip_ratio``/``clip_ratio_low``/``clip_ratio_high``/
+``clip_ratio_c`` become the objective's ``eps_low``/``eps_high``/``clip_c`` and
+``loss_agg_mode`` its ``loss_agg_mode``, where the objective has those parameters (a
+warning names the ones it has not). The objective normalises over the micro-batch; with
+``config.global_batch_info`` (dp size, global token and sequence counts) the loss is
+multiplied by verl's weight of the micro-batch in the global batch (``agg_loss`` of a
+constant loss with and without that info), as verl's own losses are. Metrics:
+``actor/pg_clipfrac``, ``actor/ppo_kl``, ``actor/pg_clipfrac_lower`` (verl's formulas)
+and ``actor/<name>_loss``. ``rollout_is_weights`` is refused.
+
+Ray workers: see :mod:`exchange.libraries.verl.plugin` (a ``verl.plugins`` entry point,
+or ``VERL_USE_EXTERNAL_MODULES=exchange.libraries.verl.plugin``).
 """
 
 from __future__ import annotations
@@ -55,8 +67,113 @@ def rollout_from_verl(old_log_prob: Tensor, advantages: Tensor, response_mask: T
     )
 
 
-def policy_loss(loss_fn: Callable[[Tensor, Rollout], Tensor], name: str) -> Callable[..., tuple[Tensor, dict[str, Any]]]:
-    """Wrap ``loss_fn(logprobs, rollout)`` in verl's policy-loss signature."""
+def _config_value(config, name: str, default=None):
+    if config is None:
+        return default
+    value = getattr(config, name, None)
+    if value is None and hasattr(config, "get"):
+        value = config.get(name, None)
+    return default if value is None else value
+
+
+def actor_params(config, loss_agg_mode: str, defaults: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The objective's parameters from verl's actor ``config`` and ``loss_agg_mode``, and
+    ``"name=value"`` for each setting the objective has no parameter for."""
+    params: dict[str, Any] = {}
+    unhonoured: list[str] = []
+    if config is not None:
+        clip = _config_value(config, "clip_ratio", 0.2)
+        mapped = {
+            "eps_low": ("clip_ratio_low", _config_value(config, "clip_ratio_low", clip)),
+            "eps_high": ("clip_ratio_high", _config_value(config, "clip_ratio_high", clip)),
+            "clip_c": ("clip_ratio_c", _config_value(config, "clip_ratio_c", None)),
+        }
+        for name, (verl_name, value) in mapped.items():
+            if value is None:
+                continue
+            if name in defaults and (name != "eps_low" or defaults[name] is not None):
+                params[name] = float(value)
+            elif name != "clip_c":
+                unhonoured.append(f"{verl_name}={value}")
+    if "loss_agg_mode" in defaults:
+        params["loss_agg_mode"] = loss_agg_mode
+    return params, unhonoured
+
+
+def _global_weight(response_mask: Tensor, loss_agg_mode: str, config) -> Tensor | float:
+    """verl's normalisation of this micro-batch in the global batch relative to the
+    micro-batch's own: ``agg_loss`` of a constant loss matrix with and without
+    ``config.global_batch_info`` (1 without it)."""
+    info = _config_value(config, "global_batch_info", None)
+    if not info:
+        return 1.0
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    ones = response_mask.to(torch.float32)
+    local = agg_loss(loss_mat=ones, loss_mask=response_mask, loss_agg_mode=loss_agg_mode)
+    globl = agg_loss(loss_mat=ones, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **dict(info))
+    return (globl / local).detach()
+
+
+def verl_metrics(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, config) -> dict:
+    """verl's ``actor/pg_clipfrac``, ``actor/ppo_kl``, ``actor/pg_clipfrac_lower``, with
+    the formulas of ``compute_policy_loss_vanilla`` and the actor's clip settings."""
+    clip = float(_config_value(config, "clip_ratio", 0.2))
+    low = float(_config_value(config, "clip_ratio_low", clip))
+    high = float(_config_value(config, "clip_ratio_high", clip))
+    clip_c = float(_config_value(config, "clip_ratio_c", 3.0))
+    mask = response_mask.to(log_prob.dtype)
+    count = mask.sum().clamp(min=1)
+    with torch.no_grad():
+        neg_kl = (log_prob - old_log_prob).clamp(-20.0, 20.0)
+        ratio = torch.exp(neg_kl)
+        losses1 = -advantages * ratio
+        losses2 = -advantages * torch.clamp(ratio, 1 - low, 1 + high)
+        clipped = torch.maximum(losses1, losses2)
+        losses3 = -advantages * clip_c
+        lower = (torch.gt(clipped, losses3) & (advantages < 0)).to(mask.dtype)
+        return {
+            "actor/pg_clipfrac": float((torch.gt(losses2, losses1).to(mask.dtype) * mask).sum() / count),
+            "actor/ppo_kl": float((-neg_kl * mask).sum() / count),
+            "actor/pg_clipfrac_lower": float((lower * mask).sum() / count),
+        }
+
+
+def policy_loss(
+    loss_fn: Callable[[Tensor, Rollout], Tensor], name: str, objective: str | None = None, **fixed: Any
+) -> Callable[..., tuple[Tensor, dict[str, Any]]]:
+    """Wrap an objective in verl's policy-loss signature.
+
+    ``objective`` (a catalog name): the objective is re-bound per call with the actor's
+    clip settings (``clip_ratio_low``/``clip_ratio_high``/``clip_ratio`` -> ``eps_low``/
+    ``eps_high``, ``clip_ratio_c`` -> ``clip_c``) and ``loss_agg_mode`` where it has those
+    parameters (``fixed`` register-time parameters win); settings it has no parameter
+    for are named in one warning. ``loss_fn`` alone: used as is.
+    """
+    import warnings
+
+    bound: dict[tuple, Callable] = {}
+    warned: set[str] = set()
+
+    def objective_for(loss_agg_mode: str, config) -> Callable:
+        if objective is None:
+            return loss_fn
+        from exchange.objectives import get
+
+        obj = get(objective)
+        params, unhonoured = actor_params(config, loss_agg_mode, dict(obj.defaults))
+        params.update(fixed)
+        if "loss_agg_mode" not in obj.defaults and loss_agg_mode != "token-mean":
+            unhonoured.append(f"loss_agg_mode={loss_agg_mode} (the objective aggregates itself; verl's mode "
+                              "only sets the micro-batch's global weight)")
+        for setting in unhonoured:
+            if setting not in warned:
+                warned.add(setting)
+                warnings.warn(f"verl policy loss {name!r} does not honour {setting}.", UserWarning, stacklevel=3)
+        key = tuple(sorted((k, repr(v)) for k, v in params.items()))
+        if key not in bound:
+            bound[key] = obj.bind(**params)
+        return bound[key]
 
     def verl_policy_loss(
         old_log_prob: Tensor,
@@ -73,8 +190,11 @@ def policy_loss(loss_fn: Callable[[Tensor, Rollout], Tensor], name: str) -> Call
                 "channel. Turn rollout correction off for this loss."
             )
         rollout = rollout_from_verl(old_log_prob, advantages, response_mask)
-        loss = loss_fn(log_prob, rollout)
-        return loss, {f"actor/{name}_loss": float(loss.detach())}
+        loss = objective_for(loss_agg_mode, config)(log_prob, rollout)
+        loss = loss * _global_weight(response_mask, loss_agg_mode, config)
+        metrics = verl_metrics(old_log_prob, log_prob, advantages, response_mask, config)
+        metrics[f"actor/{name}_loss"] = float(loss.detach())
+        return loss, metrics
 
     verl_policy_loss.__name__ = name
     return verl_policy_loss
@@ -96,6 +216,7 @@ def register(objectives: Iterable[str] | None = None, prefix: str = PREFIX, **pa
     registered = []
     for objective in chosen:
         verl_name = f"{prefix}{objective}"
-        core_algos.register_policy_loss(verl_name)(policy_loss(resolve(objective, **params), verl_name))
+        fn = policy_loss(resolve(objective, **params), verl_name, objective=objective, **params)
+        core_algos.register_policy_loss(verl_name)(fn)
         registered.append(verl_name)
     return registered

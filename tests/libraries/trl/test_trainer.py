@@ -106,3 +106,129 @@ def test_dumped_batches_inspect_to_the_logged_residual(tmp_path):
     logged = [h["exchange/shared_residual"] for h in trainer.state.log_history if "exchange/shared_residual" in h]
     found = [inspect(get("grpo").bind(), load_batch(f)).shared_residual for f in files]
     assert logged and min(found) - 1e-9 <= logged[0] <= max(found) + 1e-9  # TRL logs the mean over micro-batches
+
+
+def _config(tmp_path, **overrides):
+    from trl import GRPOConfig
+
+    kwargs = dict(
+        output_dir=str(tmp_path), report_to="none", use_cpu=True, max_steps=2, logging_steps=1,
+        per_device_train_batch_size=4, num_generations=4, max_completion_length=6, temperature=1.0,
+        learning_rate=1e-3, save_strategy="no", seed=0, bf16=False, gradient_accumulation_steps=2,
+    )
+    kwargs.update(overrides)
+    return GRPOConfig(**kwargs)
+
+
+TRL_KEYS = ("entropy", "clip_ratio/region_mean", "reward", "loss")
+EXCHANGE_KEYS = ("exchange/shared_residual", "exchange/shared_events", "exchange/p1_share")
+
+
+def _logged(trainer):
+    return [h for h in trainer.state.log_history if "exchange/shared_residual" in h]
+
+
+def test_callback_on_plain_grpo_trainer_with_grad_accumulation(tmp_path):
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from exchange.libraries.trl.callback import ExchangeCallback
+
+    model, tokenizer = _tiny_model_and_tokenizer()
+    model.save_pretrained(tmp_path / "tiny")  # a local path: TRL loads the reference model (beta > 0) from it
+    callback = ExchangeCallback()
+    trainer = GRPOTrainer(
+        model=str(tmp_path / "tiny"), reward_funcs=_reward, args=_config(tmp_path, beta=0.04), processing_class=tokenizer,
+        train_dataset=Dataset.from_dict({"prompt": ["a b c", "d e f", "g h", "i j k"]}), callbacks=[callback],
+    )
+    assert trainer.args.steps_per_generation == 2  # TRL splits a generation batch in two micro-batches
+    trainer.train()
+    assert callback.trainer is trainer  # found without user code
+    logged = _logged(trainer)
+    assert len(logged) == 2, trainer.state.log_history
+    for entry in logged:
+        for key in TRL_KEYS + ("kl",) + EXCHANGE_KEYS:
+            assert key in entry, (key, entry)
+        assert 0.0 <= entry["exchange/shared_residual"] <= 1.0 + 1e-9
+        assert 0.0 <= entry["exchange/p1_share"] <= 1.0 + 1e-9
+
+
+def test_exchange_trainer_keeps_trl_metrics_whole_groups_and_warns(tmp_path):
+    from datasets import Dataset
+
+    from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
+
+    model, tokenizer = _tiny_model_and_tokenizer()
+    args = _config(tmp_path, epsilon=0.1, epsilon_high=0.3, importance_sampling_level="sequence")
+    with pytest.warns(UserWarning, match="importance_sampling_level='sequence'"):
+        trainer = ExchangeGRPOTrainer(
+            model=model, reward_funcs=_reward, args=args, processing_class=tokenizer,
+            train_dataset=Dataset.from_dict({"prompt": ["a b c", "d e f", "g h", "i j k"]}), objective="dapo",
+        )
+    seen_groups = []
+    original = trainer.exchange_objective
+
+    def spy(logprobs, rollout):
+        seen_groups.append(torch.bincount(rollout.group_index).tolist())
+        return original(logprobs, rollout)
+
+    trainer.exchange_objective = spy
+    trainer.train()
+    assert seen_groups and all(sizes == [4] for sizes in seen_groups), seen_groups  # whole groups
+    logged = _logged(trainer)
+    assert len(logged) == 2
+    for entry in logged:
+        for key in TRL_KEYS + EXCHANGE_KEYS:
+            assert key in entry, (key, entry)
+        assert entry["exchange/shared_residual"] <= 1e-6  # dapo keeps (C)
+
+
+def test_hyperparameters_come_from_grpo_config(tmp_path):
+    from exchange.libraries.trl.trainer import config_params, unhonoured_settings
+
+    args = _config(tmp_path, epsilon=0.1, epsilon_high=0.3, beta=0.04, scale_rewards="batch")
+    assert config_params(args, "grpo") == {"eps_low": 0.1, "eps_high": 0.3, "beta": 0.04, "scale": "batch"}
+    assert config_params(args, "dapo", {"eps_high": 0.5}) == {"eps_low": 0.1, "eps_high": 0.5}
+    names = " ".join(unhonoured_settings(args, "dapo"))
+    assert "beta=0.04" in names and "scale_rewards='batch'" in names and "loss_type=" in names
+    assert "beta" not in " ".join(unhonoured_settings(args, "grpo"))
+    assert unhonoured_settings(args, None) == []
+    plain = _config(tmp_path)  # TRL's defaults keep the objective's own (GSPO's 3e-4 clip, DAPO's 0.28)
+    assert config_params(plain, "gspo") == {} and config_params(plain, "dapo") == {}
+    assert unhonoured_settings(plain, "rloo") == [unhonoured_settings(plain, "rloo")[0]]  # only loss_type
+
+
+def test_partial_groups_are_refused_naming_the_setting(tmp_path):
+    from datasets import Dataset
+
+    from exchange.errors import ExchangeError
+    from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
+
+    model, tokenizer = _tiny_model_and_tokenizer()
+    args = _config(tmp_path, per_device_train_batch_size=2, gradient_accumulation_steps=2)
+    with pytest.raises(ExchangeError, match="per_device_train_batch_size=2"):
+        ExchangeGRPOTrainer(
+            model=model, reward_funcs=_reward, args=args, processing_class=tokenizer,
+            train_dataset=Dataset.from_dict({"prompt": ["a b c", "d e f"]}), objective="dapo",
+        )
+
+
+def test_learning_tax_is_never_nan_when_reward_std_is_zero(tmp_path):
+    import math
+
+    from datasets import Dataset
+
+    from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
+
+    pytest.importorskip("exchange.paramspace")
+    model, tokenizer = _tiny_model_and_tokenizer()
+    trainer = ExchangeGRPOTrainer(
+        model=model, reward_funcs=lambda completions, **kw: [1.0] * len(completions),
+        args=_config(tmp_path, gradient_accumulation_steps=1), processing_class=tokenizer,
+        train_dataset=Dataset.from_dict({"prompt": ["a b c", "d e f"]}), objective="grpo", learning_tax=True,
+    )
+    trainer.train()
+    for entry in trainer.state.log_history:
+        for key, value in entry.items():
+            if key.startswith("exchange/") and isinstance(value, float):
+                assert math.isfinite(value), (key, entry)

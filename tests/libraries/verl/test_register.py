@@ -72,7 +72,9 @@ def test_round_trip_is_the_native_objective_up_to_a_constant_for_std_scaled_loss
     adv = advantages(rollout, "grpo", None)
     for name in ("grpo", "dapo"):
         got = _verl_kappa(f"exchange_{name}", rollout, adv)
-        want = token_coefficients(resolve(name), rollout.logprobs, rollout)
+        # verl's loss_agg_mode (token-mean here) is honoured by objectives that take one.
+        agg = {"loss_agg_mode": "token-mean"} if name == "grpo" else {}
+        want = token_coefficients(resolve(name, **agg), rollout.logprobs, rollout)
         ratio = got[rollout.mask] / want[rollout.mask]
         ok = want[rollout.mask].abs() > 1e-12
         assert float(ratio[ok].min()) > 0

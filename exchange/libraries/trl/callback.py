@@ -1,0 +1,270 @@
+"""``ExchangeCallback``: exchange's instruments on a plain TRL ``GRPOTrainer`` (trl==1.16.0).
+
+    from trl import GRPOConfig, GRPOTrainer
+    from exchange.libraries.trl.callback import ExchangeCallback
+    trainer = GRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...),
+                          train_dataset=..., callbacks=[ExchangeCallback()])
+    trainer.train()
+
+TRL trains with its own loss, unchanged; the callback adds, through TRL's own
+``self._metrics`` (so they reach every ``report_to`` backend and ``log_history`` next
+to ``entropy``, ``clip_ratio/*``, ``kl``, ``reward``, ...):
+
+- ``exchange/shared_residual``: :func:`exchange.core.events.shared_residual` of the
+  coefficients of TRL's real loss on the real generation batch;
+- ``exchange/shared_events``: the number of shared events in it;
+- ``exchange/p1_share``: the P1 share in coefficient space, ``sum |kappa|`` over the
+  occurrences of shared events divided by ``sum |kappa|`` over all tokens.
+
+**The hook.** ``transformers`` hands a callback neither the trainer nor the batch. At
+``on_train_begin`` the callback finds the trainer that is calling it (the caller whose
+``callback_handler`` holds this callback; or call :meth:`ExchangeCallback.bind`
+yourself) and wraps four of its methods *on the instance* (the class is untouched):
+
+- ``_calculate_rewards`` / ``_generate_and_score_completions``: keep each row's reward
+  (TRL's weighted sum, this process's slice), its group and its row index;
+- ``_get_per_token_logps_and_entropies`` (only inside ``_compute_loss``): keep the
+  log-probs of the forward pass TRL already does;
+- ``_compute_loss``: after TRL's loss, ``kappa = -d loss / d logps`` by
+  ``torch.autograd.grad`` on the loss arithmetic only (no second forward or backward
+  through the model).
+
+TRL shuffles a generation batch and splits it into ``steps_per_generation``
+micro-batches, so a micro-batch holds pieces of groups. The callback puts each
+micro-batch's ``kappa`` back in its row of the generation batch and computes the events
+once every row has been seen, on whole groups; the sums are reduced over processes
+(``accelerator.reduce``), so every process logs the global number. Groups are whole on
+a process when ``per_device_train_batch_size * steps_per_generation`` is a multiple of
+``num_generations`` (TRL lays each group out as consecutive rows); otherwise a group is
+split between processes and the callback warns once and logs nothing.
+
+Not measured: ``use_liger_kernel=True`` (TRL's fused loss never returns per-token
+log-probs; warned).
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from exchange.core.events import events, shared_residual
+from exchange.core.rollout import Rollout
+from exchange.libraries.versions import require
+
+require("trl")
+from transformers import TrainerCallback  # noqa: E402
+
+__all__ = ["ExchangeCallback", "batch_sums", "metrics_from_sums"]
+
+_SUMS = ("shared_abs_K", "shared_mass", "shared_events", "shared_kappa_abs", "kappa_abs")
+
+
+def batch_sums(kappa: Tensor, rollout: Rollout) -> Tensor:
+    """Additive sums (over groups, hence over processes) behind the logged metrics."""
+    ev = events(rollout)
+    kappa = kappa.detach().double().cpu()
+    valid = ev.ids >= 0
+    K = torch.zeros(ev.count, dtype=torch.float64).index_add(0, ev.ids[valid], kappa[valid])
+    mass = torch.zeros(ev.count, dtype=torch.float64).index_add(0, ev.ids[valid], kappa.abs()[valid])
+    shared = ev.shared
+    on_shared = torch.zeros_like(valid)
+    on_shared[valid] = shared[ev.ids[valid]]
+    sums = torch.stack(
+        [
+            K[shared].abs().sum(),
+            mass[shared].sum(),
+            shared.sum().double(),
+            kappa.abs()[on_shared].sum(),
+            kappa.abs()[valid].sum(),
+        ]
+    )
+    # The residual is defined once, in exchange.core.events: the sums above must give it.
+    local = shared_residual(kappa, rollout, ev)
+    assert abs(local - (float(sums[0] / sums[1]) if sums[1] > 0 else 0.0)) < 1e-9
+    return sums
+
+
+def metrics_from_sums(sums: Tensor) -> dict[str, float]:
+    s = dict(zip(_SUMS, (float(x) for x in sums)))
+    return {
+        "exchange/shared_residual": s["shared_abs_K"] / s["shared_mass"] if s["shared_mass"] > 0 else 0.0,
+        "exchange/shared_events": s["shared_events"],
+        "exchange/p1_share": s["shared_kappa_abs"] / s["kappa_abs"] if s["kappa_abs"] > 0 else 0.0,
+    }
+
+
+def _weighted_rewards(trainer, per_func: Tensor) -> Tensor:
+    weights = trainer.reward_weights.to(per_func.device)
+    return (per_func * weights[None, :]).nansum(dim=1)  # TRL's "sum_then_normalize" reward
+
+
+def add_batch_keys(trainer, output: dict, per_func: Tensor) -> dict:
+    """Add ``exchange_rewards``/``exchange_group``/``exchange_row`` to TRL's generation
+    output (this process's slice, TRL's own ``process_slice``)."""
+    n = output["completion_ids"].shape[0]
+    start = trainer.accelerator.process_index * n
+    rewards = _weighted_rewards(trainer, per_func)[start : start + n]
+    mode = "train" if trainer.model.training else "eval"
+    g = trainer.num_generations if mode == "train" else trainer.num_generations_eval
+    rows = torch.arange(start, start + n, device=rewards.device)
+    output["exchange_rewards"] = rewards
+    output["exchange_group"] = rows // g  # TRL lays groups out as consecutive rows
+    output["exchange_row"] = rows - start
+    return output
+
+
+def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None) -> Rollout:
+    """The micro-batch (or generation batch) ``inputs`` as a :class:`Rollout`; the old
+    log-probs are TRL's, or ``logprobs`` (detached) where TRL takes the on-policy
+    shortcut, or zeros (a ratio of 1) for the events-only use."""
+    mask = inputs["completion_mask"]
+    if inputs.get("tool_mask") is not None:
+        mask = mask * inputs["tool_mask"]
+    old = inputs.get("old_per_token_logps")
+    return Rollout(
+        tokens=inputs["completion_ids"],
+        mask=mask.bool(),
+        rewards=inputs["exchange_rewards"].to(dtype),
+        group=inputs["exchange_group"],
+        old_logprobs=old.to(dtype) if old is not None else (
+            logprobs.detach().to(dtype) if logprobs is not None else torch.zeros(mask.shape, dtype=dtype)
+        ),
+        ref_logprobs=inputs.get("ref_per_token_logps"),
+        prompt_tokens=inputs.get("prompt_ids"),
+        prompt_mask=None if inputs.get("prompt_mask") is None else inputs["prompt_mask"].bool(),
+    )
+
+
+class _Accumulator:
+    """Collects per-micro-batch ``kappa`` into the rows of the generation batch."""
+
+    def __init__(self) -> None:
+        self.reset(None)
+
+    def reset(self, batch: dict | None) -> None:
+        self.batch = batch
+        self.kappa: Tensor | None = None
+        self.seen: Tensor | None = None
+
+    def add(self, inputs: dict, kappa: Tensor, n_rows: int) -> bool:
+        rows = inputs["exchange_row"].cpu()
+        if self.kappa is None:
+            self.kappa = torch.zeros(n_rows, kappa.shape[1], dtype=torch.float64)
+            self.seen = torch.zeros(n_rows, dtype=torch.bool)
+        self.kappa[rows] = kappa.detach().double().cpu()
+        self.seen[rows] = True
+        return bool(self.seen.all())
+
+
+class ExchangeCallback(TrainerCallback):
+    """Log exchange's instruments on TRL's real batches (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.trainer = None
+        self._acc = _Accumulator()
+        self._capture: list[Tensor] | None = None
+        self.enabled = True
+
+    # --------------------------------------------------------------- binding
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.trainer is None:
+            frame = inspect.currentframe()
+            while frame is not None:
+                obj = frame.f_locals.get("self")
+                handler = getattr(obj, "callback_handler", None)
+                if handler is not None and self in getattr(handler, "callbacks", ()):
+                    self.bind(obj)
+                    break
+                frame = frame.f_back
+            del frame
+        if self.trainer is None:
+            warnings.warn("ExchangeCallback: no GRPOTrainer found calling it; call callback.bind(trainer).", stacklevel=2)
+        return control
+
+    def bind(self, trainer) -> "ExchangeCallback":
+        """Wrap ``trainer``'s methods (instance attributes) so the callback sees each batch."""
+        if self.trainer is trainer:
+            return self
+        self.trainer = trainer
+        args = trainer.args
+        if getattr(args, "use_liger_kernel", False):
+            warnings.warn("ExchangeCallback: use_liger_kernel=True: TRL's fused loss returns no per-token "
+                          "log-probs, so no exchange/* metric is logged.", stacklevel=2)
+            self.enabled = False
+            return self
+        local_rows = args.per_device_train_batch_size * args.steps_per_generation
+        if local_rows % trainer.num_generations:
+            warnings.warn(
+                f"ExchangeCallback: per_device_train_batch_size*steps_per_generation={local_rows} is not a multiple of "
+                f"num_generations={trainer.num_generations}: a group is split between processes, so its shared events "
+                "cannot be found on one process; no exchange/* metric is logged.",
+                stacklevel=2,
+            )
+            self.enabled = False
+            return self
+
+        calc, gen = trainer._calculate_rewards, trainer._generate_and_score_completions
+        logps, compute = trainer._get_per_token_logps_and_entropies, trainer._compute_loss
+        holder: dict[str, Any] = {}
+
+        def _calculate_rewards(*a, **k):
+            holder["per_func"] = out = calc(*a, **k)
+            return out
+
+        def _generate_and_score_completions(inputs):
+            output = gen(inputs)
+            per_func = holder.pop("per_func", None)
+            if "exchange_row" not in output:  # ExchangeGRPOTrainer adds them itself
+                output = add_batch_keys(trainer, output, per_func)
+            if trainer.model.training:
+                self._acc.reset(output)
+            return output
+
+        def _get_per_token_logps_and_entropies(*a, **k):
+            out = logps(*a, **k)
+            if self._capture is not None:
+                self._capture.append(out[0])
+            return out
+
+        def _compute_loss(model, inputs):
+            self._capture = []
+            try:
+                loss = compute(model, inputs)
+            finally:
+                captured, self._capture = self._capture, None
+            if trainer.model.training and captured and captured[-1].requires_grad and loss.requires_grad:
+                self._measure(loss, captured[-1], inputs)
+            return loss
+
+        trainer._calculate_rewards = _calculate_rewards
+        trainer._generate_and_score_completions = _generate_and_score_completions
+        trainer._get_per_token_logps_and_entropies = _get_per_token_logps_and_entropies
+        trainer._compute_loss = _compute_loss
+        return self
+
+    # -------------------------------------------------------------- measuring
+    def _measure(self, loss: Tensor, logps: Tensor, inputs: dict) -> None:
+        (grad,) = torch.autograd.grad(loss, logps, retain_graph=True, allow_unused=True)
+        kappa = torch.zeros_like(logps) if grad is None else -grad
+        batch = self._acc.batch
+        if batch is None or "exchange_row" not in inputs:
+            return
+        if not self._acc.add(inputs, kappa, batch["completion_ids"].shape[0]):
+            return
+        full_kappa = self._acc.kappa
+        self._acc.seen.zero_()  # num_iterations > 1: the next pass over the batch logs again
+        rollout = rollout_of({k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in batch.items()})
+        log_metrics(self.trainer, "train", full_kappa, rollout)
+
+
+def log_metrics(trainer, mode: str, kappa: Tensor, rollout: Rollout) -> dict[str, float]:
+    sums = batch_sums(kappa, rollout).to(trainer.accelerator.device, torch.float32)
+    sums = trainer.accelerator.reduce(sums, reduction="sum")
+    metrics = metrics_from_sums(sums.cpu())
+    for key, value in metrics.items():
+        trainer._metrics[mode][key].append(value)
+    return metrics

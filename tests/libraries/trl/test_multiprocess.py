@@ -1,0 +1,36 @@
+"""Two real processes with gradient accumulation 2: the callback's metrics and TRL's own
+metrics are in the log.
+
+``torchrun --nproc_per_node 2`` starts them: ``accelerate launch --cpu --num_processes 2``
+(accelerate 1.x) goes to its simple launcher, which starts ONE process unless MPI is
+installed. Accelerate reads torchrun's environment and runs two CPU (gloo) processes;
+the test checks ``num_processes == 2`` from inside the run."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.usefixtures("trl_ready"), pytest.mark.slow]
+
+
+def test_two_processes_with_gradient_accumulation(tmp_path):
+    script = Path(__file__).with_name("two_process_run.py")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(script), str(tmp_path)]
+    root = str(Path(__file__).resolve().parents[3])
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", ACCELERATE_USE_CPU="true",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    for name in ("callback", "trainer"):
+        assert result[name]["num_processes"] == 2
+        logged = [h for h in result[name]["log_history"] if "exchange/shared_residual" in h]
+        assert len(logged) == 2, result[name]["log_history"]
+        for entry in logged:
+            for key in ("entropy", "clip_ratio/region_mean", "reward", "exchange/shared_events", "exchange/p1_share"):
+                assert key in entry, (name, key, entry)

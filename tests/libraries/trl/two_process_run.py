@@ -1,0 +1,38 @@
+"""Launched by test_multiprocess.py under ``accelerate launch --cpu --num_processes 2``:
+a plain GRPOTrainer with ExchangeCallback, then ExchangeGRPOTrainer, both with gradient
+accumulation 2, on the tiny model of test_trainer.py. Rank 0 writes both log histories."""
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+warnings.filterwarnings("ignore")
+
+from datasets import Dataset  # noqa: E402
+from test_trainer import _reward, _tiny_model_and_tokenizer  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from exchange.libraries.trl.callback import ExchangeCallback  # noqa: E402
+from exchange.libraries.trl.trainer import ExchangeGRPOTrainer  # noqa: E402
+
+out = Path(sys.argv[1])
+dataset = Dataset.from_dict({"prompt": ["a b c", "d e f", "g h", "i j k", "l m", "n o p", "q r", "s t u"]})
+result = {}
+for name in ("callback", "trainer"):
+    model, tokenizer = _tiny_model_and_tokenizer()
+    args = GRPOConfig(
+        output_dir=str(out / name), report_to="none", use_cpu=True, max_steps=2, logging_steps=1,
+        per_device_train_batch_size=4, num_generations=4, gradient_accumulation_steps=2, max_completion_length=6,
+        learning_rate=1e-3, save_strategy="no", seed=0, bf16=False,
+    )
+    common = dict(model=model, reward_funcs=_reward, args=args, processing_class=tokenizer, train_dataset=dataset)
+    if name == "callback":
+        trainer = GRPOTrainer(**common, callbacks=[ExchangeCallback()])
+    else:
+        trainer = ExchangeGRPOTrainer(**common, objective="grpo")
+    trainer.train()
+    result[name] = {"num_processes": trainer.accelerator.num_processes, "log_history": trainer.state.log_history}
+if trainer.accelerator.is_main_process:
+    (out / "result.json").write_text(json.dumps(result))
