@@ -40,7 +40,10 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
             where = [REGIME_LABELS.get(r, r) for r in report.regimes if m in report.mechanisms_by_regime.get(r, [])]
             console.print(f"  {m} ({', '.join(where)}): {MECHANISMS[m].description if m in MECHANISMS else ''}")
     elif not report.all_hold:
-        console.print("mechanisms: none attributed by the probes (see the counterexamples)")
+        if "finite" in report.properties and not report.holds("finite"):
+            console.print("mechanisms: none attributed: the loss or its gradient is not finite (fix that first)")
+        else:
+            console.print("mechanisms: none attributed by the probes (see the counterexamples)")
     if report.regularizer is not None:
         reg = report.regularizer
         console.print(

@@ -168,7 +168,7 @@ def check(
     mechanisms: dict[str, list[str]] = {}
     for regime in regimes:
         probes = run_probes(engine, regime)
-        mechanisms[regime] = sorted({p.probe.mechanism for p in probes if p.mechanism_found})
+        mechanisms[regime] = _attributed(probes, names)
         for prop_name in names:
             prop = PROPERTIES[prop_name]
             theorems = PROPERTY_THEOREMS.get(prop_name, ())
@@ -213,6 +213,8 @@ def check(
                     "raise max_examples"
                 )
             results[(regime, prop_name)] = res
+        if _design_choice(probes, names, results, regime, mechanisms[regime]):
+            mechanisms[regime] = sorted(mechanisms[regime] + ["M7"])
     reproduce = f"exchange check {label} --seed {seed} --max-examples {max_examples}"
     return Report(
         objective=label,
@@ -225,6 +227,35 @@ def check(
         regularizer=None if regularizer is None else _regularizer_report(regularizer),
         reproduce=reproduce,
     )
+
+
+def _attributed(probes, names) -> list[str]:
+    """Mechanisms the probes found, kept only where they explain a property that was
+    asked for (the probe's own property, or (C) when the probe broke it)."""
+    out = set()
+    for p in probes:
+        if not p.mechanism_found:
+            continue
+        cancel = p.evaluations.get("shared_cancellation")
+        if p.probe.attributes in names or (
+            "shared_cancellation" in names and cancel is not None and cancel.residual > PROPERTIES["shared_cancellation"].tolerance
+        ):
+            out.add(p.mechanism)
+    return sorted(out)
+
+
+def _design_choice(probes, names, results, regime, found) -> bool:
+    """M7 (THEORY.md section 4): (E) broken while (C) holds in every example, with
+    zero-sum coefficients, and no defect mechanism explains the break."""
+    if found or "exchangeable" not in names or results[(regime, "exchangeable")].holds:
+        return False
+    for prop in ("zero_sum", "shared_cancellation"):
+        if prop in names and not results[(regime, prop)].holds:
+            return False
+        tol = PROPERTIES[prop].tolerance
+        if any(prop in p.evaluations and not p.evaluations[prop].residual <= tol for p in probes):
+            return False
+    return True
 
 
 def _result(name, regime, tolerance, ev: Evaluation, found_by, examples, informative, theorems) -> PropertyResult:

@@ -50,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"exchange {args.command}: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as err:  # user code (a loss, a target module) called sys.exit
+        print(f"exchange {args.command}: error: user code called sys.exit({err.code!r}); nothing was checked", file=sys.stderr)
+        return 2
+    except Exception as err:  # user code raised: one line, never a traceback or a pass
+        print(f"exchange {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,6 +18,12 @@ def add_parser(sub) -> None:
     p.add_argument("--regime", choices=sorted(REGIME_CHOICES), default="both", help="on-policy, off-policy or both")
     p.add_argument("--max-examples", type=int, default=200, help="Hypothesis examples per property and regime")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--regularizer",
+        metavar="TARGET",
+        help="a KL/entropy/penalty term (module:function or file.py:function), reported in its own channel "
+        "instead of the reward-driven coefficients (an M6 term belongs here)",
+    )
     add_json(p)
     p.add_argument("--verbose", "-v", action="store_true", help="also print counterexamples as pasteable code")
     p.set_defaults(func=run)
@@ -30,18 +36,22 @@ def run(args) -> int:
     from exchange.targets import parse_param_items, resolve_target
 
     target = resolve_target(args.target, parse_param_items(args.param))
+    regularizer = target.regularizer
+    if args.regularizer:
+        regularizer = resolve_target(args.regularizer).loss_fn
     report = check(
         target.loss_fn,
         properties=args.properties,
         max_examples=args.max_examples,
         seed=args.seed,
         regimes=regimes_of(args.regime),
-        regularizer=target.regularizer,
+        regularizer=regularizer,
         name=target.name,
     )
     params = "".join(f" --param {p}" for p in args.param or [])
     regime = "" if args.regime == "both" else f" --regime {args.regime}"
-    report.reproduce = f"exchange check {args.target}{params}{regime} --seed {args.seed} --max-examples {args.max_examples}"
+    reg = f" --regularizer {args.regularizer}" if args.regularizer else ""
+    report.reproduce = f"exchange check {args.target}{params}{reg}{regime} --seed {args.seed} --max-examples {args.max_examples}"
     if args.json:
         print(report.to_json())
     else:

@@ -115,7 +115,7 @@ BAD = [
     (["check", "dapo", "--max-examples", "-3"], "max_examples=-3"),
     (["check", "dapo", "--seed", "-1"], "seed=-1"),
     (["check", "dapo", "--property", "nope"], "property='nope'"),
-    (["check", "{file}:token_mean_pg", "--param", "a=1"], "--param applies"),
+    (["check", "{file}:token_mean_pg", "--param", "a=1"], "takes no parameter 'a'"),
     (["audit", "--max-examples", "0"], "must be >= 1"),
     (["audit", "nope"], "not a built-in"),
 ]
