@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 
 def _cell(res) -> str:
+    if res.holds and res.note.startswith("holds up to"):
+        return f"[green]holds[/green] up to {res.note.split()[3]} round-off ({res.examples} ex)"
     if res.holds:
         return f"[green]holds[/green] ({res.examples} ex)"
     return f"[red]BROKEN[/red] ({res.found_by})"
@@ -34,6 +36,9 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
         theorems = ", ".join(per[0].theorems[:2]) + (" ..." if len(per[0].theorems) > 2 else "") or "-"
         table.add_row(name, *[_cell(p) for p in per], f"{worst:.2e}", theorems)
     console.print(table)
+    if report.precision != "float64":
+        how = "detected: every coefficient is an exact " + report.precision + " value" if report.precision_detected else "as told"
+        console.print(f"precision: {report.precision} ({how}); residuals at that level are round-off")
     if report.mechanisms:
         console.print("mechanisms:")
         for m in report.mechanisms:

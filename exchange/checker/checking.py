@@ -35,6 +35,41 @@ __all__ = ["check"]
 # A property needs at least this share of informative examples to be called "holds".
 MIN_INFORMATIVE_SHARE = 0.1
 
+# THEORY.md section 4, precision rule: a residual at the level of the loss's effective
+# precision is round-off. Relative tolerances per precision; float64 keeps each
+# property's own (tight) tolerance.
+PRECISIONS = ("float64", "float32", "bf16")
+PRECISION_RTOL = {"float64": 0.0, "float32": 1e-6, "bf16": 3e-2}
+
+
+def _tolerance(prop, precision: str) -> float:
+    return prop.tolerance if prop.tolerance == 0 else max(prop.tolerance, PRECISION_RTOL[precision])
+
+
+def detect_precision(loss_fn: LossFn) -> str:
+    """The coarsest format in which every token coefficient of ``loss_fn`` is exactly
+    representable, on a float64 group with generic rewards and ratios: a loss that runs
+    its ``exp`` (or anything on the gradient path) in float32 or bf16 gives coefficients
+    rounded to that format; a float64 loss gives generic float64 values."""
+    from exchange.checker.cases import Case, GroupConfig
+
+    case = Case(
+        groups=(
+            GroupConfig(((1, 2, 3), (1, 2, 0, 1), (1, 3), (2, 2, 1)), (0.3, 0.71, 0.13, 0.97)),
+            GroupConfig(((1, 2), (1, 0, 3)), (0.41, 0.09)),
+        ),
+        off_policy=True,
+    )
+    rollout = build(case)
+    kappa = token_coefficients(loss_fn, rollout.logprobs, rollout)
+    values = kappa[(kappa != 0) & torch.isfinite(kappa)]
+    if values.numel() < 4:
+        return "float64"
+    for name, dtype in (("bf16", torch.bfloat16), ("float32", torch.float32)):
+        if bool((values.to(dtype).to(values.dtype) == values).all()):
+            return name
+    return "float64"
+
 
 class _Falsified(Exception):
     def __init__(self, evaluation: Evaluation) -> None:
@@ -49,8 +84,9 @@ class _Tally:
     max_residual: float = 0.0
 
 
-def _fuzz(engine: Engine, name: str, regime: str, max_examples: int, seed: int) -> tuple[_Tally, Evaluation | None]:
+def _fuzz(engine: Engine, name: str, regime: str, max_examples: int, seed: int, tolerance: float | None = None) -> tuple[_Tally, Evaluation | None]:
     prop = get_property(name)
+    tolerance = prop.tolerance if tolerance is None else tolerance
     tally = _Tally()
 
     @settings(
@@ -72,7 +108,7 @@ def _fuzz(engine: Engine, name: str, regime: str, max_examples: int, seed: int) 
             raise _Falsified(_error_evaluation(example, err)) from err
         tally.examples += 1
         tally.informative += ev.informative
-        if ev.residual > prop.tolerance:
+        if not ev.residual <= tolerance:
             raise _Falsified(ev)
         tally.max_residual = max(tally.max_residual, ev.residual)
 
@@ -142,6 +178,7 @@ def check(
     regularizer: LossFn | None = None,
     name: str | None = None,
     batched: bool = False,
+    precision: str | None = None,
 ) -> Report:
     """Check ``loss_fn(logprobs [N, T], rollout) -> loss`` for exchangeability.
 
@@ -155,6 +192,12 @@ def check(
         name: label for the report (default: ``loss_fn.__name__``).
         batched: try the vmapped coefficient path (see ``benchmarks/audit_speed.py``:
             for the checker's small groups the autograd loop is faster, so it is off).
+        precision: the loss's effective precision, ``"float64"``, ``"float32"`` or
+            ``"bf16"``; residuals at that level are round-off and a property holding only
+            up to it is reported as "holds up to float32 round-off". ``None`` (default)
+            detects it: coefficients that are all exactly float32 (or bf16) values mean
+            the loss computes in that format. Pass ``"float64"`` to force the tight
+            tolerances.
     """
     if not callable(loss_fn):
         raise InvalidArgument(f"loss_fn={loss_fn!r} is not callable; pass loss_fn(logprobs, rollout) -> Tensor.")
@@ -163,14 +206,21 @@ def check(
     engine = Engine(loss_fn, batched=batched)
     smoke = build(PROBES[0].case)
     token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
+    if precision is None:
+        precision, detected = detect_precision(loss_fn), True
+    else:
+        detected = False
+        if precision not in PRECISIONS:
+            raise InvalidArgument(f"precision={precision!r}: choose from {PRECISIONS} (or None to detect it).")
 
     results: dict[tuple[str, str], PropertyResult] = {}
     mechanisms: dict[str, list[str]] = {}
     for regime in regimes:
         probes = run_probes(engine, regime)
-        mechanisms[regime] = _attributed(probes, names)
+        mechanisms[regime] = _attributed(probes, names, precision)
         for prop_name in names:
             prop = PROPERTIES[prop_name]
+            tol = _tolerance(prop, precision)
             theorems = PROPERTY_THEOREMS.get(prop_name, ())
             if prop.regime_free and regime != regimes[0]:
                 results[(regime, prop_name)] = results[(regimes[0], prop_name)]
@@ -179,19 +229,19 @@ def check(
                 (
                     (p, p.evaluations[prop_name])
                     for p in probes
-                    if prop_name in p.evaluations and p.evaluations[prop_name].residual > prop.tolerance
+                    if prop_name in p.evaluations and not p.evaluations[prop_name].residual <= tol
                 ),
                 None,
             )
             if failed is not None:
                 probe_result, ev = failed
-                results[(regime, prop_name)] = _result(prop_name, regime, prop.tolerance, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
+                results[(regime, prop_name)] = _result(prop_name, regime, tol, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
                 continue
             probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
-            tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed)
+            tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed, tol)
             if failure is not None:
                 results[(regime, prop_name)] = _result(
-                    prop_name, regime, prop.tolerance, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
+                    prop_name, regime, tol, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
                 )
                 continue
             res = PropertyResult(
@@ -201,10 +251,12 @@ def check(
                 max_residual=max(tally.max_residual, probe_max),
                 examples=tally.examples,
                 informative=tally.informative,
-                tolerance=prop.tolerance,
+                tolerance=tol,
                 found_by="",
                 theorems=theorems,
             )
+            if res.max_residual > prop.tolerance:
+                res.note = f"holds up to {precision} round-off (residual {res.max_residual:.2g} > float64 tolerance {prop.tolerance:g})"
             if tally.informative < MIN_INFORMATIVE_SHARE * max(tally.examples, 1):
                 res.holds = False
                 res.found_by = "vacuity guard"
@@ -213,7 +265,7 @@ def check(
                     "raise max_examples"
                 )
             results[(regime, prop_name)] = res
-        if _design_choice(probes, names, results, regime, mechanisms[regime]):
+        if _design_choice(probes, names, results, regime, mechanisms[regime], precision):
             mechanisms[regime] = sorted(mechanisms[regime] + ["M7"])
     reproduce = f"exchange check {label} --seed {seed} --max-examples {max_examples}"
     return Report(
@@ -226,25 +278,33 @@ def check(
         max_examples=max_examples,
         regularizer=None if regularizer is None else _regularizer_report(regularizer),
         reproduce=reproduce,
+        precision=precision,
+        precision_detected=detected,
     )
 
 
-def _attributed(probes, names) -> list[str]:
+def _attributed(probes, names, precision: str = "float64") -> list[str]:
     """Mechanisms the probes found, kept only where they explain a property that was
-    asked for (the probe's own property, or (C) when the probe broke it)."""
+    asked for (the probe's own property, or (C) when the probe broke it) beyond the
+    loss's round-off."""
     out = set()
     for p in probes:
         if not p.mechanism_found:
             continue
+        own = p.evaluations.get(p.probe.attributes)
+        if own is not None and own.residual <= _tolerance(PROPERTIES[p.probe.attributes], precision):
+            continue
         cancel = p.evaluations.get("shared_cancellation")
         if p.probe.attributes in names or (
-            "shared_cancellation" in names and cancel is not None and cancel.residual > PROPERTIES["shared_cancellation"].tolerance
+            "shared_cancellation" in names
+            and cancel is not None
+            and cancel.residual > _tolerance(PROPERTIES["shared_cancellation"], precision)
         ):
             out.add(p.mechanism)
     return sorted(out)
 
 
-def _design_choice(probes, names, results, regime, found) -> bool:
+def _design_choice(probes, names, results, regime, found, precision: str = "float64") -> bool:
     """M7 (THEORY.md section 4): (E) broken while (C) holds in every example, with
     zero-sum coefficients, and no defect mechanism explains the break."""
     if found or "exchangeable" not in names or results[(regime, "exchangeable")].holds:
@@ -252,7 +312,7 @@ def _design_choice(probes, names, results, regime, found) -> bool:
     for prop in ("zero_sum", "shared_cancellation"):
         if prop in names and not results[(regime, prop)].holds:
             return False
-        tol = PROPERTIES[prop].tolerance
+        tol = _tolerance(PROPERTIES[prop], precision)
         if any(prop in p.evaluations and not p.evaluations[prop].residual <= tol for p in probes):
             return False
     return True

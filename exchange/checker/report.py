@@ -94,6 +94,8 @@ class Report:
     max_examples: int
     regularizer: RegularizerReport | None = None
     reproduce: str = ""
+    precision: str = "float64"  # the loss's effective precision (THEORY.md section 4)
+    precision_detected: bool = False
 
     # ------------------------------------------------------------------ API
     def _check_name(self, name: str, regime: str | None) -> None:
@@ -156,6 +158,8 @@ class Report:
             "seed": self.seed,
             "max_examples": self.max_examples,
             "reproduce": self.reproduce,
+            "precision": self.precision,
+            "precision_detected": self.precision_detected,
         }
         if self.regularizer is not None:
             out["regularizer"] = self.regularizer.to_dict()

@@ -19,6 +19,13 @@ def add_parser(sub) -> None:
     p.add_argument("--max-examples", type=int, default=200, help="Hypothesis examples per property and regime")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--precision",
+        choices=("auto", "float64", "float32", "bf16"),
+        default="auto",
+        help="the loss's effective precision: residuals at that level are round-off "
+        "(auto: detected from the coefficients; float64 forces the tight tolerances)",
+    )
+    p.add_argument(
         "--regularizer",
         metavar="TARGET",
         help="a KL/entropy/penalty term (module:function or file.py:function), reported in its own channel "
@@ -46,11 +53,13 @@ def run(args) -> int:
         seed=args.seed,
         regimes=regimes_of(args.regime),
         regularizer=regularizer,
+        precision=None if args.precision == "auto" else args.precision,
         name=target.name,
     )
     params = "".join(f" --param {p}" for p in args.param or [])
     regime = "" if args.regime == "both" else f" --regime {args.regime}"
     reg = f" --regularizer {args.regularizer}" if args.regularizer else ""
+    reg += f" --precision {args.precision}" if args.precision != "auto" else ""
     report.reproduce = f"exchange check {args.target}{params}{reg}{regime} --seed {args.seed} --max-examples {args.max_examples}"
     if args.json:
         print(report.to_json())
