@@ -18,7 +18,11 @@ from torch import Tensor
 from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 
-__all__ = ["PropertyResult", "RegularizerReport", "Report"]
+__all__ = ["PropertyResult", "RegularizerReport", "Report", "REPORT_SCHEMA"]
+
+# Version of the JSON report (``Report.to_dict``, ``exchange check --json``); bumped on
+# any incompatible change. Documented in docs/properties.md ("JSON report").
+REPORT_SCHEMA = 1
 
 
 
@@ -151,6 +155,7 @@ class Report:
             entry["regimes"] = {r: {"holds": p.holds, "max_residual": _finite(p.max_residual), "examples": p.examples} for r, p in per.items()}
             props[name] = entry
         out: dict[str, Any] = {
+            "schema": REPORT_SCHEMA,
             "objective": self.objective,
             "properties": props,
             "mechanisms": self.mechanisms,
