@@ -84,21 +84,36 @@ class _Tally:
     max_residual: float = 0.0
 
 
-def _fuzz(engine: Engine, name: str, regime: str, max_examples: int, seed: int, tolerance: float | None = None) -> tuple[_Tally, Evaluation | None]:
+def _fuzz(
+    engine: Engine, name: str, regime: str, max_examples: int, seed: int, tolerance: float | None = None, profile: str | None = None
+) -> tuple[_Tally, Evaluation | None]:
     prop = get_property(name)
     tolerance = prop.tolerance if tolerance is None else tolerance
     tally = _Tally()
 
-    @settings(
-        max_examples=max_examples,
-        deadline=None,
-        database=None,
-        derandomize=False,
-        verbosity=Verbosity.quiet,
-        phases=(Phase.explicit, Phase.generate, Phase.shrink),
-        suppress_health_check=list(HealthCheck),
-        report_multiple_bugs=False,
-    )
+    if profile is None:
+        chosen = settings(
+            max_examples=max_examples,
+            deadline=None,
+            database=None,
+            derandomize=False,
+            verbosity=Verbosity.quiet,
+            phases=(Phase.explicit, Phase.generate, Phase.shrink),
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )
+    else:
+        # The user's profile decides max_examples, database, derandomize, phases...;
+        # only what the checker needs to read a result stays fixed.
+        chosen = settings(
+            settings.get_profile(profile),
+            deadline=None,
+            verbosity=Verbosity.quiet,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )
+
+    @chosen
     @hypothesis_seed(seed)
     @given(prop.examples(regime))
     def run(example) -> None:
@@ -179,6 +194,9 @@ def check(
     name: str | None = None,
     batched: bool = False,
     precision: str | None = None,
+    timeout: float | None = None,
+    hypothesis_profile: str | None = None,
+    progress=None,
 ) -> Report:
     """Check ``loss_fn(logprobs [N, T], rollout) -> loss`` for exchangeability.
 
@@ -198,11 +216,23 @@ def check(
             detects it: coefficients that are all exactly float32 (or bf16) values mean
             the loss computes in that format. Pass ``"float64"`` to force the tight
             tolerances.
+        timeout: seconds one call of ``loss_fn`` may take; a slower call stops the check
+            with an :class:`~exchange.errors.ObjectiveError` naming the time.
+        hypothesis_profile: the name of a registered Hypothesis settings profile whose
+            ``max_examples``, ``database`` and phases the fuzzing uses (default: the
+            checker's own settings, ``max_examples`` and no example database).
+        progress: optional ``progress(regime, property)`` called before each fuzzed property.
     """
     if not callable(loss_fn):
         raise InvalidArgument(f"loss_fn={loss_fn!r} is not callable; pass loss_fn(logprobs, rollout) -> Tensor.")
     names, regimes = _validate(properties, max_examples, seed, regimes)
     label = name or getattr(loss_fn, "__name__", None) or type(loss_fn).__name__
+    if hypothesis_profile is not None:
+        settings.get_profile(hypothesis_profile)  # unknown names raise Hypothesis's InvalidArgument
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise InvalidArgument(f"timeout={timeout!r} must be a number of seconds > 0.")
+        loss_fn = _time_limited(loss_fn, float(timeout), label)
     engine = Engine(loss_fn, batched=batched)
     smoke = build(PROBES[0].case)
     token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
@@ -238,7 +268,9 @@ def check(
                 results[(regime, prop_name)] = _result(prop_name, regime, tol, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
                 continue
             probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
-            tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed, tol)
+            if progress is not None:
+                progress(regime, prop_name)
+            tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed, tol, hypothesis_profile)
             if failure is not None:
                 results[(regime, prop_name)] = _result(
                     prop_name, regime, tol, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
@@ -281,6 +313,25 @@ def check(
         precision=precision,
         precision_detected=detected,
     )
+
+
+def _time_limited(loss_fn: LossFn, limit: float, label: str) -> LossFn:
+    import functools
+    import time
+
+    @functools.wraps(loss_fn)
+    def timed(logprobs, rollout):
+        start = time.perf_counter()
+        out = loss_fn(logprobs, rollout)
+        took = time.perf_counter() - start
+        if took > limit:
+            raise ObjectiveError(
+                f"loss_fn={label} took {took:.2f} s for one call, over the time limit of {limit:g} s "
+                "(raise --timeout, or make the loss faster: the check calls it thousands of times)"
+            )
+        return out
+
+    return timed
 
 
 def _attributed(probes, names, precision: str = "float64") -> list[str]:

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from exchange.cli.options import keep_hypothesis_out_of_the_tree
+
+    keep_hypothesis_out_of_the_tree()
     try:
         return int(args.func(args) or 0)
     except ExchangeError as err:

@@ -18,6 +18,12 @@ def add_parser(sub) -> None:
     p.add_argument("--regime", choices=sorted(REGIME_CHOICES), default="both", help="on-policy, off-policy or both")
     p.add_argument("--max-examples", type=int, default=200, help="Hypothesis examples per property and regime")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="time limit for one call of the loss")
+    p.add_argument(
+        "--hypothesis-profile",
+        metavar="NAME",
+        help="use this registered Hypothesis settings profile (max_examples, database, ...) for the fuzzing",
+    )
     p.add_argument(
         "--precision",
         choices=("auto", "float64", "float32", "bf16"),
@@ -34,6 +40,20 @@ def add_parser(sub) -> None:
     add_json(p)
     p.add_argument("--verbose", "-v", action="store_true", help="also print counterexamples as pasteable code")
     p.set_defaults(func=run)
+
+
+def _progress_display():
+    """On a terminal: one status line per fuzzed property on stderr (erased after)."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+
+    def show(regime: str, prop: str) -> None:
+        sys.stderr.write(f"\r\x1b[2Kchecking {prop} ({regime.replace('_', '-')})...")
+        sys.stderr.flush()
+
+    return show
 
 
 def run(args) -> int:
@@ -54,6 +74,9 @@ def run(args) -> int:
         regimes=regimes_of(args.regime),
         regularizer=regularizer,
         precision=None if args.precision == "auto" else args.precision,
+        timeout=args.timeout,
+        hypothesis_profile=args.hypothesis_profile,
+        progress=_progress_display(),
         name=target.name,
     )
     params = "".join(f" --param {p}" for p in args.param or [])
@@ -61,6 +84,10 @@ def run(args) -> int:
     reg = f" --regularizer {args.regularizer}" if args.regularizer else ""
     reg += f" --precision {args.precision}" if args.precision != "auto" else ""
     report.reproduce = f"exchange check {args.target}{params}{reg}{regime} --seed {args.seed} --max-examples {args.max_examples}"
+    import sys
+
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[2K")
     if args.json:
         print(report.to_json())
     else:

@@ -103,3 +103,42 @@ def test_regularizer_option_moves_an_m6_term_to_its_own_channel(tmp_path, capsys
     )
     assert code == 0, out + err
     assert "regularizer channel" in out and "--regularizer" in out
+
+
+SLOW = """
+import time
+def slow(logprobs, rollout):
+    time.sleep(0.3)
+    adv = rollout.rewards - rollout.group_mean(rollout.rewards)
+    return -(adv[:, None] * logprobs * rollout.fmask).sum()
+"""
+
+
+def test_timeout_stops_a_slow_loss_with_one_line(tmp_path, capsys):
+    (tmp_path / "slow.py").write_text(SLOW)
+    code, _, err = _run(["check", f"{tmp_path / 'slow.py'}:slow", "--timeout", "0.1", *FAST], capsys)
+    assert code == 2
+    assert "time limit" in _one_line(err)
+
+
+def test_plot_path_is_checked_before_the_work(tmp_path, capsys):
+    code, _, err = _run(["credit", "grpo", "--plot", str(tmp_path / "missing" / "x.png")], capsys)
+    assert code == 2 and "does not exist" in _one_line(err)
+
+
+def test_hypothesis_profile_is_respected_and_no_hypothesis_folder_is_written(tmp_path, monkeypatch, capsys):
+    from hypothesis import settings
+
+    settings.register_profile("exchange_test_five", max_examples=5, database=None)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HYPOTHESIS_STORAGE_DIRECTORY", raising=False)
+    (tmp_path / "good.py").write_text(GOOD)
+    code, out, err = _run(
+        ["check", "good.py:pg", "--hypothesis-profile", "exchange_test_five", "--regime", "on", "--json"], capsys
+    )
+    assert code == 0, err
+    import json
+
+    data = json.loads(out)
+    assert data["properties"]["exchangeable"]["examples"] <= 5
+    assert not (tmp_path / ".hypothesis").exists()
