@@ -299,7 +299,8 @@ def check(
             results[(regime, prop_name)] = res
         if _design_choice(probes, names, results, regime, mechanisms[regime], precision):
             mechanisms[regime] = sorted(mechanisms[regime] + ["M7"])
-    reproduce = f"exchange check {label} --seed {seed} --max-examples {max_examples}"
+    regime_flag = "" if len(regimes) == len(REGIMES) else f" --regime {'on' if regimes[0] == 'on_policy' else 'off'}"
+    reproduce = f"exchange check {_reproduce_target(loss_fn, label)}{regime_flag} --seed {seed} --max-examples {max_examples}"
     return Report(
         objective=label,
         regimes=regimes,
@@ -313,6 +314,31 @@ def check(
         precision=precision,
         precision_detected=detected,
     )
+
+
+def _reproduce_target(loss_fn: LossFn, label: str) -> str:
+    """A TARGET the CLI can resolve: ``path/to/file.py:function`` for a user's module-level
+    function, the label for built-ins (and for functions the CLI cannot reach)."""
+    import functools
+    import inspect
+    import os
+
+    fn = loss_fn
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    module = getattr(fn, "__module__", "") or ""
+    qual = getattr(fn, "__qualname__", "") or ""
+    if module.startswith("exchange.") or not qual or "<" in qual or "." in qual:
+        return label
+    try:
+        path = inspect.getsourcefile(fn)
+    except TypeError:
+        return label
+    if not path or not os.path.isfile(path):
+        return label
+    rel = os.path.relpath(path)
+    return f"{path if rel.startswith('..') else rel}:{qual}"
 
 
 def _time_limited(loss_fn: LossFn, limit: float, label: str) -> LossFn:
