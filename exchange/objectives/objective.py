@@ -119,8 +119,8 @@ PARAM_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     **{k: (0.0, _INF, False, False, "an upper clip width")
        for k in ("eps_high", "clip_ratio_high", "eps_clip_high")},
     **{k: (1.0, _INF, False, False, "a dual-clip bound") for k in ("clip_ratio_c", "dual_clip")},
-    **{k: (0.0, _INF, False, False, "a temperature or scale") for k in ("tau_pos", "tau_neg", "phi", "max_length", "clip_c", "clip_cov_ub")},
-    **{k: (0.0, _INF, True, False, "a coefficient") for k in ("beta", "kl_coef", "ppo_kl_coef", "rho", "alpha", "clip_cov_lb", "dro_beta")},
+    **{k: (0.0, _INF, False, False, "a temperature or scale") for k in ("tau_pos", "tau_neg", "phi", "max_length", "clip_c")},
+    **{k: (0.0, _INF, True, False, "a coefficient") for k in ("beta", "kl_coef", "ppo_kl_coef", "rho", "alpha", "dro_beta")},
     **{k: (0.0, 1.0, True, True, "a fraction of tokens") for k in ("clip_cov_ratio", "kl_cov_ratio")},
     "gamma": (0.0, 1.0, False, True, "a discount"),
 }
