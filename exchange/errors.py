@@ -5,13 +5,19 @@ Modelled on Hypothesis's ``InvalidArgument``: ``name=value`` plus what to do ins
 
 from __future__ import annotations
 
+# Hypothesis is a hard dependency (the checker is built on it), so the core may import
+# its error module; tools that catch Hypothesis's InvalidArgument catch ours too.
+from hypothesis.errors import InvalidArgument as _HypothesisInvalidArgument
+
 
 class ExchangeError(Exception):
     """Root of every error this package raises on purpose."""
 
 
-class InvalidArgument(ExchangeError, ValueError):
-    """A function or command was called with an argument it cannot accept."""
+class InvalidArgument(ExchangeError, ValueError, _HypothesisInvalidArgument):
+    """A function or command was called with an argument it cannot accept.
+
+    Also a ``hypothesis.errors.InvalidArgument``, as the strategies raise it."""
 
 
 class RolloutError(InvalidArgument):

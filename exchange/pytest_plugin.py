@@ -9,8 +9,6 @@ set the defaults of every call; keyword arguments to the fixture override them.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 
@@ -24,17 +22,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def exchange_assert(request: pytest.FixtureRequest):
     """``exchange_assert(loss_fn, *properties, **check_kwargs) -> Report``; raises
     AssertionError with the readable report when a property is broken."""
-    from exchange.testing import assert_holds
-
-    return functools.partial(
-        _with_defaults,
-        assert_holds,
+    return ExchangeAssert(
         request.config.getoption("--exchange-max-examples"),
         request.config.getoption("--exchange-seed"),
     )
 
 
-def _with_defaults(assert_holds, max_examples, seed, loss_fn, *properties, **kwargs):
-    kwargs.setdefault("max_examples", max_examples)
-    kwargs.setdefault("seed", seed)
-    return assert_holds(loss_fn, *properties, **kwargs)
+class ExchangeAssert:
+    """The ``exchange_assert`` fixture: ``exchange_assert(loss_fn, *properties, **check_kwargs)``."""
+
+    def __init__(self, max_examples: int, seed: int) -> None:
+        self.max_examples = max_examples
+        self.seed = seed
+
+    def __call__(self, loss_fn, *properties, **kwargs):
+        __tracebackhide__ = True  # failures point at the user's test line
+        from exchange.testing import assert_holds
+
+        kwargs.setdefault("max_examples", self.max_examples)
+        kwargs.setdefault("seed", self.seed)
+        return assert_holds(loss_fn, *properties, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<exchange_assert max_examples={self.max_examples} seed={self.seed}>"

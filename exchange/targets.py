@@ -55,12 +55,11 @@ def resolve_target(target: str, params: dict[str, str] | None = None) -> Target:
         loss_fn = objectives.resolve(target, **params)
         reg = objective.bind_regularizer(**params) if objective.regularizer is not None else None
         return Target(target, loss_fn, reg, objective.source)
-    if params:
-        raise InvalidArgument(
-            f"--param applies to built-in and library objectives, not to {target!r}; "
-            "bind the parameters inside your own function."
-        )
     location, _, attr = target.rpartition(":")
+    if not location or not attr:
+        raise InvalidArgument(
+            f"TARGET={target!r} is not module:function or path/to/file.py:function (e.g. mylib.losses:my_loss)."
+        )
     module = _load_file(location) if location.endswith(".py") or "/" in location else _load_module(location)
     try:
         fn = getattr(module, attr)
@@ -71,16 +70,84 @@ def resolve_target(target: str, params: dict[str, str] | None = None) -> Target:
         ) from None
     if not callable(fn):
         raise InvalidArgument(f"TARGET={target!r}: {attr} is a {type(fn).__name__}, not a function loss_fn(logprobs, rollout).")
+    if params:
+        fn = _bind_params(target, fn, params)
     return Target(target, fn, source=location)
 
 
+def _literal(value: str):
+    """``"0.2"`` -> 0.2, ``"3"`` -> 3, ``"true"`` -> True; anything else stays a string."""
+    low = value.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _bind_params(target: str, fn: Callable, params: dict[str, str]) -> Callable:
+    """``--param k=v`` for a user's function: keyword arguments of the loss itself
+    (``fn(logprobs, rollout, k=v)``), or of a factory that returns the loss."""
+    import functools
+    import inspect
+
+    kwargs = {k: _literal(v) for k, v in params.items()}
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None:
+        names = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        var_kw = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+        unknown = [k for k in kwargs if k not in names]
+        if unknown and not var_kw:
+            raise InvalidArgument(
+                f"--param {unknown[0]}: {target} takes no parameter {unknown[0]!r}; its parameters: {', '.join(names) or '(none)'}."
+            )
+        positional = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in kwargs]
+        if len(positional) < 2 and not any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values()):
+            # A factory: factory(**params) -> loss_fn(logprobs, rollout).
+            try:
+                loss_fn = fn(**kwargs)
+            except Exception as err:
+                raise InvalidArgument(f"TARGET={target!r}: {fn.__name__}(**{kwargs}) failed: {type(err).__name__}: {err}") from None
+            if not callable(loss_fn):
+                raise InvalidArgument(f"TARGET={target!r}: {fn.__name__}(**{kwargs}) returned a {type(loss_fn).__name__}, not a loss function.")
+            return loss_fn
+    bound = functools.partial(fn, **kwargs)
+    functools.update_wrapper(bound, fn)
+    return bound
+
+
 def _load_module(name: str):
+    # Like ``python -m`` and pytest: the current directory is importable, so
+    # ``exchange check mylib.losses:fn`` works from the project root.
+    cwd = str(Path.cwd())
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as err:
         raise InvalidArgument(
             f"TARGET module {name!r} cannot be imported ({err}); use path/to/file.py:function for a file."
         ) from None
+    except (Exception, SystemExit) as err:
+        raise InvalidArgument(f"TARGET module {name!r} failed to import: {_describe(err)}") from None
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, SystemExit):
+        return f"it called sys.exit({err.code!r})"
+    if isinstance(err, SyntaxError):
+        return f"SyntaxError: {err.msg} ({err.filename}, line {err.lineno})"
+    return f"{type(err).__name__}: {err}"
 
 
 def _load_file(location: str):
@@ -92,8 +159,8 @@ def _load_file(location: str):
     sys.path.insert(0, str(path.parent.resolve()))
     try:
         spec.loader.exec_module(module)
-    except Exception as err:
-        raise InvalidArgument(f"TARGET file {location!r} failed to import: {type(err).__name__}: {err}") from None
+    except (Exception, SystemExit) as err:
+        raise InvalidArgument(f"TARGET file {location!r} failed to import: {_describe(err)}") from None
     finally:
         sys.path.pop(0)
     return module

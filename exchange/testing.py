@@ -23,6 +23,7 @@ __all__ = ["assert_holds"]
 def assert_holds(loss_fn: LossFn, *properties: str, **check_kwargs: Any) -> Report:
     """Run :func:`exchange.check` and raise ``AssertionError`` unless every requested
     property (default: all) holds in every requested regime. Returns the report."""
+    __tracebackhide__ = True  # pytest: show the caller's line, not this frame
     report = check(loss_fn, properties=properties or None, **check_kwargs)
     broken = sorted({name for (_, name), res in report.results.items() if not res.holds})
     if broken:

@@ -49,6 +49,25 @@ def need(library: str) -> None:
     pytest.skip(reason)
 
 
+def need_module(*modules: str) -> None:
+    """Skip (locally) or fail (CI=true) unless every one of ``modules`` imports: the
+    optional LLM stack (transformers, tokenizers) is not in ``pip install -e ".[dev]"``."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    reason = f"{', '.join(missing)} not installed (pip install transformers tokenizers)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def llm_stack_ready() -> None:
+    need_module("transformers", "tokenizers")
+
+
 @pytest.fixture(scope="session")
 def trl_ready() -> None:
     need("trl")

@@ -42,3 +42,47 @@ def test_pytest_plugin_fixture(pytester):
     result = pytester.runpytest(*args, "--exchange-max-examples", "3")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*shared_cancellation*BROKEN*"])
+
+
+def test_plugin_fixture_repr_and_hidden_frames(pytester):
+    from exchange.pytest_plugin import ExchangeAssert
+
+    assert repr(ExchangeAssert(7, 1)) == "<exchange_assert max_examples=7 seed=1>"
+    import inspect
+
+    from exchange import testing
+
+    assert "__tracebackhide__ = True" in inspect.getsource(testing.assert_holds)
+    assert "__tracebackhide__ = True" in inspect.getsource(ExchangeAssert.__call__)
+
+
+def test_reproduce_line_of_a_user_function_is_a_valid_target(tmp_path, monkeypatch):
+    import importlib.util
+
+    from exchange import check
+    from exchange.targets import resolve_target
+
+    path = tmp_path / "user_losses17.py"
+    path.write_text(
+        "def broken_loss(lp, r):\n"
+        "    return -(r.rewards[:, None] * lp * r.fmask).sum()\n"
+    )
+    spec = importlib.util.spec_from_file_location("user_losses17", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+    report = check(module.broken_loss, properties=["zero_sum"], max_examples=3, regimes="on_policy")
+    line = report.reproduce
+    assert line.startswith("exchange check user_losses17.py:broken_loss --regime on "), line
+    resolve_target(line.split()[2])  # resolves
+
+
+def test_rollout_repr_is_a_pasteable_constructor():
+    import torch
+
+    from exchange import Rollout
+    from exchange.checker.cases import Case, GroupConfig, build
+
+    r = build(Case(groups=(GroupConfig(((1, 2), (1, 3)), (1.0, 0.0)),)))
+    again = eval(repr(r), {"Rollout": Rollout, "torch": torch})
+    assert torch.equal(again.rewards, r.rewards) and torch.equal(again.tokens, r.tokens)

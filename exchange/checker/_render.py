@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 
 def _cell(res) -> str:
+    if res.holds and res.note.startswith("holds up to"):
+        return f"[green]holds[/green] up to {res.note.split()[3]} round-off ({res.examples} ex)"
     if res.holds:
         return f"[green]holds[/green] ({res.examples} ex)"
     return f"[red]BROKEN[/red] ({res.found_by})"
@@ -34,13 +36,19 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
         theorems = ", ".join(per[0].theorems[:2]) + (" ..." if len(per[0].theorems) > 2 else "") or "-"
         table.add_row(name, *[_cell(p) for p in per], f"{worst:.2e}", theorems)
     console.print(table)
+    if report.precision != "float64":
+        how = "detected: every coefficient is an exact " + report.precision + " value" if report.precision_detected else "as told"
+        console.print(f"precision: {report.precision} ({how}); residuals at that level are round-off")
     if report.mechanisms:
         console.print("mechanisms:")
         for m in report.mechanisms:
             where = [REGIME_LABELS.get(r, r) for r in report.regimes if m in report.mechanisms_by_regime.get(r, [])]
             console.print(f"  {m} ({', '.join(where)}): {MECHANISMS[m].description if m in MECHANISMS else ''}")
     elif not report.all_hold:
-        console.print("mechanisms: none attributed by the probes (see the counterexamples)")
+        if "finite" in report.properties and not report.holds("finite"):
+            console.print("mechanisms: none attributed: the loss or its gradient is not finite (fix that first)")
+        else:
+            console.print("mechanisms: none attributed by the probes (see the counterexamples)")
     if report.regularizer is not None:
         reg = report.regularizer
         console.print(

@@ -15,6 +15,7 @@ broken with a note, never as holding.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -35,6 +36,41 @@ __all__ = ["check"]
 # A property needs at least this share of informative examples to be called "holds".
 MIN_INFORMATIVE_SHARE = 0.1
 
+# THEORY.md section 4, precision rule: a residual at the level of the loss's effective
+# precision is round-off. Relative tolerances per precision; float64 keeps each
+# property's own (tight) tolerance.
+PRECISIONS = ("float64", "float32", "bf16")
+PRECISION_RTOL = {"float64": 0.0, "float32": 1e-6, "bf16": 3e-2}
+
+
+def _tolerance(prop, precision: str) -> float:
+    return prop.tolerance if prop.tolerance == 0 else max(prop.tolerance, PRECISION_RTOL[precision])
+
+
+def detect_precision(loss_fn: LossFn) -> str:
+    """The coarsest format in which every token coefficient of ``loss_fn`` is exactly
+    representable, on a float64 group with generic rewards and ratios: a loss that runs
+    its ``exp`` (or anything on the gradient path) in float32 or bf16 gives coefficients
+    rounded to that format; a float64 loss gives generic float64 values."""
+    from exchange.checker.cases import Case, GroupConfig
+
+    case = Case(
+        groups=(
+            GroupConfig(((1, 2, 3), (1, 2, 0, 1), (1, 3), (2, 2, 1)), (0.3, 0.71, 0.13, 0.97)),
+            GroupConfig(((1, 2), (1, 0, 3)), (0.41, 0.09)),
+        ),
+        off_policy=True,
+    )
+    rollout = build(case)
+    kappa = token_coefficients(loss_fn, rollout.logprobs, rollout)
+    values = kappa[(kappa != 0) & torch.isfinite(kappa)]
+    if values.numel() < 4:
+        return "float64"
+    for name, dtype in (("bf16", torch.bfloat16), ("float32", torch.float32)):
+        if bool((values.to(dtype).to(values.dtype) == values).all()):
+            return name
+    return "float64"
+
 
 class _Falsified(Exception):
     def __init__(self, evaluation: Evaluation) -> None:
@@ -49,20 +85,36 @@ class _Tally:
     max_residual: float = 0.0
 
 
-def _fuzz(engine: Engine, name: str, regime: str, max_examples: int, seed: int) -> tuple[_Tally, Evaluation | None]:
+def _fuzz(
+    engine: Engine, name: str, regime: str, max_examples: int, seed: int, tolerance: float | None = None, profile: str | None = None
+) -> tuple[_Tally, Evaluation | None]:
     prop = get_property(name)
+    tolerance = prop.tolerance if tolerance is None else tolerance
     tally = _Tally()
 
-    @settings(
-        max_examples=max_examples,
-        deadline=None,
-        database=None,
-        derandomize=False,
-        verbosity=Verbosity.quiet,
-        phases=(Phase.explicit, Phase.generate, Phase.shrink),
-        suppress_health_check=list(HealthCheck),
-        report_multiple_bugs=False,
-    )
+    if profile is None:
+        chosen = settings(
+            max_examples=max_examples,
+            deadline=None,
+            database=None,
+            derandomize=False,
+            verbosity=Verbosity.quiet,
+            phases=(Phase.explicit, Phase.generate, Phase.shrink),
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )
+    else:
+        # The user's profile decides max_examples, database, derandomize, phases...;
+        # only what the checker needs to read a result stays fixed.
+        chosen = settings(
+            settings.get_profile(profile),
+            deadline=None,
+            verbosity=Verbosity.quiet,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )
+
+    @chosen
     @hypothesis_seed(seed)
     @given(prop.examples(regime))
     def run(example) -> None:
@@ -72,7 +124,7 @@ def _fuzz(engine: Engine, name: str, regime: str, max_examples: int, seed: int) 
             raise _Falsified(_error_evaluation(example, err)) from err
         tally.examples += 1
         tally.informative += ev.informative
-        if ev.residual > prop.tolerance:
+        if not ev.residual <= tolerance:
             raise _Falsified(ev)
         tally.max_residual = max(tally.max_residual, ev.residual)
 
@@ -133,6 +185,19 @@ def _validate(properties, max_examples, seed, regimes) -> tuple[tuple[str, ...],
     return names, tuple(r for r in REGIMES if r in regimes)
 
 
+@contextlib.contextmanager
+def _one_torch_thread():
+    """The checker's tensors are tiny: intra-op threads only add contention (1.6-2.5x
+    slower wall time under load with 2). The caller's setting is restored, also on error."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@_one_torch_thread()
 def check(
     loss_fn: LossFn,
     properties=None,
@@ -142,6 +207,10 @@ def check(
     regularizer: LossFn | None = None,
     name: str | None = None,
     batched: bool = False,
+    precision: str | None = None,
+    timeout: float | None = None,
+    hypothesis_profile: str | None = None,
+    progress=None,
 ) -> Report:
     """Check ``loss_fn(logprobs [N, T], rollout) -> loss`` for exchangeability.
 
@@ -155,83 +224,192 @@ def check(
         name: label for the report (default: ``loss_fn.__name__``).
         batched: try the vmapped coefficient path (see ``benchmarks/audit_speed.py``:
             for the checker's small groups the autograd loop is faster, so it is off).
+        precision: the loss's effective precision, ``"float64"``, ``"float32"`` or
+            ``"bf16"``; residuals at that level are round-off and a property holding only
+            up to it is reported as "holds up to float32 round-off". ``None`` (default)
+            detects it: coefficients that are all exactly float32 (or bf16) values mean
+            the loss computes in that format. Pass ``"float64"`` to force the tight
+            tolerances.
+        timeout: seconds one call of ``loss_fn`` may take; a slower call stops the check
+            with an :class:`~exchange.errors.ObjectiveError` naming the time.
+        hypothesis_profile: the name of a registered Hypothesis settings profile whose
+            ``max_examples``, ``database`` and phases the fuzzing uses (default: the
+            checker's own settings, ``max_examples`` and no example database).
+        progress: optional ``progress(regime, property)`` called before each fuzzed property.
     """
     if not callable(loss_fn):
         raise InvalidArgument(f"loss_fn={loss_fn!r} is not callable; pass loss_fn(logprobs, rollout) -> Tensor.")
     names, regimes = _validate(properties, max_examples, seed, regimes)
     label = name or getattr(loss_fn, "__name__", None) or type(loss_fn).__name__
-    # The checker's tensors are tiny: intra-op threads only add contention (1.6-2.5x
-    # slower wall time under load with 2). Restored afterwards.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        engine = Engine(loss_fn, batched=batched)
-        smoke = build(PROBES[0].case)
-        token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
+    if hypothesis_profile is not None:
+        settings.get_profile(hypothesis_profile)  # unknown names raise Hypothesis's InvalidArgument
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise InvalidArgument(f"timeout={timeout!r} must be a number of seconds > 0.")
+        loss_fn = _time_limited(loss_fn, float(timeout), label)
+    engine = Engine(loss_fn, batched=batched)
+    smoke = build(PROBES[0].case)
+    token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
+    if precision is None:
+        precision, detected = detect_precision(loss_fn), True
+    else:
+        detected = False
+        if precision not in PRECISIONS:
+            raise InvalidArgument(f"precision={precision!r}: choose from {PRECISIONS} (or None to detect it).")
 
-        results: dict[tuple[str, str], PropertyResult] = {}
-        mechanisms: dict[str, list[str]] = {}
-        for regime in regimes:
-            probes = run_probes(engine, regime)
-            mechanisms[regime] = sorted({p.probe.mechanism for p in probes if p.mechanism_found})
-            for prop_name in names:
-                prop = PROPERTIES[prop_name]
-                theorems = PROPERTY_THEOREMS.get(prop_name, ())
-                if prop.regime_free and regime != regimes[0]:
-                    results[(regime, prop_name)] = results[(regimes[0], prop_name)]
-                    continue
-                failed = next(
-                    (
-                        (p, p.evaluations[prop_name])
-                        for p in probes
-                        if prop_name in p.evaluations and p.evaluations[prop_name].residual > prop.tolerance
-                    ),
-                    None,
+    results: dict[tuple[str, str], PropertyResult] = {}
+    mechanisms: dict[str, list[str]] = {}
+    for regime in regimes:
+        probes = run_probes(engine, regime)
+        mechanisms[regime] = _attributed(probes, names, precision)
+        for prop_name in names:
+            prop = PROPERTIES[prop_name]
+            tol = _tolerance(prop, precision)
+            theorems = PROPERTY_THEOREMS.get(prop_name, ())
+            if prop.regime_free and regime != regimes[0]:
+                results[(regime, prop_name)] = results[(regimes[0], prop_name)]
+                continue
+            failed = next(
+                (
+                    (p, p.evaluations[prop_name])
+                    for p in probes
+                    if prop_name in p.evaluations and not p.evaluations[prop_name].residual <= tol
+                ),
+                None,
+            )
+            if failed is not None:
+                probe_result, ev = failed
+                results[(regime, prop_name)] = _result(prop_name, regime, tol, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
+                continue
+            probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
+            if progress is not None:
+                progress(regime, prop_name)
+            tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed, tol, hypothesis_profile)
+            if failure is not None:
+                results[(regime, prop_name)] = _result(
+                    prop_name, regime, tol, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
                 )
-                if failed is not None:
-                    probe_result, ev = failed
-                    results[(regime, prop_name)] = _result(prop_name, regime, prop.tolerance, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
-                    continue
-                probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
-                tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed)
-                if failure is not None:
-                    results[(regime, prop_name)] = _result(
-                        prop_name, regime, prop.tolerance, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
-                    )
-                    continue
-                res = PropertyResult(
-                    name=prop_name,
-                    regime=regime,
-                    holds=True,
-                    max_residual=max(tally.max_residual, probe_max),
-                    examples=tally.examples,
-                    informative=tally.informative,
-                    tolerance=prop.tolerance,
-                    found_by="",
-                    theorems=theorems,
+                continue
+            res = PropertyResult(
+                name=prop_name,
+                regime=regime,
+                holds=True,
+                max_residual=max(tally.max_residual, probe_max),
+                examples=tally.examples,
+                informative=tally.informative,
+                tolerance=tol,
+                found_by="",
+                theorems=theorems,
+            )
+            if res.max_residual > prop.tolerance:
+                res.note = f"holds up to {precision} round-off (residual {res.max_residual:.2g} > float64 tolerance {prop.tolerance:g})"
+            if tally.informative < MIN_INFORMATIVE_SHARE * max(tally.examples, 1):
+                res.holds = False
+                res.found_by = "vacuity guard"
+                res.note = (
+                    f"inconclusive: only {tally.informative} of {tally.examples} examples could have failed; "
+                    "raise max_examples"
                 )
-                if tally.informative < MIN_INFORMATIVE_SHARE * max(tally.examples, 1):
-                    res.holds = False
-                    res.found_by = "vacuity guard"
-                    res.note = (
-                        f"inconclusive: only {tally.informative} of {tally.examples} examples could have failed; "
-                        "raise max_examples"
-                    )
-                results[(regime, prop_name)] = res
-        reproduce = f"exchange check {label} --seed {seed} --max-examples {max_examples}"
-        return Report(
-            objective=label,
-            regimes=regimes,
-            properties=names,
-            results=results,
-            mechanisms_by_regime=mechanisms,
-            seed=seed,
-            max_examples=max_examples,
-            regularizer=None if regularizer is None else _regularizer_report(regularizer),
-            reproduce=reproduce,
-        )
-    finally:
-        torch.set_num_threads(threads)
+            results[(regime, prop_name)] = res
+        if _design_choice(probes, names, results, regime, mechanisms[regime], precision):
+            mechanisms[regime] = sorted(mechanisms[regime] + ["M7"])
+    regime_flag = "" if len(regimes) == len(REGIMES) else f" --regime {'on' if regimes[0] == 'on_policy' else 'off'}"
+    reproduce = f"exchange check {_reproduce_target(loss_fn, label)}{regime_flag} --seed {seed} --max-examples {max_examples}"
+    return Report(
+        objective=label,
+        regimes=regimes,
+        properties=names,
+        results=results,
+        mechanisms_by_regime=mechanisms,
+        seed=seed,
+        max_examples=max_examples,
+        regularizer=None if regularizer is None else _regularizer_report(regularizer),
+        reproduce=reproduce,
+        precision=precision,
+        precision_detected=detected,
+    )
+
+
+def _reproduce_target(loss_fn: LossFn, label: str) -> str:
+    """A TARGET the CLI can resolve: ``path/to/file.py:function`` for a user's module-level
+    function, the label for built-ins (and for functions the CLI cannot reach)."""
+    import functools
+    import inspect
+    import os
+
+    fn = loss_fn
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    module = getattr(fn, "__module__", "") or ""
+    qual = getattr(fn, "__qualname__", "") or ""
+    if module.startswith("exchange.") or not qual or "<" in qual or "." in qual:
+        return label
+    try:
+        path = inspect.getsourcefile(fn)
+    except TypeError:
+        return label
+    if not path or not os.path.isfile(path):
+        return label
+    rel = os.path.relpath(path)
+    return f"{path if rel.startswith('..') else rel}:{qual}"
+
+
+def _time_limited(loss_fn: LossFn, limit: float, label: str) -> LossFn:
+    import functools
+    import time
+
+    @functools.wraps(loss_fn)
+    def timed(logprobs, rollout):
+        start = time.perf_counter()
+        out = loss_fn(logprobs, rollout)
+        took = time.perf_counter() - start
+        if took > limit:
+            raise ObjectiveError(
+                f"loss_fn={label} took {took:.2f} s for one call, over the time limit of {limit:g} s "
+                "(raise --timeout, or make the loss faster: the check calls it thousands of times)"
+            )
+        return out
+
+    return timed
+
+
+def _attributed(probes, names, precision: str = "float64") -> list[str]:
+    """Mechanisms the probes found, kept only where they explain a property that was
+    asked for (the probe's own property, or (C) when the probe broke it) beyond the
+    loss's round-off."""
+    out = set()
+    for p in probes:
+        if not p.mechanism_found:
+            continue
+        own = p.evaluations.get(p.probe.attributes)
+        if own is not None and own.residual <= _tolerance(PROPERTIES[p.probe.attributes], precision):
+            continue
+        cancel = p.evaluations.get("shared_cancellation")
+        if p.probe.attributes in names or (
+            "shared_cancellation" in names
+            and cancel is not None
+            and cancel.residual > _tolerance(PROPERTIES["shared_cancellation"], precision)
+        ):
+            out.add(p.mechanism)
+    return sorted(out)
+
+
+def _design_choice(probes, names, results, regime, found, precision: str = "float64") -> bool:
+    """M7 (THEORY.md section 4): (E) broken while (C) holds in every example, with
+    zero-sum coefficients, and no defect mechanism explains the break."""
+    ex = results[(regime, "exchangeable")] if "exchangeable" in names else None
+    if found or ex is None or ex.holds or ex.counterexample is None:  # a vacuity verdict explains nothing
+        return False
+    if "finite" in names and not results[(regime, "finite")].holds:
+        return False
+    for prop in ("zero_sum", "shared_cancellation"):
+        if prop in names and not results[(regime, prop)].holds:
+            return False
+        tol = _tolerance(PROPERTIES[prop], precision)
+        if any(prop in p.evaluations and not p.evaluations[prop].residual <= tol for p in probes):
+            return False
+    return True
 
 
 def _result(name, regime, tolerance, ev: Evaluation, found_by, examples, informative, theorems) -> PropertyResult:

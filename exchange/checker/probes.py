@@ -9,7 +9,18 @@ Each probe isolates one mechanism of THEORY.md section 4 by changing one thing o
 | suffix_length | one response's suffix length, on-policy, constant entropy | exchangeable (per-response rescaling) | M3 |
 | suffix_entropy | one response's suffix entropies, on-policy, equal lengths | exchangeable | M5 |
 | suffix_ratio | one response's suffix ratios (1.0 -> 1.1, inside every usual clip range) | exchangeable | M1 |
-| shared_ratio_high/low | one shared event's ratio to 1.5 / 0.5 (outside the clip range) | exchangeable | M2 |
+| shared_ratio_high/low | one shared event's ratio to 2.0 / 0.25 (outside the clip range) | exchangeable | M2 or M6 |
+| unequal_lengths | one group, unequal lengths, on-policy, no mutation | zero_sum | M4 |
+
+The shared-ratio probes name M2 only when the moved event's occurrences split by the
+sign of their response's advantage; a shift common to every occurrence is M6 (an
+additive event term, THEORY.md section 4 attribution rules). The split is read on a
+second group whose advantages take four distinct values, so that a common shift and a
+sign split cannot look alike. ``unequal_lengths`` names M4 only when the shared
+column is an affine function of the rewards (equal rewards, equal coefficients) with a
+non-zero sum: a baseline that is not the group mean (OPO's length-weighted baseline),
+not a per-response 1/L_i (M3). A probe whose coefficients are not finite names no
+mechanism: ``finite`` is broken, and nothing else can be read from it.
 
 Probes that need ratios != 1 run only in the off-policy regime. Every probe also checks
 shared-event cancellation (C) on the rollouts it builds.
@@ -59,6 +70,11 @@ class ProbeResult:
     probe: Probe
     evaluations: dict[str, Evaluation] = field(default_factory=dict)  # property -> evaluation
     mechanism_found: bool = False
+    attributed: str = ""  # the mechanism named, when it differs from ``probe.mechanism`` (M6)
+
+    @property
+    def mechanism(self) -> str:
+        return self.attributed or self.probe.mechanism
 
 
 _EQUAL_LENGTHS = GroupConfig(
@@ -69,6 +85,8 @@ _UNEQUAL_LENGTHS = GroupConfig(
     responses=((1, 2, 3), (1, 2, 0, 1, 3), (1, 2, 3, 3), (1, 2, 2, 0, 1, 2)),
     rewards=(1.0, 0.0, 0.0, 1.0),
 )
+# Four distinct advantages, two of each sign: (0.125, -0.875, -0.375, 1.125).
+_SIGN_SPLIT_REWARDS = (1.0, 0.0, 0.5, 2.0)
 
 # The moved shared event is a common token (behaviour prob 0.5), so even trust regions
 # that widen for rare tokens (DCPO: r(r-1) <= eps/q) exclude ratios 2.0 and 0.25.
@@ -135,6 +153,14 @@ PROBES: tuple[Probe, ...] = (
         Mutation("shared_ratio", 0, 0, 0.25, position=1),
         off_policy_only=True,
     ),
+    Probe(
+        "unequal_lengths",
+        "one group with a shared prefix and unequal lengths, on-policy, every entropy equal",
+        "zero_sum",
+        "M4",
+        # Rewards chosen so that the length-weighted mean (1/6) is not the mean (1/4).
+        Case(groups=(GroupConfig(_UNEQUAL_LENGTHS.responses, (1.0, 0.0, 0.0, 0.0)),), entropy_all=1.0),
+    ),
 )
 
 
@@ -152,6 +178,47 @@ def _per_response_rescaling(alpha: Tensor, alpha_v: Tensor, mutated: int) -> boo
     return same and abs(float(q[mutated]) - ref) > _SIGNATURE_RTOL * abs(ref)
 
 
+def _affine_in_rewards(rollout, kappa: Tensor, case: Case) -> bool:
+    """Every shared column gives equal coefficients to responses with equal rewards."""
+    p = common_prefix(case.groups[0].responses)
+    rows = (rollout.group == 0).nonzero().flatten()
+    rewards = rollout.rewards[rows]
+    if p == 0:
+        return False
+    for t in range(p):
+        col = kappa[rows, t]
+        scale = float(col.abs().max()) + 1e-300
+        for r in rewards.unique():
+            same = col[rewards == r]
+            if float(same.max() - same.min()) > _SIGNATURE_RTOL * scale:
+                return False
+    return True
+
+
+def _common_shift(engine: Engine, probe: Probe) -> bool:
+    """M6 rather than M2: on a group with four distinct advantages, the moved event's
+    variant coefficients are ``c * base + d`` with one ``c`` and one ``d`` for every
+    occurrence (a shift common to all occurrences), not a scaling split by sign."""
+    from dataclasses import replace
+
+    grp = probe.case.groups[0]
+    case = replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, _SIGN_SPLIT_REWARDS),))
+    variant_case = probe.mutation.apply(case)
+    base, variant = build_pair(case, variant_case)
+    kappa, kappa_v = engine([base, variant])
+    shared = case.shared_keys(0)
+    t = min(probe.mutation.position, len(shared) - 1)
+    b, v = kappa[:, t], kappa_v[:, t]
+    if not (bool(torch.isfinite(b).all()) and bool(torch.isfinite(v).all())):
+        return False
+    design = torch.stack([b, torch.ones_like(b)], dim=1)
+    coef = torch.linalg.lstsq(design, v[:, None]).solution.flatten()
+    fit = design @ coef
+    scale = float(v.abs().max()) + 1e-300
+    exact = float((fit - v).abs().max()) <= 1e-6 * scale
+    return exact and abs(float(coef[1])) > 1e-6 * scale
+
+
 def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     from dataclasses import replace
 
@@ -160,10 +227,18 @@ def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     if probe.mutation is None:
         evaluate = _eval_zero_sum if probe.attributes == "zero_sum" else _eval_null
         ev = evaluate(engine, case, "on_policy")
+        broke = ev.residual > (RTOL_CANCEL if probe.attributes == "zero_sum" else RTOL_EQUAL)
+        finite = bool(torch.isfinite(ev.kappa).all())
+        if probe.name == "unequal_lengths":
+            # Only an affine-in-rewards shared column speaks for M4; anything else (1/L_i,
+            # entropy weights) is left to the other probes and to the fuzzer.
+            if not (broke and finite and _affine_in_rewards(ev.rollout, ev.kappa, case)):
+                return result
+            ev.note = f"probe {probe.name}: {probe.description}; the shared coefficients depend on the reward only"
         result.evaluations[probe.attributes] = ev
         if probe.attributes == "zero_sum":
             result.evaluations["shared_cancellation"] = ev
-        result.mechanism_found = ev.residual > (RTOL_CANCEL if probe.attributes == "zero_sum" else RTOL_EQUAL)
+        result.mechanism_found = broke and finite
         return result
     variant_case = probe.mutation.apply(case)
     base, variant = build_pair(case, variant_case)
@@ -183,8 +258,13 @@ def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     # Attribute the probe's mechanism only when the base alone is exchangeable: then the
     # one thing the probe changed is what broke it.
     base_only = exchangeability(base, kappa, base, kappa, case, case, "base")
-    if ex.residual > RTOL_DIRECTION and base_only.residual <= RTOL_DIRECTION:
-        if probe.mechanism == "M3":
+    finite = bool(torch.isfinite(kappa).all()) and bool(torch.isfinite(kappa_v).all())
+    if finite and ex.residual > RTOL_DIRECTION and base_only.residual <= RTOL_DIRECTION:
+        if probe.mechanism == "M2":
+            result.mechanism_found = True
+            if _common_shift(engine, probe):
+                result.attributed = "M6"
+        elif probe.mechanism == "M3":
             g, i = probe.mutation.group, probe.mutation.response
             rows = (base.group == g).nonzero().flatten()
             p = common_prefix(case.groups[g].responses)

@@ -115,6 +115,9 @@ def direction_spread(columns: list[Tensor]) -> tuple[float, int, int]:
     mat = torch.stack(columns)  # [k, G]
     if not torch.isfinite(mat).all():
         return float("inf"), 0, len(columns)
+    peak = mat.abs().max()
+    if peak > 0:
+        mat = mat / peak  # scale-free: huge (but finite) coefficients must not overflow the norms
     norms = mat.norm(dim=1)
     keep = (norms > ZERO_COLUMN * norms.max()).nonzero().flatten()
     if keep.numel() < 2:
@@ -143,7 +146,17 @@ def _eval_finite(coeffs: Coefficients, case: Case, regime: str) -> Evaluation:
     rollout = build(case)
     loss, kappa = loss_and_coefficients(coeffs.loss_fn, rollout.logprobs, rollout)
     finite = bool(torch.isfinite(loss)) and bool(torch.isfinite(kappa).all())
-    mism = [] if finite else [f"loss={float(loss):.6g}, non-finite kappa at {torch.nonzero(~torch.isfinite(kappa))[:4].tolist()}"]
+    mism = []
+    if not finite:
+        bad = torch.nonzero(~torch.isfinite(kappa))[:4].tolist()
+        overflow = bool(torch.isinf(loss)) or bool(torch.isinf(kappa).any())
+        if overflow and not bool(torch.isnan(kappa).any()) and not bool(torch.isnan(loss)):
+            mism = [
+                f"overflow: loss={float(loss):.6g} (|loss| beyond float64's 1.8e308); non-finite kappa at {bad}. "
+                "The loss's scale is out of range (a huge constant factor?)"
+            ]
+        else:
+            mism = [f"loss={float(loss):.6g}, non-finite kappa at {bad}"]
     return Evaluation(0.0 if finite else float("inf"), True, rollout, kappa, mism)
 
 

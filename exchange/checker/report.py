@@ -18,7 +18,11 @@ from torch import Tensor
 from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 
-__all__ = ["PropertyResult", "RegularizerReport", "Report"]
+__all__ = ["PropertyResult", "RegularizerReport", "Report", "REPORT_SCHEMA"]
+
+# Version of the JSON report (``Report.to_dict``, ``exchange check --json``); bumped on
+# any incompatible change. Documented in docs/properties.md ("JSON report").
+REPORT_SCHEMA = 1
 
 
 
@@ -94,6 +98,8 @@ class Report:
     max_examples: int
     regularizer: RegularizerReport | None = None
     reproduce: str = ""
+    precision: str = "float64"  # the loss's effective precision (THEORY.md section 4)
+    precision_detected: bool = False
 
     # ------------------------------------------------------------------ API
     def _check_name(self, name: str, regime: str | None) -> None:
@@ -149,6 +155,7 @@ class Report:
             entry["regimes"] = {r: {"holds": p.holds, "max_residual": _finite(p.max_residual), "examples": p.examples} for r, p in per.items()}
             props[name] = entry
         out: dict[str, Any] = {
+            "schema": REPORT_SCHEMA,
             "objective": self.objective,
             "properties": props,
             "mechanisms": self.mechanisms,
@@ -156,6 +163,8 @@ class Report:
             "seed": self.seed,
             "max_examples": self.max_examples,
             "reproduce": self.reproduce,
+            "precision": self.precision,
+            "precision_detected": self.precision_detected,
         }
         if self.regularizer is not None:
             out["regularizer"] = self.regularizer.to_dict()

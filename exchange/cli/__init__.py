@@ -15,7 +15,6 @@ import argparse
 import importlib
 import sys
 
-from exchange.errors import ExchangeError
 
 # The explicit command registry (no import side effects): order = help order.
 COMMANDS = ("list", "check", "inspect", "audit", "derive", "proofs", "measure", "credit", "experiment")
@@ -45,14 +44,25 @@ def main(argv: list[str] | None = None) -> int:
     from exchange.cli.options import merge_targets
 
     merge_targets(args)
+    from exchange.cli.options import keep_hypothesis_out_of_the_tree
+
+    keep_hypothesis_out_of_the_tree()
     try:
         return int(args.func(args) or 0)
-    except ExchangeError as err:
-        print(f"exchange {args.command}: error: {err}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"exchange {args.command}: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as err:  # user code (a loss, a target module) called sys.exit
+        print(f"exchange {args.command}: error: user code called sys.exit({err.code!r}); nothing was checked", file=sys.stderr)
+        return 2
+    except Exception as err:  # user code raised: one line, never a traceback or a pass
+        # exchange.errors imports Hypothesis, so it is looked up only if something loaded it
+        errors = sys.modules.get("exchange.errors")
+        if errors is not None and isinstance(err, errors.ExchangeError):
+            print(f"exchange {args.command}: error: {err}", file=sys.stderr)
+            return 2
+        print(f"exchange {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

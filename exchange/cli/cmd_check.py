@@ -24,9 +24,42 @@ def add_parser(sub) -> None:
     p.add_argument("--regime", choices=sorted(REGIME_CHOICES), default="both", help="on-policy, off-policy or both")
     p.add_argument("--max-examples", type=int, default=200, help="Hypothesis examples per property and regime")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="time limit for one call of the loss")
+    p.add_argument(
+        "--hypothesis-profile",
+        metavar="NAME",
+        help="use this registered Hypothesis settings profile (max_examples, database, ...) for the fuzzing",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("auto", "float64", "float32", "bf16"),
+        default="auto",
+        help="the loss's effective precision: residuals at that level are round-off "
+        "(auto: detected from the coefficients; float64 forces the tight tolerances)",
+    )
+    p.add_argument(
+        "--regularizer",
+        metavar="TARGET",
+        help="a KL/entropy/penalty term (module:function or file.py:function), reported in its own channel "
+        "instead of the reward-driven coefficients (an M6 term belongs here)",
+    )
     add_json(p)
     p.add_argument("--verbose", "-v", action="store_true", help="also print counterexamples as pasteable code")
-    p.set_defaults(func=run, check_parser=p)
+    p.set_defaults(func=run)
+
+
+def _progress_display():
+    """On a terminal: one status line per fuzzed property on stderr (erased after)."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+
+    def show(regime: str, prop: str) -> None:
+        sys.stderr.write(f"\r\x1b[2Kchecking {prop} ({regime.replace('_', '-')})...")
+        sys.stderr.flush()
+
+    return show
 
 
 def run(args) -> int:
@@ -38,7 +71,7 @@ def run(args) -> int:
     from exchange.errors import InvalidArgument
 
     if (args.target is None) == (args.trl_config is None):
-        args.check_parser.error("give either TARGET or --trl-config RECIPE.yaml (exactly one)")
+        raise InvalidArgument("give either TARGET or --trl-config RECIPE.yaml (exactly one); see exchange check --help")
     if args.trl_config is not None:
         if args.param:
             raise InvalidArgument("--param does not apply with --trl-config; put the setting in the recipe.")
@@ -49,19 +82,32 @@ def run(args) -> int:
         target = Target(f"{lib_target} (from {args.trl_config})", loss_of_config(args.trl_config), source="trl")
     else:
         target = resolve_target(args.target, parse_param_items(args.param))
+    regularizer = target.regularizer
+    if args.regularizer:
+        regularizer = resolve_target(args.regularizer).loss_fn
     report = check(
         target.loss_fn,
         properties=args.properties,
         max_examples=args.max_examples,
         seed=args.seed,
         regimes=regimes_of(args.regime),
-        regularizer=target.regularizer,
+        regularizer=regularizer,
+        precision=None if args.precision == "auto" else args.precision,
+        timeout=args.timeout,
+        hypothesis_profile=args.hypothesis_profile,
+        progress=_progress_display(),
         name=target.name,
     )
     params = "".join(f" --param {p}" for p in args.param or [])
     regime = "" if args.regime == "both" else f" --regime {args.regime}"
     what = args.target if args.trl_config is None else f"--trl-config {args.trl_config}"
-    report.reproduce = f"exchange check {what}{params}{regime} --seed {args.seed} --max-examples {args.max_examples}"
+    reg = f" --regularizer {args.regularizer}" if args.regularizer else ""
+    reg += f" --precision {args.precision}" if args.precision != "auto" else ""
+    report.reproduce = f"exchange check {what}{params}{reg}{regime} --seed {args.seed} --max-examples {args.max_examples}"
+    import sys
+
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[2K")
     if args.json:
         print(report.to_json())
     else:

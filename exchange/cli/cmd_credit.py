@@ -40,6 +40,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from exchange.cli.options import check_output_path
+
+    check_output_path("--plot", args.plot)
     import torch
     from rich.console import Console
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from exchange.errors import InvalidArgument
 
 MODELS = ("tiny", "llama", "qwen2")
 
@@ -52,6 +51,8 @@ def _model(args):
     from exchange.models import TinyLM, TinyLMConfig, tiny_hf_model
 
     if args.vocab < 4:
+        from exchange.errors import InvalidArgument
+
         raise InvalidArgument(f"--vocab={args.vocab} must be >= 4.")
     if args.model == "tiny":
         n_pos = max(64, 8 + args.prefix + args.max_new)
@@ -81,6 +82,8 @@ def measure(args) -> dict:
     model = _model(args)
     gen = torch.Generator().manual_seed(args.seed)
     if args.prompts < 1:
+        from exchange.errors import InvalidArgument
+
         raise InvalidArgument(f"--prompts={args.prompts} must be >= 1.")
     prompts = [torch.randint(0, args.vocab, (int(torch.randint(1, 4, (1,), generator=gen)),), generator=gen).tolist() for _ in range(args.prompts)]
     prefix = torch.randint(0, args.vocab, (args.prefix,), generator=gen).tolist() if args.prefix > 0 else []

@@ -102,3 +102,47 @@ def add_params(parser: argparse.ArgumentParser, help: str = "override a hyperpar
 def regimes_of(value: str) -> tuple[str, ...]:
     """``--regime`` value -> regime names."""
     return REGIME_CHOICES[value]
+
+
+def check_output_path(option: str, path: str | None) -> None:
+    """Fail before the work, not after it: the folder of an output ``path`` must exist
+    and be writable, and ``path`` must not be a folder."""
+    if not path:
+        return
+    import os
+    from pathlib import Path
+
+    from exchange.errors import InvalidArgument
+
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise InvalidArgument(f"{option} {path!r} is a folder; give a file name (e.g. {path.rstrip('/')}/plot.png).")
+    if not folder.is_dir():
+        raise InvalidArgument(f"{option} {path!r}: folder {str(folder)!r} does not exist; create it first.")
+    if not os.access(folder, os.W_OK):
+        raise InvalidArgument(f"{option} {path!r}: folder {str(folder)!r} is not writable.")
+
+
+def keep_hypothesis_out_of_the_tree() -> None:
+    """Hypothesis writes ``.hypothesis/`` into the working directory; unless the user
+    configured a location (HYPOTHESIS_STORAGE_DIRECTORY), keep it in a cache folder."""
+    import os
+    import tempfile
+
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        return
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    where = os.path.join(base, "exchange", "hypothesis")
+    try:
+        os.makedirs(where, exist_ok=True)
+    except OSError:
+        where = os.path.join(tempfile.gettempdir(), "exchange-hypothesis")
+    # Hypothesis reads the variable when it is first imported, so this costs no import
+    # of Hypothesis here (``exchange --help`` stays fast); set it before any command runs.
+    if "hypothesis" in sys.modules:
+        from hypothesis.configuration import set_hypothesis_home_dir
+
+        set_hypothesis_home_dir(where)
+    else:
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = where

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from exchange.errors import InvalidArgument, ObjectiveError
-from exchange.core.rollout import Rollout
+from exchange.core.rollout import _LOGPROB_SLACK, Rollout
 
 __all__ = ["LossFn", "token_coefficients", "loss_and_coefficients", "token_coefficients_batched"]
 
@@ -56,6 +56,12 @@ def token_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -> T
 
 def loss_and_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -> tuple[Tensor, Tensor]:
     """``(loss, kappa)``: the float64 loss value and :func:`token_coefficients`."""
+    if not isinstance(rollout, Rollout):
+        hint = " (build one with exchange.Rollout(**d))" if isinstance(rollout, dict) else ""
+        raise InvalidArgument(
+            f"rollout is a {type(rollout).__name__}, not an exchange.Rollout{hint}; "
+            "pass the Rollout the loss reads its rewards, mask and old log-probs from."
+        )
     if not isinstance(logprobs, Tensor) or tuple(logprobs.shape) != tuple(rollout.tokens.shape):
         shape = list(logprobs.shape) if isinstance(logprobs, Tensor) else type(logprobs).__name__
         raise InvalidArgument(
@@ -64,7 +70,16 @@ def loss_and_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -
         )
     if not torch.isfinite(logprobs).all():
         raise InvalidArgument("logprobs has non-finite values. Replace NaN/inf (padding: use 0).")
-    rollout64 = rollout.to(torch.float64)
+    positive = rollout.mask & (logprobs > _LOGPROB_SLACK)
+    if bool(positive.any()):
+        i, t = positive.nonzero()[0].tolist()
+        raise InvalidArgument(
+            f"logprobs[{i}, {t}]={float(logprobs[i, t]):.6g} > 0: a log-probability is <= 0. "
+            "Pass log-probs (log_softmax), not logits or probabilities."
+        )
+    # A private float64 copy: a loss that edits rollout.rewards (or any field) in place
+    # must not change the caller's Rollout.
+    rollout64 = _private_copy(rollout)
     lp = logprobs.detach().to(torch.float64).requires_grad_(True)
     with torch.enable_grad():
         loss = _call(loss_fn, lp, rollout64)
@@ -133,6 +148,17 @@ def _vmapped(loss_fn: LossFn, logprobs: list[Tensor], rollouts: list[Rollout]) -
     masks = torch.stack([r.mask for r in rollouts])
     grads = torch.where(masks, grads, torch.zeros((), dtype=torch.float64))
     return list(grads.unbind(0))
+
+
+def _private_copy(rollout: Rollout) -> Rollout:
+    """``rollout`` in float64 with every tensor field cloned (no validation repeated)."""
+    r = object.__new__(Rollout)
+    for f in Rollout.__dataclass_fields__.values():
+        value = getattr(rollout, f.name)
+        if isinstance(value, Tensor):
+            value = value.to(torch.float64).clone() if value.is_floating_point() else value.clone()
+        object.__setattr__(r, f.name, value)
+    return r
 
 
 def _as64(t: Tensor) -> Tensor:

@@ -191,7 +191,8 @@ class Rollout:
         return rollout_table(self)
 
     def __repr__(self) -> str:
-        return f"Rollout(N={self.n}, T={int(self.tokens.shape[1])}, groups={self.n_groups})"
+        """A pasteable constructor (as Hypothesis prints a falsifying example)."""
+        return self.to_code()
 
 
 # ---------------------------------------------------------------- validation

@@ -107,8 +107,49 @@ def override_params(owner: str, defaults: Mapping[str, Any], overrides: Mapping[
         )
     out = dict(defaults)
     for key, value in overrides.items():
-        out[key] = coerce_param(owner, key, value, defaults[key])
+        out[key] = check_param_range(owner, key, coerce_param(owner, key, value, defaults[key]))
     return out
+
+
+_INF = float("inf")
+# Allowed ranges by meaning: (low, high, low_inclusive, high_inclusive, what it is).
+PARAM_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
+    **{k: (0.0, 1.0, False, False, "a lower clip width (ratio floor 1 - eps > 0)")
+       for k in ("eps_low", "clip_ratio_low", "eps_clip_low", "clip_ratio", "eps")},
+    **{k: (0.0, _INF, False, False, "an upper clip width")
+       for k in ("eps_high", "clip_ratio_high", "eps_clip_high")},
+    **{k: (1.0, _INF, False, False, "a dual-clip bound") for k in ("clip_ratio_c", "dual_clip")},
+    **{k: (0.0, _INF, False, False, "a temperature or scale") for k in ("tau_pos", "tau_neg", "phi", "max_length", "clip_c")},
+    **{k: (0.0, _INF, True, False, "a coefficient") for k in ("beta", "kl_coef", "ppo_kl_coef", "rho", "alpha", "dro_beta")},
+    **{k: (0.0, 1.0, True, True, "a fraction of tokens") for k in ("clip_cov_ratio", "kl_cov_ratio")},
+    "gamma": (0.0, 1.0, False, True, "a discount"),
+}
+
+
+def check_param_range(owner: str, key: str, value: Any) -> Any:
+    """Reject a hyperparameter outside its meaning's range (finite, and e.g.
+    ``eps_low`` in (0, 1), ``eps_high`` > 0), naming the allowed range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    rng = PARAM_RANGES.get(key)
+    if value != value or value in (_INF, -_INF):
+        allowed = "a finite number" if rng is None else _describe_range(rng)
+        raise InvalidArgument(f"{owner}: {key}={value!r} is not finite; allowed: {allowed}.")
+    if rng is None:
+        return value
+    lo, hi, lo_in, hi_in, _ = rng
+    ok = (value >= lo if lo_in else value > lo) and (value <= hi if hi_in else value < hi)
+    if not ok:
+        raise InvalidArgument(f"{owner}: {key}={value!r} is out of range; allowed: {_describe_range(rng)}.")
+    return value
+
+
+def _describe_range(rng) -> str:
+    lo, hi, lo_in, hi_in, what = rng
+    left = "[" if lo_in else "("
+    right = "]" if hi_in else ")"
+    upper = "inf" if hi == _INF else f"{hi:g}"
+    return f"{left}{lo:g}, {upper}{right} ({what})"
 
 
 def coerce_param(owner: str, key: str, value: Any, default: Any) -> Any:

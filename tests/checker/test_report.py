@@ -76,3 +76,23 @@ def test_regularizer_channel_is_reported_apart():
     assert report.regularizer.max_abs > 0
     assert report.regularizer.event_consistent and report.regularizer.reward_independent
     assert report.holds("shared_cancellation")  # the KL is not mixed into the verdict
+
+
+def test_json_report_is_versioned_and_errors_are_hypothesis_errors():
+    import json
+
+    import hypothesis.errors
+
+    from exchange import check
+    from exchange.checker.report import REPORT_SCHEMA
+    from exchange.errors import InvalidArgument
+
+    def pg(lp, r):
+        a = r.rewards - r.group_mean(r.rewards)
+        return -(a[:, None] * lp * r.fmask).sum()
+
+    report = check(pg, properties=["zero_sum"], max_examples=2, regimes="on_policy")
+    data = json.loads(report.to_json())
+    assert data["schema"] == REPORT_SCHEMA == 1
+    assert data["precision"] == "float64"
+    assert issubclass(InvalidArgument, hypothesis.errors.InvalidArgument)

@@ -115,7 +115,7 @@ BAD = [
     (["check", "dapo", "--max-examples", "-3"], "max_examples=-3"),
     (["check", "dapo", "--seed", "-1"], "seed=-1"),
     (["check", "dapo", "--property", "nope"], "property='nope'"),
-    (["check", "{file}:token_mean_pg", "--param", "a=1"], "--param applies"),
+    (["check", "{file}:token_mean_pg", "--param", "a=1"], "takes no parameter 'a'"),
     (["audit", "--max-examples", "0"], "must be >= 1"),
     (["audit", "nope"], "not a built-in"),
 ]
@@ -132,7 +132,12 @@ def test_bad_input_exits_2_with_one_precise_line(argv, message, losses, tmp_path
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("argv", [["check"], ["check", "grpo", "--regime", "sideways"], ["nope"]])
+def test_check_needs_exactly_one_of_target_and_trl_config(capsys):
+    assert main(["check"]) == 2
+    assert "exactly one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["check", "grpo", "--regime", "sideways"], ["nope"]])
 def test_argparse_usage_errors_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)

@@ -58,7 +58,7 @@ def test_cispo_closed_form(case):
 @given(case=xst.cases(max_groups=2, max_size=4, max_length=5))
 def test_vmapped_path_equals_loop(name, case):
     rollout = build(case)
-    shifted = rollout.logprobs + 0.01 * rollout.fmask
+    shifted = rollout.logprobs - 0.01 * rollout.fmask  # log-probs stay <= 0
     fn = get(name).bind()
     fast = token_coefficients_batched(fn, [rollout.logprobs, shifted], [rollout, rollout])
     slow = [token_coefficients(fn, lp, rollout) for lp in (rollout.logprobs, shifted)]

@@ -42,7 +42,7 @@ def test_load_math_jsonl(tmp_path):
         load_math_jsonl(tmp_path / "missing.jsonl")
 
 
-def test_tiny_model_round_trip_and_harness_adapter():
+def test_tiny_model_round_trip_and_harness_adapter(llm_stack_ready):
     model, tok = tiny_causal_lm(0)
     ids = tok("what is 3 plus 4 ?", return_tensors="pt").input_ids
     assert tok.decode(ids[0]) == "what is 3 plus 4 ?"
@@ -58,7 +58,7 @@ def _trl_or_skip():
         pytest.skip("trl is not installed (and CI != 'true'): pip install trl==1.16.0 to run the LLM smoke test.")
 
 
-def test_run_llm_smoke_on_cpu(tmp_path):
+def test_run_llm_smoke_on_cpu(tmp_path, llm_stack_ready):
     """Both arms of a paired config train 2 steps on a tiny random Llama through TRL."""
     _trl_or_skip()
     spec = importlib.util.spec_from_file_location("run_llm", REPO / "experiments" / "llm" / "run_llm.py")

@@ -197,18 +197,18 @@ _PER_RESPONSE = ("seq-mean-token-mean",)
 # Losses that ignore loss_agg_mode and aggregate per response (verl 0.9.1).
 _FORCED_PER_RESPONSE = ("sapo", "geo_mean")
 # What each estimator breaks on its own, on-policy, as the checker's properties observe
-# it: (breaks, mechanisms the probes name). The M4 probes use equal lengths, so a
-# length-weighted baseline (opo) or a token-weighted batch whitening
-# (reinforce_plus_plus_baseline) breaks exchangeability without a named mechanism.
+# it: (breaks, mechanisms the probes name). A length-weighted baseline (opo) or a
+# token-weighted batch whitening (reinforce_plus_plus_baseline) is not zero-sum once
+# lengths differ: M4, named by the unequal-lengths probe (THEORY.md section 4).
 _ESTIMATOR_VERDICT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "grpo": ((), ()),
     "grpo_vectorized": ((), ()),
     "rloo": ((), ()),
     "rloo_vectorized": ((), ()),
     "gpg": ((), ()),
-    "opo": (("exchangeable", "shared_cancellation"), ()),
+    "opo": (("zero_sum", "exchangeable", "shared_cancellation"), ("M4",)),
     "grpo_passk": (("zero_sum", "shared_cancellation"), ("M4",)),
-    "reinforce_plus_plus_baseline": (("exchangeable", "null_on_equal_rewards", "shared_cancellation"), ()),
+    "reinforce_plus_plus_baseline": (("zero_sum", "exchangeable", "null_on_equal_rewards", "shared_cancellation"), ("M4",)),
     "reinforce_plus_plus": (("zero_sum", "exchangeable", "null_on_equal_rewards", "shared_cancellation"), ("M4",)),
     "remax": (("zero_sum", "null_on_equal_rewards", "shared_cancellation"), ("M4",)),
 }

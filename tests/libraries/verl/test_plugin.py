@@ -73,7 +73,7 @@ def test_actor_clip_settings_and_metrics():
     register(["dapo"])
     fn = core_algos.get_policy_loss_fn("exchange_dapo")
     old, new, adv, mask = _batch()
-    loose = SimpleNamespace(clip_ratio=0.2, clip_ratio_low=10.0, clip_ratio_high=10.0, clip_ratio_c=3.0,
+    loose = SimpleNamespace(clip_ratio=0.2, clip_ratio_low=0.999, clip_ratio_high=10.0, clip_ratio_c=3.0,
                             global_batch_info=None)
     tight = SimpleNamespace(clip_ratio=0.2, clip_ratio_low=0.01, clip_ratio_high=0.01, clip_ratio_c=3.0,
                             global_batch_info=None)
