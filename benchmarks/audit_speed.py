@@ -65,7 +65,7 @@ def check_throughput(max_examples: int) -> None:
             dt = time.perf_counter() - t0
         finally:
             Engine.__call__ = original
-        print(f"  {name:<10} {dt:6.1f} s  {calls['n']:6d} configs  {calls['n'] / dt:7.0f} cfg/s  broken={sorted({n for (_, n), r in report.results.items() if not r.holds})}")
+        print(f"  {name:<10} {dt:6.1f} s  {calls['n']:6d} configs  {calls['n'] / dt:7.0f} cfg/s  broken={sorted({n for (n, _), r in report.results.items() if not r.holds})}")
 
 
 def audit_wall_time() -> None:

@@ -25,7 +25,7 @@ def assert_holds(loss_fn: LossFn, *properties: str, **check_kwargs: Any) -> Repo
     property (default: all) holds in every requested regime. Returns the report."""
     __tracebackhide__ = True  # pytest: show the caller's line, not this frame
     report = check(loss_fn, properties=properties or None, **check_kwargs)
-    broken = sorted({name for (_, name), res in report.results.items() if not res.holds})
+    broken = sorted({name for (name, _), res in report.results.items() if not res.holds})
     if broken:
         raise AssertionError(
             f"{report.objective}: {len(broken)} propert{'y' if len(broken) == 1 else 'ies'} broken "

@@ -31,7 +31,7 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
     table.add_column("max residual")
     table.add_column("theorem")
     for name in report.properties:
-        per = [report.results[(r, name)] for r in report.regimes]
+        per = [report.results[(name, r)] for r in report.regimes]
         worst = max(p.max_residual for p in per)
         theorems = ", ".join(per[0].theorems[:2]) + (" ..." if len(per[0].theorems) > 2 else "") or "-"
         table.add_row(name, *[_cell(p) for p in per], f"{worst:.2e}", theorems)
@@ -58,7 +58,7 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
     shown: dict[tuple, str] = {}
     for name in report.properties:
         for r in report.regimes:
-            res = report.results[(r, name)]
+            res = report.results[(name, r)]
             if res.holds or res.counterexample is None:
                 continue
             key = (name, res.found_by, tuple(res.mismatches))

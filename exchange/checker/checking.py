@@ -267,7 +267,7 @@ def check(
             tol = _tolerance(prop, precision)
             theorems = PROPERTY_THEOREMS.get(prop_name, ())
             if prop.regime_free and regime != regimes[0]:
-                results[(regime, prop_name)] = results[(regimes[0], prop_name)]
+                results[(prop_name, regime)] = results[(prop_name, regimes[0])]
                 continue
             failed = next(
                 (
@@ -279,14 +279,14 @@ def check(
             )
             if failed is not None:
                 probe_result, ev = failed
-                results[(regime, prop_name)] = _result(prop_name, regime, tol, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
+                results[(prop_name, regime)] = _result(prop_name, regime, tol, ev, f"probe {probe_result.probe.name}", 1, 1, theorems)
                 continue
             probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
             if progress is not None:
                 progress(regime, prop_name)
             tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed, tol, hypothesis_profile)
             if failure is not None:
-                results[(regime, prop_name)] = _result(
+                results[(prop_name, regime)] = _result(
                     prop_name, regime, tol, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
                 )
                 continue
@@ -310,7 +310,7 @@ def check(
                     f"inconclusive: only {tally.informative} of {tally.examples} examples could have failed; "
                     "raise max_examples"
                 )
-            results[(regime, prop_name)] = res
+            results[(prop_name, regime)] = res
         if _design_choice(probes, names, results, regime, mechanisms[regime], precision):
             mechanisms[regime] = sorted(mechanisms[regime] + ["M7"])
     regime_flag = "" if len(regimes) == len(REGIMES) else f" --regime {'on' if regimes[0] == 'on_policy' else 'off'}"
@@ -382,11 +382,11 @@ def _attributed(probes, names, precision: str = "float64") -> list[str]:
     for p in probes:
         if not p.mechanism_found:
             continue
-        own = p.evaluations.get(p.probe.attributes)
-        if own is not None and own.residual <= _tolerance(PROPERTIES[p.probe.attributes], precision):
+        own = p.evaluations.get(p.probe.property_name)
+        if own is not None and own.residual <= _tolerance(PROPERTIES[p.probe.property_name], precision):
             continue
         cancel = p.evaluations.get("shared_cancellation")
-        if p.probe.attributes in names or (
+        if p.probe.property_name in names or (
             "shared_cancellation" in names
             and cancel is not None
             and cancel.residual > _tolerance(PROPERTIES["shared_cancellation"], precision)
@@ -398,13 +398,13 @@ def _attributed(probes, names, precision: str = "float64") -> list[str]:
 def _design_choice(probes, names, results, regime, found, precision: str = "float64") -> bool:
     """M7 (THEORY.md section 4): (E) broken while (C) holds in every example, with
     zero-sum coefficients, and no defect mechanism explains the break."""
-    ex = results[(regime, "exchangeable")] if "exchangeable" in names else None
+    ex = results[("exchangeable", regime)] if "exchangeable" in names else None
     if found or ex is None or ex.holds or ex.counterexample is None:  # a vacuity verdict explains nothing
         return False
-    if "finite" in names and not results[(regime, "finite")].holds:
+    if "finite" in names and not results[("finite", regime)].holds:
         return False
     for prop in ("zero_sum", "shared_cancellation"):
-        if prop in names and not results[(regime, prop)].holds:
+        if prop in names and not results[(prop, regime)].holds:
             return False
         tol = _tolerance(PROPERTIES[prop], precision)
         if any(prop in p.evaluations and not p.evaluations[prop].residual <= tol for p in probes):

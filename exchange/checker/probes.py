@@ -58,7 +58,7 @@ _SIGNATURE_RTOL = 1e-6
 class Probe:
     name: str
     description: str
-    attributes: str  # the property whose failure attributes ``mechanism``
+    property_name: str  # the property whose failure points to ``mechanism``
     mechanism: str
     case: Case
     mutation: Mutation | None = None
@@ -225,9 +225,9 @@ def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     result = ProbeResult(probe)
     case = replace(probe.case, off_policy=False)  # probes set their ratios explicitly
     if probe.mutation is None:
-        evaluate = _eval_zero_sum if probe.attributes == "zero_sum" else _eval_null
+        evaluate = _eval_zero_sum if probe.property_name == "zero_sum" else _eval_null
         ev = evaluate(engine, case, "on_policy")
-        broke = ev.residual > (RTOL_CANCEL if probe.attributes == "zero_sum" else RTOL_EQUAL)
+        broke = ev.residual > (RTOL_CANCEL if probe.property_name == "zero_sum" else RTOL_EQUAL)
         finite = bool(torch.isfinite(ev.kappa).all())
         if probe.name == "unequal_lengths":
             # Only an affine-in-rewards shared column speaks for M4; anything else (1/L_i,
@@ -235,8 +235,8 @@ def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
             if not (broke and finite and _affine_in_rewards(ev.rollout, ev.kappa, case)):
                 return result
             ev.note = f"probe {probe.name}: {probe.description}; the shared coefficients depend on the reward only"
-        result.evaluations[probe.attributes] = ev
-        if probe.attributes == "zero_sum":
+        result.evaluations[probe.property_name] = ev
+        if probe.property_name == "zero_sum":
             result.evaluations["shared_cancellation"] = ev
         result.mechanism_found = broke and finite
         return result

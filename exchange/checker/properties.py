@@ -43,9 +43,6 @@ RTOL_EQUAL = 1e-9
 _TINY = 1e-300
 _MAX_MISMATCHES = 8
 
-# ``coeffs(rollouts) -> [kappa [N, T], ...]`` with ``coeffs.loss_fn``: an
-# :class:`exchange.core.coefficients.Engine`.
-Coefficients = Engine
 
 
 @dataclass
@@ -69,7 +66,7 @@ class Property:
     theory: str
     tolerance: float
     examples: Callable[[str], st.SearchStrategy]
-    evaluate: Callable[[Coefficients, object, str], Evaluation]
+    evaluate: Callable[[Engine, object, str], Evaluation]
     regime_free: bool = False  # evaluated on-policy only; one verdict for both regimes
 
 
@@ -142,7 +139,7 @@ def _tied(rollout: Rollout) -> Tensor:
 
 
 # ------------------------------------------------------------- properties
-def _eval_finite(coeffs: Coefficients, case: Case, regime: str) -> Evaluation:
+def _eval_finite(coeffs: Engine, case: Case, regime: str) -> Evaluation:
     rollout = build(case)
     loss, kappa = loss_and_coefficients(coeffs.loss_fn, rollout.logprobs, rollout)
     finite = bool(torch.isfinite(loss)) and bool(torch.isfinite(kappa).all())
@@ -160,7 +157,7 @@ def _eval_finite(coeffs: Coefficients, case: Case, regime: str) -> Evaluation:
     return Evaluation(0.0 if finite else float("inf"), True, rollout, kappa, mism)
 
 
-def _eval_zero_sum(coeffs: Coefficients, case: Case, regime: str) -> Evaluation:
+def _eval_zero_sum(coeffs: Engine, case: Case, regime: str) -> Evaluation:
     rollout = build(case)
     (kappa,) = coeffs([rollout])
     ev = events(rollout)
@@ -168,7 +165,7 @@ def _eval_zero_sum(coeffs: Coefficients, case: Case, regime: str) -> Evaluation:
     return Evaluation(res, not bool(_tied(rollout).all()), rollout, kappa, mism)
 
 
-def _eval_cancellation(coeffs: Coefficients, case: Case, regime: str) -> Evaluation:
+def _eval_cancellation(coeffs: Engine, case: Case, regime: str) -> Evaluation:
     rollout = build(case)
     (kappa,) = coeffs([rollout])
     ev = events(rollout)
@@ -177,7 +174,7 @@ def _eval_cancellation(coeffs: Coefficients, case: Case, regime: str) -> Evaluat
     return Evaluation(res, informative, rollout, kappa, mism)
 
 
-def _eval_null(coeffs: Coefficients, case: Case, regime: str) -> Evaluation:
+def _eval_null(coeffs: Engine, case: Case, regime: str) -> Evaluation:
     rollout = build(case)
     (kappa,) = coeffs([rollout])
     tied_rows = _tied(rollout)[rollout.group_index]  # [N]
@@ -196,7 +193,7 @@ def _eval_null(coeffs: Coefficients, case: Case, regime: str) -> Evaluation:
     return Evaluation(res, bool(tied_rows.any()), rollout, kappa, mism)
 
 
-def _eval_permutation(coeffs: Coefficients, example: tuple[Case, int], regime: str) -> Evaluation:
+def _eval_permutation(coeffs: Engine, example: tuple[Case, int], regime: str) -> Evaluation:
     case, seed = example
     rollout = build(case)
     perm = list(range(rollout.n))
@@ -244,7 +241,7 @@ def exchangeability(
     return Evaluation(worst_res, informative, base, kappa, mism[:_MAX_MISMATCHES], variant, kappa_v)
 
 
-def _eval_exchangeable(coeffs: Coefficients, example: tuple[Case, Mutation], regime: str) -> Evaluation:
+def _eval_exchangeable(coeffs: Engine, example: tuple[Case, Mutation], regime: str) -> Evaluation:
     case, mutation = example
     variant_case = mutation.apply(case)
     base, variant = build_pair(case, variant_case)

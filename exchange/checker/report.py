@@ -92,7 +92,7 @@ class Report:
     objective: str
     regimes: tuple[str, ...]
     properties: tuple[str, ...]
-    results: dict[tuple[str, str], PropertyResult]
+    results: dict[tuple[str, str], PropertyResult]  # keyed (property, regime), like result(name, regime)
     mechanisms_by_regime: dict[str, list[str]]
     seed: int
     max_examples: int
@@ -110,19 +110,19 @@ class Report:
 
     def result(self, name: str, regime: str) -> PropertyResult:
         self._check_name(name, regime)
-        return self.results[(regime, name)]
+        return self.results[(name, regime)]
 
     def holds(self, name: str, regime: str | None = None) -> bool:
         """Whether ``name`` held in ``regime`` (``None``: in every checked regime)."""
         self._check_name(name, regime)
         regimes = self.regimes if regime is None else (regime,)
-        return all(self.results[(r, name)].holds for r in regimes)
+        return all(self.results[(name, r)].holds for r in regimes)
 
     def counterexample(self, name: str, regime: str | None = None) -> Rollout | None:
         """The minimal failing rollout (its ``logprobs`` field holds the current log-probs)."""
         self._check_name(name, regime)
         for r in self.regimes if regime is None else (regime,):
-            res = self.results[(r, name)]
+            res = self.results[(name, r)]
             if not res.holds and res.counterexample is not None:
                 return res.counterexample
         return None
@@ -145,7 +145,7 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         props: dict[str, Any] = {}
         for name in self.properties:
-            per = {r: self.results[(r, name)] for r in self.regimes}
+            per = {r: self.results[(name, r)] for r in self.regimes}
             first_bad = next((p for p in per.values() if not p.holds), None)
             shown = first_bad or next(iter(per.values()))
             entry = shown.to_dict()
@@ -187,5 +187,5 @@ class Report:
         return buf.getvalue()
 
     def __repr__(self) -> str:
-        broken = sorted({n for (_, n), r in self.results.items() if not r.holds})
+        broken = sorted({n for (n, _), r in self.results.items() if not r.holds})
         return f"Report(objective={self.objective!r}, broken={broken}, mechanisms={self.mechanisms})"

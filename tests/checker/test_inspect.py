@@ -27,7 +27,7 @@ def test_public_name():
 def test_inspector_agrees_with_the_checker(name, regime):
     fn = get(name).bind()
     report = check(fn, properties=["shared_cancellation"], max_examples=25, seed=0, regimes=(regime,))
-    result = report.results[(regime, "shared_cancellation")]
+    result = report.results[("shared_cancellation", regime)]
     if result.holds:
         # the same configurations the checker fuzzes: every one cancels exactly
         @settings(max_examples=25, database=None, derandomize=True)

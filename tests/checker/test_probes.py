@@ -13,7 +13,7 @@ from exchange.objectives import resolve
 def test_every_probe_names_a_known_mechanism_and_property():
     for probe in PROBES:
         assert probe.mechanism in MECHANISMS, probe.name
-        assert probe.attributes in PROPERTY_NAMES, probe.name
+        assert probe.property_name in PROPERTY_NAMES, probe.name
 
 
 def test_probe_names_are_unique():

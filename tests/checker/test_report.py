@@ -96,3 +96,12 @@ def test_json_report_is_versioned_and_errors_are_hypothesis_errors():
     assert data["schema"] == REPORT_SCHEMA == 1
     assert data["precision"] == "float64"
     assert issubclass(InvalidArgument, hypothesis.errors.InvalidArgument)
+
+
+def test_results_are_keyed_like_result_takes_its_arguments():
+    """One order everywhere: (property name, regime)."""
+    from exchange.objectives import resolve
+
+    report = check(resolve("dr_grpo"), properties=("zero_sum",), max_examples=2, regimes=("on_policy",))
+    assert set(report.results) == {("zero_sum", "on_policy")}
+    assert report.result("zero_sum", "on_policy") is report.results[("zero_sum", "on_policy")]
