@@ -303,7 +303,10 @@ CLAIMS_SECTION = "## Training experiments"
 
 def claims_rows(summaries: list[dict[str, Any]], configs: list[str]) -> str:
     """Markdown table rows (one per experiment x prediction) for docs/claims.md."""
-    lines = ["| claim | experiment | verdict | evidence (paired diff, 95% t-CI, seeds in predicted direction, MDE) | reproduce |",
+    # The interval shown is the unadjusted 95% t-interval; the verdict is taken at the
+    # Holm-adjusted level, so each row also says which test decided it (a small effect
+    # whose raw interval excludes 0 can still be "refuted" by the equivalence route).
+    lines = ["| claim | experiment | verdict | evidence (paired diff, unadjusted 95% t-CI, seeds in predicted direction, MDE; the test that decided, Holm-adjusted) | reproduce |",
              "|---|---|---|---|---|"]
     claims = {"P1": "P1 learning tax", "P2": "P2 solution-probability drift", "P3": "P3 entropy collapse",
               "P4": "P4 sample efficiency / final accuracy"}
@@ -314,7 +317,7 @@ def claims_rows(summaries: list[dict[str, Any]], configs: list[str]) -> str:
         for key, claim in claims.items():
             ev = "; ".join(
                 f"{e['claim']}: {_fmt(e['diff_mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}], "
-                f"{e['n_predicted_direction']}/{e['n_seeds']}, MDE {_fmt(e['mde'])}" if "diff_mean" in e else
+                f"{e['n_predicted_direction']}/{e['n_seeds']}, MDE {_fmt(e['mde'])}; {e['reason']}" if "diff_mean" in e else
                 f"{e['claim']}: {e['reason']}"
                 for e in s["effects"] if e["prediction"] == key and e["primary"]
             )
