@@ -50,6 +50,8 @@ def groups(draw, off_policy: bool):
         spread = draw(st.sampled_from([1e-4, 0.15, 0.6]))
         lr = st.floats(-1.0, 1.0).map(lambda x: x * spread)
         ratios = [draw(st.lists(lr, min_size=L, max_size=L)) for L in lengths]
+        # a current probability q * rho is at most 1: rho <= 1/q (log-probs are <= 0)
+        ratios = [[min(r, -math.log(q)) for r, q in zip(rs, qs)] for rs, qs in zip(ratios, old)]
     else:
         ratios = [[0.0] * L for L in lengths]
     entropies = [draw(st.lists(st.floats(0.0, 3.0), min_size=L, max_size=L)) for L in lengths]
@@ -97,7 +99,7 @@ def test_off_policy(name, overrides, case):
 def test_every_region(name, overrides, shared_log_ratio):
     rewards = [1.0, 0.0, 0.5, 0.0]
     lengths = [1, 3, 2, 4]
-    old = [[0.4, 0.5, 0.6, 0.7][:L] for L in lengths]
+    old = [[0.25, 0.5, 0.6, 0.7][:L] for L in lengths]  # 0.25 * e^1.3 < 1: a valid current probability
     ratios = [[shared_log_ratio] + [0.3 * (-1) ** (i + t) for t in range(1, L)] for i, L in enumerate(lengths)]
     kappa = _compare(name, overrides, rewards, lengths, old, ratios)
     assert torch.isfinite(kappa).all()
@@ -115,11 +117,16 @@ def test_dcpo_bounds_at_the_edges(q, overrides):
     obj = get("dcpo")
     probe, _ = one_group([1.0, 0.0], [1, 1], [[q], [q]], [[0.0], [0.0]])
     low, high = (float(b[0, 0]) for b in dynamic_bounds(probe, obj.params(**overrides)))
+    tested = 0
     for edge in (low, high, obj.params(**overrides)["clip_c"]):
         for factor in (1 - 1e-3, 1 + 1e-3):
+            if q * edge * factor > 1:  # unreachable: the current probability q * rho would exceed 1
+                continue
             log_ratio = math.log(edge * factor)
             _compare("dcpo", overrides, [1.0, 0.0, 0.2], [1, 2, 2], [[q], [q, 0.5], [q, 0.5]],
                      [[log_ratio], [log_ratio, 0.1], [log_ratio, -0.1]])
+            tested += 1
+    assert tested >= 2  # at least one edge, from both sides
 
 
 @pytest.mark.parametrize("scope", ["response", "batch"])
