@@ -3,7 +3,7 @@
 One way to do each thing: ``names()`` lists the catalog families (``VARIANTS`` the
 documented transformed ones); ``get(name)`` returns an :class:`Objective` (a family or
 ``"base+transform..."``); ``resolve(name, **params)`` returns the bound ``loss_fn``. Restoring transformations (``min_replace``, ``adv_orthogonal``,
-``group_constant_norm``, ``sign_free_clip``) live in :mod:`exchange.objectives.restoring`;
+``group_constant_norm``, ``sign_free_clip``, ``token_trust_region``) live in :mod:`exchange.objectives.restoring`;
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ VARIANTS: tuple[str, ...] = tuple(
     "sapo_verl+group_constant_norm+sign_free_clip",
     "gspo_token+min_replace",
     "cispo+adv_orthogonal",
+    "gspo+min_replace+token_trust_region",
 )
 
 

@@ -24,6 +24,9 @@ Two optional hooks say how the family's coefficient factors into
 - ``sign_free(rho, A, rollout, p) -> S``: the same surrogate with every clip decision or
   gate made a function of the ratio alone (``sign_free_clip``, T5).
 
+``gate(logprobs, rollout, p) -> [N, T]``, optional: a detached 0/1 factor on every
+token's surrogate, a function of that token's own ratio only (``token_trust_region``).
+
 ``clip_level`` records where the family's clip acts (``"token"``, ``"sequence"`` or
 ``"none"``): Min-Replace and Adv-Orthogonal replace the whole per-response weight, so a
 sequence-level clip (part of that weight) goes with it, while a token-level clip stays.
@@ -79,6 +82,7 @@ class Factors:
     response_ratio: Callable[[Tensor, Rollout, Params], Tensor] | None = None
     sign_free: Callable[[Tensor, Tensor, Rollout, Params], Tensor] | None = None
     clip_level: str = "token"
+    gate: Callable[[Tensor, Rollout, Params], Tensor] | None = None
 
     def __post_init__(self) -> None:
         if self.clip_level not in CLIP_LEVELS:
@@ -110,6 +114,8 @@ def factored_loss(factors: Factors, logprobs: Tensor, rollout: Rollout, **p: Any
     surrogate = factors.surrogate(rho, adv, rollout, p)  # [N, T]
     norm = factors.norm(logprobs, rollout, p)  # [N]
     mask = rollout.fmask.to(surrogate.dtype)
+    if factors.gate is not None:
+        mask = mask * factors.gate(logprobs, rollout, p).detach().to(surrogate.dtype)
     return -(mask * norm[:, None] * surrogate).sum()
 
 

@@ -17,6 +17,13 @@ the base's by T5:
   token-level clip (M2) still breaks (C). Needs per-response, zero-sum advantages.
 - ``sign_free_clip``: the family's ``sign_free`` surrogate: every clip decision or gate
   depends on the ratio alone. Removes M2.
+- ``token_trust_region``: a restoring trust region: each token's surrogate is kept iff
+  its own token ratio ``rho_e = exp(l - l_old)`` lies in ``[1 - trust_eps, 1 + trust_eps]``
+  (parameter ``trust_eps``, default 0.2), for either sign of the advantage, else it is
+  dropped (zero gradient). The decision is a function of the event alone, so every copy
+  of a shared event is kept or dropped together: it adds no mechanism and keeps (E) and
+  (C) wherever they held. Meant for ``gspo+min_replace``, whose sequence clip went with
+  the weight and left no trust region at all.
 
 Composition reads left to right: ``"grpo+group_constant_norm+sign_free_clip"``.
 ``min_replace`` and ``adv_orthogonal`` both replace the per-response weight, so at most
@@ -87,18 +94,38 @@ def _sign_free_clip(f: Factors) -> Factors:
     return f.replace(surrogate=f.sign_free)
 
 
+TRUST_EPS_DEFAULT = 0.2
+
+
+def _token_trust_region(f: Factors) -> Factors:
+    previous = f.gate
+
+    def gate(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
+        eps = float(p["trust_eps"])
+        rho = torch.exp(logprobs.detach() - rollout.old_logprobs)  # [N, T], the event's own ratio
+        keep = ((rho >= 1.0 - eps) & (rho <= 1.0 + eps)).to(logprobs.dtype)
+        return keep if previous is None else keep * previous(logprobs, rollout, p)
+
+    return f.replace(gate=gate)
+
+
 TRANSFORMS: dict[str, Callable[[Factors], Factors]] = {
     "min_replace": _min_replace,
     "adv_orthogonal": _adv_orthogonal,
     "group_constant_norm": _group_constant_norm,
     "sign_free_clip": _sign_free_clip,
+    "token_trust_region": _token_trust_region,
 }
+
+# Parameters a transformation adds to the base objective's defaults.
+_TRANSFORM_DEFAULTS = {"token_trust_region": {"trust_eps": TRUST_EPS_DEFAULT}}
 
 _SOURCES = {
     "min_replace": "Min-Replace, arXiv:2604.13088 Eq. 17",
     "adv_orthogonal": "Adv-Orthogonal, arXiv:2604.13088 Eq. 18",
     "group_constant_norm": "one normaliser per group (Dr. GRPO / DAPO style), THEORY.md T5",
     "sign_free_clip": "sign-independent clip (CISPO style), THEORY.md T5",
+    "token_trust_region": "token-level trust region on the event's own ratio, sign-free (THEORY.md T5)",
 }
 
 
@@ -174,6 +201,8 @@ def derive_expected(base: Objective, transforms: tuple[str, ...]) -> dict[str, E
                 mechs.discard("M3")
             elif t == "sign_free_clip":
                 mechs.discard("M2")
+            elif t == "token_trust_region":
+                pass  # a gate on the event's own ratio, any sign: adds no mechanism
             elif t in _WEIGHT_TRANSFORMS:
                 if clip_level == "sequence":
                     mechs.discard("M2")
@@ -217,9 +246,13 @@ def apply_transforms(base: Objective, transforms: list[str], catalog: list[Objec
             " Adv-Orthogonal makes sum_i A_i w_i = 0, so shared events cancel when only "
             "per-response weights broke (C); the weights still differ, so (E) is not restored."
         )
+    defaults = dict(base.defaults)
+    for t in transforms:
+        defaults.update(_TRANSFORM_DEFAULTS.get(t, {}))
     return dataclasses.replace(
         base,
         name=name,
+        defaults=defaults,
         loss=functools.partial(factored_loss, factors),
         summary=f"{base.summary} [+{' +'.join(transforms)}]",
         expected=expected,

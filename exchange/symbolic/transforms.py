@@ -11,7 +11,10 @@ each transformation rewrites one factor before sympy differentiates ``J``:
   sequence clip then acts on the unit ratio, i.e. never);
 - ``adv_orthogonal``: ``norm_i -> sg(w_i - (A.w / A.A) A_i)``;
 - ``sign_free_clip``: the clip keeps the gradient iff the ratio is inside the range, for
-  either sign of ``A`` (``S = r A`` inside, ``sg(r) A`` outside).
+  either sign of ``A`` (``S = r A`` inside, ``sg(r) A`` outside);
+- ``token_trust_region``: the ratio is stop-gradiented wherever the token's own ratio
+  ``exp(l - l_old)`` leaves ``[1 - trust_eps, 1 + trust_eps]``, for either sign of ``A``
+  (the torch transform's 0/1 gate on the surrogate's gradient).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Callable
 import sympy as sp
 
 from exchange.symbolic.group import SymbolicGroup
-from exchange.symbolic.surrogates import clip, ppo_clip, response_norms, sapo_gate, sign_free_clip
+from exchange.symbolic.surrogates import StopGradient, clip, ppo_clip, response_norms, sapo_gate, sign_free_clip
 
 __all__ = ["Factored", "BASES", "TRANSFORMS", "variant_surrogate"]
 
@@ -141,8 +144,19 @@ def _sign_free_clip(f: Factored) -> Factored:
     return replace(f, surrogate=f.sign_free)
 
 
+def _token_trust_region(f: Factored) -> Factored:
+    def ratio(g: SymbolicGroup, i: int) -> sp.Expr:
+        r, rho = f.ratio(g, i), g.token_ratio(i)
+        eps = sp.Symbol("trust_eps", positive=True)
+        inside = sp.And(rho >= 1 - eps, rho <= 1 + eps)
+        return sp.Piecewise((r, inside), (StopGradient(r), True))
+
+    return replace(f, ratio=ratio)
+
+
 TRANSFORMS = {"group_constant_norm": _group_constant_norm, "min_replace": _min_replace,
-              "adv_orthogonal": _adv_orthogonal, "sign_free_clip": _sign_free_clip}
+              "adv_orthogonal": _adv_orthogonal, "sign_free_clip": _sign_free_clip,
+              "token_trust_region": _token_trust_region}
 
 
 def variant_surrogate(base: str, transforms: tuple[str, ...]):

@@ -85,6 +85,9 @@ T5 = {
     ("grpo+group_constant_norm+sign_free_clip", True): (True, True),
     ("sapo_verl+group_constant_norm+sign_free_clip", True): (True, True),
     ("grpo+min_replace+sign_free_clip", True): (True, True),
+    # token_trust_region gates each event on its own ratio, any sign: adds no mechanism
+    ("gspo+min_replace+token_trust_region", False): (True, True),
+    ("gspo+min_replace+token_trust_region", True): (True, True),
 }
 
 
@@ -168,3 +171,19 @@ def test_sign_free_clip_drops_both_signs_outside_the_trust_region() -> None:
     inside = (ratio >= 0.8) & (ratio <= 1.28)
     assert torch.allclose(kappa, a[:, None] * ratio * inside / r.n_tokens * r.fmask, rtol=1e-12, atol=1e-15)
     assert (kappa[:, :2] == 0).all()  # both shared events dropped for every response
+
+
+def test_token_trust_region_drops_events_outside_it_for_both_signs() -> None:
+    """gspo+min_replace+token_trust_region: Min-Replace's coefficient, times a 0/1 gate on
+    the token's own ratio; the shared event at ratio 1.5 is dropped in every response."""
+    lp, r = make_rollout([[PREFIX + [3, 4], PREFIX + [5], PREFIX + [3, 6, 7, 8], PREFIX + [9]]], REWARDS,
+                         off_policy=True, overrides={(0, 1): 0.405, (0, 1, 2): 0.0})
+    ungated = token_coefficients(catalog.resolve("gspo+min_replace"), lp, r)
+    kappa = token_coefficients(catalog.resolve("gspo+min_replace+token_trust_region", trust_eps=0.2), lp, r)
+    ratio = torch.exp(lp - r.old_logprobs)
+    inside = ((ratio >= 0.8) & (ratio <= 1.2)).double()
+    assert torch.allclose(kappa, ungated * inside, rtol=1e-12, atol=1e-15)
+    assert (kappa[:, 0] == 0).all() and (kappa[:, 1] != 0).all()  # shared: all dropped / all kept
+    assert catalog.get("gspo+min_replace+token_trust_region").defaults["trust_eps"] == 0.2
+    wide = token_coefficients(catalog.resolve("gspo+min_replace+token_trust_region", trust_eps=10.0), lp, r)
+    assert torch.allclose(wide, ungated, rtol=1e-12, atol=1e-15)
