@@ -12,7 +12,8 @@ anywhere in the tests). Prints:
 5. with ``--baseline DIR``: ``check`` of every objective in subprocesses, alternating
    between an earlier ``exchange/`` package under DIR (for example
    ``git archive <commit> exchange | tar -x -C DIR``) and this tree, ``--rounds`` times
-   each; prints the best time of each side, the speed-up, and whether the verdicts and
+   each, in CPU seconds of the process (one torch thread; far less sensitive to other
+   jobs on the machine than wall time); prints the best time of each side, the speed-up, and whether the verdicts and
    example counts agree.
 
     python benchmarks/checker_speed.py [--max-examples 200] [--audit 200] [--baseline DIR]
@@ -148,10 +149,10 @@ for name in sys.argv[2:]:
     def rec(lp, r, fn=fn):
         calls.append((lp.detach().clone(), r)); return fn(lp, r)
     rec.__name__ = name
-    t0 = time.perf_counter(); rep = check(rec, max_examples=int(sys.argv[1]), seed=0); tc = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0 = time.process_time(); rep = check(rec, max_examples=int(sys.argv[1]), seed=0); tc = time.process_time() - t0
+    t0 = time.process_time()
     for lp, r in calls: token_coefficients(fn, lp, r)
-    out[name] = dict(check=tc, replay=time.perf_counter() - t0, examples=sum(r.examples for r in rep.results.values()),
+    out[name] = dict(check=tc, replay=time.process_time() - t0, examples=sum(r.examples for r in rep.results.values()),
                      verdict=sorted((k[0], k[1], v.holds, v.examples, v.found_by) for k, v in rep.results.items()))
 print(json.dumps(out))
 """
@@ -172,7 +173,7 @@ def against_baseline(baseline: str, max_examples: int, rounds: int) -> None:
             out = subprocess.run([sys.executable, "-c", _ONE_SIDE, str(max_examples), *_OBJECTIVES], env=env,
                                  capture_output=True, text=True, check=True, cwd="/")
             runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"\n5. check(max_examples={max_examples}) vs {baseline}: {rounds} interleaved rounds, best of each")
+    print(f"\n5. check(max_examples={max_examples}) vs {baseline}: {rounds} interleaved rounds, best CPU time of each")
     print(f"{'objective':<10}{'base ex/s':>10}{'new ex/s':>10}{'speed-up':>9}{'base check/replay':>18}"
           f"{'new check/replay':>17}  same verdicts")
     for name in _OBJECTIVES:
