@@ -8,9 +8,15 @@ anywhere in the tests). Prints:
    ``token_coefficients`` of the same batch, scaling in G and in L;
 3. ``exchange.inspect`` on a real-size batch (N=128, T=4096, float64) against the
    coefficients alone;
-4. with ``--audit N``: wall time of ``exchange audit --max-examples N`` (slow: minutes).
+4. with ``--audit N``: wall time of ``exchange audit --max-examples N`` (slow: minutes);
+5. with ``--baseline DIR``: ``check`` of every objective in subprocesses, alternating
+   between an earlier ``exchange/`` package under DIR (for example
+   ``git archive <commit> exchange | tar -x -C DIR``) and this tree, ``--rounds`` times
+   each, in CPU seconds of the process (one torch thread; far less sensitive to other
+   jobs on the machine than wall time); prints the best time of each side, the speed-up, and whether the verdicts and
+   example counts agree.
 
-    python benchmarks/checker_speed.py [--max-examples 200] [--audit 200]
+    python benchmarks/checker_speed.py [--max-examples 200] [--audit 200] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -129,11 +135,62 @@ def audit(max_examples: int) -> None:
     print(f"\n4. {' '.join(cmd[1:])}: {time.perf_counter() - t0:.1f} s")
 
 
+_OBJECTIVES = ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "clip_cov")
+
+_ONE_SIDE = """
+import json, sys, time, torch
+torch.set_num_threads(1)
+from exchange import check
+from exchange.core.coefficients import token_coefficients
+from exchange.objectives import get
+out = {}
+for name in sys.argv[2:]:
+    fn = get(name).bind(); calls = []
+    def rec(lp, r, fn=fn):
+        calls.append((lp.detach().clone(), r)); return fn(lp, r)
+    rec.__name__ = name
+    t0 = time.process_time(); rep = check(rec, max_examples=int(sys.argv[1]), seed=0); tc = time.process_time() - t0
+    t0 = time.process_time()
+    for lp, r in calls: token_coefficients(fn, lp, r)
+    out[name] = dict(check=tc, replay=time.process_time() - t0, examples=sum(r.examples for r in rep.results.values()),
+                     verdict=sorted((k[0], k[1], v.holds, v.examples, v.found_by) for k, v in rep.results.items()))
+print(json.dumps(out))
+"""
+
+
+def against_baseline(baseline: str, max_examples: int, rounds: int) -> None:
+    import json
+    import os
+    from pathlib import Path
+
+    here = str(Path(__file__).resolve().parents[1])
+    sides = {"baseline": os.path.abspath(baseline), "this tree": here}
+    runs: dict[str, list[dict]] = {k: [] for k in sides}
+    for rnd in range(rounds):
+        order = list(sides) if rnd % 2 == 0 else list(sides)[::-1]
+        for label in order:
+            env = dict(os.environ, PYTHONPATH=sides[label])
+            out = subprocess.run([sys.executable, "-c", _ONE_SIDE, str(max_examples), *_OBJECTIVES], env=env,
+                                 capture_output=True, text=True, check=True, cwd="/")
+            runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"\n5. check(max_examples={max_examples}) vs {baseline}: {rounds} interleaved rounds, best CPU time of each")
+    print(f"{'objective':<10}{'base ex/s':>10}{'new ex/s':>10}{'speed-up':>9}{'base check/replay':>18}"
+          f"{'new check/replay':>17}  same verdicts")
+    for name in _OBJECTIVES:
+        b = min((r[name] for r in runs["baseline"]), key=lambda x: x["check"])
+        n = min((r[name] for r in runs["this tree"]), key=lambda x: x["check"])
+        print(f"{name:<10}{b['examples'] / b['check']:>10.0f}{n['examples'] / n['check']:>10.0f}"
+              f"{b['check'] / n['check']:>8.2f}x{b['check'] / b['replay']:>17.1f}x{n['check'] / n['replay']:>16.1f}x"
+              f"  {b['verdict'] == n['verdict']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-examples", type=int, default=200)
     parser.add_argument("--audit", type=int, default=0, metavar="N", help="also time exchange audit --max-examples N")
     parser.add_argument("--skip-check", action="store_true")
+    parser.add_argument("--baseline", metavar="DIR", help="compare check() with the exchange/ package under DIR")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not args.skip_check:
@@ -142,6 +199,8 @@ def main() -> None:
     real_batch()
     if args.audit:
         audit(args.audit)
+    if args.baseline:
+        against_baseline(args.baseline, args.max_examples, args.rounds)
 
 
 if __name__ == "__main__":

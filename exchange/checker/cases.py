@@ -280,7 +280,7 @@ def _build_tensor(case: Case) -> Rollout:
     cur = torch.where(mask, old + _log(ratio), zero)
     ref = torch.where(mask, ref, zero)
     ent = torch.where(mask, ent, zero)
-    return Rollout(
+    return Rollout._trusted(
         tokens=tokens,
         mask=mask,
         rewards=torch.tensor(rewards, dtype=torch.float64),
@@ -313,25 +313,46 @@ def _build_python(case: Case) -> Rollout:
     # the hashes of the overridden keys: only positions whose key hash is one of them
     # build their key tuple
     overridden = {hash(k) for k in (*ratio_over, *ent_over, *old_over)}
-    pick_old = _picker(OLD_PROBS, case.seed, "old")
-    pick_ratio = _picker(RATIOS, case.seed, "ratio")
-    pick_ent = _picker(ENTROPIES, case.seed, "entropy")
-    pick_ref = _picker(REF_PROBS, case.seed, "ref")
+    # The hash chain and the four picks (``_fold`` / ``_finish`` / ``_picker``) inlined:
+    # this loop is the checker's hottest Python. tests/checker/test_cases.py checks it
+    # against the tuple-hashing oracle.
+    mask64, xx1, xx2, tail = _MASK, _XX1, _XX2, 3 ^ (_XX5 ^ 3527539)
+
+    def salt_acc(salt: str) -> int:
+        return _fold(_fold(_XX5, hash(case.seed)), hash(_SALT[salt]))
+
+    a_old, a_ratio, a_ent, a_ref = salt_acc("old"), salt_acc("ratio"), salt_acc("entropy"), salt_acc("ref")
+    n_old, n_ratio, n_ent, n_ref = len(OLD_PROBS), len(RATIOS), len(ENTROPIES), len(REF_PROBS)
+    off_policy, entropy_all = case.off_policy, case.entropy_all
     log_old = {p: math.log(p) for p in OLD_PROBS}
-    log_ref = {p: math.log(p) for p in REF_PROBS}
+    log_ref = [math.log(p) for p in REF_PROBS]
+
+    def pick(acc: int, key_hash: int, size: int) -> int:
+        acc = (acc + (key_hash & mask64) * xx2) & mask64
+        acc = ((((acc << 31) | (acc >> 33)) & mask64) * xx1 + tail) & mask64
+        if acc == mask64:
+            return 1546275796 % size
+        return (acc - (1 << 64) if acc >> 63 else acc) % size
+
     # Python lists first, one tensor each at the end: per-element tensor writes are slow.
     tok_rows, old_rows, cur_rows, ref_rows, ent_rows = [], [], [], [], []
+    seen: dict[int, tuple[float, float, float, float]] = {}
     for resp, g in zip(rows, groups):
         pad = [0] * (t_max - len(resp))
         fpad = [0.0] * (t_max - len(resp))
         old_row, cur_row, ref_row, ent_row = [], [], [], []
         acc = _fold(_XX5, hash(g))
         for t, token in enumerate(resp):
-            acc = _fold(acc, hash(token))
+            acc = (acc + (hash(token) & mask64) * xx2) & mask64
+            acc = ((((acc << 31) | (acc >> 33)) & mask64) * xx1) & mask64
             h_key = _finish(acc, t + 2)
-            p_old = pick_old(h_key)
-            r = pick_ratio(h_key) if case.off_policy else 1.0
-            h = case.entropy_all if case.entropy_all is not None else pick_ent(h_key)
+            hit = seen.get(h_key)
+            if hit is not None:  # a shared event seen in an earlier row: same picks
+                old_row.append(hit[0]), cur_row.append(hit[1]), ref_row.append(hit[2]), ent_row.append(hit[3])
+                continue
+            p_old = OLD_PROBS[pick(a_old, h_key, n_old)]
+            r = RATIOS[pick(a_ratio, h_key, n_ratio)] if off_policy else 1.0
+            h = entropy_all if entropy_all is not None else ENTROPIES[pick(a_ent, h_key, n_ent)]
             if h_key in overridden:
                 key = (g, *resp[: t + 1])
                 p_old = old_over.get(key) or p_old
@@ -344,9 +365,11 @@ def _build_python(case: Case) -> Rollout:
                 )
             lo = log_old[p_old] if p_old in log_old else math.log(p_old)
             old_row.append(lo)
-            cur_row.append(lo + math.log(r))
-            ref_row.append(log_ref[pick_ref(h_key)])
+            cur_row.append(lo if r == 1.0 else lo + math.log(r))
+            ref_row.append(log_ref[pick(a_ref, h_key, n_ref)])
             ent_row.append(h)
+            if h_key not in overridden:  # picks depend on the key hash alone
+                seen[h_key] = (old_row[-1], cur_row[-1], ref_row[-1], h)
         tok_rows.append(list(resp) + pad)
         old_rows.append(old_row + fpad)
         cur_rows.append(cur_row + fpad)
@@ -360,7 +383,7 @@ def _build_python(case: Case) -> Rollout:
     cur = torch.tensor(cur_rows, dtype=f64)
     ref = torch.tensor(ref_rows, dtype=f64)
     ent = torch.tensor(ent_rows, dtype=f64)
-    return Rollout(
+    return Rollout._trusted(
         tokens=tokens,
         mask=mask,
         rewards=torch.tensor(rewards, dtype=torch.float64),

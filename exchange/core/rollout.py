@@ -71,6 +71,28 @@ class Rollout:
         object.__setattr__(self, "_group_index", dense)
         object.__setattr__(self, "_n_groups", int(uniq.numel()))
 
+    @classmethod
+    def _trusted(cls, **fields: Any) -> "Rollout":
+        """A Rollout from fields an internal constructor already guarantees valid
+        (``exchange.checker.cases.build``), without re-running :func:`_validate`.
+
+        Identical to ``Rollout(**fields)`` for valid fields (tests/core/test_rollout.py
+        and tests/checker/test_cases.py compare the two); never for user input.
+        """
+        r = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            if f.init:
+                value = fields.pop(f.name, f.default)
+                if value is dataclasses.MISSING:
+                    raise TypeError(f"Rollout._trusted: missing field {f.name!r}")
+                object.__setattr__(r, f.name, value)
+        if fields:
+            raise TypeError(f"Rollout._trusted: unknown fields {sorted(fields)}")
+        uniq, dense = torch.unique(r.group, return_inverse=True)
+        object.__setattr__(r, "_group_index", dense)
+        object.__setattr__(r, "_n_groups", int(uniq.numel()))
+        return r
+
     # ------------------------------------------------------------------ sizes
     @property
     def n(self) -> int:

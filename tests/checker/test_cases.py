@@ -107,3 +107,35 @@ def test_build_matches_the_oracle_on_long_responses():
     base = tuple(range(length))
     group = C.GroupConfig(responses=tuple(base[:-1] + (length + i,) for i in range(8)), rewards=(1.0, 0.0) * 4)
     _assert_same(C.Case(groups=(group,), off_policy=True, seed=3))
+
+
+# ---- the trusted constructor: ``build`` skips re-validation; the validated constructor
+# must accept the very same fields and give the same Rollout.
+
+
+def _fields(r):
+    import dataclasses
+
+    return {f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.init}
+
+
+@given(xst.cases(), st.booleans())
+@settings(max_examples=60)
+def test_trusted_build_is_the_validated_rollout(case, long_path):
+    fast = C._build_tensor(case) if long_path else C.build(case)
+    slow = Rollout(**_fields(fast))  # runs the full validation; raises if build were wrong
+    for name, value in _fields(fast).items():
+        other = getattr(slow, name)
+        assert (value is None and other is None) or torch.equal(value, other), name
+    assert torch.equal(fast.group_index, slow.group_index) and fast.n_groups == slow.n_groups
+
+
+def test_trusted_constructor_rejects_missing_and_unknown_fields():
+    import pytest
+
+    r = C.build(C.Case(groups=(C.GroupConfig(responses=((1,), (2,)), rewards=(1.0, 0.0)),)))
+    fields = _fields(r)
+    with pytest.raises(TypeError):
+        Rollout._trusted(**{k: v for k, v in fields.items() if k != "tokens"})
+    with pytest.raises(TypeError):
+        Rollout._trusted(**fields, bogus=1)
