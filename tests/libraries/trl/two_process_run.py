@@ -3,6 +3,7 @@ a plain GRPOTrainer with ExchangeCallback, then ExchangeGRPOTrainer, both with g
 accumulation 2, on the tiny model of test_trainer.py. Rank 0 writes both log histories."""
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -36,3 +37,13 @@ for name in ("callback", "trainer"):
     result[name] = {"num_processes": trainer.accelerator.num_processes, "log_history": trainer.state.log_history}
 if trainer.accelerator.is_main_process:
     (out / "result.json").write_text(json.dumps(result))
+# End deterministically: left to interpreter teardown, gloo's threads are sometimes
+# destroyed while running ("terminate called without an active exception", exit -6).
+import torch.distributed as dist  # noqa: E402
+
+if dist.is_initialized():
+    dist.barrier()
+    dist.destroy_process_group()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
