@@ -124,7 +124,7 @@ class ExperimentConfig:
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     description: str = ""
     mechanism: str = ""
-    """The mechanism the pair toggles (M1..M5), for the report."""
+    """The mechanism the pair toggles (M1..M7), for the report."""
     target_accuracy: float = 0.8
     """P4: samples needed to first reach this greedy accuracy."""
     task: TaskConfig = TaskConfig()
