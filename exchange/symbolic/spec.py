@@ -34,6 +34,7 @@ PARAM_SYMBOLS: dict[str, sp.Symbol] = {
     "phi": sp.Symbol("phi", positive=True),
     "beta": sp.Symbol("beta", positive=True),
     "clip_c": sp.Symbol("c", positive=True),
+    "trust_eps": sp.Symbol("trust_eps", positive=True),
 }
 
 

@@ -24,6 +24,7 @@ from typing import Callable
 
 import sympy as sp
 
+from exchange.symbolic.spec import param_symbol
 from exchange.symbolic.group import SymbolicGroup
 from exchange.symbolic.surrogates import StopGradient, clip, ppo_clip, response_norms, sapo_gate, sign_free_clip
 
@@ -147,7 +148,7 @@ def _sign_free_clip(f: Factored) -> Factored:
 def _token_trust_region(f: Factored) -> Factored:
     def ratio(g: SymbolicGroup, i: int) -> sp.Expr:
         r, rho = f.ratio(g, i), g.token_ratio(i)
-        eps = sp.Symbol("trust_eps", positive=True)
+        eps = param_symbol("trust_eps")  # substituted like every hyperparameter
         inside = sp.And(rho >= 1 - eps, rho <= 1 + eps)
         return sp.Piecewise((r, inside), (StopGradient(r), True))
 
