@@ -96,7 +96,7 @@ def _effects(meta: dict[str, Any], runs: dict[str, dict[int, RunData]]) -> list[
         e = r.pop("_effect", e)
         r.update(diff_mean=e.mean, ci_low=e.low, ci_high=e.high, confidence=e.confidence, sd=e.sd,
                  p_t=e.p_t, p_t_holm=e.p_t_adj, p_sign=e.p_sign, p_equiv=e.p_equiv, p_equiv_holm=e.p_equiv_adj,
-                 mde=e.mde, n_predicted_direction=e.n_positive,
+                 mde=None if e.sd == 0 and e.mean == 0 else e.mde, n_predicted_direction=e.n_positive,
                  verdict=e.verdict if r["primary"] else f"{e.verdict} (uncorrected)", reason=e.reason)
     return rows
 

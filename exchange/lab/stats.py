@@ -20,7 +20,10 @@ Three outcomes (:func:`decide`):
   ``1 - alpha`` interval excludes 0 on the predicted side);
 - ``refuted``: the adjusted t-test rejects 0 with the mean < 0 (interval excludes 0 on
   the opposite side), or the adjusted equivalence test shows ``|effect| < sesoi``;
-- ``inconclusive``: neither; the minimum detectable effect is reported with it.
+- ``inconclusive``: neither; the minimum detectable effect is reported with it, or,
+  when every difference is exactly 0 (a statistic that did not move, e.g. accuracy at
+  its ceiling in both arms), the row says it is uninformative instead of printing an
+  MDE of 0.
 
 An interval that contains 0 is never read as "refuted" by itself: only the
 equivalence route (which needs a stated ``sesoi`` and enough seeds) can refute a
@@ -144,6 +147,13 @@ def decide(effects: list[PairedEffect], *, alpha: float = 0.05) -> list[PairedEf
             verdict, reason = "refuted", f"interval excludes 0 on the opposite side (Holm p={pt:.3g})"
         elif pe is not None and pe < alpha:
             verdict, reason = "refuted", f"equivalent to 0: |effect| < sesoi={e.sesoi:.3g} (TOST Holm p={pe:.3g})"
+        elif e.sd == 0 and e.mean == 0:
+            # every seed's difference is exactly 0: the statistic did not move in either
+            # arm (e.g. accuracy at its ceiling). That is neither an effect nor evidence of
+            # equivalence, and an MDE of 0 would claim a power the design does not have.
+            verdict = "inconclusive"
+            reason = ("uninformative: the difference is exactly 0 in every seed (the statistic did not move, "
+                      "e.g. a ceiling); no minimum detectable effect")
         else:
             verdict = "inconclusive"
             reason = f"no decision at Holm level {alpha}; minimum detectable effect {e.mde:.3g}"

@@ -68,6 +68,7 @@ def test_holm_adjusts_and_can_turn_a_marginal_result_inconclusive():
 def test_constant_differences():
     assert paired_effect([0.0, 0.0, 0.0]).verdict == "inconclusive"
     assert paired_effect([0.0, 0.0, 0.0], sesoi=0.1).verdict == "inconclusive"  # a ceiling is not equivalence
+    assert "uninformative" in paired_effect([0.0, 0.0, 0.0], sesoi=0.1).reason  # and no MDE of 0 is claimed
     assert paired_effect([0.5, 0.5, 0.5]).verdict == "confirmed"
 
 
