@@ -430,6 +430,11 @@ def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
             f"max_completion_length={args.max_completion_length} < {need}, the longest grammatical response of "
             f"[task] name={cfg.task.name!r} (max_filler={cfg.task.max_filler}); raise it (the TOML's "
             f"max_response_len={cfg.train.max_response_len} is the default).")
+    if not text and args.use_vllm:
+        raise InvalidArgument(
+            "use_vllm=True: the synthetic task's grammar lives in the Hugging Face model's forward, which vLLM does "
+            "not run, so vLLM would sample outside the grammar. Drop --use_vllm (the built-in models are 25M-150M "
+            "parameters; transformers generation is enough).")
     if args.logging_steps != 1:
         raise InvalidArgument(f"logging_steps={args.logging_steps}: metrics.jsonl needs one row per step; set "
                               "logging_steps: 1 (the default here).")
@@ -450,11 +455,14 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
     if (model is None) == (model_config is None):
         raise InvalidArgument("give exactly one of model=PATH (a local model folder) and model_config=NAME "
                               f"({', '.join(_model_names())}).")
+    if model_config is not None and model_config not in _model_names():
+        raise InvalidArgument(f"model_config={model_config!r} is not a built-in model; choose one of: "
+                              f"{', '.join(_model_names())}.")
     if data is not None and model is None:
         raise InvalidArgument(f"data={data!r} (text mode) needs model=PATH, a local model with its own tokenizer; "
                               "model_config builds a model for the synthetic task only.")
     _check_args(cfg, args, data is not None)
-    device = device or ("cuda" if torch.cuda.is_available() and not args.use_cpu else "cpu")
+    device = device or str(args.device)  # this process's device (cuda:<local rank> under accelerate)
     seeds = list(seeds or cfg.seeds)
     chosen = [a for a in cfg.arms if not arms or a.name in arms]
     if arms and len(chosen) != len(arms):

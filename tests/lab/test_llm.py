@@ -208,6 +208,8 @@ def test_run_llm_resumes_from_trl_checkpoint_without_duplicate_steps(tmp_path, l
     (["--model", "/nowhere"], "exactly one of model=PATH"),
     (["--logging_steps", "5"], "logging_steps=5"),
     (["--max_completion_length", "3"], "max_completion_length=3"),
+    (["--use_vllm", "true"], "use_vllm=True"),
+    (["--model_config", "gpt-9"], "model_config='gpt-9' is not a built-in model"),
 ])
 def test_run_llm_errors_name_the_field(tmp_path, capsys, extra, match, llm_stack_ready, trl_ready):
     run_llm = _load_run_llm()
