@@ -97,6 +97,21 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
+@pytest.mark.parametrize("name", ["arithmetic", "pattern", "countdown"])
+def test_held_out_prompts_are_never_trained_on(name):
+    from exchange.lab.llm_run import held_out_split
+    from exchange.lab.tasks import get_task
+
+    task = get_task(name)
+    eval_prompts = task.sample_prompts(64, torch.Generator().manual_seed(20_000))
+    held, train = held_out_split(task, eval_prompts, seed=0, n_train=512)
+    held_set = {tuple(r) for r in held.tolist()}
+    assert len(held_set) == len(held) > 0 and train.shape == (512, task.prompt_len)
+    assert not held_set & {tuple(r) for r in train.tolist()}
+    if name == "arithmetic":  # 49 prompts: a quarter is held out
+        assert len(held) == 12
+
+
 def _load_run_llm():
     spec = importlib.util.spec_from_file_location("run_llm", REPO / "experiments" / "llm" / "run_llm.py")
     run_llm = importlib.util.module_from_spec(spec)
@@ -176,6 +191,10 @@ def test_run_llm_both_arms_through_trl_parser_and_report(tmp_path, llm_stack_rea
     treat = [r["tax/shared_residual"] for r in _rows(exp / "grpo+group_constant_norm" / "seed0")
              if r["tax/shared_residual"] is not None]
     assert base and max(base) > 1e-3 and treat and max(treat) < 1e-9
+    for arm in ("grpo", "grpo+group_constant_norm"):  # the harness's instrument and TRL's callback agree
+        for r in _rows(exp / arm / "seed0"):          # (one micro-batch per generation batch here)
+            if r["tax/shared_residual"] is not None:
+                assert abs(r["tax/shared_residual"] - r["tax/integration_shared_residual"]) < 1e-5
     assert cli(["experiment", "report", str(exp)]) == 0
     summary = json.loads((exp / "summary.json").read_text())
     assert {e["prediction"] for e in summary["effects"]} == {"P1", "P2", "P3", "P4"}
