@@ -13,7 +13,10 @@ package (``exchange.core.coefficients``, ``exchange.core.events``, ``exchange.ob
 - ``config``, ``trainer``, ``experiment``: TOML experiments, one run, all runs;
 - ``predictions``, ``stats``, ``experiment_report``, ``plots``: P1-P4 statistics, paired
   t/sign/Holm/equivalence tests, manipulation check, KL match, plots and markdown;
-- ``llm``: verifier, data loader and tiny in-code HF model for the LLM-scale runner.
+- ``llm``, ``llm_run``: the LLM-scale runner's pieces (the task as text through a task
+  tokenizer, the grammar inside a HF model, Llama/Qwen2 built in code, the text-mode
+  verifier) and the paired runs through TRL with the harness's own instruments, eval and
+  run files (``experiments/llm/run_llm.py`` is its command line).
 
 matplotlib, scipy, tqdm, transformers and trl are imported inside the functions that
 use them.

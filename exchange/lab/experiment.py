@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -22,7 +23,7 @@ from exchange.lab.runlog import RunLock, atomic_write_text
 from exchange.lab.tasks import get_task
 from exchange.lab.trainer import train_run, warm_started_policy
 
-__all__ = ["run_dir", "run_experiment"]
+__all__ = ["run_dir", "run_experiment", "write_experiment_json"]
 
 
 def run_dir(out_root: str | Path, run: RunConfig) -> Path:
@@ -66,8 +67,17 @@ def run_experiment(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs
     return exp_dir
 
 
+def write_experiment_json(cfg: ExperimentConfig, exp_dir: str | Path, source: str | None = None,
+                          **extra: Any) -> Path:
+    """``exp_dir/experiment.json``: the validated config (plus ``source`` and ``extra``),
+    what ``exchange experiment report`` reads to find the arms, seeds and step count."""
+    path = Path(exp_dir) / "experiment.json"
+    atomic_write_text(path, json.dumps({**dataclasses.asdict(cfg), "source": source, **extra}, indent=2))
+    return path
+
+
 def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
-    atomic_write_text(exp_dir / "experiment.json", json.dumps({**dataclasses.asdict(cfg), "source": source}, indent=2))
+    write_experiment_json(cfg, exp_dir, source)
     work = [(run, str(out_root), progress) for run in cfg.runs()]
     if jobs <= 1:
         torch.set_num_threads(1)

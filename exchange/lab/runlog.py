@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 __all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_torch_save", "MetricsLog", "read_metrics", "check_steps",
-           "RunLock", "environment"]
+           "RunLock", "environment", "record_environment", "finish_run"]
 
 
 def _atomic(path: Path, write) -> None:
@@ -184,3 +184,25 @@ def environment() -> dict[str, Any]:
         "platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(), "exchange": pkg,
     }
+
+
+def record_environment(out_dir: str | Path, from_step: int, **extra: Any) -> None:
+    """Append this process's :func:`environment` (and ``extra``) to ``out_dir/env.json``,
+    one entry per (re)start, tagged with the step it starts from."""
+    path = Path(out_dir) / "env.json"
+    envs = json.loads(path.read_text()) if path.exists() else []
+    atomic_write_text(path, json.dumps(envs + [{"from_step": from_step, **environment(), **extra}], indent=2))
+
+
+def finish_run(out_dir: str | Path, steps: int, **fields: Any) -> dict[str, Any]:
+    """Check that ``metrics.jsonl`` has exactly steps ``0..steps-1`` and write
+    ``done.json`` (``steps``, ``wall_s`` rounded, and ``fields``): what marks a run
+    finished for ``experiment run`` and ``experiment report``."""
+    out_dir = Path(out_dir)
+    rows = read_metrics(out_dir / "metrics.jsonl")
+    check_steps(rows, steps, str(out_dir))
+    done = {**fields, "steps": len(rows)}
+    if "wall_s" in done:
+        done["wall_s"] = round(float(done["wall_s"]), 3)
+    atomic_write_text(out_dir / "done.json", json.dumps(done))
+    return done

@@ -228,20 +228,28 @@ class GrammarLM(torch.nn.Module):
         self.after_filler[list(FILLER) + [EOS]] = False
 
     def forward(self, ids: Tensor) -> Tensor:
-        logits = self.lm(ids)  # [B, S, V]
+        return self.mask_logits(ids, self.lm(ids))
+
+    def mask_logits(self, ids: Tensor, logits: Tensor) -> Tensor:
+        """``logits`` with the grammar's caps applied, given the whole sequence ``ids``.
+
+        ``logits: [B, K, V]`` are those of the last ``K <= S`` positions of ``ids [B, S]``
+        (a Hugging Face forward with ``logits_to_keep``); any device. The caps count the
+        response tokens up to each position, so ``ids`` must hold the whole prefix."""
         p = self.prompt_len
         if ids.shape[1] < p:
             return logits
         resp = ids.clone()
         resp[:, :p] = PAD
-        block = torch.zeros(logits.shape, dtype=torch.bool)
+        block = torch.zeros((*ids.shape, logits.shape[-1]), dtype=torch.bool, device=ids.device)
         for toks, cap in self.caps:
-            count = torch.isin(resp, torch.tensor(toks)).long().cumsum(1)  # [B, S]: emitted up to here
+            count = torch.isin(resp, torch.tensor(toks, device=ids.device)).long().cumsum(1)  # emitted up to here
             full = count >= cap
             block[..., toks] |= full[..., None]
         if self.filler_after:  # after a filler: only filler or EOS, so the answer is already fixed
-            started = torch.isin(resp, torch.tensor(FILLER)).long().cumsum(1) > 0  # [B, S]
-            block |= started[..., None] & self.after_filler
+            started = torch.isin(resp, torch.tensor(FILLER, device=ids.device)).long().cumsum(1) > 0  # [B, S]
+            block[..., : VOCAB_SIZE] |= started[..., None] & self.after_filler.to(ids.device)
+        block = block[:, ids.shape[1] - logits.shape[1]:].to(logits.device)
         return logits.masked_fill(block, _NEG)
 
 

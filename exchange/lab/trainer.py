@@ -39,7 +39,7 @@ from exchange.lab.instruments import (
     shared_coefficients, update_share, zero_credit_gradient, zero_credit_mask,
 )
 from exchange.lab.runlog import (
-    MetricsLog, RunLock, atomic_torch_save, atomic_write_text, check_steps, environment, read_metrics,
+    MetricsLog, RunLock, atomic_torch_save, atomic_write_text, check_steps, finish_run, read_metrics, record_environment,
 )
 from exchange.lab.generation import greedy_accuracy, sample_group_rollout
 from exchange.lab.sft import sft_warm_start
@@ -47,7 +47,8 @@ from exchange.lab.tasks import VOCAB_SIZE, GrammarLM, Task, certify_zero_credit,
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 from exchange.core.rollout import Rollout
 
-__all__ = ["train_run", "warm_started_policy", "evaluate"]
+__all__ = ["train_run", "warm_started_policy", "evaluate", "certificate", "initial_metrics", "fixed_eval_set",
+           "measure_minibatch"]
 
 _STREAMS = ("prompts", "sample", "minibatch")  # independent RNG streams of one run
 
@@ -104,17 +105,18 @@ def _optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
     return torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
 
 
+def fixed_eval_set(cfg: RunConfig, task: Task) -> tuple[torch.Tensor, Rollout]:
+    """``(eval_prompts [eval_prompts, P], probes)`` of a seed: the same for both arms and at
+    every evaluation (drawn from their own generator, seeded ``20_000 + seed``)."""
+    fixed = torch.Generator().manual_seed(20_000 + cfg.seed)
+    return task.sample_prompts(cfg.train.eval_prompts, fixed), make_probes(task, cfg.train.probe_prompts, fixed)
+
+
 def _fresh_state(cfg: RunConfig, task: Task, sft_cache: Path | None) -> _State:
     model = warm_started_policy(cfg, task, sft_cache)
-    fixed = torch.Generator().manual_seed(20_000 + cfg.seed)  # eval set and probes
     gens = {name: torch.Generator().manual_seed(1_000 * cfg.seed + k) for k, name in enumerate(_STREAMS)}
-    return _State(
-        model=model,
-        opt=_optimizer(model, cfg),
-        gens=gens,
-        eval_prompts=task.sample_prompts(cfg.train.eval_prompts, fixed),
-        probes=make_probes(task, cfg.train.probe_prompts, fixed),
-    )
+    eval_prompts, probes = fixed_eval_set(cfg, task)
+    return _State(model=model, opt=_optimizer(model, cfg), gens=gens, eval_prompts=eval_prompts, probes=probes)
 
 
 def _save(path: Path, st: _State) -> None:
@@ -160,6 +162,26 @@ def _reuse(rollout: Rollout, epochs: int, minibatches: int, gen: torch.Generator
             yield epoch, torch.isin(rollout.group_index, chunk).nonzero().flatten()
 
 
+def measure_minibatch(loss_fn, logprobs: torch.Tensor, mb: Rollout, ev, zc: torch.Tensor, shared_occ: torch.Tensor,
+                      params: list, update_norm: bool) -> tuple[dict[str, Any], list[torch.Tensor] | None, torch.Tensor]:
+    """The per-minibatch instruments of one update, before its backward: ``(metrics,
+    g_shared, kappa)``. ``logprobs [n, T]`` keep their graph to ``params`` (any device;
+    ``mb`` and the masks live on the CPU, ``kappa`` is returned there); ``ev``, ``zc`` and
+    ``shared_occ`` are the minibatch's events, zero-credit and shared-occurrence masks
+    (groups are whole, so events are the minibatch's own). With ``update_norm``,
+    ``g_shared = sum_{shared e} K_e grad l_e`` (one extra backward, graph retained) for
+    P1's ``tax/shared_update_share = update_share(g_shared, -grad loss)``; else None.
+    The CPU harness and the TRL run (exchange.lab.llm_run) both call this."""
+    lp = logprobs.detach().double().cpu()
+    kappa = token_coefficients(loss_fn, lp, mb)  # [n, T] float64, on the CPU with mb
+    out = {**coefficient_tax(kappa, mb, ev, zc), **clip_fractions(kappa, mb), **shared_coefficients(kappa, mb, ev)}
+    k = kappa.to(logprobs)
+    g_shared = zero_credit_gradient(params, logprobs, k, shared_occ.to(k.device)) if update_norm else None
+    log_ratio = (lp - mb.old_logprobs.double())[mb.mask]
+    out["losses/log_ratio_absmax"] = float(log_ratio.abs().max()) if log_ratio.numel() else None
+    return out, g_shared, kappa
+
+
 def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool = False) -> dict[str, Any]:
     """Several minibatch epochs on one rollout, measuring every minibatch (and, with
     ``prop31``, the whole step against Prop. 3.1)."""
@@ -176,14 +198,10 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
         mb = rollout.select(rows)
         ev_mb = dataclasses.replace(ev, ids=ev.ids[rows])  # groups are whole: events stay valid
         logprobs = response_logprobs(st.model, mb).double()  # [n, T], graph to theta
-        kappa = token_coefficients(loss_fn, logprobs.detach(), mb)  # [n, T] float64
-        for key, value in {**coefficient_tax(kappa, mb, ev_mb, zc[rows]), **clip_fractions(kappa, mb),
-                           **shared_coefficients(kappa, mb, ev_mb)}.items():
+        measured, g_shared, _ = measure_minibatch(loss_fn, logprobs, mb, ev_mb, zc[rows], shared_occ[rows], params,
+                                               tc.measure_update_norm)
+        for key, value in measured.items():
             acc[key].append(value)
-        if tc.measure_update_norm:  # P1: the shared events' part sum_e K_e grad l_e of the update
-            g_shared = zero_credit_gradient(params, logprobs, kappa, shared_occ[rows])
-        log_ratio = (logprobs - mb.old_logprobs).detach()[mb.mask]
-        acc["losses/log_ratio_absmax"].append(float(log_ratio.abs().max()))
         loss = loss_fn(logprobs, mb)
         st.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -204,6 +222,14 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
 def evaluate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, probes: Rollout, max_len: int) -> dict[str, Any]:
     """Greedy accuracy on the fixed eval prompts and the drift probes' log-probs."""
     return {"eval/accuracy": greedy_accuracy(model, task, eval_prompts, max_len), **probe_logprobs(model, probes)}
+
+
+def initial_metrics(model: nn.Module, task: Task, eval_prompts: torch.Tensor, probes: Rollout,
+                    max_len: int) -> dict[str, Any]:
+    """``init.json``: the warm-started policy's evaluation and zero-credit certificate
+    (the reference point of P2's changes and P4's accuracy curve)."""
+    return {"step": -1, "charts/samples": 0, **evaluate(model, task, eval_prompts, probes, max_len),
+            **certificate(model, task, eval_prompts, max_len)}
 
 
 def certificate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, max_len: int) -> dict[str, Any]:
@@ -259,16 +285,13 @@ def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache,
     ckpt = out_dir / "ckpt.pt"
     st = _load(ckpt, cfg, task) if ckpt.exists() else _fresh_state(cfg, task, Path(sft_cache) if sft_cache else None)
     if not ckpt.exists():
-        init = {"step": -1, "charts/samples": 0, **evaluate(st.model, task, st.eval_prompts, st.probes, tc.max_response_len),
-                **certificate(st.model, task, st.eval_prompts, tc.max_response_len)}
+        init = initial_metrics(st.model, task, st.eval_prompts, st.probes, tc.max_response_len)
         atomic_write_text(out_dir / "init.json", json.dumps(init))
         _save(ckpt, st)
     log = MetricsLog(out_dir / "metrics.jsonl")
     log.truncate(st.step)  # drop rows computed after the checkpoint; they are recomputed
     check_steps(read_metrics(log.path), st.step, str(out_dir))  # refuse a corrupted log
-    env = environment()
-    envs = json.loads((out_dir / "env.json").read_text()) if (out_dir / "env.json").exists() else []
-    atomic_write_text(out_dir / "env.json", json.dumps(envs + [{"from_step": st.step, **env}], indent=2))
+    record_environment(out_dir, st.step)
     bar = tqdm(range(st.step, tc.steps), initial=st.step, total=tc.steps, disable=not progress,
                desc=f"{cfg.experiment}/{cfg.arm.name}/seed{cfg.seed}", leave=False)
     for step in bar:
@@ -297,9 +320,5 @@ def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache,
         if st.step % tc.ckpt_every == 0 or st.step == tc.steps:
             _save(ckpt, st)
         bar.set_postfix(reward=f"{row['charts/reward']:.2f}")
-    rows = read_metrics(out_dir / "metrics.jsonl")
-    check_steps(rows, tc.steps, str(out_dir))
-    atomic_write_text(out_dir / "done.json", json.dumps({
-        "fingerprint": cfg.fingerprint(), "steps": len(rows), "wall_s": round(st.wall_s, 3),
-    }))
+    finish_run(out_dir, tc.steps, fingerprint=cfg.fingerprint(), wall_s=st.wall_s)
     return out_dir

@@ -4,6 +4,7 @@ and a CPU smoke test of experiments/llm/run_llm.py through TRL."""
 import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,32 +52,236 @@ def test_tiny_model_round_trip_and_harness_adapter(llm_stack_ready):
     assert torch.allclose(logits, model(input_ids=ids).logits)
 
 
-def _trl_or_skip():
-    if importlib.util.find_spec("trl") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("trl is not installed but CI=true: install trl==1.16.0 (pip install 'exchange[trl]').")
-        pytest.skip("trl is not installed (and CI != 'true'): pip install trl==1.16.0 to run the LLM smoke test.")
+# ------------------------------------------------ the synthetic tasks through TRL
+def test_task_tokenizer_reward_and_grammar_inside_the_model(llm_stack_ready, trl_ready):
+    """Token ids are task ids; the task verifier is the reward; the grammar caps act in
+    the model's forward, in TRL's fused log-prob head, and refuse a KV-cached step."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    from exchange.lab.llm import build_model, constrain_to_grammar, grammar_fused_head, render, task_reward, task_tokenizer
+    from exchange.lab.tasks import EOS, FILLER, STYLE, TEMPLATE, get_task
+
+    task = get_task("arithmetic")
+    tok = task_tokenizer()
+    prompt = [2, 14, 8, 15, 3]  # Q 3 + 4 =
+    assert render(prompt) == "Q 3 + 4 =" and tok(render(prompt), add_special_tokens=False).input_ids == prompt
+    reward = task_reward(task)  # 3 + 4 = 10 in base 7: digits (1, 0) = ids (12, 11)
+    got = reward(prompts=["Q 3 + 4 =", "Q 3 + 4 ="], completions=["", ""],
+                 completion_ids=[[*TEMPLATE, STYLE, 12, 11, FILLER[0], EOS], [*TEMPLATE, 12, 12, EOS]])
+    assert got == [1.0, 0.0]
+
+    model = constrain_to_grammar(build_model("llama-tiny", 0), task)
+    ids = torch.tensor([prompt + [*TEMPLATE, STYLE, 12, FILLER[0]]])
+    last = model(input_ids=ids).logits[0, -1]
+    assert last[TEMPLATE[0]] <= -1e3 and last[STYLE] <= -1e3 and last[12] <= -1e3  # caps and "after a filler"
+    assert last[EOS] > -1e3 and last[FILLER[1]] > -1e3
+    add_fused_lm_head(model, temperature=0.7)  # what GRPOTrainer does; it bypasses the logits
+    grammar_fused_head(model, 0.7)
+    labels = ids.clone()
+    labels[:, :5] = -100
+    fused = model(input_ids=ids, labels=labels, fused_lm_head=True)
+    want = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float() / 0.7, -1)
+    want = want.gather(-1, ids[:, 1:, None]).squeeze(-1)[:, 4:]
+    assert torch.allclose(fused.log_probs[:, 4:], want, atol=1e-5)
+    with pytest.raises(InvalidArgument, match="use_cache=False"):
+        model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=3, use_cache=True, do_sample=False)
 
 
-def test_run_llm_smoke_on_cpu(tmp_path, llm_stack_ready):
-    """Both arms of a paired config train 2 steps on a tiny random Llama through TRL."""
-    _trl_or_skip()
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread, as the CPU harness trains: tiny models on a shared CPU run
+    several times slower with a thread pool than without."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.mark.parametrize("name", ["arithmetic", "pattern", "countdown"])
+def test_held_out_prompts_are_never_trained_on(name):
+    from exchange.lab.llm_run import held_out_split
+    from exchange.lab.tasks import get_task
+
+    task = get_task(name)
+    eval_prompts = task.sample_prompts(64, torch.Generator().manual_seed(20_000))
+    held, train = held_out_split(task, eval_prompts, seed=0, n_train=512)
+    held_set = {tuple(r) for r in held.tolist()}
+    assert len(held_set) == len(held) > 0 and train.shape == (512, task.prompt_len)
+    assert not held_set & {tuple(r) for r in train.tolist()}
+    if name == "arithmetic":  # 49 prompts: a quarter is held out
+        assert len(held) == 12
+
+
+def _load_run_llm():
     spec = importlib.util.spec_from_file_location("run_llm", REPO / "experiments" / "llm" / "run_llm.py")
     run_llm = importlib.util.module_from_spec(spec)
+    sys.modules["run_llm"] = run_llm  # its dataclasses resolve their annotations through sys.modules
     spec.loader.exec_module(run_llm)
-    config = tmp_path / "pair.toml"
-    config.write_text(
-        'name = "llm_smoke"\nseeds = [0]\n[train]\nepochs = 2\n'
-        '[[arms]]\nname = "grpo"\nobjective = "grpo"\nrole = "baseline"\n'
-        '[[arms]]\nname = "dr_grpo"\nobjective = "dr_grpo"\nrole = "treatment"\n'
-    )
-    argv = ["--config", str(config), "--tiny", "--data", str(DATA), "--out", str(tmp_path / "out"),
-            "--max-steps", "2", "--num-generations", "4", "--per-device-batch", "4",
-            "--max-completion-length", "6", "--lr", "1e-3", "--save-steps", "1"]
-    assert run_llm.main(argv) == 0
-    for arm in ("grpo", "dr_grpo"):
-        d = tmp_path / "out" / "llm_smoke" / arm / "seed0"
-        done = json.loads((d / "done.json").read_text())
-        assert done["steps"] == 2 and done["objective"] == arm
-        rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
-        assert [r["step"] for r in rows] == [1, 2] and "charts/reward" in rows[0]
+    return run_llm
+
+
+PAIR = """name = "llm_pair"
+seeds = [0]
+mechanism = "M3 per-sequence normalisation"
+[task]
+name = "arithmetic"
+max_filler = 2
+[sft]
+steps = 30
+batch = 32
+lr = 0.01
+[train]
+steps = 50
+prompts_per_step = 2
+group_size = 4
+epochs = 1
+minibatches = 1
+max_response_len = 8
+eval_every = 2
+eval_prompts = 8
+probe_prompts = 2
+[[arms]]
+name = "grpo"
+objective = "grpo"
+role = "baseline"
+[[arms]]
+name = "grpo+group_constant_norm"
+objective = "grpo+group_constant_norm"
+role = "treatment"
+"""
+
+
+def _rows(d):
+    return [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_run_llm_both_arms_through_trl_parser_and_report(tmp_path, llm_stack_ready, trl_ready):
+    """Both arms of a paired TOML through TrlParser (a YAML recipe with script and
+    GRPOConfig keys, CLI overrides), on a tiny Llama built in code and warm-started by
+    SFT; ``exchange experiment report`` then reads the directory."""
+    from exchange.cli import main as cli
+
+    run_llm = _load_run_llm()
+    (tmp_path / "pair.toml").write_text(PAIR)
+    (tmp_path / "recipe.yaml").write_text(
+        f"experiment: {tmp_path / 'pair.toml'}\nmodel_config: llama-tiny\nuse_cpu: true\n"
+        "learning_rate: 0.003\nmax_grad_norm: 0.5\nmax_steps: 7\n")
+    out = tmp_path / "out"
+    assert run_llm.main(["--config", str(tmp_path / "recipe.yaml"), "--out", str(out), "--max_steps", "2"]) == 0
+    exp = out / "llm_pair"
+    meta = json.loads((exp / "experiment.json").read_text())
+    assert meta["train"]["steps"] == 2 and meta["engine"] == "trl"  # CLI beats YAML beats the TOML's 50
+    assert meta["grpo_config"]["max_grad_norm"] == 0.5 and meta["grpo_config"]["learning_rate"] == 0.003
+    assert meta["grpo_config"]["num_generations"] == 4  # from the TOML's group_size
+    assert len(list((exp / "_sft").iterdir())) == 1  # one warm start per seed, shared by both arms
+    inits = []
+    for arm in ("grpo", "grpo+group_constant_norm"):
+        d = exp / arm / "seed0"
+        assert json.loads((d / "done.json").read_text())["steps"] == 2
+        rows = _rows(d)
+        assert [r["step"] for r in rows] == [0, 1]
+        assert {"charts/reward", "tax/shared_residual", "kl/all_contexts", "drift/style_logp"} <= set(rows[-1])
+        assert "eval/accuracy" in rows[1] and "cert/filler_flat" in rows[1]  # eval every 2 steps and after the last
+        assert json.loads((d / "config.json").read_text())["grpo_config"]["max_grad_norm"] == 0.5
+        inits.append(json.loads((d / "init.json").read_text()))
+    assert inits[0] == inits[1]  # the same warm-started weights, evaluated on the same held-out set
+    # the instruments measure TRL's real batches: GRPO's 1/L_i leaves shared mass uncancelled, the
+    # group-constant normalisation cancels it (Theorem T1), on the same first rollout
+    base = [r["tax/shared_residual"] for r in _rows(exp / "grpo" / "seed0") if r["tax/shared_residual"] is not None]
+    treat = [r["tax/shared_residual"] for r in _rows(exp / "grpo+group_constant_norm" / "seed0")
+             if r["tax/shared_residual"] is not None]
+    assert base and max(base) > 1e-3 and treat and max(treat) < 1e-9
+    for arm in ("grpo", "grpo+group_constant_norm"):  # the harness's instrument and TRL's callback agree
+        for r in _rows(exp / arm / "seed0"):          # (one micro-batch per generation batch here)
+            if r["tax/shared_residual"] is not None:
+                assert abs(r["tax/shared_residual"] - r["tax/integration_shared_residual"]) < 1e-5
+    assert cli(["experiment", "report", str(exp)]) == 0
+    summary = json.loads((exp / "summary.json").read_text())
+    assert {e["prediction"] for e in summary["effects"]} == {"P1", "P2", "P3", "P4"}
+    assert "manipulation" in summary and "kl_match" in summary
+
+
+def test_run_llm_resumes_from_trl_checkpoint_without_duplicate_steps(tmp_path, llm_stack_ready, trl_ready):
+    """2 steps, a torn extra row (a kill between logging and checkpointing), then
+    max_steps 4: the run resumes from checkpoint-2 and logs steps 0..3 exactly once."""
+    run_llm = _load_run_llm()
+    (tmp_path / "pair.toml").write_text(PAIR)
+    argv = ["--experiment", str(tmp_path / "pair.toml"), "--model_config", "qwen2-tiny", "--use_cpu", "true",
+            "--out", str(tmp_path / "out"), "--arms", "grpo", "--eval_steps", "4", "--save_steps", "2"]
+    assert run_llm.main(argv + ["--max_steps", "2"]) == 0
+    d = tmp_path / "out" / "llm_pair" / "grpo" / "seed0"
+    assert [r["step"] for r in _rows(d)] == [0, 1] and (d / "checkpoint-2").is_dir()
+    with open(d / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"step": 2, "charts/reward": 0.5}) + "\n")
+    assert run_llm.main(argv + ["--max_steps", "4"]) == 0
+    rows = _rows(d)
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert rows[2].get("charts/reward") != 0.5 or "tax/shared_residual" in rows[2]  # recomputed, not the torn row
+    assert json.loads((d / "done.json").read_text())["steps"] == 4
+    assert [e["from_step"] for e in json.loads((d / "env.json").read_text())] == [0, 2]
+    assert run_llm.main(argv + ["--max_steps", "4"]) == 0  # finished: nothing to do
+    assert [r["step"] for r in _rows(d)] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--model", "/nowhere"], "exactly one of model=PATH"),
+    (["--logging_steps", "5"], "logging_steps=5"),
+    (["--max_completion_length", "3"], "max_completion_length=3"),
+    (["--use_vllm", "true"], "use_vllm=True"),
+    (["--model_config", "gpt-9"], "model_config='gpt-9' is not a built-in model"),
+])
+def test_run_llm_errors_name_the_field(tmp_path, capsys, extra, match, llm_stack_ready, trl_ready):
+    run_llm = _load_run_llm()
+    (tmp_path / "pair.toml").write_text(PAIR)
+    argv = ["--experiment", str(tmp_path / "pair.toml"), "--model_config", "llama-tiny", "--use_cpu", "true",
+            "--out", str(tmp_path / "out"), *extra]
+    assert run_llm.main(argv) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_run_llm_needs_an_experiment(capsys, llm_stack_ready, trl_ready):
+    assert _load_run_llm().main(["--model_config", "llama-tiny"]) == 2
+    assert "pass --experiment" in capsys.readouterr().err
+
+
+def _save(model, tokenizer, path):
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def test_run_llm_local_model_folder_and_text_mode(tmp_path, capsys, llm_stack_ready, trl_ready):
+    """``--model PATH``: a folder with the task tokenizer trains on the synthetic task; one
+    with another tokenizer is refused with the fix; with ``--data`` (text mode) it trains
+    on the JSONL with the exact-match reward and evaluates the held-out rows."""
+    from exchange.lab.llm import build_model, task_tokenizer
+
+    run_llm = _load_run_llm()
+    (tmp_path / "pair.toml").write_text(PAIR)
+    base = ["--experiment", str(tmp_path / "pair.toml"), "--use_cpu", "true", "--arms", "grpo", "--max_steps", "1"]
+    local = _save(build_model("llama-tiny", 0), task_tokenizer(), tmp_path / "local")
+    assert run_llm.main(base + ["--model", local, "--out", str(tmp_path / "a")]) == 0
+    rows = _rows(tmp_path / "a" / "llm_pair" / "grpo" / "seed0")
+    assert [r["step"] for r in rows] == [0] and "eval/accuracy" in rows[0]
+
+    text_model = _save(*tiny_causal_lm(0), tmp_path / "text")
+    assert run_llm.main(base + ["--model", text_model, "--out", str(tmp_path / "b")]) == 2
+    assert "not the synthetic task's ids" in capsys.readouterr().err
+    assert run_llm.main(base + ["--model", text_model, "--data", str(DATA), "--out", str(tmp_path / "c")]) == 0
+    d = tmp_path / "c" / "llm_pair" / "grpo" / "seed0"
+    assert [r["step"] for r in _rows(d)] == [0] and "eval/accuracy" in _rows(d)[0]
+    assert "eval/accuracy" in json.loads((d / "init.json").read_text())
+
+
+def test_committed_recipes_parse(monkeypatch, llm_stack_ready, trl_ready):
+    """Every YAML under experiments/llm/recipes/ parses through TrlParser with its TOML
+    (run from the repository root, as documented; bf16 is for GPUs, so it is overridden)."""
+    run_llm = _load_run_llm()
+    monkeypatch.chdir(REPO)
+    recipes = sorted((REPO / "experiments" / "llm" / "recipes").glob("*.yaml"))
+    assert recipes
+    for recipe in recipes:
+        script, args, cfg = run_llm.parse(["--config", str(recipe), "--bf16", "false", "--use_cpu", "true"])
+        assert cfg is not None and (script.model_config or script.model), recipe
+        assert args.per_device_train_batch_size % args.num_generations == 0, recipe
+        assert args.logging_steps == 1 and args.max_steps >= 1, recipe

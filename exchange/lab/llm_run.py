@@ -1,0 +1,517 @@
+"""The paired experiments at LLM scale: the CPU harness's runs, trained by TRL.
+
+``experiments/llm/run_llm.py`` parses the arguments (TRL's ``TrlParser``) and calls
+:func:`run_llm_experiment`. Everything a run measures and writes is the CPU harness's
+own code, so ``exchange experiment report OUT/<experiment>`` reads an LLM run directory
+exactly as it reads a CPU one:
+
+- the task, its verifier and its grammar (:mod:`exchange.lab.tasks`), as text through
+  the task tokenizer (:mod:`exchange.lab.llm`: token ids *are* task ids);
+- the warm start (:func:`exchange.lab.sft.sft_warm_start`), cached per seed under
+  ``OUT/<experiment>/_sft/`` and shared by both arms;
+- the fixed eval prompts and drift probes (:func:`exchange.lab.trainer.fixed_eval_set`),
+  ``init.json`` (:func:`~exchange.lab.trainer.initial_metrics`), the evaluations and the
+  zero-credit certificate (:func:`~exchange.lab.trainer.evaluate`,
+  :func:`~exchange.lab.trainer.certificate`);
+- the per-minibatch instruments (:func:`exchange.lab.trainer.measure_minibatch`: shared
+  residual, P1's update share, signed shared coefficients, clip fractions), the KL per
+  step (:func:`exchange.lab.instruments.context_kl`) and cov(R, 1/L);
+- the run files (:mod:`exchange.lab.runlog`: ``metrics.jsonl`` with one row per step,
+  0-based, the run-directory lock, ``env.json``, ``done.json``;
+  :func:`exchange.lab.experiment.write_experiment_json`).
+
+What differs from the CPU harness is the engine: TRL's ``GRPOTrainer`` with the arm's
+objective as its loss (:class:`exchange.libraries.trl.trainer.ExchangeGRPOTrainer`),
+so one *step* is one TRL optimizer step (``per_device_train_batch_size`` x
+``gradient_accumulation_steps`` completions per process), a rollout is reused over
+``num_iterations`` steps, the held-out evaluation runs every ``eval_steps`` steps on
+prompts that training never samples, and checkpoints are TRL's ``checkpoint-<step>``
+folders (a rerun resumes from the newest; ``metrics.jsonl`` is cut back to it).
+
+With several processes (``accelerate launch``) the instruments are those of the main
+process's slice of each batch (whole groups), and only the main process writes files.
+transformers, trl and datasets are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from exchange.errors import InvalidArgument
+from exchange.lab.config import ExperimentConfig, RunConfig
+from exchange.lab.runlog import (
+    MetricsLog, RunLock, atomic_write_text, check_steps, finish_run, read_metrics, record_environment,
+)
+
+__all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm"]
+
+# TRL log key -> harness key (the CPU harness's namespaces; other TRL keys go under trl/)
+KEY_MAP = {
+    "reward": "charts/reward", "loss": "losses/loss", "entropy": "entropy/all",
+    "completions/mean_length": "charts/length", "kl": "kl/ref", "grad_norm": "losses/grad_norm",
+    "clip_ratio/low_mean": "clip/frac_low", "clip_ratio/high_mean": "clip/frac_high",
+    "clip_ratio/region_mean": "clip/frac_region", "learning_rate": "losses/lr",
+    "exchange/shared_residual": "tax/integration_shared_residual", "exchange/shared_events": "tax/shared_events",
+    "exchange/learning_tax": "tax/integration_learning_tax",
+}
+N_TRAIN_PROMPTS = 4096
+"""Size of the training prompt set (fixed, so a resume with a larger max_steps sees the same data)."""
+
+
+def _main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+# ------------------------------------------------------------------ settings
+def experiment_defaults(cfg: ExperimentConfig) -> dict[str, Any]:
+    """GRPOConfig defaults taken from the experiment TOML's ``[train]`` (a YAML recipe and
+    the command line override them): one TRL step = one minibatch of the rollout."""
+    tc = cfg.train
+    mb = tc.minibatches if tc.prompts_per_step % tc.minibatches == 0 else 1
+    return {
+        "max_steps": tc.steps, "num_generations": tc.group_size, "num_iterations": tc.epochs,
+        "per_device_train_batch_size": tc.prompts_per_step * tc.group_size // mb, "steps_per_generation": mb,
+        "learning_rate": tc.lr, "optim": "sgd" if tc.optimizer == "sgd" else "adamw_torch",
+        "lr_scheduler_type": "constant", "temperature": tc.temperature, "max_completion_length": tc.max_response_len,
+        "eval_steps": tc.eval_every, "save_steps": tc.ckpt_every, "logging_steps": 1, "beta": 0.0,
+        "report_to": "none", "output_dir": "runs/llm",
+    }
+
+
+def held_out_split(task, eval_prompts: torch.Tensor, seed: int, n_train: int = N_TRAIN_PROMPTS,
+                   share: float = 0.25) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(held_out [E, P], train [n_train, P])``: the distinct prompts of the seed's fixed
+    eval draw, at most ``share`` of the task's prompt space (estimated from a 20,000-prompt
+    draw), and training prompts from the seed's prompt stream with every held-out
+    prompt removed, so the evaluation never sees a training prompt."""
+    space = len(torch.unique(task.sample_prompts(20_000, torch.Generator().manual_seed(30_000)), dim=0))
+    keep, seen = [], set()
+    for row in eval_prompts.tolist():
+        if tuple(row) not in seen and len(keep) < max(1, int(share * space)):
+            seen.add(tuple(row))
+            keep.append(row)
+    gen = torch.Generator().manual_seed(1_000 * seed)  # the CPU harness's "prompts" stream seed
+    train: list[list[int]] = []
+    for _ in range(1000):
+        train += [r for r in task.sample_prompts(n_train, gen).tolist() if tuple(r) not in seen]
+        if len(train) >= n_train:
+            break
+    if len(train) < n_train:
+        raise InvalidArgument(f"[task] name={task.name!r}: no training prompts outside the held-out set.")
+    return torch.tensor(keep), torch.tensor(train[:n_train])
+
+
+def _key(run: RunConfig, model_spec: str) -> str:
+    return hashlib.sha256(f"{run.sft_key()}|{model_spec}".encode()).hexdigest()[:16]
+
+
+def warm_start(run: RunConfig, task, model_config: str, cache_dir: Path, device: str):
+    """The seed's SFT warm start of ``model_config`` (built in code, grammar inside its
+    forward), computed once and saved with ``save_pretrained`` under ``cache_dir``; both
+    arms load the same weights."""
+    from transformers import AutoModelForCausalLM
+
+    from exchange.lab.llm import LogitsOnly, build_model, constrain_to_grammar, task_tokenizer
+    from exchange.lab.sft import sft_warm_start
+
+    path = Path(cache_dir) / f"{model_config}-sft-{_key(run, model_config)}"
+    if (path / "config.json").exists():
+        model = AutoModelForCausalLM.from_pretrained(path)
+        return constrain_to_grammar(model, task).to(device), path
+    max_pos = task.prompt_len + run.train.max_response_len + task.max_response_len + 8
+    model = constrain_to_grammar(build_model(model_config, run.seed, max_positions=max(64, max_pos)), task).to(device)
+    if run.sft.steps:
+        gen = torch.Generator().manual_seed(10_000 + run.seed)  # the CPU harness's warm-start stream
+        sft_warm_start(LogitsOnly(model), task, run.sft.steps, run.sft.batch, run.sft.lr, gen)
+    if _main_process():
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        model.save_pretrained(tmp)
+        task_tokenizer().save_pretrained(tmp)
+        if path.exists():  # another process saved it meanwhile
+            import shutil
+
+            shutil.rmtree(tmp)
+        else:
+            os.replace(tmp, path)
+    return model, path
+
+
+def _local_model(path: str, task, device: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from exchange.lab.llm import check_task_tokenizer, constrain_to_grammar
+
+    if not Path(path).is_dir():
+        raise InvalidArgument(f"model={path!r} is not a local directory; pass a saved Hugging Face model folder.")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if task is None:
+        tokenizer.padding_side = "left"
+        return AutoModelForCausalLM.from_pretrained(path).to(device), tokenizer
+    check_task_tokenizer(tokenizer, path)
+    return constrain_to_grammar(AutoModelForCausalLM.from_pretrained(path), task).to(device), tokenizer
+
+
+# ------------------------------------------------------------- the trainer
+def _trainer_class():
+    """``ExchangeGRPOTrainer`` measuring the CPU harness's instruments on every
+    micro-batch it trains on (built lazily: trl is imported here)."""
+    from exchange.core.events import events
+    from exchange.lab.instruments import context_kl, reward_length_covariance, update_share, zero_credit_gradient
+    from exchange.lab.instruments import zero_credit_mask
+    from exchange.lab.trainer import measure_minibatch
+    from exchange.libraries.trl.callback import rollout_of
+    from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
+
+    class InstrumentedGRPOTrainer(ExchangeGRPOTrainer):
+        def __init__(self, *a, measure_update_norm: bool = True, instruments: bool = True, **k):
+            self.exchange_measure_update_norm = measure_update_norm
+            self.exchange_instruments = instruments
+            self.exchange_step_metrics: dict[str, list] = {}
+            self.exchange_kl_pending: list = []
+            super().__init__(*a, **k)
+            from exchange.lab.llm import grammar_fused_head
+
+            for m in (self.model, self.ref_model):  # TRL's fused head must see the task grammar too
+                if m is not None:
+                    grammar_fused_head(m, self.temperature)
+
+        def _exchange_rollout(self, inputs, per_token_logps):
+            rollout = super()._exchange_rollout(inputs, per_token_logps)
+            if self.exchange_instruments and self.model.training and self.exchange_objective is not None:
+                self._exchange_measure(inputs, per_token_logps)
+            return rollout
+
+        def _exchange_measure(self, inputs, logprobs):
+            cpu = {k: (v.detach().cpu() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+            mb = rollout_of(cpu, torch.float64, logprobs.detach().double().cpu())
+            ev = events(mb)
+            shared_occ = ev.shared[ev.ids.clamp(min=0)] & mb.mask
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            metrics, g_shared, kappa = measure_minibatch(
+                self.exchange_objective, logprobs, mb, ev, zero_credit_mask(mb, ev), shared_occ, params,
+                self.exchange_measure_update_norm)
+            if g_shared is not None:  # -grad loss = sum kappa grad l (the loss sees theta only through l)
+                g_total = zero_credit_gradient(params, logprobs, kappa.to(logprobs), mb.mask.to(logprobs.device))
+                metrics["tax/shared_update_share"] = update_share(g_shared, g_total)
+            metrics["len/cov_reward_inv_len"] = reward_length_covariance(mb)
+            for key, value in metrics.items():
+                self.exchange_step_metrics.setdefault(key, []).append(value)
+            with torch.no_grad():  # KL(pi_before || pi_after) of this step at the micro-batch's contexts
+                self.exchange_kl_pending.append((inputs, self._exchange_context_logp(inputs), shared_occ, mb.mask))
+
+        def _exchange_context_logp(self, inputs) -> torch.Tensor:
+            model = self.accelerator.unwrap_model(self.model)
+            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+            att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+            p = inputs["prompt_ids"].shape[1]
+            logits = model(input_ids=ids, attention_mask=att).logits[:, p - 1: -1]
+            return torch.log_softmax(logits.double(), -1).cpu()
+
+        def exchange_end_step(self) -> dict[str, Any]:
+            """The step's instrument row (means over its micro-batches); resets them."""
+            row: dict[str, Any] = {}
+            for key, values in self.exchange_step_metrics.items():
+                vals = [v for v in values if v is not None]
+                row[key] = sum(vals) / len(vals) if vals else None
+            kl = {"kl/all_contexts": [], "kl/shared_contexts": []}
+            with torch.no_grad():
+                for inputs, before, shared_occ, mask in self.exchange_kl_pending:
+                    after = self._exchange_context_logp(inputs)
+                    for key, where in (("kl/all_contexts", mask), ("kl/shared_contexts", shared_occ)):
+                        value = context_kl(before, after, where)
+                        if value is not None:
+                            kl[key].append((value, int(where.sum())))
+            for key, pairs in kl.items():
+                n = sum(c for _, c in pairs)
+                row[key] = sum(v * c for v, c in pairs) / n if n else None
+            self.exchange_step_metrics, self.exchange_kl_pending = {}, []
+            return row
+
+    return InstrumentedGRPOTrainer
+
+
+def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: int, wall_start: float):
+    """Writes the harness's ``metrics.jsonl`` rows (one per step, ``step`` 0-based) from
+    TRL's logs, the trainer's instruments and ``evaluate_fn(model, last) -> dict`` (the
+    held-out evaluation, every ``eval_steps`` steps and after the last)."""
+    from transformers import TrainerCallback
+
+    class RunLogCallback(TrainerCallback):
+        def __init__(self):
+            self.trainer = None
+            self.pending: dict[str, Any] = {}
+            self.wall = wall_start
+            self.t0 = None
+
+        def on_train_begin(self, args, state, control, **kw):
+            if not state.is_world_process_zero:
+                return
+            log = MetricsLog(out / "metrics.jsonl")
+            if log.path.exists():  # resumed (or restarted): drop rows past the checkpoint, refuse a corrupt log
+                log.truncate(state.global_step)
+            check_steps(read_metrics(log.path), state.global_step, str(out))
+            record_environment(out, state.global_step, device=str(args.device), world_size=args.world_size)
+
+        def on_step_begin(self, args, state, control, **kw):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            end_step = getattr(self.trainer, "exchange_end_step", None)
+            row = end_step() if end_step is not None else {}
+            if not state.is_world_process_zero:
+                return
+            step = state.global_step
+            row.update({"step": step - 1, "charts/samples": step * rows_per_step})
+            if step % eval_steps == 0 or step == state.max_steps:
+                model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+                was = model.training
+                model.eval()
+                row.update(evaluate_fn(model, step == state.max_steps))
+                model.train(was)
+            self.pending = row
+            self.wall += time.perf_counter() - (self.t0 or time.perf_counter())
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if not state.is_world_process_zero or not logs or "train_runtime" in logs or not self.pending:
+                return
+            row = self.pending
+            for k, v in logs.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    row.setdefault(KEY_MAP.get(k, f"trl/{k}"), float(v))
+            MetricsLog(out / "metrics.jsonl").append(row)
+            self.pending = {}
+
+        def on_save(self, args, state, control, **kw):
+            if state.is_world_process_zero:
+                atomic_write_text(out / "wall.json", json.dumps({"step": state.global_step, "wall_s": self.wall}))
+
+    return RunLogCallback()
+
+
+@dataclasses.dataclass
+class _Setup:
+    """What one (arm, seed) trains and measures: the synthetic task or a text JSONL."""
+
+    policy: Any
+    tokenizer: Any
+    reward: Any
+    prompts: list[dict[str, Any]]
+    evaluate: Any  # (model, last: bool) -> dict of eval/... metrics
+    init: Any  # model -> init.json
+    instruments: bool
+
+
+def _synthetic_setup(run: RunConfig, args, exp_dir: Path, model: str | None, model_config: str | None,
+                     device: str) -> _Setup:
+    from exchange.lab.llm import LogitsOnly, render, task_reward, task_tokenizer
+    from exchange.lab.tasks import get_task
+    from exchange.lab.trainer import certificate, evaluate, fixed_eval_set, initial_metrics
+
+    task = get_task(run.task.name, run.task.max_filler, run.task.style_p)
+    eval_prompts, probes = fixed_eval_set(run, task)
+    held_out, train_prompts = held_out_split(task, eval_prompts, run.seed)
+    policy, tokenizer = (_local_model(model, task, device) if model is not None
+                         else (warm_start(run, task, model_config, exp_dir / "_sft", device)[0], task_tokenizer()))
+    max_len = args.max_completion_length
+
+    def evaluate_fn(m, last: bool) -> dict[str, Any]:
+        lm = LogitsOnly(m)
+        return {**evaluate(lm, task, held_out, probes, max_len), **(certificate(lm, task, held_out, max_len) if last else {})}
+
+    return _Setup(policy, tokenizer, task_reward(task), [{"prompt": render(p)} for p in train_prompts.tolist()],
+                  evaluate_fn, lambda m: initial_metrics(LogitsOnly(m), task, held_out, probes, max_len), True)
+
+
+def _text_setup(run: RunConfig, args, data: str, model: str, device: str) -> _Setup:
+    from exchange.lab.llm import exact_match_reward, load_math_jsonl, text_accuracy
+
+    rows = load_math_jsonl(data)
+    held_out = [r for k, r in enumerate(rows) if k % 10 == 0][:512]
+    train = [r for k, r in enumerate(rows) if k % 10 != 0]
+    if not train:
+        raise InvalidArgument(f"data={data!r} has {len(rows)} rows: too few to hold out every 10th and train.")
+    policy, tokenizer = _local_model(model, None, device)
+    n = args.max_completion_length
+    return _Setup(policy, tokenizer, exact_match_reward, train,
+                  lambda m, last: text_accuracy(m, tokenizer, held_out, n),
+                  lambda m: {"step": -1, "charts/samples": 0, **text_accuracy(m, tokenizer, held_out, n)}, False)
+
+
+# ---------------------------------------------------------------- the runs
+def _newest_checkpoint(out: Path) -> tuple[Path | None, int]:
+    ckpts = sorted((int(p.name.split("-")[1]), p) for p in out.glob("checkpoint-*") if p.name.split("-")[1].isdigit())
+    return (ckpts[-1][1], ckpts[-1][0]) if ckpts else (None, 0)
+
+
+def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, model_config: str | None = None,
+            data: str | None = None, device: str = "cpu") -> Path:
+    """Train one (arm, seed) into ``exp_dir/<arm>/seed<k>``; resumes from the newest TRL
+    checkpoint there (a finished run with fewer steps than ``args.max_steps`` is
+    extended). ``args`` is the parsed GRPOConfig; ``data`` selects the text mode."""
+    from datasets import Dataset
+
+    out = exp_dir / run.arm.name / f"seed{run.seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    spec = {"model": model, "model_config": model_config, "data": data}
+    fingerprint = hashlib.sha256(json.dumps(
+        {**run.to_dict(), "train": {**dataclasses.asdict(run.train), "steps": None}, **spec},
+        sort_keys=True).encode()).hexdigest()[:16]
+    main = _main_process()
+    lock = RunLock(out) if main else None
+    if lock is not None:
+        lock.__enter__()
+    try:
+        old = json.loads((out / "config.json").read_text()).get("fingerprint") if (out / "config.json").exists() else None
+        if old is not None and old != fingerprint:
+            raise InvalidArgument(
+                f"run_dir={str(out)!r} holds a run of another config or model (fingerprint={old}, this one "
+                f"{fingerprint}); delete the directory or choose another --out.")
+        if (out / "done.json").exists():
+            done = json.loads((out / "done.json").read_text())
+            if done["steps"] == args.max_steps:
+                check_steps(read_metrics(out / "metrics.jsonl"), args.max_steps, str(out))
+                return out
+            if done["steps"] > args.max_steps:
+                raise InvalidArgument(
+                    f"run_dir={str(out)!r} already has {done['steps']} steps, more than max_steps={args.max_steps}; "
+                    "raise max_steps or choose another --out.")
+            if main:
+                (out / "done.json").unlink()  # extended: resume from its last checkpoint
+        setup = (_text_setup(run, args, data, model, device) if data is not None
+                 else _synthetic_setup(run, args, exp_dir, model, model_config, device))
+        if main and not (out / "init.json").exists():
+            setup.policy.eval()
+            atomic_write_text(out / "init.json", json.dumps(setup.init(setup.policy)))
+            setup.policy.train()
+        if main:
+            atomic_write_text(out / "config.json", json.dumps({
+                "fingerprint": fingerprint, **run.to_dict(), **spec, "grpo_config": json.loads(args.to_json_string())},
+                indent=2))
+        ckpt, ckpt_step = _newest_checkpoint(out)
+        wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}
+        wall_start = float(wall.get("wall_s", 0.0)) if wall.get("step") == ckpt_step else 0.0
+        rargs = copy.deepcopy(args)
+        rargs.output_dir, rargs.seed = str(out), run.seed
+        if setup.instruments:  # the grammar inside the forward needs the whole prefix at every generation step
+            rargs.generation_kwargs = {**(rargs.generation_kwargs or {}), "use_cache": False}
+        rows_per_step = rargs.per_device_train_batch_size * rargs.gradient_accumulation_steps * rargs.world_size
+        callback = _run_log_callback(out, setup.evaluate, rargs.eval_steps, rows_per_step, wall_start)
+        cls = _trainer_class()
+        trainer = cls(model=setup.policy, reward_funcs=[setup.reward], args=rargs,
+                      train_dataset=Dataset.from_list(setup.prompts), processing_class=setup.tokenizer,
+                      callbacks=[callback], objective=run.arm.objective, objective_params=run.arm.params or None,
+                      measure_update_norm=run.train.measure_update_norm, instruments=setup.instruments)
+        callback.trainer = trainer
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+        if trainer.accelerator.is_main_process:
+            finish_run(out, args.max_steps, fingerprint=fingerprint, arm=run.arm.name, objective=run.arm.objective,
+                       seed=run.seed, wall_s=callback.wall)
+        return out
+    finally:
+        if lock is not None:
+            lock.__exit__(None, None, None)
+
+
+def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
+    from exchange.lab.tasks import get_task
+
+    need = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p).max_response_len
+    if not text and args.max_completion_length < need:
+        raise InvalidArgument(
+            f"max_completion_length={args.max_completion_length} < {need}, the longest grammatical response of "
+            f"[task] name={cfg.task.name!r} (max_filler={cfg.task.max_filler}); raise it (the TOML's "
+            f"max_response_len={cfg.train.max_response_len} is the default).")
+    if not text and args.use_vllm:
+        raise InvalidArgument(
+            "use_vllm=True: the synthetic task's grammar lives in the Hugging Face model's forward, which vLLM does "
+            "not run, so vLLM would sample outside the grammar. Drop --use_vllm (the built-in models are 25M-150M "
+            "parameters; transformers generation is enough).")
+    if args.logging_steps != 1:
+        raise InvalidArgument(f"logging_steps={args.logging_steps}: metrics.jsonl needs one row per step; set "
+                              "logging_steps: 1 (the default here).")
+    if not args.eval_steps or args.eval_steps < 1:
+        raise InvalidArgument(f"eval_steps={args.eval_steps}: the held-out evaluation needs eval_steps >= 1.")
+    if args.max_steps is None or args.max_steps < 1:
+        raise InvalidArgument(f"max_steps={args.max_steps}: set the number of TRL optimizer steps (>= 1).")
+
+
+def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, model: str | None = None,
+                       model_config: str | None = None, data: str | None = None, device: str | None = None,
+                       seeds=None, arms=None, source: str | None = None) -> Path:
+    """Every (seed, arm) of ``cfg`` through TRL; returns ``out_root/<experiment>``.
+
+    On the TOML's synthetic task (``data=None``) that directory is one ``exchange
+    experiment report`` reads. ``model`` is a local model folder, ``model_config`` a
+    built-in one (exactly one of them); ``data`` (text mode) needs ``model``."""
+    if (model is None) == (model_config is None):
+        raise InvalidArgument("give exactly one of model=PATH (a local model folder) and model_config=NAME "
+                              f"({', '.join(_model_names())}).")
+    if model_config is not None and model_config not in _model_names():
+        raise InvalidArgument(f"model_config={model_config!r} is not a built-in model; choose one of: "
+                              f"{', '.join(_model_names())}.")
+    if data is not None and model is None:
+        raise InvalidArgument(f"data={data!r} (text mode) needs model=PATH, a local model with its own tokenizer; "
+                              "model_config builds a model for the synthetic task only.")
+    _check_args(cfg, args, data is not None)
+    device = device or str(args.device)  # this process's device (cuda:<local rank> under accelerate)
+    seeds = list(seeds or cfg.seeds)
+    chosen = [a for a in cfg.arms if not arms or a.name in arms]
+    if arms and len(chosen) != len(arms):
+        raise InvalidArgument(f"arms={list(arms)}: unknown arm; the config has {[a.name for a in cfg.arms]}.")
+    exp_dir = Path(out_root) / cfg.name
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(exp_dir) if _main_process() else None  # a second run_llm on this --out is refused
+    if lock is not None:
+        lock.__enter__()
+    try:
+        if _main_process():
+            _write_meta(cfg, args, exp_dir, seeds, model or model_config, data, source)
+        for seed in seeds:
+            for arm in chosen:
+                run = dataclasses.replace(cfg.runs()[0], arm=arm, seed=seed)
+                print(f"[run_llm] {cfg.name} arm={arm.name} objective={arm.objective} seed={seed}", flush=True)
+                run_arm(run, args, exp_dir, model=model, model_config=model_config, data=data, device=device)
+    finally:
+        if lock is not None:
+            lock.__exit__(None, None, None)
+    return exp_dir
+
+
+def _model_names() -> list[str]:
+    from exchange.lab.llm import MODEL_CONFIGS
+
+    return list(MODEL_CONFIGS)
+
+
+def _write_meta(cfg: ExperimentConfig, args, exp_dir: Path, seeds: list[int], model_spec: str, data: str | None,
+                source: str | None) -> None:
+    """``experiment.json`` with ``[train]`` as TRL ran it (steps = max_steps, group size,
+    epochs = num_iterations, ...), so the report's step count and text are the run's."""
+    from exchange.lab.experiment import write_experiment_json
+    from exchange.lab.tasks import get_task
+    from exchange.lab.trainer import fixed_eval_set
+
+    n_eval = cfg.train.eval_prompts
+    if data is None:
+        run0 = dataclasses.replace(cfg.runs()[0], seed=seeds[0])
+        task = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p)
+        n_eval = len(held_out_split(task, fixed_eval_set(run0, task)[0], run0.seed)[0])
+    tc = dataclasses.replace(
+        cfg.train, steps=args.max_steps, group_size=args.num_generations, epochs=args.num_iterations,
+        minibatches=args.steps_per_generation, lr=args.learning_rate, temperature=args.temperature,
+        max_response_len=args.max_completion_length, eval_every=args.eval_steps, eval_prompts=n_eval,
+        prompts_per_step=args.generation_batch_size // args.num_generations,
+        optimizer=str(getattr(args.optim, "value", args.optim)))
+    meta = dataclasses.replace(cfg, seeds=tuple(seeds), train=tc,
+                               model=dataclasses.replace(cfg.model, kind=f"hf:{model_spec}"))
+    write_experiment_json(meta, exp_dir, source, engine="trl", model_spec=model_spec, data=data,
+                          grpo_config=json.loads(args.to_json_string()))
