@@ -227,9 +227,12 @@ def check(
         precision: the loss's effective precision, ``"float64"``, ``"float32"`` or
             ``"bf16"``; residuals at that level are round-off and a property holding only
             up to it is reported as "holds up to float32 round-off". ``None`` (default)
-            detects it: coefficients that are all exactly float32 (or bf16) values mean
-            the loss computes in that format. Pass ``"float64"`` to force the tight
-            tolerances.
+            takes the loss's own declaration, an attribute ``exchange_precision`` (the
+            library adapters set it where the library rounds an intermediate, e.g.
+            AReaL's float32 advantages, which later float64 arithmetic hides from
+            detection), else detects it: coefficients that are all exactly float32 (or
+            bf16) values mean the loss computes in that format. Pass ``"float64"`` to
+            force the tight tolerances.
         timeout: seconds one call of ``loss_fn`` may take; a slower call stops the check
             with an :class:`~exchange.errors.ObjectiveError` naming the time. On Unix in
             the main thread a SIGALRM timer interrupts the running call at the limit
@@ -253,6 +256,8 @@ def check(
     engine = Engine(loss_fn, batched=batched)
     smoke = build(PROBES[0].case)
     token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
+    if precision is None:
+        precision = getattr(loss_fn, "exchange_precision", None)
     if precision is None:
         precision, detected = detect_precision(loss_fn), True
     else:

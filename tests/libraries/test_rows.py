@@ -18,6 +18,8 @@ QUICK = (
     ("trl:grpo", ()),
     ("verl:sapo/token-mean", ()),
     ("openrlhf:group_norm", ()),
+    ("skyrl:regular", (("loss_reduction", "sequence_mean"),)),
+    ("areal:ppo", ()),
 )
 
 
