@@ -19,7 +19,7 @@ QUICK = (
     ("verl:sapo/token-mean", ()),
     ("openrlhf:group_norm", ()),
     ("skyrl:regular", (("loss_reduction", "sequence_mean"),)),
-    ("areal:ppo", ()),
+    ("areal:ppo", (("reward_mean_level", "group"), ("reward_std_level", "group"))),
 )
 
 
