@@ -91,3 +91,8 @@ def skyrl_ready() -> None:
 @pytest.fixture(scope="session")
 def areal_ready() -> None:
     need("areal")
+
+
+@pytest.fixture(scope="session")
+def art_ready() -> None:
+    need("art")

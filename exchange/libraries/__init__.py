@@ -1,14 +1,16 @@
-"""The real losses of TRL, verl, OpenRLHF, SkyRL and AReaL as plain ``loss_fn(logprobs, rollout)``.
+"""The real losses of TRL, verl, OpenRLHF, SkyRL, AReaL and ART as plain ``loss_fn(logprobs, rollout)``.
 
 Each adapter calls the library's own code (see each module's docstring for exactly what
 is driven and what is reproduced) at the one version it was written against:
-trl==1.16.0, verl==0.9.1, openrlhf==0.11.2, skyrl-train==0.3.1, areal==1.0.4.
+trl==1.16.0, verl==0.9.1, openrlhf==0.11.2, skyrl-train==0.3.1, areal==1.0.4,
+openpipe-art==0.5.18.
 
     resolve("trl:grpo", {"importance_sampling_level": "sequence"})  # GSPO in TRL
     resolve("verl:vanilla/seq-mean-token-mean", {"estimator": "rloo"})
     resolve("openrlhf:group_norm", {"policy_loss_type": "gspo"})
     resolve("skyrl:gspo", {"loss_reduction": "sequence_mean"})
-    resolve("areal:ppo", {"adv_norm": "group"})
+    resolve("areal:ppo", {"reward_mean_level": "group", "reward_std_level": "group"})
+    resolve("art:cispo", {"importance_sampling_level": "sequence"})
 
 ``library_rows()`` lists the configurations the audit checks, each with the verdict
 ../shared/reference/rl-libraries.md predicts.
@@ -39,7 +41,7 @@ __all__ = [
     "unavailable_reason",
 ]
 
-LIBRARIES = ("trl", "verl", "openrlhf", "skyrl", "areal")
+LIBRARIES = ("trl", "verl", "openrlhf", "skyrl", "areal", "art")
 
 LossFn = Callable[[Tensor, Rollout], Tensor]
 
@@ -53,14 +55,15 @@ def _check_library(target: str) -> tuple[str, str]:
     if not sep or library not in LIBRARIES or not spec:
         raise InvalidArgument(
             f"target={target!r} is not LIBRARY:LOSS; LIBRARY is one of {', '.join(LIBRARIES)} "
-            "(e.g. trl:grpo, verl:vanilla/token-mean, openrlhf:group_norm, skyrl:regular, areal:ppo)."
+            "(e.g. trl:grpo, verl:vanilla/token-mean, openrlhf:group_norm, skyrl:regular, areal:ppo, art:cispo)."
         )
     return library, spec
 
 
 def resolve(target: str, params: Mapping[str, Any] | None = None) -> LossFn:
     """``"trl:<loss_type>"``, ``"verl:<policy_loss>/<loss_agg_mode>"``,
-    ``"openrlhf:<estimator>"``, ``"skyrl:<policy_loss_type>"`` or ``"areal:<loss>"`` with ``params`` (CLI ``--param key=value`` strings) ->
+    ``"openrlhf:<estimator>"``, ``"skyrl:<policy_loss_type>"``, ``"areal:<loss>"`` or
+    ``"art:<loss>"`` with ``params`` (CLI ``--param key=value`` strings) ->
     ``loss_fn(logprobs [N, T], rollout) -> Tensor[]`` running the library's own code.
 
     Raises :class:`LibraryError` when the library is missing or at another version and
@@ -227,12 +230,29 @@ KNOWN_DISAGREEMENTS: dict[str, str] = {
     ),
 }
 
+# ART: its default CISPO-style loss and PPO, then every advantage option, sequence-level
+# ratio and extra term of dev.TrainConfig.
+_ART_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
+    ("art:cispo", {}, "ART's default: detached ratio clamped to [0, 5], weight 1/L_i"),
+    ("art:ppo", {}, "ppo=true: PPO clip 0.2"),
+    ("art:ppo", {"epsilon_high": "0.28"}, "clip-higher"),
+    ("art:cispo", {"scale_rewards": "false"}, "no std division"),
+    ("art:cispo", {"advantage_balance": "0.5"}, "negative advantages halved"),
+    ("art:cispo", {"importance_sampling_level": "sequence"}, "sequence ratio"),
+    ("art:ppo", {"importance_sampling_level": "sequence", "epsilon": "3e-4", "epsilon_high": "4e-4"}, "GSPO-like"),
+    ("art:cispo", {"importance_sampling_level": "average"}, "(token + sequence ratio) / 2"),
+    ("art:cispo", {"importance_sampling_level": "geometric_average"}, "sqrt(token x sequence ratio)"),
+    ("art:cispo", {"kimi_k2_tau": "0.1"}, "A - tau log r"),
+    ("art:cispo", {"mask_prob_ratio": "true"}, "ratios outside the range masked"),
+)
+
 ROWS: dict[str, tuple[tuple[str, dict[str, str], str], ...]] = {
     "trl": _TRL_ROWS,
     "verl": _VERL_ROWS,
     "openrlhf": _OPENRLHF_ROWS,
     "skyrl": _SKYRL_ROWS,
     "areal": _AREAL_ROWS,
+    "art": _ART_ROWS,
 }
 
 

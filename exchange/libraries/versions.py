@@ -25,10 +25,11 @@ SUPPORTED: dict[str, str] = {
     "openrlhf": "0.11.2",
     "skyrl": "0.3.1",
     "areal": "1.0.4",
+    "art": "0.5.18",
 }
 
 # The distribution (pip) name where it differs from the adapter's library name.
-DISTRIBUTIONS: dict[str, str] = {"skyrl": "skyrl-train"}
+DISTRIBUTIONS: dict[str, str] = {"skyrl": "skyrl-train", "art": "openpipe-art"}
 
 INSTALL: dict[str, str] = {
     "trl": "pip install -e '.[trl]'   (or: pip install trl==1.16.0)",
@@ -42,6 +43,7 @@ INSTALL: dict[str, str] = {
         "skyrl_train/utils/ppo_utils.py is loaded; it runs on Python 3.11)"
     ),
     "areal": "pip install areal==1.0.4 --no-deps   (only areal/utils/functional/functional.py and its Normalization are loaded)",
+    "art": "pip install openpipe-art==0.5.18 --no-deps   (only art/loss.py and art/preprocessing/{tokenize,pack}.py are loaded)",
 }
 
 

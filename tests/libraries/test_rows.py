@@ -20,6 +20,7 @@ QUICK = (
     ("openrlhf:group_norm", ()),
     ("skyrl:regular", (("loss_reduction", "sequence_mean"),)),
     ("areal:ppo", (("reward_mean_level", "group"), ("reward_std_level", "group"))),
+    ("art:cispo", ()),
 )
 
 
