@@ -99,7 +99,8 @@ class LibraryRow:
         params: the ``--param`` settings of this row (strings, as on the command line).
         factory: zero-argument callable returning the ``loss_fn`` (imports the library).
         expected: verdict per regime (``"on_policy"`` / ``"off_policy"``) predicted by
-            ../shared/reference/rl-libraries.md.
+            ../shared/reference/rl-libraries.md (TRL, verl, OpenRLHF) or by THEORY.md
+            section 4 applied to the library's code (SkyRL, AReaL, ART).
         version: the installed library version.
         note: what this row shows, one line.
     """
