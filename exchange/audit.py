@@ -89,7 +89,7 @@ def audit(specs: list[str] | None = None, max_examples: int = 10, seed: int = 0,
             futures = [pool.submit(_check_one, s, max_examples, seed) for s in specs]
             reports = [f.result() for f in futures]
     library_rows = {}
-    if any(s.startswith(("trl:", "verl:", "openrlhf:")) for s in specs):
+    if any(s.startswith(("trl:", "verl:", "openrlhf:", "skyrl:", "areal:", "art:")) for s in specs):
         from exchange import libraries
 
         library_rows = {row.name: row for row in libraries.library_rows()}  # built once

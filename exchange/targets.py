@@ -3,7 +3,8 @@
 TARGET is one of:
 
 - a built-in name, optionally with transformations: ``grpo``, ``gspo+min_replace``;
-- a library loss: ``trl:<loss_type>``, ``verl:<policy_loss>/<agg_mode>``, ``openrlhf:<estimator>``;
+- a library loss: ``trl:<loss_type>``, ``verl:<policy_loss>/<agg_mode>``, ``openrlhf:<estimator>``,
+  ``skyrl:<policy_loss_type>``, ``areal:<loss>``, ``art:<loss>``;
 - ``module:function`` (importable module);
 - ``path/to/file.py:function``.
 """
@@ -19,7 +20,7 @@ from typing import Callable
 
 from exchange.errors import InvalidArgument
 
-LIBRARY_PREFIXES = ("trl:", "verl:", "openrlhf:")
+LIBRARY_PREFIXES = ("trl:", "verl:", "openrlhf:", "skyrl:", "areal:", "art:")
 
 
 @dataclass

@@ -81,3 +81,18 @@ def verl_ready() -> None:
 @pytest.fixture(scope="session")
 def openrlhf_ready() -> None:
     need("openrlhf")
+
+
+@pytest.fixture(scope="session")
+def skyrl_ready() -> None:
+    need("skyrl")
+
+
+@pytest.fixture(scope="session")
+def areal_ready() -> None:
+    need("areal")
+
+
+@pytest.fixture(scope="session")
+def art_ready() -> None:
+    need("art")

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-OPTIONAL = ("transformers", "trl", "verl", "scipy", "matplotlib", "tqdm")
+OPTIONAL = ("transformers", "trl", "verl", "openrlhf", "skyrl_train", "areal", "art", "scipy", "matplotlib", "tqdm")
 
 
 @pytest.mark.skipif(os.environ.get("CI") != "true", reason="only CI must have every extra installed")

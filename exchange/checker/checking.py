@@ -227,11 +227,17 @@ def check(
         precision: the loss's effective precision, ``"float64"``, ``"float32"`` or
             ``"bf16"``; residuals at that level are round-off and a property holding only
             up to it is reported as "holds up to float32 round-off". ``None`` (default)
-            detects it: coefficients that are all exactly float32 (or bf16) values mean
-            the loss computes in that format. Pass ``"float64"`` to force the tight
-            tolerances.
+            takes the loss's own declaration, an attribute ``exchange_precision`` (the
+            library adapters set it where the library rounds an intermediate, e.g.
+            AReaL's float32 advantages, which later float64 arithmetic hides from
+            detection), else detects it: coefficients that are all exactly float32 (or
+            bf16) values mean the loss computes in that format. Pass ``"float64"`` to
+            force the tight tolerances.
         timeout: seconds one call of ``loss_fn`` may take; a slower call stops the check
-            with an :class:`~exchange.errors.ObjectiveError` naming the time.
+            with an :class:`~exchange.errors.ObjectiveError` naming the time. On Unix in
+            the main thread a SIGALRM timer interrupts the running call at the limit
+            (the previous handler and timer are restored); in another thread or on
+            Windows the call runs to its end and is rejected afterwards.
         hypothesis_profile: the name of a registered Hypothesis settings profile whose
             ``max_examples``, ``database`` and phases the fuzzing uses (default: the
             checker's own settings, ``max_examples`` and no example database).
@@ -250,6 +256,8 @@ def check(
     engine = Engine(loss_fn, batched=batched)
     smoke = build(PROBES[0].case)
     token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
+    if precision is None:
+        precision = getattr(loss_fn, "exchange_precision", None)
     if precision is None:
         precision, detected = detect_precision(loss_fn), True
     else:
@@ -355,20 +363,71 @@ def _reproduce_target(loss_fn: LossFn, label: str) -> str:
     return f"{path if rel.startswith('..') else rel}:{qual}"
 
 
+class _CallTimedOut(BaseException):
+    """Raised by the SIGALRM handler inside a loss call that ran past the limit (private:
+    a ``BaseException`` so that a loss's own ``except Exception`` cannot swallow it)."""
+
+
+def _interruptible() -> bool:
+    """Whether a running call can be interrupted: ``signal.setitimer`` exists (Unix) and
+    this is the main thread (Python delivers signals only there)."""
+    import signal
+    import threading
+
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
 def _time_limited(loss_fn: LossFn, limit: float, label: str) -> LossFn:
+    """``loss_fn`` with a time limit per call.
+
+    On Unix in the main thread a ``signal.setitimer(ITIMER_REAL)`` alarm interrupts a call
+    that runs past ``limit`` (the previous SIGALRM handler and timer are restored after
+    every call). Elsewhere (another thread, Windows) no signal can interrupt the call: it
+    runs to its end and is then rejected if it took too long.
+    """
     import functools
+    import signal
     import time
+
+    def too_slow(took: float) -> ObjectiveError:
+        return ObjectiveError(
+            f"loss_fn={label} took {took:.2f} s for one call, over the time limit of {limit:g} s "
+            "(raise --timeout, or make the loss faster: the check calls it thousands of times)"
+        )
+
+    armed = [False]
+
+    def on_alarm(signum, frame):
+        if armed[0]:  # once the call has returned, a late alarm is ignored
+            raise _CallTimedOut()
 
     @functools.wraps(loss_fn)
     def timed(logprobs, rollout):
         start = time.perf_counter()
-        out = loss_fn(logprobs, rollout)
+        if not _interruptible():
+            out = loss_fn(logprobs, rollout)
+            took = time.perf_counter() - start
+            if took > limit:
+                raise too_slow(took)
+            return out
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, limit)
+        try:
+            try:
+                armed[0] = True
+                out = loss_fn(logprobs, rollout)
+            finally:
+                armed[0] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+                if outer_delay > 0:  # an enclosing timer: re-arm it with what is left of it
+                    left = outer_delay - (time.perf_counter() - start)
+                    signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), outer_interval)
+        except _CallTimedOut:
+            raise too_slow(time.perf_counter() - start) from None
         took = time.perf_counter() - start
-        if took > limit:
-            raise ObjectiveError(
-                f"loss_fn={label} took {took:.2f} s for one call, over the time limit of {limit:g} s "
-                "(raise --timeout, or make the loss faster: the check calls it thousands of times)"
-            )
+        if took > limit:  # the alarm fired after the call returned, or between checks
+            raise too_slow(took)
         return out
 
     return timed

@@ -45,7 +45,7 @@ def run(args) -> int:
     elif args.format == "markdown":
         flags = " --variants" * args.variants + " --libraries" * args.libraries + " --only-libraries" * args.only_libraries
         command = f"exchange audit{flags} --format markdown --max-examples {args.max_examples} --seed {args.seed}"
-        title = "Audit: the losses of TRL, verl and OpenRLHF" if args.only_libraries else ""
+        title = "Audit: the losses of TRL, verl, OpenRLHF, SkyRL, AReaL and ART" if args.only_libraries else ""
         print(to_markdown(rows, args.max_examples, args.seed, command, title), end="")
     else:
         _table(rows)

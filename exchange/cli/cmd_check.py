@@ -10,7 +10,7 @@ def add_parser(sub) -> None:
         "check",
         help="check one objective for exchangeability and cancellation",
         description="TARGET: a built-in name (see `exchange list`, transformations with +), "
-        "trl:/verl:/openrlhf: library losses, module:function, or path/to/file.py:function. "
+        "trl:/verl:/openrlhf:/skyrl:/areal:/art: library losses, module:function, or path/to/file.py:function. "
         "Or, instead of TARGET, --trl-config recipe.yaml: the loss that TRL recipe trains with.",
     )
     p.add_argument("target", metavar="TARGET", nargs="?")

@@ -1,12 +1,16 @@
-"""The real losses of TRL, verl and OpenRLHF as plain ``loss_fn(logprobs, rollout)``.
+"""The real losses of TRL, verl, OpenRLHF, SkyRL, AReaL and ART as plain ``loss_fn(logprobs, rollout)``.
 
 Each adapter calls the library's own code (see each module's docstring for exactly what
 is driven and what is reproduced) at the one version it was written against:
-trl==1.16.0, verl==0.9.1, openrlhf==0.11.2.
+trl==1.16.0, verl==0.9.1, openrlhf==0.11.2, skyrl-train==0.3.1, areal==1.0.4,
+openpipe-art==0.5.18.
 
     resolve("trl:grpo", {"importance_sampling_level": "sequence"})  # GSPO in TRL
     resolve("verl:vanilla/seq-mean-token-mean", {"estimator": "rloo"})
     resolve("openrlhf:group_norm", {"policy_loss_type": "gspo"})
+    resolve("skyrl:gspo", {"loss_reduction": "sequence_mean"})
+    resolve("areal:ppo", {"reward_mean_level": "group", "reward_std_level": "group"})
+    resolve("art:cispo", {"importance_sampling_level": "sequence"})
 
 ``library_rows()`` lists the configurations the audit checks, each with the verdict
 ../shared/reference/rl-libraries.md predicts.
@@ -26,6 +30,7 @@ from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
 
 __all__ = [
+    "KNOWN_DISAGREEMENTS",
     "LIBRARIES",
     "LibraryError",
     "LibraryRow",
@@ -36,7 +41,7 @@ __all__ = [
     "unavailable_reason",
 ]
 
-LIBRARIES = ("trl", "verl", "openrlhf")
+LIBRARIES = ("trl", "verl", "openrlhf", "skyrl", "areal", "art")
 
 LossFn = Callable[[Tensor, Rollout], Tensor]
 
@@ -50,14 +55,15 @@ def _check_library(target: str) -> tuple[str, str]:
     if not sep or library not in LIBRARIES or not spec:
         raise InvalidArgument(
             f"target={target!r} is not LIBRARY:LOSS; LIBRARY is one of {', '.join(LIBRARIES)} "
-            "(e.g. trl:grpo, verl:vanilla/token-mean, openrlhf:group_norm)."
+            "(e.g. trl:grpo, verl:vanilla/token-mean, openrlhf:group_norm, skyrl:regular, areal:ppo, art:cispo)."
         )
     return library, spec
 
 
 def resolve(target: str, params: Mapping[str, Any] | None = None) -> LossFn:
-    """``"trl:<loss_type>"``, ``"verl:<policy_loss>/<loss_agg_mode>"`` or
-    ``"openrlhf:<estimator>"`` with ``params`` (CLI ``--param key=value`` strings) ->
+    """``"trl:<loss_type>"``, ``"verl:<policy_loss>/<loss_agg_mode>"``,
+    ``"openrlhf:<estimator>"``, ``"skyrl:<policy_loss_type>"``, ``"areal:<loss>"`` or
+    ``"art:<loss>"`` with ``params`` (CLI ``--param key=value`` strings) ->
     ``loss_fn(logprobs [N, T], rollout) -> Tensor[]`` running the library's own code.
 
     Raises :class:`LibraryError` when the library is missing or at another version and
@@ -93,7 +99,8 @@ class LibraryRow:
         params: the ``--param`` settings of this row (strings, as on the command line).
         factory: zero-argument callable returning the ``loss_fn`` (imports the library).
         expected: verdict per regime (``"on_policy"`` / ``"off_policy"``) predicted by
-            ../shared/reference/rl-libraries.md.
+            ../shared/reference/rl-libraries.md (TRL, verl, OpenRLHF) or by THEORY.md
+            section 4 applied to the library's code (SkyRL, AReaL, ART).
         version: the installed library version.
         note: what this row shows, one line.
     """
@@ -166,10 +173,87 @@ _OPENRLHF_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
     ("openrlhf:group_norm", {"dual_clip": "3.0"}, "dual clip"),
 )
 
+# SkyRL: every policy_loss_type at its defaults (token_mean, grpo), then every
+# loss_reduction and advantage estimator / normalisation on the regular loss.
+_SKYRL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
+    ("skyrl:regular", {}, "SkyRL's default: PPO clip, token_mean, grpo"),
+    ("skyrl:regular", {"loss_reduction": "sequence_mean"}, "per-sequence mean"),
+    ("skyrl:regular", {"loss_reduction": "seq_mean_token_sum_norm"}, "Dr. GRPO: 1/(B max_seq_len)"),
+    ("skyrl:dual_clip", {}, "dual clip c=3"),
+    ("skyrl:gspo", {"loss_reduction": "sequence_mean", "eps_clip_low": "3e-4", "eps_clip_high": "4e-4"}, "GSPO as recommended"),
+    ("skyrl:gspo", {}, "GSPO with token_mean (only a warning)"),
+    ("skyrl:cispo", {}, "detached clamp [1-0, 1+5]"),
+    ("skyrl:sapo", {"loss_reduction": "sequence_mean"}, "SAPO as recommended"),
+    ("skyrl:clip_cov", {}, "PPO clip + covariance token masks"),
+    ("skyrl:kl_cov", {}, "|log r| on the top-covariance tokens"),
+    ("skyrl:regular", {"estimator": "rloo"}, ""),
+    ("skyrl:regular", {"estimator": "reinforce++"}, "batch whitening"),
+    ("skyrl:regular", {"grpo_norm_by_std": "false"}, "Dr. GRPO advantage"),
+    ("skyrl:regular", {"advantage_batch_normalize": "true"}, "batch re-normalisation"),
+)
+
+# AReaL: PPOActor's ppo_actor_loss_fn / sapo_loss_fn, token mean; advantages from
+# PPOActor._compute_advantages with the adv_norm / reward_norm presets.
+_GROUP_REWARD = {"reward_mean_level": "group", "reward_std_level": "group"}
+_AREAL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
+    ("areal:ppo", {}, "PPOActorConfig defaults: no reward_norm, raw rewards"),
+    ("areal:ppo", _GROUP_REWARD, "GRPO: group reward normalisation"),
+    ("areal:ppo", {"adv_mean_level": "batch", "adv_std_level": "batch"}, "batch adv_norm of raw rewards"),
+    ("areal:ppo", {**_GROUP_REWARD, "adv_mean_level": "group", "adv_std_level": "group"}, "group adv_norm: token-weighted mean"),
+    ("areal:ppo", {"reward_mean_level": "group", "mean_leave1out": "true"}, "leave-one-out baseline"),
+    ("areal:ppo", {"reward_mean_level": "batch", "reward_std_level": "batch"}, "batch reward normalisation"),
+    ("areal:ppo", {**_GROUP_REWARD, "eps_clip_higher": "0.28"}, "DAPO clip-higher"),
+    ("areal:ppo", {**_GROUP_REWARD, "c_clip": "3.0"}, "dual clip"),
+    (
+        "areal:ppo",
+        {**_GROUP_REWARD, "importance_sampling_level": "sequence", "eps_clip": "3e-4", "eps_clip_higher": "4e-4"},
+        "GSPO, token mean",
+    ),
+    ("areal:sapo", _GROUP_REWARD, "SAPO gates"),
+)
+
+# Audit rows where the checker and the prediction differ, with why; each is shown by a
+# test, and tests/test_audit.py fails if a row listed here agrees (or one not here does not).
+KNOWN_DISAGREEMENTS: dict[str, str] = {
+    "skyrl:clip_cov": (
+        "on-policy the checker finds (Z), (C) and (P) broken but names no mechanism and keeps (E) "
+        "in 10 examples, where the catalog's Clip-Cov derivation (M2: the covariance mask depends "
+        "on the advantage) predicts (E) broken with M2; the catalog's own clip_cov row in "
+        "docs/audit.md reads **NO** the same way "
+        "(tests/libraries/skyrl/test_loss.py::test_clip_cov_on_policy_is_the_catalogs_disagreement)"
+    ),
+    "areal:ppo": (
+        "AReaL's default keeps raw rewards (no reward_norm/adv_norm). Off-policy the PPO clip splits "
+        "an event's occurrences by the sign of the reward (M2) and (E) breaks, but the checker's "
+        "shared-ratio probes use rewards >= 0, where raw-reward advantages have one sign, so it "
+        "names only M4 "
+        "(tests/libraries/areal/test_loss.py::test_raw_rewards_off_policy_m2_is_not_named)"
+    ),
+}
+
+# ART: its default CISPO-style loss and PPO, then every advantage option, sequence-level
+# ratio and extra term of dev.TrainConfig.
+_ART_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
+    ("art:cispo", {}, "ART's default: detached ratio clamped to [0, 5], weight 1/L_i"),
+    ("art:ppo", {}, "ppo=true: PPO clip 0.2"),
+    ("art:ppo", {"epsilon_high": "0.28"}, "clip-higher"),
+    ("art:cispo", {"scale_rewards": "false"}, "no std division"),
+    ("art:cispo", {"advantage_balance": "0.5"}, "negative advantages halved"),
+    ("art:cispo", {"importance_sampling_level": "sequence"}, "sequence ratio"),
+    ("art:ppo", {"importance_sampling_level": "sequence", "epsilon": "3e-4", "epsilon_high": "4e-4"}, "GSPO-like"),
+    ("art:cispo", {"importance_sampling_level": "average"}, "(token + sequence ratio) / 2"),
+    ("art:cispo", {"importance_sampling_level": "geometric_average"}, "sqrt(token x sequence ratio)"),
+    ("art:cispo", {"kimi_k2_tau": "0.1"}, "A - tau log r"),
+    ("art:cispo", {"mask_prob_ratio": "true"}, "ratios outside the range masked"),
+)
+
 ROWS: dict[str, tuple[tuple[str, dict[str, str], str], ...]] = {
     "trl": _TRL_ROWS,
     "verl": _VERL_ROWS,
     "openrlhf": _OPENRLHF_ROWS,
+    "skyrl": _SKYRL_ROWS,
+    "areal": _AREAL_ROWS,
+    "art": _ART_ROWS,
 }
 
 

@@ -16,10 +16,20 @@ from exchange.core.vocabulary import breaks_of
 from exchange.errors import ExchangeError
 from exchange.objectives.objective import Expected, override_params
 
-__all__ = ["LibraryError", "SUPPORTED", "INSTALL", "installed_version", "require", "parse_params", "verdict_of"]
+__all__ = ["LibraryError", "SUPPORTED", "DISTRIBUTIONS", "INSTALL", "installed_version", "require", "parse_params", "verdict_of"]
 
 # The one version of each library whose loss code the adapters drive.
-SUPPORTED: dict[str, str] = {"trl": "1.16.0", "verl": "0.9.1", "openrlhf": "0.11.2"}
+SUPPORTED: dict[str, str] = {
+    "trl": "1.16.0",
+    "verl": "0.9.1",
+    "openrlhf": "0.11.2",
+    "skyrl": "0.3.1",
+    "areal": "1.0.4",
+    "art": "0.5.18",
+}
+
+# The distribution (pip) name where it differs from the adapter's library name.
+DISTRIBUTIONS: dict[str, str] = {"skyrl": "skyrl-train", "art": "openpipe-art"}
 
 INSTALL: dict[str, str] = {
     "trl": "pip install -e '.[trl]'   (or: pip install trl==1.16.0)",
@@ -28,6 +38,12 @@ INSTALL: dict[str, str] = {
         "packaging numpy ray 'tensordict<=0.10.0' omegaconf transformers codetiming)"
     ),
     "openrlhf": "pip install openrlhf==0.11.2 --no-deps   (only loss.py is loaded; its CUDA deps are not needed)",
+    "skyrl": (
+        "pip install skyrl-train==0.3.1 --no-deps --ignore-requires-python   (only "
+        "skyrl_train/utils/ppo_utils.py is loaded; it runs on Python 3.11)"
+    ),
+    "areal": "pip install areal==1.0.4 --no-deps   (only areal/utils/functional/functional.py and its Normalization are loaded)",
+    "art": "pip install openpipe-art==0.5.18 --no-deps   (only art/loss.py and art/preprocessing/{tokenize,pack}.py are loaded)",
 }
 
 
@@ -38,7 +54,7 @@ class LibraryError(ExchangeError):
 def installed_version(library: str) -> str | None:
     """The installed distribution version of ``library``, or None."""
     try:
-        return importlib.metadata.version(library)
+        return importlib.metadata.version(DISTRIBUTIONS.get(library, library))
     except importlib.metadata.PackageNotFoundError:
         return None
 

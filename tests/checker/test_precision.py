@@ -65,3 +65,23 @@ def test_cli_precision_option(tmp_path, capsys):
     assert main(["check", f"{path}:loss", "--max-examples", "3", "--precision", "float32"]) == 0
     out = capsys.readouterr().out
     assert "precision: float32 (as told)" in out
+
+
+def float32_advantage(lp, r):
+    """Rounds the advantage to float32 and then divides in float64: the coefficients are
+    no longer float32 values, so detection cannot see the rounding (AReaL's pattern)."""
+    adv = ((r.rewards - r.group_mean(r.rewards)) / (r.group_std(r.rewards) + 1e-5)).float().to(lp.dtype)
+    return -((adv[:, None] * lp) * r.fmask).sum() / r.fmask.sum() / 3.0
+
+
+def test_a_loss_can_declare_its_precision():
+    assert detect_precision(float32_advantage) == "float64"  # hidden from detection
+    float32_advantage.exchange_precision = "float32"
+    try:
+        report = check(float32_advantage, properties=["zero_sum"], max_examples=10, seed=0)
+        assert report.precision == "float32" and not report.precision_detected
+        assert report.holds("zero_sum")
+        forced = check(float32_advantage, properties=["zero_sum"], max_examples=10, seed=0, precision="float64")
+        assert forced.precision == "float64"
+    finally:
+        del float32_advantage.exchange_precision

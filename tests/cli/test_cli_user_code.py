@@ -142,3 +142,81 @@ def test_hypothesis_profile_is_respected_and_no_hypothesis_folder_is_written(tmp
     data = json.loads(out)
     assert data["properties"]["exchangeable"]["examples"] <= 5
     assert not (tmp_path / ".hypothesis").exists()
+
+
+SLEEPS = """
+import time
+def sleeps(logprobs, rollout):
+    time.sleep(5)
+    return (logprobs * rollout.fmask).sum()
+"""
+
+
+def test_timeout_interrupts_a_running_call(tmp_path, capsys):
+    """A call that would sleep 5 s is stopped at the 0.5 s limit (SIGALRM), not after it ends."""
+    import signal
+    import time
+
+    (tmp_path / "sleeps.py").write_text(SLEEPS)
+    before = signal.getsignal(signal.SIGALRM)
+    start = time.perf_counter()
+    code, _, err = _run(["check", f"{tmp_path / 'sleeps.py'}:sleeps", "--timeout", "0.5", *FAST], capsys)
+    took = time.perf_counter() - start
+    assert code == 2
+    line = _one_line(err)
+    assert "time limit of 0.5 s" in line and "--timeout" in line
+    assert took < 3.0, f"the check took {took:.1f} s: the 5 s call was not interrupted"
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_timeout_outside_the_main_thread_checks_after_the_call():
+    """No signal reaches another thread: there the limit is checked once the call returns."""
+    import threading
+    import time
+
+    import torch
+
+    from exchange.checker.checking import _time_limited
+    from exchange.errors import ObjectiveError
+
+    def slow(logprobs, rollout):
+        time.sleep(0.3)
+        return logprobs.sum()
+
+    outcome = {}
+
+    def worker():
+        start = time.perf_counter()
+        try:
+            _time_limited(slow, 0.05, "slow")(torch.zeros(1), None)
+        except ObjectiveError as err:
+            outcome["err"] = str(err)
+        outcome["took"] = time.perf_counter() - start
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert "time limit of 0.05 s" in outcome["err"]
+    assert outcome["took"] >= 0.3  # ran to its end: not interruptible there
+
+
+def test_timeout_keeps_an_enclosing_alarm():
+    """A fast call under the limit leaves a caller's own SIGALRM timer running."""
+    import signal
+
+    import torch
+
+    from exchange.checker.checking import _time_limited
+
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30.0)
+        _time_limited(lambda lp, r: lp.sum(), 5.0, "fast")(torch.zeros(1), None)
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 20.0 < left <= 30.0
+        assert signal.getsignal(signal.SIGALRM) is not None and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -18,6 +18,9 @@ QUICK = (
     ("trl:grpo", ()),
     ("verl:sapo/token-mean", ()),
     ("openrlhf:group_norm", ()),
+    ("skyrl:regular", (("loss_reduction", "sequence_mean"),)),
+    ("areal:ppo", (("reward_mean_level", "group"), ("reward_std_level", "group"))),
+    ("art:cispo", ()),
 )
 
 

@@ -41,3 +41,19 @@ def test_parse_params_coerces_to_the_default_type():
 
 def test_every_library_has_a_supported_version_and_install_hint():
     assert set(_support.SUPPORTED) == set(LIBRARIES) == set(_support.INSTALL)
+
+
+def test_skyrl_is_looked_up_by_its_distribution_name(monkeypatch):
+    """The target prefix is ``skyrl``; pip knows the wheel as ``skyrl-train``."""
+    import importlib.metadata
+
+    asked = []
+
+    def version(name):
+        asked.append(name)
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    reason = unavailable_reason("skyrl")
+    assert asked == ["skyrl-train"]
+    assert "--ignore-requires-python" in reason and "skyrl-train==0.3.1" in reason

@@ -1,0 +1,1 @@
+"""AReaL: its real PPO/GRPO actor losses and advantage code as a ``loss_fn`` (:mod:`.loss`)."""

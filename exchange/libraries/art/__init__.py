@@ -1,0 +1,1 @@
+"""ART (OpenPipe's Agent Reinforcement Trainer): its real loss and packing as a ``loss_fn`` (:mod:`.loss`)."""
