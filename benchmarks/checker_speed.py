@@ -53,7 +53,8 @@ def checker_throughput(max_examples: int, plain: bool = True) -> None:
     from exchange.core.coefficients import token_coefficients
     from exchange.objectives import get
 
-    print(f"1. check(max_examples={max_examples}), one thread; replay = the same configurations, plain autograd"
+    print(f"1. check(max_examples={max_examples}), one thread, CPU seconds of this process (other jobs on the machine"
+          " inflate wall time); replay = the same configurations, plain autograd"
           + ("; per-example = the Hypothesis-only path, interleaved" if plain else ""))
     print(f"{'objective':<12}{'evals':>7}{'check s':>9}{'evals/s':>9}{'replay s':>9}{'check/replay':>13}"
           + (f"{'per-ex s':>9}{'per-ex ev/s':>12}{'speed-up':>9}{'same verdicts':>14}" if plain else ""))
@@ -70,24 +71,24 @@ def checker_throughput(max_examples: int, plain: bool = True) -> None:
         bulk.RECORD = calls
         checking.BULK = True
         try:
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             report = check(recorder, max_examples=max_examples, seed=0)
-            t_check = time.perf_counter() - t0
+            t_check = time.process_time() - t0
         finally:
             bulk.RECORD = None
         examples = sum(r.examples for r in report.results.values())
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for logprobs, rollout in calls:
             token_coefficients(fn, logprobs, rollout)
-        t_replay = time.perf_counter() - t0
+        t_replay = time.process_time() - t0
         line = (f"{name:<12}{examples:>7}{t_check:>9.2f}{examples / t_check:>9.0f}{t_replay:>9.2f}"
                 f"{t_check / t_replay:>12.2f}x")
         if plain:
             checking.BULK = False
             try:
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 old = check(fn, max_examples=max_examples, seed=0)
-                t_old = time.perf_counter() - t0
+                t_old = time.process_time() - t0
             finally:
                 checking.BULK = True
             old_examples = sum(r.examples for r in old.results.values())

@@ -54,11 +54,11 @@ from exchange.checker.strategies import _REWARD_VALUES
 from exchange.core.coefficients import _unchecked, loss_and_coefficients
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
-from exchange.errors import ObjectiveError
+from exchange.errors import InvalidArgument, ObjectiveError
 
 __all__ = ["BulkResult", "run", "example", "BATCH", "MIN_LAYOUTS"]
 
-BATCH = 8  # configurations per layout (at most)
+BATCH = 16  # configurations per layout (at most)
 MIN_LAYOUTS = 8  # layouts per property and regime (at least): structure matters most
 _MAX_SIZE, _MAX_LENGTH, _VOCAB = 8, 12, 4  # properties._SIZES, as the strategies use them
 _F64 = torch.float64
@@ -219,39 +219,51 @@ def layout(case: Case) -> Layout:
     return Layout(case, rollout, torch.tensor(hashes, dtype=torch.long).reshape(n, t_max), overrides)
 
 
-def _picks(grid: tuple[float, ...], seeds: list[int], salt: str, key_hash: Tensor) -> Tensor:
-    """``grid[hash((seed, salt, key)) % len(grid)]`` for every seed and token: [K, N, T]."""
-    acc0 = torch.tensor([_signed(_fold(_fold(_XX5, hash(s)), hash(_SALT[salt]))) for s in seeds], dtype=torch.long)
-    acc = _fold_many(acc0[:, None, None], key_hash[None])
+_GRIDS = {"old": OLD_PROBS, "ratio": RATIOS, "entropy": ENTROPIES, "ref": REF_PROBS}
+# math.log of each grid value: bit-identical to build's logs
+_LOG_GRIDS = {salt: torch.tensor([math.log(v) for v in grid], dtype=_F64) for salt, grid in _GRIDS.items()}
+_VALUE_GRIDS = {salt: torch.tensor(grid, dtype=_F64) for salt, grid in _GRIDS.items()}
+
+
+def _indices(salts: tuple[str, ...], seeds: list[int], key_hash: Tensor) -> Tensor:
+    """``hash((seed, salt, key)) % len(grid)`` for every salt, seed and token:
+    ``[S, K, N, T]``, the pick of :func:`exchange.checker.cases._pick` vectorised."""
+    acc0 = torch.tensor(
+        [[_signed(_fold(_fold(_XX5, hash(s)), hash(_SALT[salt]))) for s in seeds] for salt in salts], dtype=torch.long
+    )
+    acc = _fold_many(acc0[:, :, None, None], key_hash[None, None])
     acc = acc + (3 ^ (_XX5 ^ 3527539))
     acc = torch.where(acc == -1, torch.full_like(acc, 1546275796), acc)
-    return torch.tensor(grid, dtype=_F64)[torch.remainder(acc, len(grid))]
+    sizes = torch.tensor([len(_GRIDS[salt]) for salt in salts], dtype=torch.long)[:, None, None, None]
+    return torch.remainder(acc, sizes)
 
 
 def values(lay: Layout, seeds: list[int]) -> dict[str, Tensor]:
     """Per-configuration ``old_logprobs``, ``logprobs``, ``ref_logprobs``, ``entropy``
     ([K, N, T] each), exactly as ``build(replace(lay.case, seed=s))`` gives them."""
     case, kh, mask = lay.case, lay.key_hash, lay.rollout.mask
-    k = len(seeds)
-    shape = (k, *kh.shape)
-    p_old = _picks(OLD_PROBS, seeds, "old", kh)
-    ratio = _picks(RATIOS, seeds, "ratio", kh) if case.off_policy else torch.ones(shape, dtype=_F64)
+    shape = (len(seeds), *kh.shape)
+    salts = ("old", "ref") + (("ratio",) if case.off_policy else ()) + (("entropy",) if case.entropy_all is None else ())
+    idx = dict(zip(salts, _indices(salts, seeds, kh).unbind(0)))
+    log_old = _LOG_GRIDS["old"][idx["old"]]
+    log_ratio = _LOG_GRIDS["ratio"][idx["ratio"]] if case.off_policy else torch.zeros(shape, dtype=_F64)
     if case.entropy_all is None:
-        ent = _picks(ENTROPIES, seeds, "entropy", kh)
+        ent = _VALUE_GRIDS["entropy"][idx["entropy"]]
     else:
         ent = torch.full(shape, float(case.entropy_all), dtype=_F64)
-    ref = _log(_picks(REF_PROBS, seeds, "ref", kh))
-    for name, target in (("old", p_old), ("ratio", ratio), ("entropy", ent)):
+    for name, target in (("old", log_old), ("ratio", log_ratio), ("entropy", ent)):
         if name in lay.overrides:
             where, value = lay.overrides[name]
-            target[:, where] = value[where]
+            target[:, where] = value[where] if name == "entropy" else _log(value[where])
     zero = torch.zeros((), dtype=_F64)
-    old = torch.where(mask, _log(p_old), zero)
-    cur = torch.where(mask, old + _log(ratio), zero)
+    old = torch.where(mask, log_old, zero)
+    cur = torch.where(mask, old + log_ratio, zero)
+    if bool((cur > 0).any()):  # validated once per batch: an override ratio x old prob > 1
+        raise InvalidArgument(f"bulk layout {case!r}: an event has old prob x ratio > 1; lower the ratio override.")
     return {
         "old_logprobs": old,
         "logprobs": cur,
-        "ref_logprobs": torch.where(mask, ref, zero),
+        "ref_logprobs": torch.where(mask, _LOG_GRIDS["ref"][idx["ref"]], zero),
         "entropy": torch.where(mask, ent, zero),
     }
 
@@ -447,7 +459,6 @@ def evaluate(loss_fn, spec: Spec, seeds: list[int], rewards: Tensor, use_vmap: "
     lay = layout(spec.case)
     fields = values(lay, seeds)
     fields["rewards"] = rewards
-    _add_constants(fields, lay.rollout, k)
     loss, kappa, errors = coefficients(loss_fn, lay.rollout, fields, use_vmap)
     failed = torch.tensor([e is not None for e in errors])
     r = lay.rollout
