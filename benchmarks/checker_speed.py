@@ -195,10 +195,16 @@ def real_batch() -> None:
 
 
 def audit(max_examples: int) -> None:
+    import resource
+
     cmd = [sys.executable, "-m", "exchange", "audit", "--variants", "--max-examples", str(max_examples)]
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    print(f"\n5. {' '.join(cmd[1:])} (2 worker processes): {time.perf_counter() - t0:.1f} s")
+    wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+    print(f"\n5. {' '.join(cmd[1:])} (2 worker processes): {wall:.1f} s wall, {cpu:.1f} s CPU of all its processes")
 
 
 _OBJECTIVES = ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "clip_cov")
