@@ -71,7 +71,6 @@ def test_batched_coefficients_equal_plain_autograd(name):
         lay = bulk.layout(spec.case)
         fields = bulk.values(lay, seeds)
         fields["rewards"] = rewards
-        bulk._add_constants(fields, lay.rollout, len(seeds))
         for mode in (True, False):
             loss, kappa, errors = bulk.coefficients(fn, lay.rollout, fields, bulk.Mode(mode))
             assert errors == [None] * len(seeds)
@@ -87,7 +86,35 @@ def test_batched_coefficients_equal_plain_autograd(name):
 def _variant(spec: str):
     from exchange.targets import resolve_target
 
-    return resolve_target(spec, {}).loss_fn
+    target_name, *params = [part.strip() for part in spec.split(" --param ")]
+    return resolve_target(target_name, dict(p.split("=", 1) for p in params)).loss_fn
+
+
+def _library_rows() -> list[str]:
+    from exchange import libraries
+
+    if any(libraries.unavailable_reason(lib) for lib in libraries.LIBRARIES):
+        return []
+    return [row.name for row in libraries.library_rows()]
+
+
+@pytest.mark.parametrize("row", _library_rows())
+def test_batched_coefficients_equal_plain_autograd_on_library_rows(row):
+    """TRL, verl and OpenRLHF code under vmap (or its loop fallback) gives the plain
+    coefficients (skipped without the extras)."""
+    fn = _variant(row)
+    rng, gen = random.Random(row), torch.Generator().manual_seed(4)
+    spec, seeds, rewards = _batch("shared_cancellation", "off_policy", rng, gen)
+    lay = bulk.layout(spec.case)
+    fields = bulk.values(lay, seeds)
+    fields["rewards"] = rewards
+    loss, kappa, errors = bulk.coefficients(fn, lay.rollout, fields, bulk.Mode(True))
+    assert errors == [None] * len(seeds)
+    for j, s in enumerate(seeds):
+        r = build(bulk.example(spec, s, rewards[j]))
+        _, kappa_j = loss_and_coefficients(fn, r.logprobs, r)
+        scale = float(kappa_j.abs().max()) + 1e-300
+        assert float((kappa[j] - kappa_j).abs().max()) <= 1e-12 * scale
 
 
 @pytest.mark.parametrize("objective", ["grpo", "dapo", "gspo", "clip_cov"])
