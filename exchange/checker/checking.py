@@ -331,8 +331,9 @@ def check(
         properties: names to check (default: all of :data:`exchange.checker.properties.PROPERTIES`).
         max_examples: configurations per fuzzed property and regime, at least: they
             are generated in bulk (:mod:`exchange.checker.bulk`: at least 8 layouts,
-            up to 8 configurations each, so ``max(max_examples, 8)`` rounded up to whole
-            layouts), and on a failure Hypothesis searches again with the same seed to
+            up to 16 configurations each: ``layouts x ceil(max_examples / layouts)`` with
+            ``layouts = max(8, ceil(max_examples / 16))``, e.g. 16 at 10 and 208 at 200),
+            and on a failure Hypothesis searches again with the same seed to
             shrink it. A report's ``examples`` counts every configuration evaluated.
         seed: fixes the fuzzing; the same seed reproduces the same report.
         regimes: ``"on_policy"`` and/or ``"off_policy"``.
