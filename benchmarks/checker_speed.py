@@ -1,22 +1,26 @@
 """Checker speed, measured in one run, interleaved, on one thread (no timed assertions
 anywhere in the tests). Prints:
 
-1. per objective: property examples and loss evaluations per second of ``check``, and
-   the ratio of ``check``'s time to a pure forward+backward replay of the very
-   configurations it differentiated (1.0 would be "the speed of autograd");
-2. event keys against autograd: ``cases.build`` and ``events()`` against one
+1. per objective: property evaluations (configurations) per second of ``check``, the
+   ratio of its time to a pure forward+backward replay of the very configurations it
+   evaluated (1.0 would be "the speed of autograd"), and the per-example Hypothesis path
+   (``checking.BULK = False``, the pre-bulk checker) on the same objective, interleaved:
+   its time, the speed-up, and whether the verdicts agree;
+2. one bulk batch against plain autograd of the same configurations, scaling in G and L;
+3. event keys against autograd: ``cases.build`` and ``events()`` against one
    ``token_coefficients`` of the same batch, scaling in G and in L;
-3. ``exchange.inspect`` on a real-size batch (N=128, T=4096, float64) against the
+4. ``exchange.inspect`` on a real-size batch (N=128, T=4096, float64) against the
    coefficients alone;
-4. with ``--audit N``: wall time of ``exchange audit --max-examples N`` (slow: minutes);
-5. with ``--baseline DIR``: ``check`` of every objective in subprocesses, alternating
+5. wall time of ``exchange audit --variants --max-examples N`` for ``--audit N ...``
+   (default 10, the documented audit, and 200);
+6. with ``--baseline DIR``: ``check`` of every objective in subprocesses, alternating
    between an earlier ``exchange/`` package under DIR (for example
    ``git archive <commit> exchange | tar -x -C DIR``) and this tree, ``--rounds`` times
    each, in CPU seconds of the process (one torch thread; far less sensitive to other
    jobs on the machine than wall time); prints the best time of each side, the speed-up, and whether the verdicts and
    example counts agree.
 
-    python benchmarks/checker_speed.py [--max-examples 200] [--audit 200] [--baseline DIR]
+    python benchmarks/checker_speed.py [--max-examples 200] [--audit 10 200] [--no-plain] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -38,33 +42,95 @@ def _best(fn, repeat: int = 3) -> float:
     return best
 
 
-def checker_throughput(max_examples: int) -> None:
+def checker_throughput(max_examples: int, plain: bool = True) -> None:
+    """``check`` per objective: property evaluations (configurations) per second, and
+    the ratio of its time to a plain forward+backward of the very configurations it
+    evaluated (bulk batches recorded through ``bulk.RECORD``, every other loss call
+    through a recorder); ``plain``: the per-example Hypothesis path (``BULK = False``)
+    interleaved with it, for the speed-up."""
     from exchange import check
+    from exchange.checker import bulk, checking
     from exchange.core.coefficients import token_coefficients
     from exchange.objectives import get
 
-    print(f"1. check(max_examples={max_examples}), one thread; replay = the same configurations, plain autograd")
-    print(f"{'objective':<12}{'examples':>9}{'loss calls':>11}{'check s':>9}{'examples/s':>11}{'calls/s':>9}"
-          f"{'replay s':>9}{'check/replay':>13}")
-    for name in ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "clip_cov"):
+    print(f"1. check(max_examples={max_examples}), one thread, CPU seconds of this process (other jobs on the machine"
+          " inflate wall time); replay = the same configurations, plain autograd"
+          + ("; per-example = the Hypothesis-only path, interleaved" if plain else ""))
+    print(f"{'objective':<12}{'evals':>7}{'check s':>9}{'evals/s':>9}{'replay s':>9}{'check/replay':>13}"
+          + (f"{'per-ex s':>9}{'per-ex ev/s':>12}{'speed-up':>9}{'same verdicts':>14}" if plain else ""))
+    for name in _OBJECTIVES:
         fn = get(name).bind()
         calls = []
 
         def recorder(logprobs, rollout, fn=fn):
-            calls.append((logprobs.detach().clone(), rollout))
+            if not torch._C._functorch.is_batchedtensor(logprobs):  # vmapped: bulk.RECORD has them
+                calls.append((logprobs.detach().clone(), rollout))
             return fn(logprobs, rollout)
 
         recorder.__name__ = name
-        t0 = time.perf_counter()
-        report = check(recorder, max_examples=max_examples, seed=0)
-        t_check = time.perf_counter() - t0
+        bulk.RECORD = calls
+        checking.BULK = True
+        try:
+            t0 = time.process_time()
+            report = check(recorder, max_examples=max_examples, seed=0)
+            t_check = time.process_time() - t0
+        finally:
+            bulk.RECORD = None
         examples = sum(r.examples for r in report.results.values())
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for logprobs, rollout in calls:
             token_coefficients(fn, logprobs, rollout)
-        t_replay = time.perf_counter() - t0
-        print(f"{name:<12}{examples:>9}{len(calls):>11}{t_check:>9.2f}{examples / t_check:>11.0f}"
-              f"{len(calls) / t_check:>9.0f}{t_replay:>9.2f}{t_check / t_replay:>12.1f}x")
+        t_replay = time.process_time() - t0
+        line = (f"{name:<12}{examples:>7}{t_check:>9.2f}{examples / t_check:>9.0f}{t_replay:>9.2f}"
+                f"{t_check / t_replay:>12.2f}x")
+        if plain:
+            checking.BULK = False
+            try:
+                t0 = time.process_time()
+                old = check(fn, max_examples=max_examples, seed=0)
+                t_old = time.process_time() - t0
+            finally:
+                checking.BULK = True
+            old_examples = sum(r.examples for r in old.results.values())
+            same = {k: v.holds for k, v in old.results.items()} == {k: v.holds for k, v in report.results.items()}
+            line += f"{t_old:>9.2f}{old_examples / t_old:>12.0f}{t_old / t_check:>8.1f}x{str(same):>14}"
+        print(line)
+
+
+def bulk_scaling() -> None:
+    """One bulk batch (8 configurations of one layout, (C) off-policy) against plain
+    autograd of the same 8 configurations, scaling in G and L."""
+    from exchange.checker import bulk
+    from exchange.checker.cases import Case, GroupConfig
+    from exchange.core.coefficients import token_coefficients
+    from exchange.objectives import get
+
+    fn = get("dapo").bind()
+    k = 8
+    print(f"\n2. bulk evaluation of {k} configurations of one layout ((C), off-policy, dapo; best of 3)"
+          " vs plain autograd of each")
+    print(f"{'G':>4}{'L':>6}{'bulk ms':>9}{'per config us':>15}{'autograd ms':>12}{'bulk/autograd':>14}")
+    gen = torch.Generator().manual_seed(0)
+    for g, length in ((2, 8), (8, 8), (32, 8), (8, 32), (8, 128), (8, 512)):
+        rng = torch.Generator().manual_seed(g * 1000 + length)
+        prefix = tuple(torch.randint(0, 4, (length // 4,), generator=rng).tolist())
+        responses = tuple(prefix + tuple(torch.randint(0, 4, (length - len(prefix),), generator=rng).tolist()) for _ in range(g))
+        case = Case(groups=(GroupConfig(responses, (0.0,) * g),), off_policy=True)
+        spec = bulk.Spec("shared_cancellation", case, [("binary", "continuous", "tied")], distinct=[False])
+        seeds = list(range(k))
+        rewards = bulk._draw_rewards(gen, k, spec)
+        t_bulk = _best(lambda: bulk.evaluate(fn, spec, seeds, rewards, True))
+        rollouts = [build_example(spec, s, rewards[j]) for j, s in enumerate(seeds)]
+        t_ad = _best(lambda: [token_coefficients(fn, r.logprobs, r) for r in rollouts])
+        print(f"{g:>4}{length:>6}{t_bulk * 1e3:>9.1f}{t_bulk / k * 1e6:>15.0f}{t_ad * 1e3:>12.1f}{t_bulk / t_ad:>13.2f}x")
+
+
+def build_example(spec, seed, rewards):
+    from exchange.checker import bulk
+    from exchange.checker.cases import build
+
+    ex = bulk.example(spec, seed, rewards)
+    return build(ex[0] if isinstance(ex, tuple) else ex)
 
 
 def _case(groups: int, g: int, length: int):
@@ -85,7 +151,7 @@ def event_keys() -> None:
     from exchange.objectives import get
 
     fn = get("dapo").bind()
-    print("\n2. event keys vs autograd (one group, shared prefix L/4; best of 3)")
+    print("\n3. event keys vs autograd (one group, shared prefix L/4; best of 3)")
     print(f"{'G':>4}{'L':>6}{'build ms':>10}{'events ms':>10}{'autograd ms':>12}{'build/autograd':>15}{'events/autograd':>16}")
     for g, length in ((2, 256), (8, 256), (32, 256), (8, 64), (8, 1024), (8, 4096)):
         case = _case(1, g, length)
@@ -117,7 +183,7 @@ def real_batch() -> None:
     z = torch.zeros((), dtype=torch.float64)
     r = Rollout(tokens=torch.where(mask, tokens, 0), mask=mask, rewards=torch.randint(0, 2, (n,), generator=gen).double(),
                 group=torch.arange(n) // g, old_logprobs=torch.where(mask, old, z), logprobs=torch.where(mask, cur, z))
-    print(f"\n3. real batch N={n} T={t} float64 ({int(mask.sum())} tokens), best of 3")
+    print(f"\n4. real batch N={n} T={t} float64 ({int(mask.sum())} tokens), best of 3")
     print(f"{'objective':<10}{'inspect ms':>11}{'coefficients ms':>16}{'events ms':>10}{'inspect/coefficients':>21}")
     for name in ("grpo", "dapo", "gspo", "cispo"):
         fn = get(name).bind()
@@ -129,10 +195,16 @@ def real_batch() -> None:
 
 
 def audit(max_examples: int) -> None:
-    cmd = [sys.executable, "-m", "exchange", "audit", "--max-examples", str(max_examples)]
+    import resource
+
+    cmd = [sys.executable, "-m", "exchange", "audit", "--variants", "--max-examples", str(max_examples)]
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    print(f"\n4. {' '.join(cmd[1:])}: {time.perf_counter() - t0:.1f} s")
+    wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+    print(f"\n5. {' '.join(cmd[1:])} (2 worker processes): {wall:.1f} s wall, {cpu:.1f} s CPU of all its processes")
 
 
 _OBJECTIVES = ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "clip_cov")
@@ -173,7 +245,7 @@ def against_baseline(baseline: str, max_examples: int, rounds: int) -> None:
             out = subprocess.run([sys.executable, "-c", _ONE_SIDE, str(max_examples), *_OBJECTIVES], env=env,
                                  capture_output=True, text=True, check=True, cwd="/")
             runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"\n5. check(max_examples={max_examples}) vs {baseline}: {rounds} interleaved rounds, best CPU time of each")
+    print(f"\n6. check(max_examples={max_examples}) vs {baseline}: {rounds} interleaved rounds, best CPU time of each")
     print(f"{'objective':<10}{'base ex/s':>10}{'new ex/s':>10}{'speed-up':>9}{'base check/replay':>18}"
           f"{'new check/replay':>17}  same verdicts")
     for name in _OBJECTIVES:
@@ -187,18 +259,21 @@ def against_baseline(baseline: str, max_examples: int, rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-examples", type=int, default=200)
-    parser.add_argument("--audit", type=int, default=0, metavar="N", help="also time exchange audit --max-examples N")
+    parser.add_argument("--audit", type=int, nargs="*", default=[10, 200], metavar="N",
+                        help="time exchange audit --variants --max-examples N for each N (default: 10 200; none: skip)")
     parser.add_argument("--skip-check", action="store_true")
+    parser.add_argument("--no-plain", action="store_true", help="skip the per-example (Hypothesis-only) comparison")
     parser.add_argument("--baseline", metavar="DIR", help="compare check() with the exchange/ package under DIR")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not args.skip_check:
-        checker_throughput(args.max_examples)
+        checker_throughput(args.max_examples, plain=not args.no_plain)
+    bulk_scaling()
     event_keys()
     real_batch()
-    if args.audit:
-        audit(args.audit)
+    for n in args.audit:
+        audit(n)
     if args.baseline:
         against_baseline(args.baseline, args.max_examples, args.rounds)
 

@@ -14,7 +14,7 @@ import pytest
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("exchange", "exchangeability checks")
-    group.addoption("--exchange-max-examples", type=int, default=100, help="Hypothesis examples per property and regime.")
+    group.addoption("--exchange-max-examples", type=int, default=100, help="fuzzed configurations per property and regime (at least; generated in bulk).")
     group.addoption("--exchange-seed", type=int, default=0, help="seed of the exchange checker's fuzzing.")
 
 

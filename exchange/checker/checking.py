@@ -6,8 +6,11 @@ both sides of the usual clip ranges) the checker
 1. runs the targeted probes (:mod:`exchange.checker.probes`): minimal groups that isolate one
    mechanism each; a property broken by a probe gets that probe's group as its
    counterexample and the probe's mechanism id;
-2. fuzzes every property the probes did not break with Hypothesis (``max_examples``
-   examples, ``seed``), shrinking any failure to a minimal group.
+2. fuzzes every property the probes did not break: configurations generated in bulk
+   from ``seed`` (:mod:`exchange.checker.bulk`, coefficients and residuals batched per
+   layout); a failure is handed to Hypothesis (``max_examples``, ``seed``), which finds
+   and shrinks a minimal group (a greedy shrinker takes over the bulk failure when
+   Hypothesis finds none).
 
 A property that was never informative (no example could have failed it) is reported as
 broken with a note, never as holding.
@@ -32,6 +35,11 @@ from exchange.checker.properties import PROPERTIES, Evaluation, get_property
 from exchange.checker.report import PropertyResult, RegularizerReport, Report
 
 __all__ = ["check"]
+
+# Fuzz with exchange.checker.bulk (configurations batched by layout; Hypothesis replays
+# and shrinks a failure). False: every example through Hypothesis, one at a time (the
+# oracle the tests and benchmarks/checker_speed.py compare against).
+BULK = True
 
 # A property needs at least this share of informative examples to be called "holds".
 MIN_INFORMATIVE_SHARE = 0.1
@@ -136,6 +144,110 @@ def _fuzz(
     return tally, None
 
 
+def _bulk_then_shrink(
+    engine: Engine, prop, regime: str, max_examples: int, seed: int, tolerance: float, use_vmap: bool
+) -> tuple[_Tally, Evaluation | None, str]:
+    """Fuzz ``prop`` with :mod:`exchange.checker.bulk` (layouts chosen from the seed,
+    configurations, coefficients and residuals batched); on a confirmed failure,
+    Hypothesis searches the property with the same seed and shrinks its own failure
+    to a minimal example; when it finds none within ``max_examples``, the bulk failure
+    is shrunk greedily (:func:`_shrink`). ``examples`` counts every configuration
+    evaluated, bulk and Hypothesis, the failing one included."""
+    from exchange.checker import bulk
+
+    found = bulk.run(engine.loss_fn, prop, regime, max_examples, seed, tolerance, engine, use_vmap=use_vmap)
+    tally = _Tally(found.examples, found.informative, found.max_residual)
+    if found.failure is None:
+        return tally, None, ""
+    hyp, failure = _fuzz(engine, prop.name, regime, max_examples, seed, tolerance)
+    tally.examples += hyp.examples
+    tally.informative += hyp.informative
+    if failure is not None:
+        tally.examples += 1
+        tally.informative += 1
+        return tally, failure, "fuzz (shrunk)"
+    return tally, _shrink(engine, prop, found.failure, regime, tolerance), "fuzz (bulk, shrunk)"
+
+
+def _shrink(engine: Engine, prop, example, regime: str, tolerance: float, budget: int = 400) -> Evaluation:
+    """Greedy shrinking of a failing plain-path example: drop groups, responses and
+    tokens, the generation limit and the value seed while the property still fails."""
+    from dataclasses import replace
+
+    from exchange.checker.cases import GroupConfig
+
+    def evaluate(ex) -> Evaluation:
+        try:
+            return prop.evaluate(engine, ex, regime)
+        except ObjectiveError as err:
+            return _error_evaluation(ex, err)
+
+    def split(ex):
+        if isinstance(ex, tuple):
+            return ex[0], ex[1]
+        return ex, None
+
+    def join(case, extra):
+        return case if extra is None else (case, extra)
+
+    def candidates(ex):
+        from exchange.checker.mutations import Mutation
+
+        case, extra = split(ex)
+        mut = extra if isinstance(extra, Mutation) else None
+        groups = case.groups
+        keep_first = prop.name == "null_on_equal_rewards"
+        for g in range(len(groups)):  # drop a group
+            if len(groups) == 1 or (keep_first and g == 0) or (mut is not None and mut.group == g):
+                continue
+            new_extra = extra if mut is None else replace(mut, group=mut.group - (g < mut.group))
+            yield join(replace(case, groups=groups[:g] + groups[g + 1 :]), new_extra)
+        for g, grp in enumerate(groups):  # drop a response
+            if len(grp.responses) <= 2:
+                continue
+            for i in range(len(grp.responses)):
+                if mut is not None and mut.group == g and mut.response == i:
+                    continue
+                new = GroupConfig(grp.responses[:i] + grp.responses[i + 1 :], grp.rewards[:i] + grp.rewards[i + 1 :])
+                if prop.name == "zero_sum" and len(set(new.rewards)) < 2:
+                    continue
+                new_extra = extra
+                if mut is not None and mut.group == g:
+                    new_extra = replace(mut, response=mut.response - (i < mut.response))
+                yield join(case.with_group(g, new), new_extra)
+        for g, grp in enumerate(groups):  # shorten responses
+            if prop.name == "zero_sum":
+                if len(grp.responses[0]) > 1:
+                    yield join(case.with_group(g, replace(grp, responses=tuple(r[:-1] for r in grp.responses))), extra)
+                continue
+            for i, resp in enumerate(grp.responses):
+                if len(resp) > 1:
+                    yield join(case.with_response(g, i, resp[:-1]), extra)
+        if case.length_limit is not None:
+            yield join(replace(case, length_limit=None), extra)
+        if case.seed != 0:
+            yield join(replace(case, seed=0), extra)
+
+    def fails(ex) -> bool:
+        try:
+            return not evaluate(ex).residual <= tolerance
+        except Exception:  # an invalid candidate (an override the shrunk case cannot hold)
+            return False
+
+    current = example
+    progress = True
+    while progress and budget > 0:
+        progress = False
+        for cand in candidates(current):
+            budget -= 1
+            if fails(cand):
+                current, progress = cand, True
+                break
+            if budget <= 0:
+                break
+    return evaluate(current)
+
+
 def _error_evaluation(example, err: ObjectiveError) -> Evaluation:
     case = example[0] if isinstance(example, tuple) else example
     rollout = build(case)
@@ -217,7 +329,12 @@ def check(
     Args:
         loss_fn: the objective, returning a loss to minimise (reward-driven part).
         properties: names to check (default: all of :data:`exchange.checker.properties.PROPERTIES`).
-        max_examples: Hypothesis examples per fuzzed property and regime.
+        max_examples: configurations per fuzzed property and regime, at least: they
+            are generated in bulk (:mod:`exchange.checker.bulk`: at least 8 layouts,
+            up to 16 configurations each: ``layouts x ceil(max_examples / layouts)`` with
+            ``layouts = max(8, ceil(max_examples / 16))``, e.g. 16 at 10 and 208 at 200),
+            and on a failure Hypothesis searches again with the same seed to
+            shrink it. A report's ``examples`` counts every configuration evaluated.
         seed: fixes the fuzzing; the same seed reproduces the same report.
         regimes: ``"on_policy"`` and/or ``"off_policy"``.
         regularizer: optional KL/entropy term, reported in its own channel.
@@ -239,8 +356,9 @@ def check(
             (the previous handler and timer are restored); in another thread or on
             Windows the call runs to its end and is rejected afterwards.
         hypothesis_profile: the name of a registered Hypothesis settings profile whose
-            ``max_examples``, ``database`` and phases the fuzzing uses (default: the
-            checker's own settings, ``max_examples`` and no example database).
+            ``max_examples``, ``database`` and phases the fuzzing uses, one Hypothesis
+            example at a time (default: bulk fuzzing, then the checker's own Hypothesis
+            settings, ``max_examples`` and no example database, to shrink a failure).
         progress: optional ``progress(regime, property)`` called before each fuzzed property.
     """
     if not callable(loss_fn):
@@ -292,10 +410,16 @@ def check(
             probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
             if progress is not None:
                 progress(regime, prop_name)
-            tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed, tol, hypothesis_profile)
+            if hypothesis_profile is None and BULK:
+                tally, failure, found_by = _bulk_then_shrink(engine, prop, regime, max_examples, seed, tol, timeout is None)
+            else:  # the user's Hypothesis settings decide the search (or BULK is off): per example
+                tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed, tol, hypothesis_profile)
+                found_by = "fuzz (shrunk)"
+                tally.examples += failure is not None
+                tally.informative += failure is not None
             if failure is not None:
                 results[(prop_name, regime)] = _result(
-                    prop_name, regime, tol, failure, "fuzz (shrunk)", tally.examples + 1, tally.informative + 1, theorems
+                    prop_name, regime, tol, failure, found_by, tally.examples, tally.informative, theorems
                 )
                 continue
             res = PropertyResult(

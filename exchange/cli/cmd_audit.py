@@ -10,7 +10,7 @@ def add_parser(sub) -> None:
     add_targets(p, many=True, default=[], help="objectives to audit (default: every built-in family)", old="--objectives")
     p.add_argument("--format", choices=("table", "markdown", "json"), default="table", help="table or markdown (docs/audit.md); json is --json")
     add_json(p)
-    p.add_argument("--max-examples", type=int, default=10, help="Hypothesis examples per property and regime (the probes catch most breaks; raise it for more fuzzing)")
+    p.add_argument("--max-examples", type=int, default=10, help="fuzzed configurations per property and regime (the probes catch most breaks; raise it for more fuzzing)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2, help="worker processes")
     p.add_argument("--variants", action="store_true", help="add the catalog's transformed variants (gspo+min_replace, ...)")

@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
     add_params(p)
     p.add_argument("--property", action="append", dest="properties", metavar="NAME", help="check only these (repeatable)")
     p.add_argument("--regime", choices=sorted(REGIME_CHOICES), default="both", help="on-policy, off-policy or both")
-    p.add_argument("--max-examples", type=int, default=200, help="Hypothesis examples per property and regime")
+    p.add_argument("--max-examples", type=int, default=200, help="fuzzed configurations per property and regime (at least; generated in bulk, Hypothesis shrinks a failure)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="time limit for one call of the loss")
     p.add_argument(
