@@ -216,9 +216,9 @@ _AREAL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
 # test, and tests/test_audit.py fails if a row listed here agrees (or one not here does not).
 KNOWN_DISAGREEMENTS: dict[str, str] = {
     "skyrl:clip_cov": (
-        "on-policy the checker finds (Z), (C) and (P) broken but names no mechanism and keeps (E) "
-        "in 10 examples, where the catalog's Clip-Cov derivation (M2: the covariance mask depends "
-        "on the advantage) predicts (E) broken with M2; the catalog's own clip_cov row in "
+        "on-policy the checker finds (Z), (E), (C) and (P) broken, as predicted, but names no "
+        "mechanism, where the catalog's Clip-Cov derivation (M2: the covariance mask depends "
+        "on the advantage) predicts M2; the catalog's own clip_cov row in "
         "docs/audit.md reads **NO** the same way "
         "(tests/libraries/skyrl/test_loss.py::test_clip_cov_on_policy_is_the_catalogs_disagreement)"
     ),
