@@ -149,11 +149,27 @@ def prop31_kl(model: nn.Module, rollout: Rollout, before: dict[str, Tensor]) -> 
     return out
 
 
-def update_share(g_part: list[Tensor], g_total: list[Tensor]) -> float | None:
+UPDATE_ROUNDOFF = 1e-6
+"""An update with ``||g|| <= UPDATE_ROUNDOFF * sum |kappa|`` is round-off, not a direction.
+
+``||grad l|| <= sqrt(2)`` per occurrence in logit space, and float32 gradients of
+coefficients that cancel leave about ``6e-8 * sum |kappa| * ||grad l||``; the floor sits
+~10x above that. It is reached when a gate or clip drops every occurrence except shared
+events whose copies cancel (e.g. ``token_trust_region`` on the second epoch of the tabular
+control): then ``g`` is the cancelled shared part alone, and ``||g_part|| / ||g||`` would
+read ~1 from two round-off norms."""
+
+
+def update_share(g_part: list[Tensor], g_total: list[Tensor], mass: float | None = None) -> float | None:
     """``||g_part|| / ||g_total||``: the share of the update norm carried by a part of the
-    occurrences (P1 with ``g_part`` = the shared events' ``sum_e K_e grad l_e``)."""
+    occurrences (P1 with ``g_part`` = the shared events' ``sum_e K_e grad l_e``).
+
+    ``mass = sum |kappa|`` of the minibatch: with it, an update at round-off level
+    (``||g_total|| <= UPDATE_ROUNDOFF * mass``) has no share (None), not a 0/0 ratio."""
     part = sum(float((g.double() ** 2).sum()) for g in g_part) ** 0.5
     total = sum(float((t.double() ** 2).sum()) for t in g_total) ** 0.5
+    if mass is not None and total <= UPDATE_ROUNDOFF * mass:
+        return None
     return part / total if total > 0 else None
 
 

@@ -201,7 +201,7 @@ def _trainer_class():
                 self.exchange_measure_update_norm)
             if g_shared is not None:  # -grad loss = sum kappa grad l (the loss sees theta only through l)
                 g_total = zero_credit_gradient(params, logprobs, kappa.to(logprobs), mb.mask.to(logprobs.device))
-                metrics["tax/shared_update_share"] = update_share(g_shared, g_total)
+                metrics["tax/shared_update_share"] = update_share(g_shared, g_total, mass=float(kappa.abs().sum()))
             metrics["len/cov_reward_inv_len"] = reward_length_covariance(mb)
             for key, value in metrics.items():
                 self.exchange_step_metrics.setdefault(key, []).append(value)

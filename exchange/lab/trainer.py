@@ -198,7 +198,7 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
         mb = rollout.select(rows)
         ev_mb = dataclasses.replace(ev, ids=ev.ids[rows])  # groups are whole: events stay valid
         logprobs = response_logprobs(st.model, mb).double()  # [n, T], graph to theta
-        measured, g_shared, _ = measure_minibatch(loss_fn, logprobs, mb, ev_mb, zc[rows], shared_occ[rows], params,
+        measured, g_shared, kappa = measure_minibatch(loss_fn, logprobs, mb, ev_mb, zc[rows], shared_occ[rows], params,
                                                tc.measure_update_norm)
         for key, value in measured.items():
             acc[key].append(value)
@@ -206,7 +206,8 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
         st.opt.zero_grad(set_to_none=True)
         loss.backward()
         if tc.measure_update_norm:  # -grad(loss) = sum kappa grad l
-            acc["tax/shared_update_share"].append(update_share(g_shared, [-p.grad for p in params]))
+            acc["tax/shared_update_share"].append(
+                update_share(g_shared, [-p.grad for p in params], mass=float(kappa.abs().sum())))
         st.opt.step()
         acc["losses/loss"].append(float(loss.detach()))
     with torch.no_grad():

@@ -142,3 +142,24 @@ def test_prop31_kl_matches_the_measured_step_and_restores_the_model():
     assert all(torch.equal(p, after[n]) for n, p in model.named_parameters())
     assert out["kl/prop31_predicted"] > 0 and out["kl/prop31_measured"] > 0
     assert abs(out["kl/prop31_measured"] / out["kl/prop31_predicted"] - 1) < 0.1  # O(step) error
+
+
+def test_update_share_of_a_round_off_update_is_undefined():
+    """When everything but cancelling shared copies is dropped (a gate on the second
+    epoch), g is round-off: the share must be None, not the ~1 two round-off norms give."""
+    from exchange.lab.instruments import update_share, zero_credit_gradient
+
+    theta = torch.zeros(3, requires_grad=True)
+    lp = torch.log_softmax(theta.double(), -1)
+    logprobs = torch.stack([lp[0], lp[0], lp[1]]).reshape(1, 3)  # two copies of one event, one other
+    kappa = torch.tensor([[0.1 + 0.2, -0.3, 0.0]], dtype=torch.float64)  # copies cancel up to 5.6e-17
+    shared = torch.tensor([[True, True, False]])
+    g_shared = zero_credit_gradient([theta], logprobs, kappa, shared)
+    g_total = zero_credit_gradient([theta], logprobs, kappa, torch.ones_like(shared))
+    assert update_share(g_shared, g_total) > 0.99  # the artefact: 0/0 read as "all shared"
+    assert update_share(g_shared, g_total, mass=float(kappa.abs().sum())) is None
+    # a real update keeps its share
+    kappa2 = torch.tensor([[0.3, -0.3, 0.5]], dtype=torch.float64)
+    g_total2 = zero_credit_gradient([theta], logprobs, kappa2, torch.ones_like(shared))
+    g_shared2 = zero_credit_gradient([theta], logprobs, kappa2, shared)
+    assert update_share(g_shared2, g_total2, mass=float(kappa2.abs().sum())) < 1e-6
