@@ -314,6 +314,11 @@ def claims_rows(summaries: list[dict[str, Any]], configs: list[str]) -> str:
         name = s["experiment"]["name"]
         run = f"`python -m exchange experiment run {cfg}` then `python -m exchange experiment report runs/{name}`"
         tag = f" (provisional: {s['reduced']})" if s.get("reduced") else ""
+        # A row of a pair whose falsifier cannot be read is not evidence about the
+        # mechanism; say so in the verdict cell, where a reader skimming the table looks.
+        unread = s["verdicts"]["falsifier"].split(":")[0]
+        if unread in ("not readable", "confounded"):
+            tag += f" (pair {unread}: not evidence about the mechanism)"
         for key, claim in claims.items():
             ev = "; ".join(
                 f"{e['claim']}: {_fmt(e['diff_mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}], "
