@@ -1,5 +1,5 @@
-"""Shared plumbing of the library adapters: version gates, ``--param`` parsing and the
-expected verdict of a set of mechanisms.
+"""Shared plumbing of the library adapters: version gates, ``--param`` parsing, the
+named ``loss_fn`` each adapter returns and the expected verdict of a set of mechanisms.
 
 The adapters call private pieces of TRL / verl / OpenRLHF whose shape changes between
 releases, so each library is pinned to the version whose code the audit was written
@@ -9,14 +9,15 @@ against (../shared/reference/rl-libraries.md). A missing or different version ra
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from exchange.core.vocabulary import breaks_of
 from exchange.errors import ExchangeError
 from exchange.objectives.objective import Expected, override_params
 
-__all__ = ["LibraryError", "SUPPORTED", "DISTRIBUTIONS", "INSTALL", "installed_version", "require", "parse_params", "verdict_of"]
+__all__ = ["LibraryError", "SUPPORTED", "DISTRIBUTIONS", "INSTALL", "installed_version", "require", "parse_params", "library_loss", "verdict_of"]
 
 # The one version of each library whose loss code the adapters drive.
 SUPPORTED: dict[str, str] = {
@@ -76,6 +77,21 @@ def require(library: str) -> str:
 def parse_params(target: str, params: Mapping[str, Any] | None, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """``defaults`` updated with ``params`` for library ``target`` (the catalog's parser)."""
     return override_params(f"target={target!r}", defaults, params)
+
+
+def library_loss(target: str, options: Mapping[str, Any], loss: Callable[..., Any], /, *,
+                 precision: str | None = None, **bound: Any) -> Callable[..., Any]:
+    """``loss`` with ``bound`` as the ``loss_fn(logprobs, rollout)`` of library ``target``
+    (positional-only parameters, so ``bound`` may hold ``options=`` or ``loss=``):
+    named ``target``, with its parsed ``params`` and, where the library's own arithmetic
+    runs coarser than the float64 it is fed, its ``exchange_precision`` (THEORY.md
+    section 4, precision rule)."""
+    fn = functools.partial(loss, **bound)
+    fn.__name__ = target  # type: ignore[attr-defined]
+    fn.params = options  # type: ignore[attr-defined]
+    if precision is not None:
+        fn.exchange_precision = precision  # type: ignore[attr-defined]
+    return fn
 
 
 def verdict_of(mechanisms: set[str]) -> Expected:

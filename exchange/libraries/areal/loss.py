@@ -39,7 +39,7 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument, RolloutError
-from exchange.libraries.versions import INSTALL, parse_params, require, verdict_of
+from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
 from exchange.libraries.wheel import Permissive, exec_file, package_dir, stub, stubbed
 from exchange.objectives.objective import Expected
 
@@ -162,14 +162,10 @@ def loss_fn(loss: str, params: Mapping[str, Any] | None = None) -> Callable[[Ten
     if loss not in LOSSES:
         raise InvalidArgument(f"target={target!r}: loss={loss!r} is not one of {', '.join(LOSSES)}.")
     options = _options(target, params)
-    fn = functools.partial(_loss, use_sapo=loss == "sapo", options=options)
-    fn.__name__ = target  # type: ignore[attr-defined]
     # Normalization returns .float() and the GAE loop starts from float32 zeros: the
     # advantages are float32 values, which the float64 loss arithmetic after them hides
     # from exchange.check's detection (coefficients A / N are no longer float32 values).
-    fn.exchange_precision = "float32"  # type: ignore[attr-defined]
-    fn.params = options  # type: ignore[attr-defined]
-    return fn
+    return library_loss(target, options, _loss, precision="float32", use_sapo=loss == "sapo", options=options)
 
 
 def _layout(rollout: Rollout, rows: Tensor) -> dict[str, Tensor]:

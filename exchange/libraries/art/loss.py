@@ -42,7 +42,7 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
-from exchange.libraries.versions import INSTALL, parse_params, require, verdict_of
+from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
 from exchange.libraries.wheel import Permissive, exec_file, package_dir, stub, stubbed
 from exchange.objectives.objective import Expected
 
@@ -126,13 +126,9 @@ def loss_fn(loss: str, params: Mapping[str, Any] | None = None) -> Callable[[Ten
     if loss not in LOSSES:
         raise InvalidArgument(f"target={target!r}: loss={loss!r} is not one of {', '.join(LOSSES)}.")
     options = _options(target, params)
-    fn = functools.partial(_loss, ppo=loss == "ppo", options=options)
-    fn.__name__ = target  # type: ignore[attr-defined]
     # pack.py builds advantages and weights with torch.tensor(list of floats): float32,
     # hidden from exchange.check's detection by the float64 arithmetic after them.
-    fn.exchange_precision = "float32"  # type: ignore[attr-defined]
-    fn.params = options  # type: ignore[attr-defined]
-    return fn
+    return library_loss(target, options, _loss, precision="float32", ppo=loss == "ppo", options=options)
 
 
 def _config(ppo: bool, o: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,19 +30,15 @@ kept privately. Per ``loss_fn`` call:
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
-import sys
-import types
-from contextlib import contextmanager
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 import torch
 from torch import Tensor
 
-from exchange.libraries.versions import LibraryError, parse_params, require, verdict_of
+from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
+from exchange.libraries.wheel import exec_file, package_dir, stub, stubbed
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
@@ -68,49 +64,11 @@ DEFAULTS: dict[str, Any] = {
 # ---------------------------------------------------------------------------- loading
 
 
-def _package_dir() -> Path:
-    spec = importlib.util.find_spec("openrlhf")
-    if spec is None or not spec.submodule_search_locations:
-        raise LibraryError("library='openrlhf' is not installed; pip install openrlhf==0.11.2 --no-deps")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def _stub(name: str, **attrs: Any) -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__dict__.update(attrs)
-    return module
-
-
-@contextmanager
-def _stubbed(stubs: dict[str, types.ModuleType]):
-    """Put ``stubs`` in ``sys.modules`` (where absent) and take every ``openrlhf*`` and
-    stub entry out again afterwards, so other code never sees them."""
-    added = [name for name in stubs if name not in sys.modules]
-    for name in added:
-        sys.modules[name] = stubs[name]
-    try:
-        yield
-    finally:
-        for name in list(sys.modules):
-            if name == "openrlhf" or name.startswith("openrlhf."):
-                del sys.modules[name]
-        for name in added:
-            sys.modules.pop(name, None)
-
-
-def _exec_file(name: str, path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @functools.lru_cache(maxsize=1)
 def _modules() -> SimpleNamespace:
     """OpenRLHF's ``loss.py``, ``utils.py`` and ``experience_maker.py``, loaded once."""
     require("openrlhf")
-    root = _package_dir()
+    root = package_dir("openrlhf", INSTALL["openrlhf"])
     packages = {
         "openrlhf": root,
         "openrlhf.models": root / "models",
@@ -119,18 +77,18 @@ def _modules() -> SimpleNamespace:
         "openrlhf.trainer.ppo_utils": root / "trainer" / "ppo_utils",
         "openrlhf.trainer.ray": root / "trainer" / "ray",
     }
-    stubs = {name: _stub(name, __path__=[str(path)]) for name, path in packages.items()}
-    stubs["deepspeed"] = _stub("deepspeed")
-    stubs["ray"] = _stub("ray")
-    stubs["openrlhf.trainer.ray.launcher"] = _stub("openrlhf.trainer.ray.launcher", RayActorGroup=object)
-    stubs["openrlhf.trainer.ppo_utils.experience"] = _stub("openrlhf.trainer.ppo_utils.experience", Experience=object)
-    stubs["openrlhf.utils.logging_utils"] = _stub(
+    stubs = {name: stub(name, __path__=[str(path)]) for name, path in packages.items()}
+    stubs["deepspeed"] = stub("deepspeed")
+    stubs["ray"] = stub("ray")
+    stubs["openrlhf.trainer.ray.launcher"] = stub("openrlhf.trainer.ray.launcher", RayActorGroup=object)
+    stubs["openrlhf.trainer.ppo_utils.experience"] = stub("openrlhf.trainer.ppo_utils.experience", Experience=object)
+    stubs["openrlhf.utils.logging_utils"] = stub(
         "openrlhf.utils.logging_utils", init_logger=lambda name: logging.getLogger(f"exchange.openrlhf.{name}")
     )
-    with _stubbed(stubs):
-        utils = _exec_file("openrlhf.models.utils", root / "models" / "utils.py")
-        loss = _exec_file("openrlhf.models.loss", root / "models" / "loss.py")
-        maker = _exec_file(
+    with stubbed(stubs, ("openrlhf",)):
+        utils = exec_file("openrlhf.models.utils", root / "models" / "utils.py")
+        loss = exec_file("openrlhf.models.loss", root / "models" / "loss.py")
+        maker = exec_file(
             "openrlhf.trainer.ppo_utils.experience_maker", root / "trainer" / "ppo_utils" / "experience_maker.py"
         )
     return SimpleNamespace(utils=utils, loss=loss, maker=maker)
@@ -162,10 +120,7 @@ def loss_fn(estimator: str, params: Mapping[str, Any] | None = None) -> Callable
         )
     except (ValueError, AssertionError) as err:
         raise InvalidArgument(f"target={target!r}: PolicyLoss rejected the parameters: {err}") from None
-    fn = functools.partial(_loss, policy=policy, estimator=estimator, options=options)
-    fn.__name__ = target  # type: ignore[attr-defined]
-    fn.params = options  # type: ignore[attr-defined]
-    return fn
+    return library_loss(target, options, _loss, policy=policy, estimator=estimator, options=options)
 
 
 def _maker(estimator: str, n_samples: int, options: Mapping[str, Any]):

@@ -43,7 +43,7 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
-from exchange.libraries.versions import INSTALL, parse_params, require, verdict_of
+from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
 from exchange.libraries.wheel import Permissive, exec_file, package_dir, stub, stubbed
 from exchange.objectives.objective import Expected
 
@@ -165,10 +165,7 @@ def loss_fn(policy: str, params: Mapping[str, Any] | None = None) -> Callable[[T
     if policy not in POLICY_LOSSES:
         raise InvalidArgument(f"target={target!r}: policy_loss_type={policy!r} is not one of {', '.join(POLICY_LOSSES)}.")
     options = _options(target, params)
-    fn = functools.partial(_loss, policy=policy, options=options)
-    fn.__name__ = target  # type: ignore[attr-defined]
-    fn.params = options  # type: ignore[attr-defined]
-    return fn
+    return library_loss(target, options, _loss, policy=policy, options=options)
 
 
 def advantages(rollout: Rollout, options: Mapping[str, Any] | None = None) -> Tensor:

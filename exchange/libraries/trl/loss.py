@@ -36,7 +36,6 @@ The shell relies on private attributes of trl 1.16.0, hence the version pin.
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict, deque
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping
@@ -44,7 +43,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.libraries.versions import parse_params, require, verdict_of
+from exchange.libraries.versions import library_loss, parse_params, require, verdict_of
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
@@ -110,10 +109,7 @@ def loss_fn(loss_type: str, params: Mapping[str, Any] | None = None) -> Callable
         if str(options[key]) not in allowed:
             raise InvalidArgument(f"target={target!r}: {key}={options[key]!r} is not one of {', '.join(allowed)}.")
     config = _config(target, loss_type, options)
-    fn = functools.partial(_loss, config=config)
-    fn.__name__ = target  # type: ignore[attr-defined]
-    fn.params = options  # type: ignore[attr-defined]
-    return fn
+    return library_loss(target, options, _loss, config=config)
 
 
 def _config(target: str, loss_type: str, options: Mapping[str, Any]):

@@ -24,14 +24,13 @@ reward keys).
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Mapping
 
 import torch
 from torch import Tensor
 
 from exchange.core.vocabulary import CANCELLATION_BREAKS
-from exchange.libraries.versions import parse_params, require
+from exchange.libraries.versions import library_loss, parse_params, require
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
@@ -96,10 +95,7 @@ def loss_fn(spec: str, params: Mapping[str, Any] | None = None) -> Callable[[Ten
         )
     actor = _actor_config(target, loss, mode, options)
     algo = _algo_config(options)
-    fn = functools.partial(_loss, loss=loss, mode=mode, actor=actor, algo=algo, options=options)
-    fn.__name__ = target  # type: ignore[attr-defined]
-    fn.params = options  # type: ignore[attr-defined]
-    return fn
+    return library_loss(target, options, _loss, loss=loss, mode=mode, actor=actor, algo=algo, options=options)
 
 
 def _actor_config(target: str, loss: str, mode: str, o: Mapping[str, Any]):
