@@ -42,15 +42,15 @@ from exchange.checker.cases import (
     Case,
     GroupConfig,
     _fold,
-    _finish,
     _fold_many,
+    _key_hashes,
     _log,
     _signed,
     common_prefix,
 )
 from exchange.checker.mutations import Mutation
 from exchange.checker.properties import ATOL_REL, ZERO_COLUMN, _TINY
-from exchange.checker.strategies import _REWARD_VALUES
+from exchange.checker.strategies import _REWARD_VALUES, _responses
 from exchange.core.coefficients import _unchecked, loss_and_coefficients
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -88,14 +88,7 @@ def _group(rng: random.Random, max_groups_len: int = _MAX_LENGTH) -> tuple[tuple
     lo = 0 if prefix_len else 1
     hi = max(lo, _MAX_LENGTH - prefix_len)
     longest = rng.randint(lo, hi)
-    responses: list[tuple[int, ...]] = []
-    for i in range(size):
-        if i and rng.random() < 0.25:
-            responses.append(responses[rng.randrange(i)])
-            continue
-        n = rng.randint(lo, longest)
-        responses.append(prefix + tuple(rng.randrange(_VOCAB) for _ in range(n)))
-    return tuple(responses)
+    return _responses(rng, size, prefix, lo, longest, _VOCAB)
 
 
 def _identical(rng: random.Random) -> tuple[tuple[int, ...], ...]:
@@ -174,17 +167,11 @@ def layout(case: Case) -> Layout:
     rows = [(g, r, float(grp.baseline)) for g, grp in enumerate(case.groups) for r in grp.responses]
     n = len(rows)
     t_max = max(max(len(r) for _, r, _ in rows), case.pad_to)
-    hashes: list[int] = []
+    hashes = _key_hashes(((g, resp) for g, resp, _ in rows), t_max)
     tokens: list[int] = []
-    for g, resp, _ in rows:
-        acc = _fold(_XX5, hash(g))
-        for t, token in enumerate(resp):
-            acc = _fold(acc, hash(token))
-            hashes.append(_finish(acc, t + 2))
-        pad = t_max - len(resp)
-        hashes.extend([0] * pad)
+    for _, resp, _ in rows:
         tokens.extend(resp)
-        tokens.extend([0] * pad)
+        tokens.extend([0] * (t_max - len(resp)))
     lengths = torch.tensor([len(r) for _, r, _ in rows])
     mask = torch.arange(t_max)[None, :] < lengths[:, None]
     zeros = torch.zeros(n, t_max, dtype=_F64)

@@ -217,6 +217,20 @@ def build(case: Case) -> Rollout:
 _SMALL = 2048
 
 
+def _key_hashes(rows, t_max: int) -> list[int]:
+    """``hash`` of every token's event key, ``t_max`` per row, padding 0: the chain of
+    :func:`build` in one Python pass (it is sequential). ``rows``: (group index,
+    response tokens) pairs, in row order. Shared with the bulk fuzzer's layouts."""
+    hashes: list[int] = []
+    for g, resp in rows:
+        acc = _fold(_XX5, hash(g))
+        for t, token in enumerate(resp):
+            acc = _fold(acc, hash(token))
+            hashes.append(_finish(acc, t + 2))
+        hashes.extend([0] * (t_max - len(resp)))
+    return hashes
+
+
 def _build_tensor(case: Case) -> Rollout:
     """:func:`build` with tensor picks: faster above ~2k tokens."""
     rows: list[tuple[int, ...]] = []
@@ -231,17 +245,8 @@ def _build_tensor(case: Case) -> Rollout:
             baselines.append(float(grp.baseline))
     n = len(rows)
     t_max = max(max(len(r) for r in rows), case.pad_to)
-    # hash(key) of every token's event key, row by row (padding: 0, masked out below)
-    hashes: list[int] = []
-    tok_rows: list[list[int]] = []
-    for resp, g in zip(rows, groups):
-        acc = _fold(_XX5, hash(g))
-        for t, token in enumerate(resp):
-            acc = _fold(acc, hash(token))
-            hashes.append(_finish(acc, t + 2))
-        pad = t_max - len(resp)
-        hashes.extend([0] * pad)
-        tok_rows.append(list(resp) + [0] * pad)
+    hashes = _key_hashes(zip(groups, rows), t_max)  # padding: 0, masked out below
+    tok_rows = [list(resp) + [0] * (t_max - len(resp)) for resp in rows]
     f64 = torch.float64
     key_hash = torch.tensor(hashes, dtype=torch.long).reshape(n, t_max)
     lengths = torch.tensor([len(r) for r in rows])

@@ -144,6 +144,15 @@ def group_configs(
     hi = max(lo, max_length - prefix_len)
     longest = draw(_ints(lo, hi))  # bound on suffix lengths: shrinks to short groups
     rng = random.Random(draw(_ints(0, 2**32 - 1)))  # structure: copies, lengths, tokens
+    responses = _responses(rng, size, prefix, lo, longest, vocab)
+    return GroupConfig(responses, draw(rewards(size, kinds=reward_kinds)))
+
+
+def _responses(rng: random.Random, size: int, prefix: tuple[int, ...], lo: int, longest: int,
+               vocab: int) -> tuple[tuple[int, ...], ...]:
+    """``size`` responses after a common ``prefix``: each one, after the first, is a copy
+    of an earlier one with probability 1/4, else a suffix of ``lo..longest`` tokens
+    below ``vocab``. Shared with the bulk fuzzer's layouts (one draw order for both)."""
     responses: list[tuple[int, ...]] = []
     for i in range(size):
         if i and rng.random() < 0.25:
@@ -151,7 +160,7 @@ def group_configs(
             continue
         n = rng.randint(lo, longest)
         responses.append(prefix + tuple(rng.randrange(vocab) for _ in range(n)))
-    return GroupConfig(tuple(responses), draw(rewards(size, kinds=reward_kinds)))
+    return tuple(responses)
 
 
 @st.composite
