@@ -17,7 +17,7 @@ from typing import Any
 
 from exchange.libraries.versions import LibraryError
 
-__all__ = ["package_dir", "stub", "stubbed", "exec_file", "Permissive"]
+__all__ = ["package_dir", "stub", "permissive_module", "stubbed", "exec_file", "Permissive"]
 
 
 def package_dir(package: str, install: str) -> Path:
@@ -31,6 +31,16 @@ def package_dir(package: str, install: str) -> Path:
 def stub(name: str, **attrs: Any) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__dict__.update(attrs)
+    return module
+
+
+def permissive_module(name: str, path: str | None = None) -> types.ModuleType:
+    """A stub package or module whose every missing attribute is a :class:`Permissive`
+    (PEP 562 ``__getattr__``); ``path`` makes it a package over the installed folder."""
+    module = stub(name)
+    if path is not None:
+        module.__path__ = [path]
+    module.__getattr__ = lambda attr: Permissive(f"{name}.{attr}")
     return module
 
 

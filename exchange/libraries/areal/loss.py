@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import types
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
@@ -40,7 +39,7 @@ from torch import Tensor
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
-from exchange.libraries.wheel import Permissive, exec_file, package_dir, stub, stubbed
+from exchange.libraries.wheel import Permissive, exec_file, package_dir, permissive_module, stub, stubbed
 from exchange.objectives.objective import Expected
 
 __all__ = ["LOSSES", "LEVELS", "DEFAULTS", "loss_fn", "advantages", "expected"]
@@ -71,14 +70,6 @@ _log = logging.getLogger("exchange.areal")
 _log.addHandler(logging.NullHandler())
 
 
-def _permissive_module(name: str, path: str | None = None) -> types.ModuleType:
-    module = stub(name)
-    if path is not None:
-        module.__path__ = [path]
-    module.__getattr__ = lambda attr: Permissive(f"{name}.{attr}")  # PEP 562
-    return module
-
-
 @functools.lru_cache(maxsize=1)
 def _modules() -> SimpleNamespace:
     require("areal")
@@ -92,7 +83,7 @@ def _modules() -> SimpleNamespace:
         "areal.trainer.ppo": root / "trainer" / "ppo",
         "areal.infra": root / "infra",
     }
-    stubs = {name: _permissive_module(name, str(path)) for name, path in packages.items()}
+    stubs = {name: permissive_module(name, str(path)) for name, path in packages.items()}
     for name in (
         "areal.api.cli_args",
         "areal.infra.platforms",
@@ -111,7 +102,7 @@ def _modules() -> SimpleNamespace:
         "torchdata",
         "torchdata.stateful_dataloader",
     ):
-        stubs[name] = _permissive_module(name)
+        stubs[name] = permissive_module(name)
     stubs["areal.utils.logging"] = stub("areal.utils.logging", getLogger=lambda name: _log)
     for name in ("logging", "seqpack", "stats_tracker"):
         setattr(stubs["areal.utils"], name, stubs[f"areal.utils.{name}"])

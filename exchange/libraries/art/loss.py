@@ -43,7 +43,7 @@ from torch import Tensor
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
 from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
-from exchange.libraries.wheel import Permissive, exec_file, package_dir, stub, stubbed
+from exchange.libraries.wheel import Permissive, exec_file, package_dir, permissive_module, stub, stubbed
 from exchange.objectives.objective import Expected
 
 __all__ = ["LOSSES", "DEFAULTS", "loss_fn", "expected"]
@@ -68,25 +68,17 @@ DEFAULTS: dict[str, Any] = {
 _PROMPT_TOKEN = -7  # one prompt token per response (never a response token id)
 
 
-def _permissive_module(name: str, path: str | None = None):
-    module = stub(name)
-    if path is not None:
-        module.__path__ = [path]
-    module.__getattr__ = lambda attr: Permissive(f"{name}.{attr}")  # PEP 562
-    return module
-
-
 @functools.lru_cache(maxsize=1)
 def _modules() -> SimpleNamespace:
     require("art")
     root = package_dir("art", INSTALL["art"])
     stubs = {
-        "art": _permissive_module("art", str(root)),
-        "art.utils": _permissive_module("art.utils", str(root / "utils")),
-        "art.preprocessing": _permissive_module("art.preprocessing", str(root / "preprocessing")),
+        "art": permissive_module("art", str(root)),
+        "art.utils": permissive_module("art.utils", str(root / "utils")),
+        "art.preprocessing": permissive_module("art.preprocessing", str(root / "preprocessing")),
         "art.dev": stub("art.dev", TrainConfig=dict),
         "art.types": stub("art.types", Verbosity=int, MessagesAndChoices=Permissive("MessagesAndChoices")),
-        "art.trajectories": _permissive_module("art.trajectories"),
+        "art.trajectories": permissive_module("art.trajectories"),
     }
     for name in (
         "openai",
@@ -98,7 +90,7 @@ def _modules() -> SimpleNamespace:
         "transformers.image_processing_utils",
         "transformers.tokenization_utils_base",
     ):
-        stubs[name] = _permissive_module(name)
+        stubs[name] = permissive_module(name)
     stubs["art"].dev = stubs["art.dev"]
     with stubbed(stubs, ("art",)):
         exec_file("art.utils.group_aggregate", root / "utils" / "group_aggregate.py")
