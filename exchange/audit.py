@@ -15,9 +15,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from exchange.core.vocabulary import MECHANISMS, PROPERTY_LETTERS, REGIMES
-from exchange.objectives.objective import Expected
-from exchange.checker.properties import PROPERTIES
+# Torch-free at import: the parent process only schedules rows and renders them, so
+# that the workers start at once (each pays its own torch import, ~2 s).
+from exchange.core.vocabulary import MECHANISMS, PROPERTY_LETTERS, PROPERTY_NAMES, PROPERTY_SUMMARIES, REGIMES, Expected
 
 
 __all__ = ["AuditRow", "audit", "audit_targets", "to_markdown"]
@@ -41,21 +41,30 @@ class AuditRow:
         if not self.expected:
             return None
         for regime, exp in self.expected.items():
-            broken = {p for p in PROPERTIES if not self.holds(p, regime)}
+            broken = {p for p in PROPERTY_NAMES if not self.holds(p, regime)}
             if broken != set(exp.breaks) or set(self.mechanisms(regime)) != set(exp.mechanisms):
                 return False
         return True
 
 
-def audit_targets(variants: bool = False) -> list[str]:
+def audit_targets(variants: bool = False, families: bool = True, libraries: bool = False) -> list[str]:
     """Built-in objective families, then (``variants=True``) the catalog's transformed
-    variants such as ``gspo+min_replace``."""
+    variants such as ``gspo+min_replace``, then (``libraries=True``) the library loss rows
+    (``trl:grpo --param ...``; imports the installed libraries). Imports torch: the audit
+    resolves it in a worker."""
     from exchange import objectives
 
-    return objectives.names() + (list(objectives.VARIANTS) if variants else [])
+    specs = objectives.names() if families else []
+    specs += list(objectives.VARIANTS) if variants else []
+    if libraries:
+        from exchange import libraries as libs
+
+        specs += [row.name for row in libs.library_rows()]
+    return specs
 
 
-def _check_one(spec: str, max_examples: int, seed: int) -> dict[str, Any]:
+def _check_one(spec: str, max_examples: int, seed: int, shrink: bool = False) -> tuple[dict[str, Any], str, dict[str, Expected], str]:
+    """One audit row, in a worker: ``(report, source, expected, version)``."""
     import torch
 
     torch.set_num_threads(1)
@@ -65,39 +74,62 @@ def _check_one(spec: str, max_examples: int, seed: int) -> dict[str, Any]:
     # Library rows are named "target --param k=v ..." (libraries.LibraryRow.name).
     target_name, *params = [part.strip() for part in spec.split(" --param ")]
     target = resolve_target(target_name, dict(p.split("=", 1) for p in params))
-    return check(target.loss_fn, max_examples=max_examples, seed=seed, regularizer=target.regularizer, name=spec).to_dict()
+    report = check(target.loss_fn, max_examples=max_examples, seed=seed, regularizer=target.regularizer, name=spec, shrink=shrink)
+    return (report.to_dict(), *_meta(spec))
 
 
-def _meta(spec: str, library_rows: dict) -> tuple[str, dict[str, Expected], str]:
+def _warm() -> None:
+    """Import what every row needs (torch, the checker, the catalog) in a fresh worker."""
+    import exchange.checker  # noqa: F401
+    import exchange.targets  # noqa: F401
+
+
+_LIBRARY_ROWS: dict = {}
+
+
+def _meta(spec: str) -> tuple[str, dict[str, Expected], str]:
     """Source, expected verdicts and library version of one audit row."""
-    if spec in library_rows:
-        row = library_rows[spec]
-        return row.library, dict(row.expected), row.version
+    if spec.startswith(("trl:", "verl:", "openrlhf:", "skyrl:", "areal:", "art:")):
+        if not _LIBRARY_ROWS:  # built once per worker
+            from exchange import libraries
+
+            _LIBRARY_ROWS.update((row.name, row) for row in libraries.library_rows())
+        if spec in _LIBRARY_ROWS:
+            row = _LIBRARY_ROWS[spec]
+            return row.library, dict(row.expected), row.version
     from exchange import objectives
 
     return objectives.get(spec.split("+", 1)[0]).source, objectives.expected_of(spec), ""
 
 
-def audit(specs: list[str] | None = None, max_examples: int = 10, seed: int = 0, jobs: int = 2, progress: bool = False) -> list[AuditRow]:
-    """Check every target in ``specs`` (default: :func:`audit_targets`)."""
-    specs = audit_targets(variants=True) if specs is None else specs
+def audit(
+    specs: list[str] | None = None,
+    max_examples: int = 10,
+    seed: int = 0,
+    jobs: int = 2,
+    shrink: bool = False,
+    variants: bool = True,
+    libraries: bool = False,
+    families: bool = True,
+) -> list[AuditRow]:
+    """Check every target in ``specs``; ``None``: :func:`audit_targets` with ``variants``,
+    ``families`` and ``libraries``. ``shrink``: shrink fuzz-found counterexamples (the verdicts do not
+    depend on it; see ``check``). With ``jobs > 1`` everything that imports torch runs in
+    the workers, the target list included, so they start at once."""
     if jobs <= 1:
-        reports = [_check_one(s, max_examples, seed) for s in specs]
+        specs = audit_targets(variants, families, libraries) if specs is None else specs
+        results = [_check_one(s, max_examples, seed, shrink) for s in specs]
     else:
         ctx = multiprocessing.get_context("spawn")  # fork after torch threads start can hang
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(_check_one, s, max_examples, seed) for s in specs]
-            reports = [f.result() for f in futures]
-    library_rows = {}
-    if any(s.startswith(("trl:", "verl:", "openrlhf:", "skyrl:", "areal:", "art:")) for s in specs):
-        from exchange import libraries
-
-        library_rows = {row.name: row for row in libraries.library_rows()}  # built once
-    rows = []
-    for spec, rep in zip(specs, reports):
-        source, expected, version = _meta(spec, library_rows)
-        rows.append(AuditRow(spec, source, rep, expected, version))
-    return rows
+            if specs is None:
+                # The pool starts workers on demand: warm the others while one lists the targets.
+                for _ in range(jobs - 1):
+                    pool.submit(_warm)
+                specs = pool.submit(audit_targets, variants, families, libraries).result()
+            futures = [pool.submit(_check_one, s, max_examples, seed, shrink) for s in specs]
+            results = [f.result() for f in futures]
+    return [AuditRow(spec, source, rep, expected, version) for spec, (rep, source, expected, version) in zip(specs, results)]
 
 
 def _link(source: str) -> str:
@@ -118,7 +150,7 @@ DOCS = {
 
 
 def to_markdown(rows: list[AuditRow], max_examples: int, seed: int, command: str = "", title: str = "") -> str:
-    props = list(PROPERTIES)
+    props = list(PROPERTY_NAMES)
     head = ["objective"] + [f"{PROPERTY_LETTERS[p]}" for p in props] + ["mech."] + [f"{PROPERTY_LETTERS[p]}" for p in props] + ["mech.", "= metadata", "source"]
     command = command or f"exchange audit --format markdown --max-examples {max_examples} --seed {seed}"
     lines = [
@@ -130,7 +162,7 @@ def to_markdown(rows: list[AuditRow], max_examples: int, seed: int, command: str
         "on both sides of the clip ranges). Properties (docs/properties.md):",
         "",
     ]
-    lines += [f"- **{PROPERTY_LETTERS[p]}** `{p}`: {PROPERTIES[p].summary}" for p in props]
+    lines += [f"- **{PROPERTY_LETTERS[p]}** `{p}`: {PROPERTY_SUMMARIES[p]}" for p in props]
     lines += [
         "",
         *textwrap.wrap("Mechanisms: " + ", ".join(f"{m.id} {m.title}" for m in MECHANISMS.values()) + ".", 92),

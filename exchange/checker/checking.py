@@ -94,7 +94,14 @@ class _Tally:
 
 
 def _fuzz(
-    engine: Engine, name: str, regime: str, max_examples: int, seed: int, tolerance: float | None = None, profile: str | None = None
+    engine: Engine,
+    name: str,
+    regime: str,
+    max_examples: int,
+    seed: int,
+    tolerance: float | None = None,
+    profile: str | None = None,
+    shrink: bool = True,
 ) -> tuple[_Tally, Evaluation | None]:
     prop = get_property(name)
     tolerance = prop.tolerance if tolerance is None else tolerance
@@ -107,15 +114,17 @@ def _fuzz(
             database=None,
             derandomize=False,
             verbosity=Verbosity.quiet,
-            phases=(Phase.explicit, Phase.generate, Phase.shrink),
+            phases=(Phase.explicit, Phase.generate) + ((Phase.shrink,) if shrink else ()),
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
         )
     else:
         # The user's profile decides max_examples, database, derandomize, phases...;
         # only what the checker needs to read a result stays fixed.
+        base = settings.get_profile(profile)
         chosen = settings(
-            settings.get_profile(profile),
+            base,
+            phases=base.phases if shrink else tuple(p for p in base.phases if p is not Phase.shrink),
             deadline=None,
             verbosity=Verbosity.quiet,
             suppress_health_check=list(HealthCheck),
@@ -145,20 +154,23 @@ def _fuzz(
 
 
 def _bulk_then_shrink(
-    engine: Engine, prop, regime: str, max_examples: int, seed: int, tolerance: float, use_vmap: bool
+    engine: Engine, prop, regime: str, max_examples: int, seed: int, tolerance: float, use_vmap: bool, shrink: bool = True
 ) -> tuple[_Tally, Evaluation | None, str]:
     """Fuzz ``prop`` with :mod:`exchange.checker.bulk` (layouts chosen from the seed,
     configurations, coefficients and residuals batched); on a confirmed failure,
     Hypothesis searches the property with the same seed and shrinks its own failure
     to a minimal example; when it finds none within ``max_examples``, the bulk failure
-    is shrunk greedily (:func:`_shrink`). ``examples`` counts every configuration
-    evaluated, bulk and Hypothesis, the failing one included."""
+    is shrunk greedily (:func:`_shrink`). ``shrink=False`` returns the bulk failure as
+    found (the verdict is the same; only the counterexample is larger). ``examples``
+    counts every configuration evaluated, bulk and Hypothesis, the failing one included."""
     from exchange.checker import bulk
 
     found = bulk.run(engine.loss_fn, prop, regime, max_examples, seed, tolerance, engine, use_vmap=use_vmap)
     tally = _Tally(found.examples, found.informative, found.max_residual)
     if found.failure is None:
         return tally, None, ""
+    if not shrink:
+        return tally, _evaluate_or_error(engine, prop, found.failure, regime), "fuzz (bulk, not shrunk)"
     hyp, failure = _fuzz(engine, prop.name, regime, max_examples, seed, tolerance)
     tally.examples += hyp.examples
     tally.informative += hyp.informative
@@ -177,10 +189,7 @@ def _shrink(engine: Engine, prop, example, regime: str, tolerance: float, budget
     from exchange.checker.cases import GroupConfig
 
     def evaluate(ex) -> Evaluation:
-        try:
-            return prop.evaluate(engine, ex, regime)
-        except ObjectiveError as err:
-            return _error_evaluation(ex, err)
+        return _evaluate_or_error(engine, prop, ex, regime)
 
     def split(ex):
         if isinstance(ex, tuple):
@@ -246,6 +255,14 @@ def _shrink(engine: Engine, prop, example, regime: str, tolerance: float, budget
             if budget <= 0:
                 break
     return evaluate(current)
+
+
+def _evaluate_or_error(engine: Engine, prop, example, regime: str) -> Evaluation:
+    """The plain property code on one example; a loss that raises is an infinite residual."""
+    try:
+        return prop.evaluate(engine, example, regime)
+    except ObjectiveError as err:
+        return _error_evaluation(example, err)
 
 
 def _error_evaluation(example, err: ObjectiveError) -> Evaluation:
@@ -323,6 +340,7 @@ def check(
     timeout: float | None = None,
     hypothesis_profile: str | None = None,
     progress=None,
+    shrink: bool = True,
 ) -> Report:
     """Check ``loss_fn(logprobs [N, T], rollout) -> loss`` for exchangeability.
 
@@ -360,10 +378,17 @@ def check(
             example at a time (default: bulk fuzzing, then the checker's own Hypothesis
             settings, ``max_examples`` and no example database, to shrink a failure).
         progress: optional ``progress(regime, property)`` called before each fuzzed property.
+        shrink: shrink a fuzz-found failure to a minimal counterexample (default). ``False``
+            reports the first failing configuration as found, ``found_by`` "fuzz (bulk,
+            not shrunk)": the same verdicts, mechanisms and examples counted up to the
+            failure, at a fraction of the time where shrinking dominates (``exchange audit``
+            reports verdicts and does not shrink unless ``--shrink``).
     """
     if not callable(loss_fn):
         raise InvalidArgument(f"loss_fn={loss_fn!r} is not callable; pass loss_fn(logprobs, rollout) -> Tensor.")
     names, regimes = _validate(properties, max_examples, seed, regimes)
+    if not isinstance(shrink, bool):
+        raise InvalidArgument(f"shrink={shrink!r} must be True or False.")
     label = name or getattr(loss_fn, "__name__", None) or type(loss_fn).__name__
     if hypothesis_profile is not None:
         settings.get_profile(hypothesis_profile)  # unknown names raise Hypothesis's InvalidArgument
@@ -411,10 +436,10 @@ def check(
             if progress is not None:
                 progress(regime, prop_name)
             if hypothesis_profile is None and BULK:
-                tally, failure, found_by = _bulk_then_shrink(engine, prop, regime, max_examples, seed, tol, timeout is None)
+                tally, failure, found_by = _bulk_then_shrink(engine, prop, regime, max_examples, seed, tol, timeout is None, shrink)
             else:  # the user's Hypothesis settings decide the search (or BULK is off): per example
-                tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed, tol, hypothesis_profile)
-                found_by = "fuzz (shrunk)"
+                tally, failure = _fuzz(engine, prop_name, regime, max_examples, seed, tol, hypothesis_profile, shrink)
+                found_by = "fuzz (shrunk)" if shrink else "fuzz (not shrunk)"
                 tally.examples += failure is not None
                 tally.informative += failure is not None
             if failure is not None:
@@ -446,7 +471,7 @@ def check(
         if _design_choice(probes, names, results, regime, mechanisms[regime], precision):
             mechanisms[regime] = sorted(mechanisms[regime] + ["M7"])
     regime_flag = "" if len(regimes) == len(REGIMES) else f" --regime {'on' if regimes[0] == 'on_policy' else 'off'}"
-    reproduce = f"exchange check {_reproduce_target(loss_fn, label)}{regime_flag} --seed {seed} --max-examples {max_examples}"
+    reproduce = f"exchange check {_reproduce_target(loss_fn, label)}{regime_flag} --seed {seed} --max-examples {max_examples}" + " --no-shrink" * (not shrink)
     return Report(
         objective=label,
         regimes=regimes,

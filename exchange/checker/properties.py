@@ -32,6 +32,7 @@ from exchange.core.coefficients import Engine, loss_and_coefficients
 from exchange.core.events import Events, event_coefficients, event_residuals, events
 from exchange.checker.mutations import Mutation
 from exchange.core.rollout import Rollout
+from exchange.core.vocabulary import PROPERTY_SUMMARIES
 
 __all__ = ["Property", "Evaluation", "PROPERTIES", "property_names", "get_property"]
 
@@ -284,7 +285,7 @@ PROPERTIES: dict[str, Property] = {
     for p in (
         Property(
             name="zero_sum",
-            summary="(Z) identical responses on-policy: every event is shared and K_e vanishes",
+            summary=PROPERTY_SUMMARIES["zero_sum"],
             theory="THEORY.md s2 (Z); T1/T2",
             tolerance=RTOL_CANCEL,
             examples=lambda regime: xst.cases(
@@ -295,7 +296,7 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             name="exchangeable",
-            summary="(E) shared-event coefficient vectors stay parallel when one response's suffix changes",
+            summary=PROPERTY_SUMMARIES["exchangeable"],
             theory="THEORY.md s2 (E); T2, T5",
             tolerance=RTOL_DIRECTION,
             examples=lambda regime: xst.mutations(off_policy=_off(regime), **_SIZES),
@@ -303,7 +304,7 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             name="shared_cancellation",
-            summary="(C) events present in every response of a group have K_e = 0",
+            summary=PROPERTY_SUMMARIES["shared_cancellation"],
             theory="THEORY.md s2 (C); T1, T3, T4",
             tolerance=RTOL_CANCEL,
             examples=lambda regime: xst.cases(off_policy=_off(regime), **_SIZES),
@@ -311,7 +312,7 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             name="null_on_equal_rewards",
-            summary="a group whose rewards are all equal gets zero coefficients",
+            summary=PROPERTY_SUMMARIES["null_on_equal_rewards"],
             theory="THEORY.md s2 (Z) with A = 0",
             tolerance=RTOL_EQUAL,
             examples=lambda regime: _null_cases(_off(regime)),
@@ -319,7 +320,7 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             name="permutation_invariant",
-            summary="reordering responses and relabelling groups permutes the coefficients",
+            summary=PROPERTY_SUMMARIES["permutation_invariant"],
             theory="THEORY.md s1 (groups need not be contiguous)",
             tolerance=RTOL_EQUAL,
             examples=lambda regime: st.tuples(xst.cases(off_policy=_off(regime), **_SIZES), st.integers(0, 2**16)),
@@ -327,7 +328,7 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             name="finite",
-            summary="the loss and every coefficient are finite (tied rewards, length-1 responses, far ratios)",
+            summary=PROPERTY_SUMMARIES["finite"],
             theory="-",
             tolerance=0.0,
             examples=lambda regime: xst.cases(off_policy=_off(regime), **_SIZES),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exchange.cli.options import add_json, add_targets
+from exchange.cli.options import add_json, add_shrink, add_targets
 
 
 def add_parser(sub) -> None:
@@ -15,6 +15,7 @@ def add_parser(sub) -> None:
     p.add_argument("--jobs", type=int, default=2, help="worker processes")
     p.add_argument("--variants", action="store_true", help="add the catalog's transformed variants (gspo+min_replace, ...)")
     p.add_argument("--libraries", action="store_true", help="add TRL / verl / OpenRLHF loss rows (needs the extras)")
+    add_shrink(p, default=False)  # the audit reports verdicts; `exchange check TARGET` shrinks
     p.add_argument("--only-libraries", action="store_true", help="only the library rows (docs/audit-libraries.md)")
     p.set_defaults(func=run)
 
@@ -32,14 +33,14 @@ def run(args) -> int:
 
         print("exchange audit: --format json is deprecated and will be removed in 0.3; use --json", file=sys.stderr)
         args.json = True
-    specs = list(args.targets) or audit_targets(variants=args.variants)
-    if args.only_libraries:
-        specs = []
-    if args.libraries or args.only_libraries:
-        from exchange import libraries
-
-        specs += [row.name for row in libraries.library_rows()]
-    rows = audit(specs, max_examples=args.max_examples, seed=args.seed, jobs=args.jobs)
+    libraries = args.libraries or args.only_libraries
+    specs = None  # the default list is resolved in a worker: this process never imports torch
+    if args.targets and not args.only_libraries:
+        specs = list(args.targets) + (audit_targets(families=False, libraries=True) if libraries else [])
+    rows = audit(
+        specs, max_examples=args.max_examples, seed=args.seed, jobs=args.jobs, shrink=args.shrink,
+        variants=args.variants and not args.only_libraries, families=not args.only_libraries, libraries=libraries,
+    )
     if args.json:
         print(to_json(rows))
     elif args.format == "markdown":
@@ -56,21 +57,19 @@ def _table(rows) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from exchange.core.vocabulary import PROPERTY_LETTERS
-    from exchange.core.vocabulary import REGIMES
-    from exchange.checker.properties import PROPERTIES
+    from exchange.core.vocabulary import PROPERTY_LETTERS, PROPERTY_NAMES, REGIMES
 
     table = Table(title="exchange audit (on-policy | off-policy)")
     table.add_column("objective")
     for regime in REGIMES:
-        for p in PROPERTIES:
+        for p in PROPERTY_NAMES:
             table.add_column(f"{PROPERTY_LETTERS[p]}{'·' if regime == 'off_policy' else ''}", justify="center")
         table.add_column("mech." if regime == "on_policy" else "mech.·")
     table.add_column("= metadata")
     for row in rows:
         cells = [row.name]
         for regime in REGIMES:
-            cells += ["[green]✓[/green]" if row.holds(p, regime) else "[red]✗[/red]" for p in PROPERTIES]
+            cells += ["[green]✓[/green]" if row.holds(p, regime) else "[red]✗[/red]" for p in PROPERTY_NAMES]
             cells.append(",".join(row.mechanisms(regime)) or "-")
         m = row.matches_expected()
         cells.append("-" if m is None else ("yes" if m else "[red]NO[/red]"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exchange.cli.options import REGIME_CHOICES, add_json, add_params, regimes_of
+from exchange.cli.options import REGIME_CHOICES, add_json, add_params, add_shrink, regimes_of
 
 
 def add_parser(sub) -> None:
@@ -43,6 +43,7 @@ def add_parser(sub) -> None:
         help="a KL/entropy/penalty term (module:function or file.py:function), reported in its own channel "
         "instead of the reward-driven coefficients (an M6 term belongs here)",
     )
+    add_shrink(p, default=True)
     add_json(p)
     p.add_argument("--verbose", "-v", action="store_true", help="also print counterexamples as pasteable code")
     p.set_defaults(func=run)
@@ -97,13 +98,14 @@ def run(args) -> int:
         hypothesis_profile=args.hypothesis_profile,
         progress=_progress_display(),
         name=target.name,
+        shrink=args.shrink,
     )
     params = "".join(f" --param {p}" for p in args.param or [])
     regime = "" if args.regime == "both" else f" --regime {args.regime}"
     what = args.target if args.trl_config is None else f"--trl-config {args.trl_config}"
     reg = f" --regularizer {args.regularizer}" if args.regularizer else ""
     reg += f" --precision {args.precision}" if args.precision != "auto" else ""
-    report.reproduce = f"exchange check {what}{params}{reg}{regime} --seed {args.seed} --max-examples {args.max_examples}"
+    report.reproduce = f"exchange check {what}{params}{reg}{regime} --seed {args.seed} --max-examples {args.max_examples}" + " --no-shrink" * (not args.shrink)
     import sys
 
     if sys.stderr.isatty():

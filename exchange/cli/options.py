@@ -89,6 +89,15 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
 
 
+def add_shrink(parser: argparse.ArgumentParser, default: bool) -> None:
+    """``--shrink/--no-shrink``: shrink fuzz-found counterexamples (``check(shrink=...)``)."""
+    parser.add_argument(
+        "--shrink", action=argparse.BooleanOptionalAction, default=default,
+        help="shrink a fuzz-found failure to a minimal counterexample (the verdicts do not depend on it; "
+        f"--no-shrink reports the failing configuration as found, faster where shrinking dominates; default: {'on' if default else 'off'})",
+    )
+
+
 def add_group_size(parser: argparse.ArgumentParser, default: int, help: str = "responses per group") -> None:
     parser.add_argument("-G", "--group-size", dest="group_size", type=int, default=default,
                         help=f"{help} (default: {default})")

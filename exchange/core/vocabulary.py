@@ -19,6 +19,8 @@ __all__ = [
     "REGIME_LABELS",
     "PROPERTY_NAMES",
     "PROPERTY_LETTERS",
+    "PROPERTY_SUMMARIES",
+    "Expected",
     "Mechanism",
     "MECHANISMS",
     "CANCELLATION_BREAKS",
@@ -49,6 +51,31 @@ PROPERTY_LETTERS: dict[str, str] = {
     "permutation_invariant": "P",
     "finite": "F",
 }
+
+# One line per property, for report legends (docs/audit.md, `exchange check`).
+PROPERTY_SUMMARIES: dict[str, str] = {
+    "zero_sum": "(Z) identical responses on-policy: every event is shared and K_e vanishes",
+    "exchangeable": "(E) shared-event coefficient vectors stay parallel when one response's suffix changes",
+    "shared_cancellation": "(C) events present in every response of a group have K_e = 0",
+    "null_on_equal_rewards": "a group whose rewards are all equal gets zero coefficients",
+    "permutation_invariant": "reordering responses and relabelling groups permutes the coefficients",
+    "finite": "the loss and every coefficient are finite (tied rewards, length-1 responses, far ratios)",
+}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Expected checker verdict in one regime: the properties that break and why (the
+    catalog's and the library adapters' derived verdicts; defined here, torch-free, so
+    that an audit's parent process can read them without importing the checker)."""
+
+    breaks: frozenset[str] = frozenset()
+    mechanisms: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, breaks: tuple[str, ...] = (), mechanisms: tuple[str, ...] = ()) -> "Expected":
+        return cls(frozenset(breaks), frozenset(mechanisms))
+
 
 # (E) and (C): what a mechanism that makes per-response weights differ breaks (T2).
 CANCELLATION_BREAKS: tuple[str, ...] = ("exchangeable", "shared_cancellation")

@@ -9,24 +9,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from torch import Tensor
 
+from exchange.core.vocabulary import Expected  # noqa: F401  (re-exported: the catalog and adapters import it here)
 from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 
 if TYPE_CHECKING:
     from exchange.objectives._factored import Factors
-
-
-
-@dataclass(frozen=True)
-class Expected:
-    """Expected checker verdict in one regime: the properties that break and why."""
-
-    breaks: frozenset[str] = frozenset()
-    mechanisms: frozenset[str] = frozenset()
-
-    @classmethod
-    def of(cls, breaks: tuple[str, ...] = (), mechanisms: tuple[str, ...] = ()) -> "Expected":
-        return cls(frozenset(breaks), frozenset(mechanisms))
 
 
 @dataclass(frozen=True)

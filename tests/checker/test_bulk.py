@@ -172,6 +172,29 @@ def test_a_planted_break_is_found_and_shrunk():
         assert res.examples >= 1
 
 
+@pytest.mark.parametrize("bulk_path", [True, False])
+def test_without_shrinking_the_verdict_is_the_same_and_the_counterexample_still_fails(bulk_path, monkeypatch):
+    monkeypatch.setattr(checking, "BULK", bulk_path)
+    shrunk = check(_three_group_break, properties=("shared_cancellation",), max_examples=20, seed=0)
+    found = check(_three_group_break, properties=("shared_cancellation",), max_examples=20, seed=0, shrink=False)
+    prop = PROPERTIES["shared_cancellation"]
+    for regime in REGIMES:
+        a, b = shrunk.result("shared_cancellation", regime), found.result("shared_cancellation", regime)
+        assert not a.holds and not b.holds
+        assert b.found_by == ("fuzz (bulk, not shrunk)" if bulk_path else "fuzz (not shrunk)")
+        assert b.max_residual > prop.tolerance  # the reported group really breaks (C)
+        assert b.counterexample.n_groups >= 3  # the planted break needs three groups
+        if bulk_path:  # as found: no smaller than the minimal one, usually larger
+            assert b.counterexample.n >= a.counterexample.n
+
+
+def test_shrink_must_be_a_bool():
+    from exchange.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="shrink="):
+        check(get("dapo").bind(), max_examples=1, shrink="no")
+
+
 def test_the_greedy_shrinker_minimises_a_bulk_failure():
     prop = PROPERTIES["shared_cancellation"]
     engine = Engine(_three_group_break, batched=False)
