@@ -26,8 +26,8 @@ def test_committed_audit_is_fresh(path, capsys):
         if missing and os.environ.get("CI") != "true":
             pytest.skip(f"library rows need the extras: {missing}")
     code = main(DOCS[path])
-    out, _ = capsys.readouterr()
-    assert code == 0
+    out, err = capsys.readouterr()
+    assert code == 0, err
     committed = (ROOT / path).read_text()
     assert out == committed, f"{path} is stale: regenerate with `exchange {' '.join(DOCS[path])} > {path}`"
 

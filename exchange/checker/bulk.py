@@ -255,9 +255,12 @@ def values(lay: Layout, seeds: list[int]) -> dict[str, Tensor]:
     }
 
 
+_REWARD_TABLE = torch.tensor(_REWARD_VALUES, dtype=_F64)
+
+
 def _draw_rewards(gen: torch.Generator, k: int, spec: Spec) -> Tensor:
     """[K, N] rewards: per configuration and group one kind among the group's kinds."""
-    table = torch.tensor(_REWARD_VALUES, dtype=_F64)
+    table = _REWARD_TABLE
     out = []
     for grp, kinds, distinct in zip(spec.case.groups, spec.kinds, spec.distinct):
         size = len(grp.responses)

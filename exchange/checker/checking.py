@@ -182,64 +182,96 @@ def _bulk_then_shrink(
 
 
 def _shrink(engine: Engine, prop, example, regime: str, tolerance: float, budget: int = 400) -> Evaluation:
-    """Greedy shrinking of a failing plain-path example: drop groups, responses and
-    tokens, the generation limit and the value seed while the property still fails."""
+    """Greedy shrinking of a failing plain-path example, in passes over five kinds of
+    step, smallest structure first: drop a group, drop a response, drop one token (any
+    position of one response; for (Z), whose responses are identical, the same position
+    of every response), simplify one reward (to 0, else to 1), drop the generation limit
+    and the value seed, simplify the (E) mutation or the (P) permutation seed. A step is kept when the property still fails; passes repeat until
+    one changes nothing, at most ``budget`` candidate evaluations in all."""
     from dataclasses import replace
 
     from exchange.checker.cases import GroupConfig
+    from exchange.checker.mutations import Mutation
 
-    def evaluate(ex) -> Evaluation:
-        return _evaluate_or_error(engine, prop, ex, regime)
+    keep_first = prop.name == "null_on_equal_rewards"  # group 0 is the tied group
+    identical = prop.name == "zero_sum"  # every response of a group is the same
 
     def split(ex):
-        if isinstance(ex, tuple):
-            return ex[0], ex[1]
-        return ex, None
+        return (ex[0], ex[1]) if isinstance(ex, tuple) else (ex, None)
 
     def join(case, extra):
         return case if extra is None else (case, extra)
 
-    def candidates(ex):
-        from exchange.checker.mutations import Mutation
-
+    def drop_group(ex):
         case, extra = split(ex)
         mut = extra if isinstance(extra, Mutation) else None
-        groups = case.groups
-        keep_first = prop.name == "null_on_equal_rewards"
-        for g in range(len(groups)):  # drop a group
-            if len(groups) == 1 or (keep_first and g == 0) or (mut is not None and mut.group == g):
+        for g in range(len(case.groups)):
+            if len(case.groups) == 1 or (keep_first and g == 0) or (mut is not None and mut.group == g):
                 continue
             new_extra = extra if mut is None else replace(mut, group=mut.group - (g < mut.group))
-            yield join(replace(case, groups=groups[:g] + groups[g + 1 :]), new_extra)
-        for g, grp in enumerate(groups):  # drop a response
-            if len(grp.responses) <= 2:
-                continue
-            for i in range(len(grp.responses)):
+            yield join(replace(case, groups=case.groups[:g] + case.groups[g + 1 :]), new_extra)
+
+    def drop_response(ex):
+        case, extra = split(ex)
+        mut = extra if isinstance(extra, Mutation) else None
+        for g, grp in enumerate(case.groups):
+            for i in range(len(grp.responses) if len(grp.responses) > 2 else 0):
                 if mut is not None and mut.group == g and mut.response == i:
                     continue
                 new = GroupConfig(grp.responses[:i] + grp.responses[i + 1 :], grp.rewards[:i] + grp.rewards[i + 1 :])
-                if prop.name == "zero_sum" and len(set(new.rewards)) < 2:
+                if identical and len(set(new.rewards)) < 2:
                     continue
                 new_extra = extra
                 if mut is not None and mut.group == g:
                     new_extra = replace(mut, response=mut.response - (i < mut.response))
                 yield join(case.with_group(g, new), new_extra)
-        for g, grp in enumerate(groups):  # shorten responses
-            if prop.name == "zero_sum":
-                if len(grp.responses[0]) > 1:
-                    yield join(case.with_group(g, replace(grp, responses=tuple(r[:-1] for r in grp.responses))), extra)
+
+    def drop_token(ex):  # the last token first: it keeps the shared prefixes
+        case, extra = split(ex)
+        for g, grp in enumerate(case.groups):
+            if identical:
+                resp = grp.responses[0]
+                for t in reversed(range(len(resp) if len(resp) > 1 else 0)):
+                    cut = resp[:t] + resp[t + 1 :]
+                    yield join(case.with_group(g, replace(grp, responses=(cut,) * len(grp.responses))), extra)
                 continue
             for i, resp in enumerate(grp.responses):
-                if len(resp) > 1:
-                    yield join(case.with_response(g, i, resp[:-1]), extra)
+                for t in reversed(range(len(resp) if len(resp) > 1 else 0)):
+                    yield join(case.with_response(g, i, resp[:t] + resp[t + 1 :]), extra)
+
+    def simplify_reward(ex):  # 0 is simpler than 1, 1 than anything else: no cycles
+        case, extra = split(ex)
+        for g, grp in enumerate(case.groups):
+            if keep_first and g == 0:  # the tied group stays tied
+                for v in (0.0, 1.0):
+                    if grp.rewards[0] != v and (v == 0.0 or grp.rewards[0] != 0.0):
+                        yield join(case.with_group(g, replace(grp, rewards=(v,) * len(grp.rewards))), extra)
+                continue
+            for i, r in enumerate(grp.rewards):
+                for v in () if r == 0.0 else (0.0,) if r == 1.0 else (0.0, 1.0):
+                    rewards = grp.rewards[:i] + (v,) + grp.rewards[i + 1 :]
+                    if not (identical and len(set(rewards)) < 2):
+                        yield join(case.with_group(g, replace(grp, rewards=rewards)), extra)
+
+    def drop_settings(ex):  # the limit, the value seed, the variant's own settings
+        case, extra = split(ex)
         if case.length_limit is not None:
             yield join(replace(case, length_limit=None), extra)
         if case.seed != 0:
             yield join(replace(case, seed=0), extra)
+        if isinstance(extra, Mutation):
+            if extra.position != 0:
+                yield case, replace(extra, position=0)
+            if extra.kind == "length" and extra.value > 1:
+                yield case, replace(extra, value=extra.value - 1)
+            if extra.kind == "tokens" and extra.value != 0:
+                yield case, replace(extra, value=0)
+        elif isinstance(extra, int) and extra != 0:  # (P): the permutation seed
+            yield case, 0
 
     def fails(ex) -> bool:
         try:
-            return not evaluate(ex).residual <= tolerance
+            return not _evaluate_or_error(engine, prop, ex, regime).residual <= tolerance
         except Exception:  # an invalid candidate (an override the shrunk case cannot hold)
             return False
 
@@ -247,14 +279,18 @@ def _shrink(engine: Engine, prop, example, regime: str, tolerance: float, budget
     progress = True
     while progress and budget > 0:
         progress = False
-        for cand in candidates(current):
-            budget -= 1
-            if fails(cand):
-                current, progress = cand, True
-                break
-            if budget <= 0:
-                break
-    return evaluate(current)
+        for steps in (drop_group, drop_response, drop_token, simplify_reward, drop_settings):
+            at = 0  # candidates before ``at`` were tried on this pass and kept failing to shrink
+            while budget > 0:
+                cands = list(steps(current))
+                if at >= len(cands):
+                    break
+                budget -= 1
+                if fails(cands[at]):
+                    current, progress = cands[at], True  # the list shifts: try the same index next
+                else:
+                    at += 1
+    return _evaluate_or_error(engine, prop, current, regime)
 
 
 def _evaluate_or_error(engine: Engine, prop, example, regime: str) -> Evaluation:

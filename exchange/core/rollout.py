@@ -64,12 +64,18 @@ class Rollout:
     # Derived group structure, computed once at construction.
     _group_index: Tensor = field(init=False, repr=False)  # [N] dense 0..n_groups-1
     _n_groups: int = field(init=False, repr=False)
+    _group_sizes: Tensor = field(init=False, repr=False)  # [N] G of each response's group
 
     def __post_init__(self) -> None:
         _validate(self)
+        self._derive_groups()
+
+    def _derive_groups(self) -> None:
         uniq, dense = torch.unique(self.group, return_inverse=True)
         object.__setattr__(self, "_group_index", dense)
         object.__setattr__(self, "_n_groups", int(uniq.numel()))
+        # the losses take group means and stds many times per call: count once
+        object.__setattr__(self, "_group_sizes", torch.bincount(dense, minlength=int(uniq.numel()))[dense])
 
     @classmethod
     def _trusted(cls, **fields: Any) -> "Rollout":
@@ -88,9 +94,7 @@ class Rollout:
                 object.__setattr__(r, f.name, value)
         if fields:
             raise TypeError(f"Rollout._trusted: unknown fields {sorted(fields)}")
-        uniq, dense = torch.unique(r.group, return_inverse=True)
-        object.__setattr__(r, "_group_index", dense)
-        object.__setattr__(r, "_n_groups", int(uniq.numel()))
+        r._derive_groups()
         return r
 
     # ------------------------------------------------------------------ sizes
@@ -117,7 +121,7 @@ class Rollout:
     @property
     def group_sizes(self) -> Tensor:
         """``LongTensor[N]``: ``G`` of each response's group, broadcast per response."""
-        return self.group_sum(torch.ones(self.n, dtype=torch.long))
+        return self._group_sizes
 
     @property
     def n_tokens(self) -> Tensor:

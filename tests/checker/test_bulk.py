@@ -203,6 +203,22 @@ def test_the_greedy_shrinker_minimises_a_bulk_failure():
     ev = checking._shrink(engine, prop, found.failure, "off_policy", prop.tolerance)
     assert ev.residual > prop.tolerance
     assert ev.rollout.n_groups == 3 and ev.rollout.n == 6 and int(ev.rollout.lengths.max()) == 1
+    assert set(ev.rollout.rewards.tolist()) <= {0.0, 1.0}  # rewards simplified too
+    assert not bool(ev.rollout.truncated.any())  # the generation limit dropped
+
+
+def test_the_greedy_shrinker_simplifies_the_mutation_of_an_exchangeability_break():
+    prop = PROPERTIES["exchangeable"]
+    fn = get("grpo").bind()  # M3: any length mutation of one response breaks (E) on-policy
+    engine = Engine(fn, batched=False)
+    found = bulk.run(fn, prop, "on_policy", 64, 0, prop.tolerance, engine)
+    assert found.failure is not None
+    ev = checking._shrink(engine, prop, found.failure, "on_policy", prop.tolerance)
+    assert ev.residual > prop.tolerance
+    assert ev.rollout.n_groups == 1 and ev.rollout.n == 2  # one group of two: minimal for (E)
+    assert int(ev.rollout.mask.sum()) <= 4
+    assert sorted(ev.rollout.rewards.tolist()) == [0.0, 1.0]  # not the fuzzed (-1, 1)
+    assert int(ev.variant.mask.sum()) <= int(ev.rollout.mask.sum()) + 1  # the length mutation shrunk (from 11)
 
 
 # clip_cov is left out: the per-example path's verdict on its (E) on-policy depends on
