@@ -11,8 +11,9 @@ anywhere in the tests). Prints:
    ``token_coefficients`` of the same batch, scaling in G and in L;
 4. ``exchange.inspect`` on a real-size batch (N=128, T=4096, float64) against the
    coefficients alone;
-5. wall time of ``exchange audit --variants --max-examples N`` for ``--audit N ...``
-   (default 10, the documented audit, and 200);
+5. wall time of ``exchange audit --max-examples N`` (the 20 built-in families) and of
+   ``exchange audit --variants --max-examples N`` for ``--audit N ...`` (default 10, the
+   documented audit, and 200);
 6. with ``--baseline DIR``: ``check`` of every objective in subprocesses, alternating
    between an earlier ``exchange/`` package under DIR (for example
    ``git archive <commit> exchange | tar -x -C DIR``) and this tree, ``--rounds`` times
@@ -195,16 +196,19 @@ def real_batch() -> None:
 
 
 def audit(max_examples: int) -> None:
+    """Wall and CPU time of ``exchange audit`` (the 20 built-in families, the issue's
+    target set) and of ``exchange audit --variants`` (46 rows) at ``max_examples``."""
     import resource
 
-    cmd = [sys.executable, "-m", "exchange", "audit", "--variants", "--max-examples", str(max_examples)]
-    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
-    print(f"\n5. {' '.join(cmd[1:])} (2 worker processes): {wall:.1f} s wall, {cpu:.1f} s CPU of all its processes")
+    for extra in ([], ["--variants"]):
+        cmd = [sys.executable, "-m", "exchange", "audit", *extra, "--max-examples", str(max_examples)]
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+        print(f"\n5. {' '.join(cmd[1:])} (2 worker processes): {wall:.1f} s wall, {cpu:.1f} s CPU of all its processes")
 
 
 _OBJECTIVES = ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "clip_cov")
@@ -260,7 +264,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-examples", type=int, default=200)
     parser.add_argument("--audit", type=int, nargs="*", default=[10, 200], metavar="N",
-                        help="time exchange audit --variants --max-examples N for each N (default: 10 200; none: skip)")
+                        help="time exchange audit [--variants] --max-examples N for each N (default: 10 200; none: skip)")
     parser.add_argument("--skip-check", action="store_true")
     parser.add_argument("--no-plain", action="store_true", help="skip the per-example (Hypothesis-only) comparison")
     parser.add_argument("--baseline", metavar="DIR", help="compare check() with the exchange/ package under DIR")
