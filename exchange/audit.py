@@ -63,7 +63,9 @@ def audit_targets(variants: bool = False, families: bool = True, libraries: bool
     return specs
 
 
-def _check_one(spec: str, max_examples: int, seed: int, shrink: bool = False) -> tuple[dict[str, Any], str, dict[str, Expected], str]:
+def _check_one(
+    spec: str, max_examples: int, seed: int, shrink: bool = False
+) -> tuple[dict[str, Any], str, dict[str, Expected], str]:
     """One audit row, in a worker: ``(report, source, expected, version)``."""
     import torch
 
@@ -113,9 +115,9 @@ def audit(
     families: bool = True,
 ) -> list[AuditRow]:
     """Check every target in ``specs``; ``None``: :func:`audit_targets` with ``variants``,
-    ``families`` and ``libraries``. ``shrink``: shrink fuzz-found counterexamples (the verdicts do not
-    depend on it; see ``check``). With ``jobs > 1`` everything that imports torch runs in
-    the workers, the target list included, so they start at once."""
+    ``families`` and ``libraries``. ``shrink``: shrink fuzz-found counterexamples (the
+    verdicts do not depend on it; see ``check``). With ``jobs > 1`` everything that
+    imports torch runs in the workers, the target list included, so they start at once."""
     if jobs <= 1:
         specs = audit_targets(variants, families, libraries) if specs is None else specs
         results = [_check_one(s, max_examples, seed, shrink) for s in specs]

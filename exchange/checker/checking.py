@@ -185,9 +185,10 @@ def _shrink(engine: Engine, prop, example, regime: str, tolerance: float, budget
     """Greedy shrinking of a failing plain-path example, in passes over five kinds of
     step, smallest structure first: drop a group, drop a response, drop one token (any
     position of one response; for (Z), whose responses are identical, the same position
-    of every response), simplify one reward (to 0, else to 1), drop the generation limit
-    and the value seed, simplify the (E) mutation or the (P) permutation seed. A step is kept when the property still fails; passes repeat until
-    one changes nothing, at most ``budget`` candidate evaluations in all."""
+    of every response), simplify one reward (to 0, else to 1), and drop the generation
+    limit, the value seed and the (E) mutation's or (P) permutation's settings. A step is
+    kept when the property still fails; passes repeat until one changes nothing, at most
+    ``budget`` candidate evaluations in all."""
     from dataclasses import replace
 
     from exchange.checker.cases import GroupConfig
@@ -280,7 +281,7 @@ def _shrink(engine: Engine, prop, example, regime: str, tolerance: float, budget
     while progress and budget > 0:
         progress = False
         for steps in (drop_group, drop_response, drop_token, simplify_reward, drop_settings):
-            at = 0  # candidates before ``at`` were tried on this pass and kept failing to shrink
+            at = 0  # the candidates before ``at`` were tried on this pass and passed (no shrink)
             while budget > 0:
                 cands = list(steps(current))
                 if at >= len(cands):
