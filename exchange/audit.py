@@ -63,6 +63,14 @@ def audit_targets(variants: bool = False, families: bool = True, libraries: bool
     return specs
 
 
+def _resolve(specs: list[str] | None, variants: bool, families: bool, libraries: bool) -> list[str]:
+    """The rows to check: ``specs`` (``None``: :func:`audit_targets`), then the library
+    rows when ``libraries``."""
+    if specs is None:
+        return audit_targets(variants, families, libraries)
+    return list(specs) + (audit_targets(families=False, libraries=True) if libraries else [])
+
+
 def _check_one(
     spec: str, max_examples: int, seed: int, shrink: bool = False
 ) -> tuple[dict[str, Any], str, dict[str, Expected], str]:
@@ -101,7 +109,9 @@ _LIBRARY_ROWS: dict = {}
 
 def _meta(spec: str) -> tuple[str, dict[str, Expected], str]:
     """Source, expected verdicts and library version of one audit row."""
-    if spec.startswith(("trl:", "verl:", "openrlhf:", "skyrl:", "areal:", "art:")):
+    from exchange.targets import LIBRARY_PREFIXES
+
+    if spec.startswith(LIBRARY_PREFIXES):
         if not _LIBRARY_ROWS:  # built once per worker
             from exchange import libraries
 
@@ -124,21 +134,22 @@ def audit(
     libraries: bool = False,
     families: bool = True,
 ) -> list[AuditRow]:
-    """Check every target in ``specs``; ``None``: :func:`audit_targets` with ``variants``,
-    ``families`` and ``libraries``. ``shrink``: shrink fuzz-found counterexamples (the
-    verdicts do not depend on it; see ``check``). With ``jobs > 1`` everything that
-    imports torch runs in the workers, the target list included, so they start at once."""
+    """Check every target in ``specs`` (``None``: :func:`audit_targets` with ``variants``
+    and ``families``), and the library rows when ``libraries``. ``shrink``: shrink
+    fuzz-found counterexamples (the verdicts do not depend on it; see ``check``). With
+    ``jobs > 1`` everything that imports torch runs in the workers, the target list
+    included, so they start at once."""
     if jobs <= 1:
-        specs = audit_targets(variants, families, libraries) if specs is None else specs
+        specs = _resolve(specs, variants, families, libraries)
         results = [_check_one(s, max_examples, seed, shrink) for s in specs]
     else:
         ctx = multiprocessing.get_context("spawn")  # fork after torch threads start can hang
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start) as pool:
-            if specs is None:
+            if specs is None or libraries:
                 # The pool starts workers on demand: warm the others while one lists the targets.
                 for _ in range(jobs - 1):
                     pool.submit(_warm)
-                specs = pool.submit(audit_targets, variants, families, libraries).result()
+                specs = pool.submit(_resolve, specs, variants, families, libraries).result()
             futures = [pool.submit(_check_one, s, max_examples, seed, shrink) for s in specs]
             results = [f.result() for f in futures]
     return [AuditRow(spec, source, rep, expected, version) for spec, (rep, source, expected, version) in zip(specs, results)]

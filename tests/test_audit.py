@@ -51,3 +51,15 @@ def test_audit_rows_agree_with_metadata_or_say_no():
     assert len(rows) >= 18 + 16  # the catalog families and the transformed variants
     # Every disagreement with a derived verdict is visible in the document itself.
     assert all(("| yes |" in r) or ("| **NO** |" in r) for r in rows)
+
+
+def test_named_targets_with_libraries_get_the_library_rows_after_them():
+    from exchange.audit import _resolve, audit_targets
+
+    missing = _libraries_missing()
+    if missing and os.environ.get("CI") != "true":
+        pytest.skip(f"library rows need the extras: {missing}")
+    rows = audit_targets(families=False, libraries=True)
+    assert _resolve(["dapo", "grpo"], variants=True, families=True, libraries=True) == ["dapo", "grpo", *rows]
+    assert _resolve(["dapo"], variants=True, families=True, libraries=False) == ["dapo"]
+    assert _resolve(None, variants=False, families=False, libraries=True) == rows

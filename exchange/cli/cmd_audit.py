@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from exchange.audit import audit, audit_targets, to_json, to_markdown
+    from exchange.audit import audit, to_json, to_markdown
     from exchange.errors import InvalidArgument
 
     if args.max_examples < 1:
@@ -33,13 +33,12 @@ def run(args) -> int:
 
         print("exchange audit: --format json is deprecated and will be removed in 0.3; use --json", file=sys.stderr)
         args.json = True
-    libraries = args.libraries or args.only_libraries
-    specs = None  # the default list is resolved in a worker: this process never imports torch
-    if args.targets and not args.only_libraries:
-        specs = list(args.targets) + (audit_targets(families=False, libraries=True) if libraries else [])
+    # None: the default list, resolved in a worker (this process never imports torch)
+    specs = list(args.targets) if args.targets and not args.only_libraries else None
     rows = audit(
         specs, max_examples=args.max_examples, seed=args.seed, jobs=args.jobs, shrink=args.shrink,
-        variants=args.variants and not args.only_libraries, families=not args.only_libraries, libraries=libraries,
+        variants=args.variants and not args.only_libraries, families=not args.only_libraries,
+        libraries=args.libraries or args.only_libraries,
     )
     if args.json:
         print(to_json(rows))
