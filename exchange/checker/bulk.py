@@ -549,6 +549,7 @@ class BulkResult:
     informative: int = 0
     max_residual: float = 0.0
     failure: object = None  # the plain-path example of the first confirmed failure
+    evaluation: object = None  # the oracle's Evaluation of it (None: the loss raised)
     layouts: int = 0
 
 
@@ -580,13 +581,13 @@ def run(loss_fn, prop, regime: str, max_examples: int, seed: int, tolerance: flo
                 ev = prop.evaluate(engine, ex, regime)  # the oracle confirms it
                 confirmed = not ev.residual <= tolerance
             except ObjectiveError:
-                confirmed = True
+                ev, confirmed = None, True
             if confirmed:
                 before = batch.residual[:j]
                 out.examples += j + 1
                 out.informative += int(batch.informative[: j + 1].sum())
                 out.max_residual = max([out.max_residual, *before.tolist()])
-                out.failure = ex
+                out.failure, out.evaluation = ex, ev
                 return out
             batch.residual[j] = 0.0  # round-off disagreement at the tolerance: the oracle decides
         out.examples += per

@@ -170,7 +170,10 @@ def _bulk_then_shrink(
     if found.failure is None:
         return tally, None, ""
     if not shrink:
-        return tally, _evaluate_or_error(engine, prop, found.failure, regime), "fuzz (bulk, not shrunk)"
+        ev = found.evaluation  # the oracle's confirmation; None when the loss raised
+        if ev is None:
+            ev = _evaluate_or_error(engine, prop, found.failure, regime)
+        return tally, ev, "fuzz (bulk, not shrunk)"
     hyp, failure = _fuzz(engine, prop.name, regime, max_examples, seed, tolerance)
     tally.examples += hyp.examples
     tally.informative += hyp.informative
