@@ -226,14 +226,38 @@ def task_reward(task):
     return synthetic_task_reward
 
 
+def _continues_a_cache(ids, kwargs: dict) -> str | None:
+    """Why a forward call of a causal LM sees only the tail of its sequence (a KV-cached
+    decoding step), or None. Judged from what the call carries, not from one argument
+    name: transformers renamed ``past_key_values`` to ``cache`` in 5.24, and a guard
+    keyed on the old name let cached steps through unmasked. Any of: ``use_cache=True``
+    (the next step would read a cache); any argument holding a filled cache (an object
+    with ``get_seq_length() > 0``); a ``cache_position`` that does not start at 0; or
+    ``position_ids`` reaching past the ``ids`` given (positions count the whole prefix)."""
+    if kwargs.get("use_cache"):
+        return "use_cache=True"
+    for name, value in kwargs.items():
+        seq_len = getattr(value, "get_seq_length", None)
+        if callable(seq_len) and seq_len() > 0:
+            return f"a filled KV cache in {name}="
+    cache_position = kwargs.get("cache_position")
+    if cache_position is not None and cache_position.numel() and int(cache_position.min()) > 0:
+        return "cache_position > 0"
+    positions = kwargs.get("position_ids")
+    if positions is not None and positions.numel() and int(positions[..., -1].max()) >= ids.shape[-1]:
+        return "position_ids past the input_ids given"
+    return None
+
+
 def constrain_to_grammar(hf_model: nn.Module, task) -> nn.Module:
     """Put the task grammar (:class:`exchange.lab.tasks.GrammarLM`'s caps) inside a HF
     causal LM's forward, as the CPU harness puts it around TinyLM: sampling (TRL's
     ``generate``), TRL's training log-probs and every evaluation then see the same
     capped policy. A forward hook masks ``output.logits`` from the whole ``input_ids``,
     so generation must run without a KV cache (``use_cache=False``; set here on the
-    model and by exchange.lab.llm_run in TRL's ``generation_kwargs``): a cached step's
-    input is one token and is refused."""
+    model and by exchange.lab.llm_run in TRL's ``generation_kwargs``): a call that asks
+    for a cache or continues one (:func:`_continues_a_cache`) is refused, since its
+    ``input_ids`` are one token and the caps could not be counted."""
     from exchange.lab.tasks import GrammarLM
 
     if getattr(hf_model, "_exchange_grammar", None) is not None:
@@ -246,11 +270,12 @@ def constrain_to_grammar(hf_model: nn.Module, task) -> nn.Module:
         ids = kwargs.get("input_ids", args[0] if args else None)
         if ids is None:
             raise InvalidArgument("the grammar-constrained model needs input_ids (inputs_embeds are not supported).")
-        past = kwargs.get("past_key_values")
-        if past is not None and hasattr(past, "get_seq_length") and past.get_seq_length() > 0:
+        why = _continues_a_cache(ids, kwargs)
+        if why is not None:
             raise InvalidArgument(
-                "a grammar-constrained model was called with a filled KV cache (one new token per step): the grammar "
-                "needs the whole prefix. Generate with use_cache=False (GRPOConfig generation_kwargs).")
+                f"a grammar-constrained model was called with {why}: in KV-cached decoding each step sees one new "
+                "token, and the grammar needs the whole prefix. Generate with use_cache=False (GRPOConfig "
+                "generation_kwargs).")
         output.logits = grammar.mask_logits(ids, output.logits)
         return output
 

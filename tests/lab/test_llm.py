@@ -87,6 +87,49 @@ def test_task_tokenizer_reward_and_grammar_inside_the_model(llm_stack_ready, trl
         model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=3, use_cache=True, do_sample=False)
 
 
+def _grammar_violations(model, seqs: torch.Tensor, prompt_len: int) -> int:
+    """How many generated tokens of ``seqs [B, P + t]`` the grammar blocks at their own
+    position, recounted from the whole prefix (what an unmasked cached step would miss)."""
+    grammar = model._exchange_grammar_lm
+    zeros = torch.zeros((*seqs.shape, 19))
+    blocked = grammar.mask_logits(seqs, zeros) < -1e3  # [B, S, V]: blocked after each prefix
+    nxt = seqs[:, prompt_len:]
+    live = (nxt == 1).long().cumsum(1) - (nxt == 1).long() == 0  # up to and with the first EOS (id 1): then padding
+    return int((blocked[:, prompt_len - 1:-1].gather(-1, nxt[..., None]).squeeze(-1) & live).sum())
+
+
+def test_grammar_holds_in_generation_and_refuses_a_kv_cache(llm_stack_ready):
+    """On the pinned transformers, sampling obeys the grammar at every generated token;
+    with the KV cache on, the call is refused or (were it allowed) still obeys it. The
+    untrained model samples near-uniformly over 19 ids, so an unmasked cached step breaks
+    a cap in almost every one of 32 responses of 12 tokens (transformers 5.24 renamed
+    ``past_key_values`` to ``cache``: a guard keyed on the old name let such steps
+    through, and this test failed)."""
+    from exchange.lab.llm import build_model, constrain_to_grammar
+    from exchange.lab.llm import TASK_WORDS
+    from exchange.lab.tasks import get_task
+
+    assert len(TASK_WORDS) == 19
+    task = get_task("arithmetic")
+    model = constrain_to_grammar(build_model("llama-tiny", 0), task)
+    prompt = torch.tensor([[2, 14, 8, 15, 3]] * 32)
+    kw = dict(max_new_tokens=12, do_sample=True, temperature=2.0, top_k=0, pad_token_id=0)
+    torch.manual_seed(0)
+    free = model.generate(input_ids=prompt, use_cache=False, **kw)
+    assert free.shape[1] > prompt.shape[1] and _grammar_violations(model, free, 5) == 0
+    torch.manual_seed(0)
+    try:
+        cached = model.generate(input_ids=prompt, use_cache=True, **kw)
+    except InvalidArgument as e:
+        assert "use_cache=False" in str(e)
+    else:
+        assert _grammar_violations(model, cached, 5) == 0, "a KV-cached step was sampled without the grammar"
+    # A cached step whose cache arrives under a name the guard has never seen is still
+    # refused: its positions run past the one token it is given.
+    with pytest.raises(InvalidArgument, match="position_ids past"):
+        model(input_ids=prompt[:1, -1:], position_ids=torch.tensor([[5]]), some_future_cache_name=None)
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     """One torch thread, as the CPU harness trains: tiny models on a shared CPU run
