@@ -90,26 +90,26 @@ def test_task_tokenizer_reward_and_grammar_inside_the_model(llm_stack_ready, trl
 def _grammar_violations(model, seqs: torch.Tensor, prompt_len: int) -> int:
     """How many generated tokens of ``seqs [B, P + t]`` the grammar blocks at their own
     position, recounted from the whole prefix (what an unmasked cached step would miss)."""
+    from exchange.lab.tasks import EOS, VOCAB_SIZE
+
     grammar = model._exchange_grammar_lm
-    zeros = torch.zeros((*seqs.shape, 19))
+    zeros = torch.zeros((*seqs.shape, VOCAB_SIZE))
     blocked = grammar.mask_logits(seqs, zeros) < -1e3  # [B, S, V]: blocked after each prefix
     nxt = seqs[:, prompt_len:]
-    live = (nxt == 1).long().cumsum(1) - (nxt == 1).long() == 0  # up to and with the first EOS (id 1): then padding
+    live = (nxt == EOS).long().cumsum(1) - (nxt == EOS).long() == 0  # up to and with the first EOS, then padding
     return int((blocked[:, prompt_len - 1:-1].gather(-1, nxt[..., None]).squeeze(-1) & live).sum())
 
 
 def test_grammar_holds_in_generation_and_refuses_a_kv_cache(llm_stack_ready):
     """On the pinned transformers, sampling obeys the grammar at every generated token;
     with the KV cache on, the call is refused or (were it allowed) still obeys it. The
-    untrained model samples near-uniformly over 19 ids, so an unmasked cached step breaks
+    untrained model samples near-uniformly over the 19 task ids, so an unmasked cached step breaks
     a cap in almost every one of 32 responses of 12 tokens (transformers 5.24 renamed
     ``past_key_values`` to ``cache``: a guard keyed on the old name let such steps
     through, and this test failed)."""
     from exchange.lab.llm import build_model, constrain_to_grammar
-    from exchange.lab.llm import TASK_WORDS
     from exchange.lab.tasks import get_task
 
-    assert len(TASK_WORDS) == 19
     task = get_task("arithmetic")
     model = constrain_to_grammar(build_model("llama-tiny", 0), task)
     prompt = torch.tensor([[2, 14, 8, 15, 3]] * 32)
