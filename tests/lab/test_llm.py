@@ -103,10 +103,10 @@ def _grammar_violations(model, seqs: torch.Tensor, prompt_len: int) -> int:
 def test_grammar_holds_in_generation_and_refuses_a_kv_cache(llm_stack_ready):
     """On the pinned transformers, sampling obeys the grammar at every generated token;
     with the KV cache on, the call is refused or (were it allowed) still obeys it. The
-    untrained model samples near-uniformly over the 19 task ids, so an unmasked cached step breaks
-    a cap in almost every one of 32 responses of 12 tokens (transformers 5.24 renamed
-    ``past_key_values`` to ``cache``: a guard keyed on the old name let such steps
-    through, and this test failed)."""
+    untrained model samples near-uniformly over the 19 task ids, so an unmasked cached
+    step breaks a cap in almost every one of 32 responses of 12 tokens (transformers 5.24
+    renamed ``past_key_values`` to ``cache``: a guard keyed on the old name let such
+    steps through, and this test failed)."""
     from exchange.lab.llm import build_model, constrain_to_grammar
     from exchange.lab.tasks import get_task
 
