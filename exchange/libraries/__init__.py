@@ -216,11 +216,18 @@ _AREAL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
 # test, and tests/test_audit.py fails if a row listed here agrees (or one not here does not).
 KNOWN_DISAGREEMENTS: dict[str, str] = {
     "skyrl:clip_cov": (
-        "on-policy the checker finds (Z), (E), (C) and (P) broken, as predicted, but names no "
-        "mechanism, where the catalog's Clip-Cov derivation (M2: the covariance mask depends "
-        "on the advantage) predicts M2; the catalog's own clip_cov row in "
-        "docs/audit.md reads **NO** the same way "
+        "the checker finds (Z), (E), (C) and (P) broken, as predicted, but names no mechanism "
+        "on-policy and only M2 off-policy, where the catalog's Clip-Cov derivation (THEORY.md "
+        "section 4: a selection by the advantage, M2, that prunes after centring, M4) predicts "
+        "M2 and M4; the catalog's own clip_cov row in docs/audit.md reads **NO** the same way "
         "(tests/libraries/skyrl/test_loss.py::test_clip_cov_on_policy_is_the_catalogs_disagreement)"
+    ),
+    "skyrl:kl_cov": (
+        "off-policy the checker finds (E), (C), (N) and (P) broken, as predicted, but names only "
+        "M2, where the catalog's KL-Cov derivation (THEORY.md section 4: a selection by the "
+        "advantage, M2, adding abs(log rho) to the selected tokens, M6) predicts M2 and M6; the "
+        "catalog's own kl_cov row in docs/audit.md reads **NO** the same way "
+        "(tests/libraries/skyrl/test_loss.py::test_kl_cov_prediction_is_the_catalogs)"
     ),
     "areal:ppo": (
         "AReaL's default keeps raw rewards (no reward_norm/adv_norm). Off-policy the PPO clip splits "

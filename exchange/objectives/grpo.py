@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.core.vocabulary import verdict_of
 from exchange.objectives._common import aggregation_weight, group_advantages, k3_kl
 from exchange.objectives._factored import (
     Factors,
@@ -32,7 +32,6 @@ from exchange.objectives._factored import (
     ppo_sign_free,
     ppo_surrogate,
 )
-from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
 
 
@@ -76,8 +75,8 @@ GRPO = factored_objective(
         "beta": 0.0,
     },
     expected={
-        "on_policy": Expected.of(CANCELLATION_BREAKS, ("M3",)),
-        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2", "M3")),
+        "on_policy": verdict_of("M3.response_norm"),
+        "off_policy": verdict_of("M2.sign_clip", "M3.response_norm"),
     },
     regularizer=grpo_kl,
     notes=(
@@ -94,8 +93,8 @@ BNPO = factored_objective(
     source="TRL GRPOTrainer loss_type='bnpo'; arXiv:2506.02864 [recall, unverified]",
     defaults={"eps_low": 0.2, "eps_high": 0.2},
     expected={
-        "on_policy": Expected.of(),
-        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",)),
+        "on_policy": verdict_of(),
+        "off_policy": verdict_of("M2.sign_clip"),
     },
     notes=(
         "Implements TRL's 'bnpo' aggregation (sum / local batch token count). The BNPO "
@@ -116,8 +115,8 @@ DR_GRPO = factored_objective(
     source="arXiv:2503.20783 (Understanding R1-Zero-Like Training)",
     defaults={"eps_low": 0.2, "eps_high": 0.2, "max_length": 1024.0},
     expected={
-        "on_policy": Expected.of(),
-        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",)),
+        "on_policy": verdict_of(),
+        "off_policy": verdict_of("M2.sign_clip"),
     },
     notes="max_length is the generation budget (TRL: max_completion_length); any constant keeps (E).",
 )

@@ -43,7 +43,8 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
-from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
+from exchange.core.vocabulary import verdict_of
+from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
 from exchange.libraries.wheel import Permissive, exec_file, package_dir, stub, stubbed
 from exchange.objectives.objective import Expected
 
@@ -231,7 +232,8 @@ def expected(policy: str, params: Mapping[str, Any] | None = None) -> dict[str, 
     https://github.com/PRIME-RL/Entropy-Mechanism-of-RL", as is the catalog's family), so
     their own part of the verdict is the catalog's derivation
     (:func:`exchange.objectives.expected_of`), joined with the mechanisms of the
-    reduction and estimator above.
+    reduction and estimator above. The batch whitening is a token-weighted centre that is
+    not the group's own (``M4.length_weighted`` and ``M4.foreign_centre``).
     """
     from exchange.objectives import expected_of
 
@@ -239,24 +241,17 @@ def expected(policy: str, params: Mapping[str, Any] | None = None) -> dict[str, 
     p.update(params or {})
     on: set[str] = set()
     if p["loss_reduction"] == "sequence_mean":
-        on.add("M3")
-    batch_level = p["estimator"] in _BATCH_LEVEL or p["advantage_batch_normalize"]
-    if batch_level:
-        on.add("M4")
+        on.add("M3.response_norm")
+    if p["estimator"] in _BATCH_LEVEL or p["advantage_batch_normalize"]:
+        on |= {"M4.length_weighted", "M4.foreign_centre"}
     off = set(on)
     if policy in ("regular", "dual_clip", "gspo", "sapo"):
-        off.add("M2")
+        off.add("M2.sign_clip")
     if policy == "gspo":
-        off.add("M1")
+        off.add("M1.sequence_weight")
     out = {}
-    for regime, mechs in (("on_policy", on), ("off_policy", off)):
-        breaks = set(verdict_of(mechs).breaks)
-        if batch_level:
-            breaks.add("null_on_equal_rewards")
-        mechanisms = set(mechs)
+    for regime, facets in (("on_policy", on), ("off_policy", off)):
         if policy in ("clip_cov", "kl_cov"):
-            catalog = expected_of(policy)[regime]
-            breaks |= set(catalog.breaks)
-            mechanisms |= set(catalog.mechanisms)
-        out[regime] = Expected(frozenset(breaks), frozenset(mechanisms))
+            facets = facets | expected_of(policy)[regime].facets
+        out[regime] = verdict_of(*facets)
     return out

@@ -117,16 +117,17 @@ def test_bad_targets_are_named():
 
 
 def test_clip_cov_on_policy_is_the_catalogs_disagreement():
-    """Clip-Cov's covariance mask depends on the advantage, so the catalog's derivation
-    predicts M2 and a broken (E) on-policy; the checker (10 examples, seed 0) finds (Z),
-    (E), (C), (P) broken, as predicted, but names no mechanism, as for the catalog's own
-    clip_cov (docs/audit.md reads **NO** there too). KNOWN_DISAGREEMENTS records it."""
+    """Clip-Cov's covariance mask selects by the advantage and prunes after centring, so
+    the catalog's derivation predicts M2 and M4 and a broken (E) on-policy; the checker
+    (10 examples, seed 0) finds (Z), (E), (C), (P) broken, as predicted, but names no
+    mechanism, as for the catalog's own clip_cov (docs/audit.md reads **NO** there too).
+    KNOWN_DISAGREEMENTS records it."""
     from exchange.checker import check
     from exchange.libraries import KNOWN_DISAGREEMENTS, resolve
     from exchange.libraries.skyrl.loss import expected
 
     want = expected("clip_cov")["on_policy"]
-    assert "M2" in want.mechanisms and "exchangeable" in want.breaks
+    assert {"M2", "M4"} <= want.mechanisms and "exchangeable" in want.breaks
     report = check(resolve("skyrl:clip_cov"), max_examples=10, seed=0, regimes=("on_policy",))
     assert not report.holds("zero_sum", "on_policy") and not report.holds("shared_cancellation", "on_policy")
     assert not report.holds("exchangeable", "on_policy")  # found by bulk fuzzing at 10 examples
@@ -139,3 +140,4 @@ def test_kl_cov_prediction_is_the_catalogs():
     from exchange.objectives import expected_of
 
     assert expected("kl_cov") == expected_of("kl_cov")
+    assert expected("kl_cov")["off_policy"].mechanisms == {"M2", "M6"}
