@@ -16,12 +16,14 @@ from __future__ import annotations
 import functools
 import random
 
+from hypothesis import errors as hypothesis_errors
 from hypothesis import strategies as st
 
 from exchange.checker.cases import Case, GroupConfig, build, common_prefix
 from exchange.errors import InvalidArgument
 
 __all__ = [
+    "InvalidStrategyArgument",
     "rewards",
     "group_configs",
     "identical_group_configs",
@@ -32,6 +34,12 @@ __all__ = [
 
 REWARD_KINDS = ("binary", "continuous", "tied")
 _REWARD_VALUES = (0.0, 1.0, 0.5, -1.0, 2.0, 0.25, 3.0)
+
+
+class InvalidStrategyArgument(InvalidArgument, hypothesis_errors.InvalidArgument):
+    """A strategy was called with bounds it cannot satisfy. Both exchange's
+    ``InvalidArgument`` and Hypothesis's, as Hypothesis's own strategies raise: the one
+    boundary where this package's errors meet Hypothesis's."""
 
 
 class _Named(st.SearchStrategy):
@@ -56,9 +64,9 @@ def _call(name: str, **kwargs) -> str:
 
 def _check_bounds(name: str, lo: int, hi: int, floor: int) -> None:
     if lo < floor:
-        raise InvalidArgument(f"Cannot have min_{name}={lo} < {floor}.")
+        raise InvalidStrategyArgument(f"Cannot have min_{name}={lo} < {floor}.")
     if hi < lo:
-        raise InvalidArgument(f"Cannot have max_{name}={hi} < min_{name}={lo}.")
+        raise InvalidStrategyArgument(f"Cannot have max_{name}={hi} < min_{name}={lo}.")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -98,7 +106,7 @@ def rewards(size: int, *, kinds: tuple[str, ...] = REWARD_KINDS) -> st.SearchStr
 def _check_kinds(name: str, kinds: tuple[str, ...]) -> None:
     bad = [k for k in kinds if k not in REWARD_KINDS]
     if bad or not kinds:
-        raise InvalidArgument(f"{name}={kinds!r}: choose from {REWARD_KINDS}.")
+        raise InvalidStrategyArgument(f"{name}={kinds!r}: choose from {REWARD_KINDS}.")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -135,7 +143,7 @@ def group_configs(
     _check_bounds("size", min_size, max_size, 2)
     _check_bounds("length", min_length, max_length, 1)
     if vocab < 1:
-        raise InvalidArgument(f"Cannot have vocab={vocab} < 1.")
+        raise InvalidStrategyArgument(f"Cannot have vocab={vocab} < 1.")
     _check_kinds("reward_kinds", reward_kinds)
     size = draw(_ints(min_size, max_size))
     prefix_len = draw(_ints(0, max_length))
