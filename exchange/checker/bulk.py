@@ -32,28 +32,14 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
-from exchange.checker.cases import (
-    _SALT,
-    _XX5,
-    ENTROPIES,
-    OLD_PROBS,
-    RATIOS,
-    REF_PROBS,
-    Case,
-    GroupConfig,
-    _fold,
-    _fold_many,
-    _key_hashes,
-    _log,
-    _signed,
-    common_prefix,
-)
+from exchange.checker.cases import Case, GroupConfig, case_values, case_template, common_prefix
 from exchange.checker.mutations import Mutation
 from exchange.checker.properties import ATOL_REL, ZERO_COLUMN, _TINY
 from exchange.checker.strategies import _REWARD_VALUES, _responses
 from exchange.core.coefficients import _unchecked, loss_and_coefficients
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
+from exchange.core.vocabulary import Regime
 from exchange.errors import InvalidArgument, ObjectiveError
 
 __all__ = ["BulkResult", "run", "example", "BATCH", "MIN_LAYOUTS"]
@@ -106,7 +92,7 @@ _ALL = ("binary", "continuous", "tied")
 
 
 def _spec(prop: str, regime: str, rng: random.Random) -> Spec:
-    off = regime == "off_policy" and prop != "zero_sum"
+    off = Regime(regime).off_policy and prop != "zero_sum"
     if prop == "zero_sum":
         groups = [_identical(rng) for _ in range(rng.randint(1, 4))]
         kinds = [("binary", "continuous")] * len(groups)
@@ -149,110 +135,9 @@ def _mutation(rng: random.Random, case: Case, off: bool) -> Mutation:
     return Mutation(kind=kind, group=g, response=i, value=value, position=rng.randint(0, max(p - 1, 0)))
 
 
-# ------------------------------------------------------------ materialise
-@dataclass
-class Layout:
-    """A built template rollout and what varies per configuration."""
-
-    case: Case
-    rollout: Rollout  # tokens, mask, group, truncated, baselines; placeholder values
-    key_hash: Tensor  # [N, T] hash of each token's event key (0 on padding)
-    overrides: dict[str, tuple[Tensor, Tensor]]  # "old"/"ratio"/"entropy": (where [N, T], value [N, T])
-
-
-def layout(case: Case) -> Layout:
-    """The template of ``case``: tokens, mask, groups, the event-key hash of every token
-    (one Python pass, the chain of ``build``) and the overridden positions. Its value
-    fields are placeholders: every configuration brings its own (:func:`values`)."""
-    rows = [(g, r, float(grp.baseline)) for g, grp in enumerate(case.groups) for r in grp.responses]
-    n = len(rows)
-    t_max = max(max(len(r) for _, r, _ in rows), case.pad_to)
-    hashes = _key_hashes(((g, resp) for g, resp, _ in rows), t_max)
-    tokens: list[int] = []
-    for _, resp, _ in rows:
-        tokens.extend(resp)
-        tokens.extend([0] * (t_max - len(resp)))
-    lengths = torch.tensor([len(r) for _, r, _ in rows])
-    mask = torch.arange(t_max)[None, :] < lengths[:, None]
-    zeros = torch.zeros(n, t_max, dtype=_F64)
-    rollout = Rollout._trusted(
-        tokens=torch.tensor(tokens, dtype=torch.long).reshape(n, t_max),
-        mask=mask,
-        rewards=torch.zeros(n, dtype=_F64),
-        group=torch.tensor([g for g, _, _ in rows], dtype=torch.long),
-        old_logprobs=zeros,
-        ref_logprobs=zeros,
-        entropy=zeros,
-        logprobs=zeros,
-        baseline_rewards=torch.tensor([b for _, _, b in rows], dtype=_F64),
-        truncated=lengths >= case.length_limit if case.length_limit else torch.zeros(n, dtype=torch.bool),
-    )
-    overrides: dict[str, tuple[Tensor, Tensor]] = {}
-    for name, items in (("ratio", case.ratio), ("entropy", case.entropy), ("old", case.old_prob)):
-        table = dict(items)
-        if name == "old":
-            table = {k: v for k, v in table.items() if v}  # build: ``old_over.get(key) or p_old``
-        if not table:
-            continue
-        where = torch.zeros(n, t_max, dtype=torch.bool)
-        value = torch.zeros(n, t_max, dtype=_F64)
-        for i, (g, resp, _) in enumerate(rows):
-            for t in range(len(resp)):
-                key = (g, *resp[: t + 1])
-                if key in table:
-                    where[i, t] = True
-                    value[i, t] = table[key]
-        overrides[name] = (where, value)
-    return Layout(case, rollout, torch.tensor(hashes, dtype=torch.long).reshape(n, t_max), overrides)
-
-
-_GRIDS = {"old": OLD_PROBS, "ratio": RATIOS, "entropy": ENTROPIES, "ref": REF_PROBS}
-# math.log of each grid value: bit-identical to build's logs
-_LOG_GRIDS = {salt: torch.tensor([math.log(v) for v in grid], dtype=_F64) for salt, grid in _GRIDS.items()}
-_VALUE_GRIDS = {salt: torch.tensor(grid, dtype=_F64) for salt, grid in _GRIDS.items()}
-
-
-def _indices(salts: tuple[str, ...], seeds: list[int], key_hash: Tensor) -> Tensor:
-    """``hash((seed, salt, key)) % len(grid)`` for every salt, seed and token:
-    ``[S, K, N, T]``, the pick of :func:`exchange.checker.cases._pick` vectorised."""
-    acc0 = torch.tensor(
-        [[_signed(_fold(_fold(_XX5, hash(s)), hash(_SALT[salt]))) for s in seeds] for salt in salts], dtype=torch.long
-    )
-    acc = _fold_many(acc0[:, :, None, None], key_hash[None, None])
-    acc = acc + (3 ^ (_XX5 ^ 3527539))
-    acc = torch.where(acc == -1, torch.full_like(acc, 1546275796), acc)
-    sizes = torch.tensor([len(_GRIDS[salt]) for salt in salts], dtype=torch.long)[:, None, None, None]
-    return torch.remainder(acc, sizes)
-
-
-def values(lay: Layout, seeds: list[int]) -> dict[str, Tensor]:
-    """Per-configuration ``old_logprobs``, ``logprobs``, ``ref_logprobs``, ``entropy``
-    ([K, N, T] each), exactly as ``build(replace(lay.case, seed=s))`` gives them."""
-    case, kh, mask = lay.case, lay.key_hash, lay.rollout.mask
-    shape = (len(seeds), *kh.shape)
-    salts = ("old", "ref") + (("ratio",) if case.off_policy else ()) + (("entropy",) if case.entropy_all is None else ())
-    idx = dict(zip(salts, _indices(salts, seeds, kh).unbind(0)))
-    log_old = _LOG_GRIDS["old"][idx["old"]]
-    log_ratio = _LOG_GRIDS["ratio"][idx["ratio"]] if case.off_policy else torch.zeros(shape, dtype=_F64)
-    if case.entropy_all is None:
-        ent = _VALUE_GRIDS["entropy"][idx["entropy"]]
-    else:
-        ent = torch.full(shape, float(case.entropy_all), dtype=_F64)
-    for name, target in (("old", log_old), ("ratio", log_ratio), ("entropy", ent)):
-        if name in lay.overrides:
-            where, value = lay.overrides[name]
-            target[:, where] = value[where] if name == "entropy" else _log(value[where])
-    zero = torch.zeros((), dtype=_F64)
-    old = torch.where(mask, log_old, zero)
-    cur = torch.where(mask, old + log_ratio, zero)
-    if bool((cur > 0).any()):  # validated once per batch: an override ratio x old prob > 1
-        raise InvalidArgument(f"bulk layout {case!r}: an event has old prob x ratio > 1; lower the ratio override.")
-    return {
-        "old_logprobs": old,
-        "logprobs": cur,
-        "ref_logprobs": torch.where(mask, _LOG_GRIDS["ref"][idx["ref"]], zero),
-        "entropy": torch.where(mask, ent, zero),
-    }
+# A layout's template (exchange.checker.cases.case_template) holds everything but the
+# values; case_values(template, seeds) gives each configuration's, exactly as
+# build(replace(case, seed=s)) would.
 
 
 _REWARD_TABLE = torch.tensor(_REWARD_VALUES, dtype=_F64)
@@ -446,8 +331,8 @@ def evaluate(loss_fn, spec: Spec, seeds: list[int], rewards: Tensor, use_vmap: "
         use_vmap = Mode(use_vmap)
     if prop == "exchangeable":
         return _evaluate_exchange(loss_fn, spec, seeds, rewards, use_vmap)
-    lay = layout(spec.case)
-    fields = values(lay, seeds)
+    lay = case_template(spec.case)
+    fields = case_values(lay, seeds)
     fields["rewards"] = rewards
     loss, kappa, errors = coefficients(loss_fn, lay.rollout, fields, use_vmap)
     failed = torch.tensor([e is not None for e in errors])
@@ -510,9 +395,9 @@ def _evaluate_exchange(loss_fn, spec: Spec, seeds: list[int], rewards: Tensor, u
     case, mutation = spec.case, spec.mutation
     variant_case = mutation.apply(case)
     t = max(len(r) for c in (case, variant_case) for grp in c.groups for r in grp.responses)
-    lays = [layout(replace(c, pad_to=t)) for c in (case, variant_case)]
+    lays = [case_template(replace(c, pad_to=t)) for c in (case, variant_case)]
     base, variant = lays[0].rollout, lays[1].rollout
-    fb, fv = values(lays[0], seeds), values(lays[1], seeds)
+    fb, fv = case_values(lays[0], seeds), case_values(lays[1], seeds)
     for f, lay in ((fb, lays[0]), (fv, lays[1])):
         f["rewards"] = rewards
         _add_constants(f, lay.rollout, k)

@@ -351,7 +351,7 @@ def _validate(properties, max_examples, seed, regimes) -> tuple[tuple[str, ...],
     bad = [r for r in regimes if r not in REGIMES]
     if bad or not regimes:
         raise InvalidArgument(f"regimes={tuple(regimes)!r}: choose from {REGIMES}.")
-    return names, tuple(r for r in REGIMES if r in regimes)
+    return names, tuple(r for r in REGIMES if r in regimes)  # Regime members, in report order
 
 
 @contextlib.contextmanager
@@ -510,7 +510,7 @@ def check(
             results[(prop_name, regime)] = res
         if _design_choice(probes, names, results, regime, mechanisms[regime], precision):
             mechanisms[regime] = sorted(mechanisms[regime] + ["M7"])
-    regime_flag = "" if len(regimes) == len(REGIMES) else f" --regime {'on' if regimes[0] == 'on_policy' else 'off'}"
+    regime_flag = "" if len(regimes) == len(REGIMES) else f" --regime {'off' if regimes[0].off_policy else 'on'}"
     reproduce = f"exchange check {_reproduce_target(loss_fn, label)}{regime_flag} --seed {seed} --max-examples {max_examples}" + " --no-shrink" * (not shrink)
     return Report(
         objective=label,

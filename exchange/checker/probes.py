@@ -36,6 +36,7 @@ from torch import Tensor
 from exchange.checker.cases import Case, GroupConfig, common_prefix
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
+from exchange.core.vocabulary import Regime
 from exchange.checker.mutations import Mutation
 from exchange.checker.properties import (
     RTOL_CANCEL,
@@ -99,9 +100,14 @@ PROBES: tuple[Probe, ...] = (
         "G identical responses with different rewards, two groups on different reward scales, on-policy",
         "zero_sum",
         "M4",
-        # Length 4 with varied entropies: entropy-based reallocations (HAPO) are not all
-        # clipped to |A|/phi, which would hide their non-zero sum.
-        Case(groups=(GroupConfig(((1, 2, 3, 0),) * 3, (1.0, 0.0, 0.0)), GroupConfig(((1, 3, 2, 2),) * 2, (5.0, 3.0)))),
+        # Length 4 with set, varied entropies (0.5, 2.0, 0.1, 1.3: within-response
+        # z-scores -0.65, 1.40, -1.19, 0.44): an entropy reallocation clipped to |A_i|/phi
+        # (HAPO) cancels when every copy is clipped or none is; with the z-scored rewards
+        # (1, 0, 0), A = (1.15, -0.58, -0.58) and the bounds are 0.58 and 0.29, so z = 0.44
+        # is clipped for one sign only and its non-zero sum shows, whatever the event-key
+        # hash picks elsewhere.
+        Case(groups=(GroupConfig(((1, 2, 3, 0),) * 3, (1.0, 0.0, 0.0)), GroupConfig(((1, 3, 2, 2),) * 2, (5.0, 3.0))),
+             entropy=(((0, 1), 0.5), ((0, 1, 2), 2.0), ((0, 1, 2, 3), 0.1), ((0, 1, 2, 3, 0), 1.3))),
     ),
     Probe(
         "tied_group",
@@ -226,7 +232,7 @@ def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     case = replace(probe.case, off_policy=False)  # probes set their ratios explicitly
     if probe.mutation is None:
         evaluate = _eval_zero_sum if probe.property_name == "zero_sum" else _eval_null
-        ev = evaluate(engine, case, "on_policy")
+        ev = evaluate(engine, case, Regime.ON_POLICY)
         broke = ev.residual > (RTOL_CANCEL if probe.property_name == "zero_sum" else RTOL_EQUAL)
         finite = bool(torch.isfinite(ev.kappa).all())
         if probe.name == "unequal_lengths":
@@ -275,6 +281,6 @@ def _run_probe(engine: Engine, probe: Probe) -> ProbeResult:
 
 
 def run_probes(engine: Engine, regime: str) -> list[ProbeResult]:
-    """Every probe that applies to ``regime`` ("on_policy" or "off_policy")."""
-    off = regime == "off_policy"
+    """Every probe that applies to ``regime``."""
+    off = Regime(regime).off_policy
     return [_run_probe(engine, p) for p in PROBES if off or not p.off_policy_only]

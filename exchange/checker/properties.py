@@ -32,7 +32,7 @@ from exchange.core.coefficients import Engine, loss_and_coefficients
 from exchange.core.events import Events, event_coefficients, event_residuals, events
 from exchange.checker.mutations import Mutation
 from exchange.core.rollout import Rollout
-from exchange.core.vocabulary import PROPERTY_SUMMARIES
+from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
 
 __all__ = ["Property", "Evaluation", "PROPERTIES", "property_names", "get_property"]
 
@@ -265,7 +265,7 @@ _SIZES = dict(max_size=8, max_length=12)
 
 
 def _off(regime: str) -> bool:
-    return regime == "off_policy"
+    return Regime(regime).off_policy
 
 
 def _null_cases(off_policy: bool) -> st.SearchStrategy[Case]:

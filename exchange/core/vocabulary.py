@@ -12,9 +12,11 @@ statements and the Coq files live in :mod:`exchange.theory.registry`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from enum import Enum
+from typing import Iterable, Mapping
 
 __all__ = [
+    "Regime",
     "REGIMES",
     "REGIME_LABELS",
     "PROPERTY_NAMES",
@@ -27,14 +29,39 @@ __all__ = [
     "FACETS",
     "breaks_of",
     "verdict_of",
+    "per_regime",
     "PROPERTY_THEOREMS",
     "MECHANISM_THEOREMS",
 ]
 
 # On-policy: every ratio is 1. Off-policy: event-consistent ratios on both sides of the
 # usual clip ranges (THEORY.md section 2, "Testing these on a black box").
-REGIMES: tuple[str, ...] = ("on_policy", "off_policy")
-REGIME_LABELS: dict[str, str] = {"on_policy": "on-policy", "off_policy": "off-policy"}
+class Regime(str, Enum):
+    """A regime of the checks. A ``str`` enum: a member equals, hashes and formats as its
+    value (``"on_policy"``), so dictionaries keyed by regime also answer to the names
+    reports and JSON files carry; code names the member, never the string."""
+
+    ON_POLICY = "on_policy"
+    OFF_POLICY = "off_policy"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @property
+    def label(self) -> str:
+        """``"on-policy"`` / ``"off-policy"``, for tables."""
+        return REGIME_LABELS[self]
+
+    @property
+    def off_policy(self) -> bool:
+        return self is Regime.OFF_POLICY
+
+
+REGIMES: tuple[Regime, ...] = (Regime.ON_POLICY, Regime.OFF_POLICY)
+REGIME_LABELS: dict[Regime, str] = {Regime.ON_POLICY: "on-policy", Regime.OFF_POLICY: "off-policy"}
 
 # The stable names the checker reports, in report order.
 PROPERTY_NAMES: tuple[str, ...] = (
@@ -206,6 +233,11 @@ class Expected:
     breaks: frozenset[str] = frozenset()
     mechanisms: frozenset[str] = frozenset()
     facets: frozenset[str] = frozenset()
+
+
+def per_regime(on_policy: Expected, off_policy: Expected) -> Mapping[Regime, Expected]:
+    """The expected verdicts of an objective in both regimes, keyed by :class:`Regime`."""
+    return {Regime.ON_POLICY: on_policy, Regime.OFF_POLICY: off_policy}
 
 
 def verdict_of(*facets: str) -> Expected:

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from exchange.objectives._common import aggregate, group_advantages, policy_ratio
 from exchange.objectives.objective import Objective
-from exchange.core.vocabulary import verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.core.rollout import Rollout
 
 
@@ -119,10 +119,7 @@ CLIP_COV = Objective(
         "clip_cov_ub": 5.0,
         "seed": 0,
     },
-    expected={
-        "on_policy": _CLIP_COV,
-        "off_policy": _CLIP_COV,
-    },
+    expected=per_regime(_CLIP_COV, _CLIP_COV),
     notes=_COV_NOTES,
 )
 
@@ -132,6 +129,6 @@ KL_COV = Objective(
     summary="KL-Cov: unclipped A r plus kl_coef |l - l_old| on the top-covariance tokens",
     source="arXiv:2505.22617; verl 0.9.1 'kl_cov'",
     defaults={"kl_cov_ratio": 2e-4, "kl_coef": 0.1},
-    expected={"on_policy": verdict_of(), "off_policy": _KL_COV_OFF},
+    expected=per_regime(verdict_of(), _KL_COV_OFF),
     notes=_COV_NOTES + " kl_coef=0.1 is verl 0.9.1's ppo_kl_coef default (the reference notes say 1 elsewhere).",
 )

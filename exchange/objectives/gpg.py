@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from exchange.core.vocabulary import verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._factored import (
     Factors,
     Params,
@@ -46,6 +46,6 @@ GPG = factored_objective(
     ),
     summary="GPG: REINFORCE with group-centred rewards times a batch constant, token-mean",
     source="arXiv:2504.02546; verl compute_gpg_outcome_advantage / 'gpg' policy loss",
-    expected={"on_policy": verdict_of(), "off_policy": verdict_of()},
+    expected=per_regime(verdict_of(), verdict_of()),
     notes="alpha follows verl's code (B / #nonzero rewards); the paper's B/(B-M) differs but is also a batch constant.",
 )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from exchange.core.vocabulary import verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._common import sequence_log_ratio
 from exchange.objectives._factored import (
     Factors,
@@ -53,10 +53,7 @@ def token_sequence_ratio(logprobs: Tensor, rollout: Rollout, p: Params) -> Tenso
     return s[:, None] * torch.exp(logprobs - logprobs.detach())
 
 
-_EXPECTED = {
-    "on_policy": verdict_of("M3.response_norm"),
-    "off_policy": verdict_of("M1.sequence_weight", "M2.sign_clip", "M3.response_norm"),
-}
+_EXPECTED = per_regime(verdict_of("M3.response_norm"), verdict_of("M1.sequence_weight", "M2.sign_clip", "M3.response_norm"))
 
 GSPO = factored_objective(
     "gspo",

@@ -31,7 +31,7 @@ from exchange.objectives._factored import (
     ppo_surrogate,
     logprob_ratio,
 )
-from exchange.core.vocabulary import verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.core.rollout import Rollout
 
 
@@ -69,7 +69,7 @@ RLOO = factored_objective(
     ),
     summary="RLOO: leave-one-out baseline, REINFORCE on the sequence log-prob",
     source="arXiv:2402.14740 (Back to Basics)",
-    expected={"on_policy": verdict_of(), "off_policy": verdict_of()},
+    expected=per_regime(verdict_of(), verdict_of()),
     notes="The paper folds a sequence KL into the reward; that shaping is not modelled here.",
 )
 
@@ -88,10 +88,7 @@ REINFORCE_PP = factored_objective(
     summary="REINFORCE++: rewards whitened over the batch's tokens, PPO-clip, token-mean",
     source="arXiv:2501.03262",
     defaults={"eps_low": 0.2, "eps_high": 0.2},
-    expected={
-        "on_policy": verdict_of(*_BATCH_WHITENING),
-        "off_policy": verdict_of("M2.sign_clip", *_BATCH_WHITENING),
-    },
+    expected=per_regime(verdict_of(*_BATCH_WHITENING), verdict_of("M2.sign_clip", *_BATCH_WHITENING)),
     notes="The paper's KL-to-go reward shaping is off (it makes A depend on the position).",
 )
 
@@ -110,7 +107,7 @@ REMAX = factored_objective(
     defaults={"baseline": 0.0},
     # The greedy response's reward: a centre that is not the group's own, independent of
     # the sampled suffixes, so (E) holds.
-    expected={"on_policy": verdict_of("M4.foreign_centre"), "off_policy": verdict_of("M4.foreign_centre")},
+    expected=per_regime(verdict_of("M4.foreign_centre"), verdict_of("M4.foreign_centre")),
     notes=(
         "The greedy reward comes from rollout.baseline_rewards [N] when present, else from the "
         "parameter baseline (default 0.0: a greedy response that scores 0). No IS ratio: the "

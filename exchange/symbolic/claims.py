@@ -12,6 +12,7 @@ from typing import Callable
 
 import sympy as sp
 
+from exchange.core.vocabulary import Regime
 from exchange.errors import InvalidArgument
 
 __all__ = ["ClaimResult", "CLAIM_KEYS", "check_claims"]
@@ -258,7 +259,7 @@ def _hapo(G: int | None) -> ClaimResult:
     for n in ([G] if G else [2, 3, 4]):
         d = derive("hapo", n, z_scope="batch")
         g = d.group
-        states = {v.region.split("; ")[1]: v for v in d.regions if v.region.startswith("on-policy")}
+        states = {v.entropy_state: v for v in d.regions if v.regime is Regime.ON_POLICY}
         K_slack = states["|z| <= |A_i|/phi"].K
         A_values = dict(zip(g.A, d.advantage.values()))
         slack = True

@@ -17,7 +17,7 @@ import torch
 
 from exchange import check
 from exchange.checker import bulk, checking
-from exchange.checker.cases import build
+from exchange.checker.cases import build, case_template, case_values
 from exchange.checker.properties import PROPERTIES
 from exchange.core.coefficients import Engine, loss_and_coefficients
 from exchange.objectives import VARIANTS, get, names
@@ -39,8 +39,8 @@ def test_configurations_are_the_cases_they_name(prop, regime):
         spec, seeds, rewards = _batch(prop, regime, rng, gen)
         cases = [spec.case] + ([spec.mutation.apply(spec.case)] if spec.mutation else [])
         for template in cases:
-            lay = bulk.layout(template)
-            vals = bulk.values(lay, seeds)
+            lay = case_template(template)
+            vals = case_values(lay, seeds)
             for j, s in enumerate(seeds):
                 ex = bulk.example(spec, s, rewards[j])
                 case = ex[0] if isinstance(ex, tuple) else ex
@@ -68,8 +68,8 @@ def test_batched_coefficients_equal_plain_autograd(name):
     rng, gen = random.Random(name), torch.Generator().manual_seed(2)
     for prop, regime in (("shared_cancellation", "off_policy"), ("exchangeable", "on_policy"), ("null_on_equal_rewards", "off_policy")):
         spec, seeds, rewards = _batch(prop, regime, rng, gen)
-        lay = bulk.layout(spec.case)
-        fields = bulk.values(lay, seeds)
+        lay = case_template(spec.case)
+        fields = case_values(lay, seeds)
         fields["rewards"] = rewards
         for mode in (True, False):
             loss, kappa, errors = bulk.coefficients(fn, lay.rollout, fields, bulk.Mode(mode))
@@ -105,8 +105,8 @@ def test_batched_coefficients_equal_plain_autograd_on_library_rows(row):
     fn = _variant(row)
     rng, gen = random.Random(row), torch.Generator().manual_seed(4)
     spec, seeds, rewards = _batch("shared_cancellation", "off_policy", rng, gen)
-    lay = bulk.layout(spec.case)
-    fields = bulk.values(lay, seeds)
+    lay = case_template(spec.case)
+    fields = case_values(lay, seeds)
     fields["rewards"] = rewards
     loss, kappa, errors = bulk.coefficients(fn, lay.rollout, fields, bulk.Mode(True))
     assert errors == [None] * len(seeds)

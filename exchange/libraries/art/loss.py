@@ -42,7 +42,7 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
-from exchange.core.vocabulary import verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
 from exchange.libraries.wheel import Permissive, exec_file, package_dir, permissive_module, stub, stubbed
 from exchange.objectives.objective import Expected
@@ -242,4 +242,4 @@ def expected(loss: str, params: Mapping[str, Any] | None = None) -> dict[str, Ex
         off.add("M1.sequence_weight")
     if p["kimi_k2_tau"]:
         off.add("M6.event_term_on_kept" if p["drop_zero_advantage_trajectories"] else "M6.event_term")
-    return {"on_policy": verdict_of(*on), "off_policy": verdict_of(*off)}
+    return per_regime(verdict_of(*on), verdict_of(*off))

@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.core.vocabulary import verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
 from exchange.libraries.wheel import exec_file, package_dir, stub, stubbed
 from exchange.errors import InvalidArgument, RolloutError
@@ -208,5 +208,5 @@ def expected(estimator: str, params: Mapping[str, Any] | None = None) -> dict[st
     off = on | {"M2.sign_clip"}
     if p["policy_loss_type"] == "gspo":
         off.add("M1.sequence_weight")
-    return {"on_policy": verdict_of(*on), "off_policy": verdict_of(*off)}
+    return per_regime(verdict_of(*on), verdict_of(*off))
 

@@ -43,7 +43,7 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
-from exchange.core.vocabulary import verdict_of
+from exchange.core.vocabulary import Regime, per_regime, verdict_of
 from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
 from exchange.libraries.wheel import Permissive, exec_file, package_dir, stub, stubbed
 from exchange.objectives.objective import Expected
@@ -249,9 +249,8 @@ def expected(policy: str, params: Mapping[str, Any] | None = None) -> dict[str, 
         off.add("M2.sign_clip")
     if policy == "gspo":
         off.add("M1.sequence_weight")
-    out = {}
-    for regime, facets in (("on_policy", on), ("off_policy", off)):
-        if policy in ("clip_cov", "kl_cov"):
-            facets = facets | expected_of(policy)[regime].facets
-        out[regime] = verdict_of(*facets)
-    return out
+    if policy in ("clip_cov", "kl_cov"):
+        catalog = expected_of(policy)
+        on |= catalog[Regime.ON_POLICY].facets
+        off |= catalog[Regime.OFF_POLICY].facets
+    return per_regime(verdict_of(*on), verdict_of(*off))

@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.core.vocabulary import verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.libraries.versions import library_loss, parse_params, require
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
@@ -330,5 +330,5 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     if str(p["mask_truncated_completions"]).lower() in ("true", "1", "yes"):
         on.add("M4.not_zero_sum")
     off |= on
-    return {"on_policy": verdict_of(*on), "off_policy": verdict_of(*off)}
+    return per_regime(verdict_of(*on), verdict_of(*off))
 

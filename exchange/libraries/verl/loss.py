@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.core.vocabulary import verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.libraries.versions import library_loss, parse_params, require
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
@@ -230,4 +230,4 @@ def expected(loss: str, mode: str, params: Mapping[str, Any] | None = None) -> d
         off.add("M2.sign_clip")
     if loss in ("gspo", "geo_mean"):
         off.add("M1.sequence_weight")
-    return {"on_policy": verdict_of(*on), "off_policy": verdict_of(*off)}
+    return per_regime(verdict_of(*on), verdict_of(*off))
