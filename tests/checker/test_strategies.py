@@ -37,8 +37,8 @@ def test_impossible_bounds_raise_invalid_argument(kwargs, message):
 
 
 @given(xst.mutations(off_policy=True))
-def test_mutations_keep_the_shared_prefix(pair):
-    case, mutation = pair
+def test_mutations_keep_the_shared_prefix(example):
+    case, mutation = example.case, example.mutation
     variant = mutation.apply(case)
     for g, (a, b) in enumerate(zip(case.groups, variant.groups)):
         p = common_prefix(a.responses)
