@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from exchange.errors import InvalidArgument, ObjectiveError
-from exchange.core.rollout import _LOGPROB_SLACK, Rollout
+from exchange.core.rollout import LOGPROB_SLACK, Rollout
 
 __all__ = ["LossFn", "token_coefficients", "loss_and_coefficients", "token_coefficients_batched"]
 
@@ -70,7 +70,7 @@ def loss_and_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -
         )
     if not torch.isfinite(logprobs).all():
         raise InvalidArgument("logprobs has non-finite values. Replace NaN/inf (padding: use 0).")
-    positive = rollout.mask & (logprobs > _LOGPROB_SLACK)
+    positive = rollout.mask & (logprobs > LOGPROB_SLACK)
     if bool(positive.any()):
         i, t = positive.nonzero()[0].tolist()
         raise InvalidArgument(

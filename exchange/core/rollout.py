@@ -18,10 +18,10 @@ from torch import Tensor
 
 from exchange.errors import RolloutError
 
-__all__ = ["Rollout", "FIELD_DTYPES"]
+__all__ = ["Rollout", "FIELD_DTYPES", "LOGPROB_SLACK"]
 
 # A log-probability may exceed 0 only by float round-off.
-_LOGPROB_SLACK = 1e-6
+LOGPROB_SLACK = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -334,13 +334,13 @@ def _validate(r: Rollout) -> None:
         )
     for name in ("old_logprobs", "ref_logprobs", "logprobs"):
         value = getattr(r, name)
-        if value is not None and (value[r.mask] > _LOGPROB_SLACK).any():
+        if value is not None and (value[r.mask] > LOGPROB_SLACK).any():
             raise _fail(
                 name,
                 f"has a positive log-probability {value[r.mask].max().item():.4g}",
                 "Pass log-probabilities (<= 0), not probabilities or logits.",
             )
-    if r.entropy is not None and (r.entropy[r.mask] < -_LOGPROB_SLACK).any():
+    if r.entropy is not None and (r.entropy[r.mask] < -LOGPROB_SLACK).any():
         raise _fail("entropy", f"has a negative entropy {r.entropy[r.mask].min().item():.4g}", "Entropies are >= 0.")
     if (r.prompt_tokens is None) != (r.prompt_mask is None):
         raise _fail("prompt_mask", "prompt_tokens and prompt_mask must be given together", "Pass both or neither.")
