@@ -115,8 +115,7 @@ class LibraryRow:
     @property
     def name(self) -> str:
         """``target`` plus its params as the CLI spells them."""
-        flags = " ".join(f"--param {k}={v}" for k, v in self.params.items())
-        return f"{self.target} {flags}".strip()
+        return " ".join([self.target, *(f"--param {k}={v}" for k, v in self.params.items())])
 
     @property
     def library(self) -> str:
