@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 
 def _cell(res) -> str:
-    if res.holds and res.note.startswith("holds up to"):
-        return f"[green]holds[/green] up to {res.note.split()[3]} round-off ({res.examples} ex)"
+    if res.holds and res.round_off:
+        return f"[green]holds[/green] up to {res.round_off} round-off ({res.examples} ex)"
     if res.holds:
         return f"[green]holds[/green] ({res.examples} ex)"
     return f"[red]BROKEN[/red] ({res.found_by})"

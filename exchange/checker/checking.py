@@ -27,7 +27,7 @@ from exchange.checker.cases import build
 from exchange.checker.precision import resolve_precision
 from exchange.checker.probes import PROBES, run_probes
 from exchange.checker.properties import PROPERTIES, TOLERANCES, Evaluation, get_property
-from exchange.checker.report import PropertyResult, RegularizerReport, Report
+from exchange.checker.report import FoundBy, PropertyResult, RegularizerReport, Report
 from exchange.checker.reproduce import reproduce_line
 from exchange.checker.search import Search, search
 from exchange.checker.time_limit import time_limited
@@ -199,7 +199,7 @@ def check(
                           and not p.evaluations[prop_name].residual <= tol), None)
             if broke is not None:
                 results[(prop_name, regime)] = _failed(prop_name, regime, tol, broke.evaluations[prop_name],
-                                                       f"probe {broke.probe.name}", 1, 1)
+                                                       FoundBy(probe=broke.probe.name), 1, 1)
                 continue
             probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
             if progress is not None:
@@ -211,14 +211,15 @@ def check(
                 continue
             res = PropertyResult(
                 name=prop_name, regime=regime, holds=True, max_residual=max(tally.max_residual, probe_max),
-                examples=tally.examples, informative=tally.informative, tolerance=tol, found_by="",
+                examples=tally.examples, informative=tally.informative, tolerance=tol,
                 theorems=PROPERTY_THEOREMS.get(prop_name, ()),
             )
             if res.max_residual > prop.tolerance:
+                res.round_off = precision
                 res.note = f"holds up to {precision} round-off (residual {res.max_residual:.2g} > float64 tolerance {prop.tolerance:g})"
             if tally.informative < MIN_INFORMATIVE_SHARE * max(tally.examples, 1):
                 res.holds = False
-                res.found_by = "vacuity guard"
+                res.found_by = FoundBy(vacuity=True)
                 res.note = (
                     f"inconclusive: only {tally.informative} of {tally.examples} examples could have failed; "
                     "raise max_examples"

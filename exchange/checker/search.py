@@ -18,6 +18,7 @@ from exchange.checker import bulk
 from exchange.checker.cases import build
 from exchange.checker.examples import Example
 from exchange.checker.properties.base import Evaluation, Property
+from exchange.checker.report import FoundBy
 from exchange.checker.shrinking import shrink as greedy_shrink
 from exchange.core.coefficients import Engine
 from exchange.errors import InvalidArgument, ObjectiveError
@@ -115,24 +116,23 @@ def _hypothesis(engine: Engine, prop: Property, regime: str, max_examples: int, 
 
 
 def search(engine: Engine, prop: Property, regime: str, max_examples: int, seed: int, tolerance: float,
-           how: Search) -> tuple[Tally, Evaluation | None, str]:
-    """``(tally, failure or None, found_by)`` for ``prop`` in ``regime``."""
+           how: Search) -> tuple[Tally, Evaluation | None, FoundBy | None]:
+    """``(tally, failure or None, how it was found)`` for ``prop`` in ``regime``."""
     tally = Tally()
     if how.fuzzer == "per_example":
         failure = _hypothesis(engine, prop, regime, max_examples, seed, tolerance, how, tally)
-        return tally, failure, ("fuzz (shrunk)" if how.shrink else "fuzz (not shrunk)") if failure else ""
+        return tally, failure, FoundBy(fuzzer="per_example", shrunk=how.shrink) if failure else None
     found = bulk.run(engine, prop, regime, max_examples, seed, tolerance, use_vmap=how.use_vmap)
     tally.add(found.examples, found.informative, found.max_residual)
     if found.failure is None:
-        return tally, None, ""
+        return tally, None, None
     if not how.shrink:
         ev = found.evaluation or evaluate_or_error(engine, prop, found.failure, regime)
-        return tally, ev, "fuzz (bulk, not shrunk)"
+        return tally, ev, FoundBy(fuzzer="bulk", shrunk=False)
     failure = _hypothesis(engine, prop, regime, max_examples, seed, tolerance, how, tally)
-    if failure is not None:
-        return tally, failure, "fuzz (shrunk)"
-
-    return tally, shrink_failure(engine, prop, found.failure, regime, tolerance), "fuzz (bulk, shrunk)"
+    if failure is not None:  # Hypothesis found and shrank its own
+        return tally, failure, FoundBy(fuzzer="per_example", shrunk=True)
+    return tally, shrink_failure(engine, prop, found.failure, regime, tolerance), FoundBy(fuzzer="bulk", shrunk=True)
 
 
 def shrink_failure(engine: Engine, prop: Property, example: Example, regime: str, tolerance: float) -> Evaluation:

@@ -168,7 +168,7 @@ def test_a_planted_break_is_found_and_shrunk():
     report = check(_three_group_break, properties=("shared_cancellation",), max_examples=20, seed=0)
     for regime in REGIMES:
         res = report.result("shared_cancellation", regime)
-        assert not res.holds and res.found_by.startswith("fuzz")
+        assert not res.holds and res.found_by.fuzzer and not res.found_by.probe
         cx = res.counterexample
         assert cx.n_groups == 3 and cx.n == 6  # three groups of two responses: minimal
         assert int(cx.lengths.max()) <= 2
@@ -185,7 +185,8 @@ def test_without_shrinking_the_verdict_is_the_same_and_the_counterexample_still_
     for regime in REGIMES:
         a, b = shrunk.result("shared_cancellation", regime), found.result("shared_cancellation", regime)
         assert not a.holds and not b.holds
-        assert b.found_by == ("fuzz (bulk, not shrunk)" if bulk_path else "fuzz (not shrunk)")
+        assert str(b.found_by) == ("fuzz (bulk, not shrunk)" if bulk_path else "fuzz (not shrunk)")
+        assert b.found_by.fuzzer == fuzzer and not b.found_by.shrunk
         assert b.max_residual > prop.tolerance  # the reported group really breaks (C)
         assert b.counterexample.n_groups >= 3  # the planted break needs three groups
         if bulk_path:  # as found: no smaller than the minimal one, usually larger
