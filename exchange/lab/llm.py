@@ -179,7 +179,13 @@ def task_tokenizer():
 
     from exchange.lab.tasks import EOS, PAD, VOCAB_SIZE
 
-    assert len(TASK_WORDS) == VOCAB_SIZE and TASK_WORDS[PAD] == "<pad>" and TASK_WORDS[EOS] == "<eos>"
+    if len(TASK_WORDS) != VOCAB_SIZE or TASK_WORDS[PAD:PAD + 1] != ("<pad>",) or TASK_WORDS[EOS:EOS + 1] != ("<eos>",):
+        raise RuntimeError(
+            f"exchange.lab.llm.TASK_WORDS (len={len(TASK_WORDS)}, at PAD {TASK_WORDS[PAD:PAD + 1]}, "
+            f"at EOS {TASK_WORDS[EOS:EOS + 1]}) "
+            f"no longer matches exchange.lab.tasks (VOCAB_SIZE={VOCAB_SIZE}, PAD={PAD}, EOS={EOS}): give TASK_WORDS "
+            "one word per task id, '<pad>' at PAD and '<eos>' at EOS"
+        )
     tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(TASK_WORDS)}, unk_token="<pad>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")

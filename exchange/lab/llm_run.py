@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from exchange.core.metric_keys import INTEGRATION_KEYS
 from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
 from exchange.lab.runlog import (
@@ -54,14 +55,16 @@ from exchange.lab.runlog import (
 
 __all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm"]
 
-# TRL log key -> harness key (the CPU harness's namespaces; other TRL keys go under trl/)
+# TRL log key -> harness key (the CPU harness's namespaces; other TRL keys go under trl/).
+# exchange's own integration keys (exchange.core.metric_keys) are harness keys already and
+# keep their names; where the harness's instruments measure the same quantity (the shared
+# residual, per micro-batch as on the CPU), the instrument's value is the one kept.
 KEY_MAP = {
     "reward": "charts/reward", "loss": "losses/loss", "entropy": "entropy/all",
     "completions/mean_length": "charts/length", "kl": "kl/ref", "grad_norm": "losses/grad_norm",
     "clip_ratio/low_mean": "clip/frac_low", "clip_ratio/high_mean": "clip/frac_high",
     "clip_ratio/region_mean": "clip/frac_region", "learning_rate": "losses/lr",
-    "exchange/shared_residual": "tax/integration_shared_residual", "exchange/shared_events": "tax/shared_events",
-    "exchange/learning_tax": "tax/integration_learning_tax",
+    **{key: key for key in INTEGRATION_KEYS},
 }
 N_TRAIN_PROMPTS = 4096
 """Size of the training prompt set (fixed, so a resume with a larger max_steps sees the same data)."""
