@@ -193,7 +193,8 @@ def derive_expected(base: Objective, transforms: tuple[str, ...]) -> dict[str, E
     unequal weights: (E) only, section 4b). The verdict is then the rule
     (:func:`exchange.core.vocabulary.verdict_of`) applied to the remaining facets.
     """
-    assert base.factors is not None
+    if base.factors is None:
+        raise InvalidArgument(f"objective={base.name!r} is not in the factored form: no transformation applies.")
     out: dict[str, Expected] = {}
     for regime in REGIMES:
         facets = set(base.expected[regime].facets)
@@ -235,8 +236,7 @@ def apply_transforms(base: Objective, transforms: list[str], catalog: list[Objec
     if not transforms:
         return base
     _check_sequence(base, list(transforms), catalog)
-    factors = base.factors
-    assert factors is not None
+    factors = base.factors  # not None: _check_sequence refused an objective without factors
     for t in transforms:
         factors = TRANSFORMS[t](factors)
     name = "+".join([base.name, *transforms])

@@ -51,7 +51,7 @@ def _t1(G: int | None) -> ClaimResult:
     G = G or 3
     rows, ok = [], True
     for name in spec_names():
-        d = derive(name, G)
+        d = derive(name, G, off_policy=False)  # T1 is an on-policy statement
         # HAPO's entropy shift makes the per-token advantages non-zero-sum (M4).
         reads_entropy = any(k.free_symbols & set(d.group.z) for k in d.kappa)
         zero_sum = sp.simplify(sp.Add(*d.advantage.centred)) == 0 and not reads_entropy

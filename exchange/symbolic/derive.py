@@ -199,14 +199,17 @@ def _closed_form_cached(name: str, G: int, opts_items: tuple) -> ClosedForm:
     return ClosedForm(name, G, opts, spec.advantages(g, opts), J, kappa, K, g, P, spec.notes)
 
 
-def derive(objective: str, G: int = 3, *, all_regions: bool = False, **overrides: Any) -> Derivation:
+def derive(objective: str, G: int = 3, *, all_regions: bool = False, off_policy: bool = True,
+           **overrides: Any) -> Derivation:
     """Derive the closed form of catalog objective ``objective`` for a group of ``G``.
 
     ``overrides`` set hyperparameters as in ``Objective.bind`` (the clip bounds stay
     symbolic; their values only pick the witness points of the regions and matter for
     options such as ``eps_low=None``). Sequence ratios (GSPO) have ``3^G`` regions; only
     the three homogeneous ones are analysed unless ``all_regions=True`` (``G <= 3``).
-    Cached per (objective, G, all_regions, overrides).
+    ``off_policy=False`` analyses the on-policy point alone (the off-policy regions are
+    most of the cost: SAPO's soft gates take seconds). Cached per (objective, G,
+    all_regions, off_policy, overrides).
     Raises ``NoClosedForm`` for objectives without a closed form.
     """
     from exchange.errors import InvalidArgument
@@ -214,11 +217,11 @@ def derive(objective: str, G: int = 3, *, all_regions: bool = False, **overrides
     spec, opts_items = _check(objective, G, overrides)
     if all_regions and G > 3:
         raise InvalidArgument(f"all_regions=True with G={G}: 3^G regions; use G <= 3.")
-    return _derive_cached(spec.name, G, all_regions, opts_items)
+    return _derive_cached(spec.name, G, all_regions, off_policy, opts_items)
 
 
 @functools.lru_cache(maxsize=64)
-def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> Derivation:
+def _derive_cached(name: str, G: int, all_regions: bool, off_policy: bool, opts_items: tuple) -> Derivation:
     cf = _closed_form_cached(name, G, opts_items)
     g, P, K, adv, opts = cf.group, cf.P, cf.K, cf.advantage, cf.options
     witness_params = {P[k]: sp.nsimplify(opts[k]) for k in P if isinstance(opts.get(k), (int, float))}
@@ -238,7 +241,7 @@ def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> D
     on_region = Region("on-policy (every ratio = 1)", {**witness_params, **tr.witness}, Regime.ON_POLICY)
     assumptions = spec.assumptions(P)
     verdicts = [_verdict(K.xreplace(on), on_region, z, g, adv, patterns, assumptions) for z in z_states]
-    for region in regions:
+    for region in regions if off_policy else ():
         verdicts += [_verdict(K, region, z, g, adv, patterns, assumptions) for z in z_states]
     return Derivation(
         objective=name, G=G, options=opts, advantage=adv, surrogate=cf.surrogate, kappa=cf.kappa,
