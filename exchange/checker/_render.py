@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from exchange.checker.properties import finite
 from exchange.core.formatting import rollout_table
 from exchange.core.vocabulary import MECHANISMS, REGIME_LABELS
 
@@ -45,7 +46,7 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
             where = [REGIME_LABELS.get(r, r) for r in report.regimes if m in report.mechanisms_by_regime.get(r, [])]
             console.print(f"  {m} ({', '.join(where)}): {MECHANISMS[m].description if m in MECHANISMS else ''}")
     elif not report.all_hold:
-        if "finite" in report.properties and not report.holds("finite"):
+        if finite.NAME in report.properties and not report.holds(finite.NAME):
             console.print("mechanisms: none attributed: the loss or its gradient is not finite (fix that first)")
         else:
             console.print("mechanisms: none attributed by the probes (see the counterexamples)")

@@ -1,87 +1,17 @@
-"""Naming the mechanism (THEORY.md section 4, attribution rules).
+"""Which mechanisms a report names (THEORY.md section 4, attribution rules).
 
-A probe's break names its mechanism only when the break has that mechanism's pattern:
-the signatures below, each ``(engine, probe, evaluation) -> mechanism id or ""``. Then
-:func:`attributed` keeps the mechanisms that explain a property that was asked for,
-beyond the loss's round-off, and :func:`design_choice` decides M7.
+The probes' own signatures (:mod:`exchange.checker.signatures`) decide which mechanism a
+break has; here :func:`attributed` keeps those that explain a property that was asked
+for, beyond the loss's round-off, and :func:`design_choice` decides M7, whose rule
+combines properties: (E) broken while (C) and (Z) hold.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from exchange.checker.properties import exchangeable, finite, shared_cancellation, zero_sum
+from exchange.checker.tolerances import at_precision
 
-import torch
-
-from exchange.checker.cases import GroupConfig, build, common_prefix
-from exchange.checker.tolerances import SIGNATURE_RTOL, TINY, ZERO_COLUMN, at_precision
-from exchange.core.coefficients import Engine
-
-__all__ = ["affine_in_rewards", "per_response_rescaling", "common_shift", "attributed", "design_choice"]
-
-# Four distinct advantages, two of each sign: (0.125, -0.875, -0.375, 1.125).
-_SIGN_SPLIT_REWARDS = (1.0, 0.0, 0.5, 2.0)
-
-
-def affine_in_rewards(engine: Engine, probe, ev) -> str:
-    """M4 from a baseline that is not the group mean (OPO's length-weighted one): every
-    shared column of group 0 gives equal coefficients to responses with equal rewards."""
-    rollout, kappa = ev.rollout, ev.kappa
-    p = common_prefix(probe.case.groups[0].responses)
-    rows = (rollout.group == 0).nonzero().flatten()
-    rewards = rollout.rewards[rows]
-    if p == 0:
-        return ""
-    for t in range(p):
-        col = kappa[rows, t]
-        scale = float(col.abs().max()) + TINY
-        for r in rewards.unique():
-            same = col[rewards == r]
-            if float(same.max() - same.min()) > SIGNATURE_RTOL * scale:
-                return ""
-    return probe.mechanism
-
-
-def per_response_rescaling(engine: Engine, probe, ev) -> str:
-    """M3: after the mutated response's suffix changed, every other response's first
-    shared coefficient rescales by one common factor and the mutated one's by another (a
-    per-response weight such as ``1/L_i``)."""
-    g, mutated = probe.mutation.group, probe.mutation.response
-    if common_prefix(probe.case.groups[g].responses) == 0:
-        return ""
-    rows = (ev.rollout.group == g).nonzero().flatten()
-    alpha, alpha_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
-    scale = float(alpha.abs().max())
-    ok = alpha.abs() > ZERO_COLUMN * scale
-    if not bool(ok[mutated]) or int(ok.sum()) < 3:
-        return ""
-    q = alpha_v / torch.where(ok, alpha, torch.ones_like(alpha))
-    others = [float(q[i]) for i in range(len(q)) if i != mutated and bool(ok[i])]
-    ref = others[0]
-    same = all(abs(x - ref) <= SIGNATURE_RTOL * abs(ref) for x in others)
-    return probe.mechanism if same and abs(float(q[mutated]) - ref) > SIGNATURE_RTOL * abs(ref) else ""
-
-
-def common_shift(engine: Engine, probe, ev) -> str:
-    """M6 rather than M2: on a group with four distinct advantages, the moved event's
-    variant coefficients are ``c * base + d`` with one ``c`` and one ``d`` for every
-    occurrence (a shift common to all occurrences, M6), not a scaling split by the sign
-    of the advantage (M2)."""
-    grp = probe.case.groups[0]
-    case = replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, _SIGN_SPLIT_REWARDS),))
-    variant_case = probe.mutation.apply(case)
-    t = max(len(r) for c in (case, variant_case) for g in c.groups for r in g.responses)
-    base, variant = build(replace(case, pad_to=t)), build(replace(variant_case, pad_to=t))
-    kappa, kappa_v = engine([base, variant])
-    shared = case.shared_keys(0)
-    t = min(probe.mutation.position, len(shared) - 1)
-    b, v = kappa[:, t], kappa_v[:, t]
-    if not (bool(torch.isfinite(b).all()) and bool(torch.isfinite(v).all())):
-        return probe.mechanism
-    design = torch.stack([b, torch.ones_like(b)], dim=1)
-    coef = torch.linalg.lstsq(design, v[:, None]).solution.flatten()
-    scale = float(v.abs().max()) + TINY
-    exact = float((design @ coef - v).abs().max()) <= SIGNATURE_RTOL * scale
-    return "M6" if exact and abs(float(coef[1])) > SIGNATURE_RTOL * scale else probe.mechanism
+__all__ = ["attributed", "design_choice"]
 
 
 def attributed(results, names, tolerances: dict[str, float], precision: str) -> list[str]:
@@ -96,11 +26,11 @@ def attributed(results, names, tolerances: dict[str, float], precision: str) -> 
         own = r.evaluations.get(own_name)
         if own is not None and own.residual <= at_precision(tolerances[own_name], precision):
             continue
-        cancel = r.evaluations.get("shared_cancellation")
+        cancel = r.evaluations.get(shared_cancellation.NAME)
         if own_name in names or (
-            "shared_cancellation" in names
+            shared_cancellation.NAME in names
             and cancel is not None
-            and cancel.residual > at_precision(tolerances["shared_cancellation"], precision)
+            and cancel.residual > at_precision(tolerances[shared_cancellation.NAME], precision)
         ):
             out.add(r.mechanism)
     return sorted(out)
@@ -109,12 +39,12 @@ def attributed(results, names, tolerances: dict[str, float], precision: str) -> 
 def design_choice(probe_results, names, results, regime, found, tolerances: dict[str, float], precision: str) -> bool:
     """M7 (THEORY.md section 4): (E) broken while (C) holds in every example, with
     zero-sum coefficients, and no defect mechanism explains the break."""
-    ex = results[("exchangeable", regime)] if "exchangeable" in names else None
+    ex = results[(exchangeable.NAME, regime)] if exchangeable.NAME in names else None
     if found or ex is None or ex.holds or ex.counterexample is None:  # a vacuity verdict explains nothing
         return False
-    if "finite" in names and not results[("finite", regime)].holds:
+    if finite.NAME in names and not results[(finite.NAME, regime)].holds:
         return False
-    for prop in ("zero_sum", "shared_cancellation"):
+    for prop in (zero_sum.NAME, shared_cancellation.NAME):
         if prop in names and not results[(prop, regime)].holds:
             return False
         tol = at_precision(tolerances[prop], precision)

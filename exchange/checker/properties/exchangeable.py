@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker import generators
-from exchange.checker.attribution import common_shift, per_response_rescaling
+from exchange.checker.signatures import common_shift, per_response_rescaling
 from exchange.checker.cases import Case, GroupConfig, build, common_prefix
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
@@ -24,6 +24,7 @@ from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluati
                                               configurations)
 from exchange.checker.properties.residuals import (as_residual, cancellation, cancellation_mismatches,
                                                    direction_spread, fmt, tied_groups)
+from exchange.checker.properties import shared_cancellation
 from exchange.checker.properties.shared_cancellation import any_groups
 from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION
 from exchange.core.coefficients import Engine
@@ -131,7 +132,7 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
         evs = events(rollout)
         res = float(cancellation(kap[None], evs, evs.shared)[0])
         mism = cancellation_mismatches(rollout, kap, evs, evs.shared, RTOL_CANCEL)
-        result.evaluations["shared_cancellation"] = Evaluation(res, True, rollout, kap, mism, note=ex.note)
+        result.evaluations[shared_cancellation.NAME] = Evaluation(res, True, rollout, kap, mism, note=ex.note)
         if res > RTOL_CANCEL:
             break
     base_only = exchangeability(base, kappa, base, kappa, example.case, example.case, "base")

@@ -11,12 +11,13 @@ from __future__ import annotations
 import torch
 
 from exchange.checker import generators
-from exchange.checker.attribution import affine_in_rewards
+from exchange.checker.signatures import affine_in_rewards
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
+from exchange.checker.properties import shared_cancellation
 from exchange.checker.properties.residuals import cancellation, cancellation_mismatches, tied_groups
 from exchange.checker.tolerances import RTOL_CANCEL
 from exchange.core.coefficients import Engine
@@ -65,7 +66,7 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
             return result
         ev.note = f"probe {probe.name}: {probe.description}; the break has the mechanism's pattern"
     result.evaluations[NAME] = ev
-    result.evaluations["shared_cancellation"] = ev
+    result.evaluations[shared_cancellation.NAME] = ev
     result.mechanism = mechanism
     return result
 
