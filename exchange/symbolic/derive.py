@@ -35,6 +35,7 @@ from exchange.symbolic.cells import (
 )
 from exchange.symbolic.group import SymbolicGroup
 from exchange.symbolic.spec import AdvantageForm, SymbolicSpec
+from exchange.errors import InvalidArgument
 
 __all__ = ["ClosedForm", "Derivation", "RegionVerdict", "closed_form", "derive", "MAX_G"]
 
@@ -167,8 +168,6 @@ class Derivation:
 
 
 def _check(objective: str, G: int, overrides: dict) -> tuple[SymbolicSpec, tuple]:
-    from exchange.errors import InvalidArgument
-
     if isinstance(G, bool) or not isinstance(G, int) or not 2 <= G <= MAX_G:
         raise InvalidArgument(f"G={G!r} is out of range; use an int in 2..{MAX_G} (sympy work grows as 3^G).")
     spec = get_spec(objective)
@@ -212,8 +211,6 @@ def derive(objective: str, G: int = 3, *, all_regions: bool = False, off_policy:
     all_regions, off_policy, overrides).
     Raises ``NoClosedForm`` for objectives without a closed form.
     """
-    from exchange.errors import InvalidArgument
-
     spec, opts_items = _check(objective, G, overrides)
     if all_regions and G > 3:
         raise InvalidArgument(f"all_regions=True with G={G}: 3^G regions; use G <= 3.")
