@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from torch import Tensor
 
 from exchange.checker import generators
-from exchange.checker.cases import Case
+from exchange.checker.cases import Case, case_template, case_values
 from exchange.checker.draw import Draw, HypothesisDraw
 from exchange.checker.examples import Example, Layout
 from exchange.checker.mutations import Mutation
@@ -125,8 +125,6 @@ def configurations(case: Case, seeds: list[int], rewards: Tensor, constants: boo
     seeds and reward rows (``[K, ...]`` each); with ``constants`` also the fields that do
     not vary (tokens, mask, baselines, truncation) broadcast to ``[K, ...]``, for batches
     that mix two layouts of one shape."""
-    from exchange.checker.cases import case_template, case_values
-
     tmpl = case_template(case)
     fields = case_values(tmpl, seeds)
     fields["rewards"] = rewards

@@ -47,6 +47,7 @@ from exchange.core.vocabulary import Regime, per_regime, verdict_of
 from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
 from exchange.libraries.wheel import Permissive, exec_file, package_dir, stub, stubbed
 from exchange.objectives.objective import Expected
+from exchange.objectives import expected_of
 
 __all__ = ["POLICY_LOSSES", "REDUCTIONS", "ESTIMATORS", "DEFAULTS", "loss_fn", "advantages", "expected"]
 
@@ -235,8 +236,6 @@ def expected(policy: str, params: Mapping[str, Any] | None = None) -> dict[str, 
     reduction and estimator above. The batch whitening is a token-weighted centre that is
     not the group's own (``M4.length_weighted`` and ``M4.foreign_centre``).
     """
-    from exchange.objectives import expected_of
-
     p = dict(DEFAULTS)
     p.update(params or {})
     on: set[str] = set()
