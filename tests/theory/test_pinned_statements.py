@@ -135,6 +135,8 @@ MUTATIONS = [
 
 
 @pytest.mark.coq
+# ~8-10 s: the slow tier (the full suite, what CI runs, includes it; -m "not slow" stays under 3 minutes)
+@pytest.mark.slow
 @pytest.mark.parametrize("file,theorem,replacement", MUTATIONS, ids=["weakened", "contradictory"])
 def test_mutated_statement_fails_exchange_proofs(coqc, mutate, capsys, file, theorem,
                                                  replacement):
@@ -149,6 +151,8 @@ def test_mutated_statement_fails_exchange_proofs(coqc, mutate, capsys, file, the
 
 
 @pytest.mark.coq
+# ~12 s when it builds its mutation alone: the slow tier (the full suite, what CI runs, includes it)
+@pytest.mark.slow
 def test_mutated_statement_fails_the_ci_test_path(coqc, mutate):
     dev = mutate(*MUTATIONS[0])
     env = {**os.environ, "CI": "true", "EXCHANGE_PROOFS_DIR": str(dev)}

@@ -116,6 +116,8 @@ def test_bad_targets_are_named():
         resolve("skyrl:regular", {"eps_clip": "0.2"})
 
 
+# ~6 s: the slow tier (the full suite, what CI runs, includes it; -m "not slow" stays under 3 minutes)
+@pytest.mark.slow
 def test_clip_cov_on_policy_is_the_catalogs_disagreement():
     """Clip-Cov's covariance mask selects by the advantage and prunes after centring, so
     the catalog's derivation predicts M2 and M4 and a broken (E) on-policy; the checker
