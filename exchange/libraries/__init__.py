@@ -19,12 +19,12 @@ openpipe-art==0.5.18.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from torch import Tensor
 
-from exchange.libraries.versions import INSTALL, SUPPORTED, LibraryError, installed_version, require
+from exchange.libraries.versions import SUPPORTED, LibraryError, installed_version, require
 from exchange.errors import InvalidArgument
 from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout

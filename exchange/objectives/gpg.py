@@ -11,7 +11,6 @@ either way alpha is a batch constant and the verdicts do not change. ``F_norm = 
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from exchange.core.vocabulary import per_regime, verdict_of

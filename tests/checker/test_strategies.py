@@ -2,7 +2,6 @@
 
 import pytest
 from hypothesis import find, given
-from hypothesis import strategies as st
 
 from exchange import InvalidArgument
 from exchange.checker import strategies as xst

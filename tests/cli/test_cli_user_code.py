@@ -2,7 +2,6 @@
 exception (at import or inside the loss) is exit 2 and one line. Also --regularizer,
 --param for user functions, and module:function from the current directory."""
 
-import textwrap
 
 import pytest
 

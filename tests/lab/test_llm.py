@@ -3,7 +3,6 @@ and a CPU smoke test of experiments/llm/run_llm.py through TRL."""
 
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 

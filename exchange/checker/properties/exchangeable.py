@@ -30,7 +30,7 @@ from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECT
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
-from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
+from exchange.core.vocabulary import PROPERTY_SUMMARIES
 
 NAME = "exchangeable"
 

@@ -40,7 +40,7 @@ from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
-from exchange.libraries.wheel import Permissive, exec_file, package_dir, permissive_module, stub, stubbed
+from exchange.libraries.wheel import exec_file, package_dir, permissive_module, stub, stubbed
 from exchange.objectives.objective import Expected
 
 __all__ = ["LOSSES", "LEVELS", "DEFAULTS", "loss_fn", "advantages", "expected"]
