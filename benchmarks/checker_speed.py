@@ -1,11 +1,10 @@
 """Checker speed, measured in one run, interleaved, on one thread (no timed assertions
 anywhere in the tests). Prints:
 
-1. per objective: property evaluations (configurations) per second of ``check``, the
-   ratio of its time to a pure forward+backward replay of the very configurations it
-   evaluated (1.0 would be "the speed of autograd"), and the per-example Hypothesis path
-   (``checking.BULK = False``, the pre-bulk checker) on the same objective, interleaved:
-   its time, the speed-up, and whether the verdicts agree;
+1. per objective: property evaluations (configurations) per CPU second of ``check``, and
+   the per-example Hypothesis path (``check(..., fuzzer="per_example")``, the pre-bulk
+   checker) on the same objective, interleaved: its time, the speed-up, and whether the
+   verdicts agree;
 2. one bulk batch against plain autograd of the same configurations, scaling in G and L;
 3. event keys against autograd: ``cases.build`` and ``events()`` against one
    ``token_coefficients`` of the same batch, scaling in G and in L;
@@ -18,8 +17,9 @@ anywhere in the tests). Prints:
    between an earlier ``exchange/`` package under DIR (for example
    ``git archive <commit> exchange | tar -x -C DIR``) and this tree, ``--rounds`` times
    each, in CPU seconds of the process (one torch thread; far less sensitive to other
-   jobs on the machine than wall time); prints the best time of each side, the speed-up, and whether the verdicts and
-   example counts agree.
+   jobs on the machine than wall time); prints the best time of each side, their ratio,
+   whether the verdicts (every property, regime and mechanism) agree, and the example
+   counts.
 
     python benchmarks/checker_speed.py [--max-examples 200] [--audit 10 200] [--no-plain] [--baseline DIR]
 """
@@ -44,54 +44,27 @@ def _best(fn, repeat: int = 3) -> float:
 
 
 def checker_throughput(max_examples: int, plain: bool = True) -> None:
-    """``check`` per objective: property evaluations (configurations) per second, and
-    the ratio of its time to a plain forward+backward of the very configurations it
-    evaluated (bulk batches recorded through ``bulk.RECORD``, every other loss call
-    through a recorder); ``plain``: the per-example Hypothesis path (``BULK = False``)
-    interleaved with it, for the speed-up."""
+    """``check`` per objective: property evaluations (configurations) per CPU second;
+    ``plain``: the per-example Hypothesis path (``check(..., fuzzer="per_example")``)
+    interleaved with it, for the speed-up and the verdicts."""
     from exchange import check
-    from exchange.checker import bulk, checking
-    from exchange.core.coefficients import token_coefficients
     from exchange.objectives import get
 
     print(f"1. check(max_examples={max_examples}), one thread, CPU seconds of this process (other jobs on the machine"
-          " inflate wall time); replay = the same configurations, plain autograd"
-          + ("; per-example = the Hypothesis-only path, interleaved" if plain else ""))
-    print(f"{'objective':<12}{'evals':>7}{'check s':>9}{'evals/s':>9}{'replay s':>9}{'check/replay':>13}"
+          " inflate wall time)" + ("; per-example = the Hypothesis-only path, interleaved" if plain else ""))
+    print(f"{'objective':<12}{'evals':>7}{'check s':>9}{'evals/s':>9}"
           + (f"{'per-ex s':>9}{'per-ex ev/s':>12}{'speed-up':>9}{'same verdicts':>14}" if plain else ""))
     for name in _OBJECTIVES:
         fn = get(name).bind()
-        calls = []
-
-        def recorder(logprobs, rollout, fn=fn):
-            if not torch._C._functorch.is_batchedtensor(logprobs):  # vmapped: bulk.RECORD has them
-                calls.append((logprobs.detach().clone(), rollout))
-            return fn(logprobs, rollout)
-
-        recorder.__name__ = name
-        bulk.RECORD = calls
-        checking.BULK = True
-        try:
-            t0 = time.process_time()
-            report = check(recorder, max_examples=max_examples, seed=0)
-            t_check = time.process_time() - t0
-        finally:
-            bulk.RECORD = None
-        examples = sum(r.examples for r in report.results.values())
         t0 = time.process_time()
-        for logprobs, rollout in calls:
-            token_coefficients(fn, logprobs, rollout)
-        t_replay = time.process_time() - t0
-        line = (f"{name:<12}{examples:>7}{t_check:>9.2f}{examples / t_check:>9.0f}{t_replay:>9.2f}"
-                f"{t_check / t_replay:>12.2f}x")
+        report = check(fn, max_examples=max_examples, seed=0)
+        t_check = time.process_time() - t0
+        examples = sum(r.examples for r in report.results.values())
+        line = f"{name:<12}{examples:>7}{t_check:>9.2f}{examples / t_check:>9.0f}"
         if plain:
-            checking.BULK = False
-            try:
-                t0 = time.process_time()
-                old = check(fn, max_examples=max_examples, seed=0)
-                t_old = time.process_time() - t0
-            finally:
-                checking.BULK = True
+            t0 = time.process_time()
+            old = check(fn, max_examples=max_examples, seed=0, fuzzer="per_example")
+            t_old = time.process_time() - t0
             old_examples = sum(r.examples for r in old.results.values())
             same = {k: v.holds for k, v in old.results.items()} == {k: v.holds for k, v in report.results.items()}
             line += f"{t_old:>9.2f}{old_examples / t_old:>12.0f}{t_old / t_check:>8.1f}x{str(same):>14}"
@@ -101,37 +74,34 @@ def checker_throughput(max_examples: int, plain: bool = True) -> None:
 def bulk_scaling() -> None:
     """One bulk batch (8 configurations of one layout, (C) off-policy) against plain
     autograd of the same 8 configurations, scaling in G and L."""
+    import random
+
     from exchange.checker import bulk
-    from exchange.checker.cases import Case, GroupConfig
+    from exchange.checker.cases import Case, GroupConfig, build
+    from exchange.checker.draw import RandomDraw
+    from exchange.checker.examples import Example, Layout
+    from exchange.checker.properties import PROPERTIES
     from exchange.core.coefficients import token_coefficients
     from exchange.objectives import get
 
     fn = get("dapo").bind()
+    prop = PROPERTIES["shared_cancellation"]
     k = 8
     print(f"\n2. bulk evaluation of {k} configurations of one layout ((C), off-policy, dapo; best of 3)"
           " vs plain autograd of each")
     print(f"{'G':>4}{'L':>6}{'bulk ms':>9}{'per config us':>15}{'autograd ms':>12}{'bulk/autograd':>14}")
-    gen = torch.Generator().manual_seed(0)
     for g, length in ((2, 8), (8, 8), (32, 8), (8, 32), (8, 128), (8, 512)):
         rng = torch.Generator().manual_seed(g * 1000 + length)
         prefix = tuple(torch.randint(0, 4, (length // 4,), generator=rng).tolist())
         responses = tuple(prefix + tuple(torch.randint(0, 4, (length - len(prefix),), generator=rng).tolist()) for _ in range(g))
         case = Case(groups=(GroupConfig(responses, (0.0,) * g),), off_policy=True)
-        spec = bulk.Spec("shared_cancellation", case, [("binary", "continuous", "tied")], distinct=[False])
+        lay = Layout(Example(case), (("binary", "continuous", "tied"),), (False,))
         seeds = list(range(k))
-        rewards = bulk._draw_rewards(gen, k, spec)
-        t_bulk = _best(lambda: bulk.evaluate(fn, spec, seeds, rewards, True))
-        rollouts = [build_example(spec, s, rewards[j]) for j, s in enumerate(seeds)]
+        rewards = bulk.draw_rewards(RandomDraw(random.Random(0)), k, lay)
+        t_bulk = _best(lambda: bulk.evaluate(fn, prop, lay, seeds, rewards))
+        rollouts = [build(lay.complete(rewards[j], s).case) for j, s in enumerate(seeds)]
         t_ad = _best(lambda: [token_coefficients(fn, r.logprobs, r) for r in rollouts])
         print(f"{g:>4}{length:>6}{t_bulk * 1e3:>9.1f}{t_bulk / k * 1e6:>15.0f}{t_ad * 1e3:>12.1f}{t_bulk / t_ad:>13.2f}x")
-
-
-def build_example(spec, seed, rewards):
-    from exchange.checker import bulk
-    from exchange.checker.cases import build
-
-    ex = bulk.example(spec, seed, rewards)
-    return build(ex[0] if isinstance(ex, tuple) else ex)
 
 
 def _case(groups: int, g: int, length: int):
@@ -166,7 +136,7 @@ def event_keys() -> None:
 
 def real_batch() -> None:
     from exchange import Rollout
-    from exchange.checker.inspect import inspect
+    from exchange.checker.batch_analysis import inspect
     from exchange.core.coefficients import token_coefficients
     from exchange.core.events import events
     from exchange.objectives import get
@@ -217,24 +187,23 @@ _ONE_SIDE = """
 import json, sys, time, torch
 torch.set_num_threads(1)
 from exchange import check
-from exchange.core.coefficients import token_coefficients
 from exchange.objectives import get
 out = {}
 for name in sys.argv[2:]:
-    fn = get(name).bind(); calls = []
-    def rec(lp, r, fn=fn):
-        calls.append((lp.detach().clone(), r)); return fn(lp, r)
-    rec.__name__ = name
-    t0 = time.process_time(); rep = check(rec, max_examples=int(sys.argv[1]), seed=0); tc = time.process_time() - t0
-    t0 = time.process_time()
-    for lp, r in calls: token_coefficients(fn, lp, r)
-    out[name] = dict(check=tc, replay=time.process_time() - t0, examples=sum(r.examples for r in rep.results.values()),
-                     verdict=sorted((k[0], k[1], v.holds, v.examples, v.found_by) for k, v in rep.results.items()))
+    fn = get(name).bind()
+    t0 = time.process_time(); rep = check(fn, max_examples=int(sys.argv[1]), seed=0); tc = time.process_time() - t0
+    out[name] = dict(check=tc, examples=sum(r.examples for r in rep.results.values()),
+                     verdict=sorted((k[0], k[1], v.holds) for k, v in rep.results.items()),
+                     mechanisms={str(k): sorted(v) for k, v in rep.mechanisms_by_regime.items()})
 print(json.dumps(out))
 """
 
 
 def against_baseline(baseline: str, max_examples: int, rounds: int) -> None:
+    """``check`` of each objective in subprocesses, alternating between the ``exchange/``
+    under ``baseline`` and this tree: CPU seconds (best of ``rounds``), whether the
+    verdicts (every property, regime and mechanism) agree, and the example counts (the
+    event-key hash decides the configurations, so counts may differ between trees)."""
     import json
     import os
     from pathlib import Path
@@ -247,17 +216,22 @@ def against_baseline(baseline: str, max_examples: int, rounds: int) -> None:
         for label in order:
             env = dict(os.environ, PYTHONPATH=sides[label])
             out = subprocess.run([sys.executable, "-c", _ONE_SIDE, str(max_examples), *_OBJECTIVES], env=env,
-                                 capture_output=True, text=True, check=True, cwd="/")
+                                 capture_output=True, text=True, cwd="/")
+            if out.returncode != 0:
+                raise SystemExit(f"{label} ({sides[label]}) failed:\n{out.stderr[-2000:]}")
             runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
     print(f"\n6. check(max_examples={max_examples}) vs {baseline}: {rounds} interleaved rounds, best CPU time of each")
-    print(f"{'objective':<10}{'base ex/s':>10}{'new ex/s':>10}{'speed-up':>9}{'base check/replay':>18}"
-          f"{'new check/replay':>17}  same verdicts")
+    print(f"{'objective':<10}{'base s':>8}{'new s':>8}{'new/base':>9}{'base ex':>9}{'new ex':>8}  same verdicts")
+    total = {"baseline": 0.0, "this tree": 0.0}
     for name in _OBJECTIVES:
         b = min((r[name] for r in runs["baseline"]), key=lambda x: x["check"])
         n = min((r[name] for r in runs["this tree"]), key=lambda x: x["check"])
-        print(f"{name:<10}{b['examples'] / b['check']:>10.0f}{n['examples'] / n['check']:>10.0f}"
-              f"{b['check'] / n['check']:>8.2f}x{b['check'] / b['replay']:>17.1f}x{n['check'] / n['replay']:>16.1f}x"
-              f"  {b['verdict'] == n['verdict']}")
+        total["baseline"] += b["check"]
+        total["this tree"] += n["check"]
+        same = b["verdict"] == n["verdict"] and b["mechanisms"] == n["mechanisms"]
+        print(f"{name:<10}{b['check']:>8.2f}{n['check']:>8.2f}{n['check'] / b['check']:>8.2f}x"
+              f"{b['examples']:>9}{n['examples']:>8}  {same}")
+    print(f"{'all':<10}{total['baseline']:>8.2f}{total['this tree']:>8.2f}{total['this tree'] / total['baseline']:>8.2f}x")
 
 
 def main() -> None:

@@ -49,6 +49,7 @@ def run(with_callback: bool, a) -> float:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from exchange.core.metric_keys import SHARED_RESIDUAL
     from exchange.libraries.trl.callback import ExchangeCallback
 
     model, tok = _model_and_tokenizer(a.hidden, a.layers)
@@ -71,7 +72,7 @@ def run(with_callback: bool, a) -> float:
     trainer.add_callback(Clock())
     trainer.train()
     if with_callback:
-        assert any("exchange/shared_residual" in h for h in trainer.state.log_history)
+        assert any(SHARED_RESIDUAL in h for h in trainer.state.log_history)
     return (stamps[-1] - stamps[0]) / (len(stamps) - 1)  # the first step is the warm-up
 
 

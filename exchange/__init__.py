@@ -6,7 +6,8 @@ The public surface (THEORY.md is the spec):
 - :func:`token_coefficients`: ``kappa = -d loss / d logprobs``, float64, one backward pass.
 - :func:`events`, :func:`event_coefficients`, :func:`shared_events`,
   :func:`shared_residual`: events, their coefficients ``K_e``, and the share of
-  shared-event mass that does not cancel.
+  shared-event mass that does not cancel; :func:`shared_residual_parts` gives it with
+  its parts (:class:`SharedResidual`: ``abs_K``, ``mass``, ``events``, ``.value``).
 - :func:`inspect`: one real batch, exactly (no fuzzing): shared events, ``K_e``, the
   shared residual, per-group weight vectors, offending events, mechanism hints.
 - :func:`check` -> :class:`Report`: properties (Z), (E), (C) ..., mechanisms M1-M7,
@@ -31,8 +32,10 @@ _EXPORTS: dict[str, str] = {
     "event_coefficients": "exchange.core.events",
     "shared_events": "exchange.core.events",
     "shared_residual": "exchange.core.events",
+    "shared_residual_parts": "exchange.core.events",
+    "SharedResidual": "exchange.core.events",
     "check": "exchange.checker.checking",
-    "inspect": "exchange.checker.inspect",
+    "inspect": "exchange.checker.batch_analysis",
     "Report": "exchange.checker.report",
     "property_names": "exchange.checker.properties",
     "ExchangeError": "exchange.errors",

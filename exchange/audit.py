@@ -18,6 +18,7 @@ from typing import Any
 # Torch-free at import: the parent process only schedules rows and renders them, so
 # that the workers start at once (each pays its own torch import, ~2 s).
 from exchange.core.vocabulary import MECHANISMS, PROPERTY_LETTERS, PROPERTY_NAMES, PROPERTY_SUMMARIES, REGIMES, Expected
+from exchange.targets import LIBRARY_PREFIXES, TargetSpec
 
 
 __all__ = ["AuditRow", "audit", "audit_targets", "to_markdown"]
@@ -47,23 +48,28 @@ class AuditRow:
         return True
 
 
-def audit_targets(variants: bool = False, families: bool = True, libraries: bool = False) -> list[str]:
+def audit_targets(variants: bool = False, families: bool = True, libraries: bool = False) -> list[TargetSpec]:
     """Built-in objective families, then (``variants=True``) the catalog's transformed
     variants such as ``gspo+min_replace``, then (``libraries=True``) the library loss rows
     (``trl:grpo --param ...``; imports the installed libraries). Imports torch: the audit
     resolves it in a worker."""
     from exchange import objectives
 
-    specs = objectives.names() if families else []
-    specs += list(objectives.VARIANTS) if variants else []
+    specs = [TargetSpec(n) for n in (objectives.names() if families else [])]
+    specs += [TargetSpec(n) for n in objectives.VARIANTS] if variants else []
     if libraries:
         from exchange import libraries as libs
 
-        specs += [row.name for row in libs.library_rows()]
+        specs += [_spec_of(row) for row in libs.library_rows()]
     return specs
 
 
-def _resolve(specs: list[str] | None, variants: bool, families: bool, libraries: bool) -> list[str]:
+def _spec_of(row) -> TargetSpec:
+    """A library row (:class:`exchange.libraries.LibraryRow`) as data."""
+    return TargetSpec(row.target, tuple(row.params.items()))
+
+
+def _resolve(specs: list[TargetSpec] | None, variants: bool, families: bool, libraries: bool) -> list[TargetSpec]:
     """The rows to check: ``specs`` (``None``: :func:`audit_targets`), then the library
     rows when ``libraries``."""
     if specs is None:
@@ -72,19 +78,14 @@ def _resolve(specs: list[str] | None, variants: bool, families: bool, libraries:
 
 
 def _check_one(
-    spec: str, max_examples: int, seed: int, shrink: bool = False
+    spec: TargetSpec, max_examples: int, seed: int, shrink: bool = False
 ) -> tuple[dict[str, Any], str, dict[str, Expected], str]:
     """One audit row, in a worker: ``(report, source, expected, version)``."""
-    import torch
-
-    torch.set_num_threads(1)
     from exchange.checker import check
-    from exchange.targets import resolve_target
 
-    # Library rows are named "target --param k=v ..." (libraries.LibraryRow.name).
-    target_name, *params = [part.strip() for part in spec.split(" --param ")]
-    target = resolve_target(target_name, dict(p.split("=", 1) for p in params))
-    report = check(target.loss_fn, max_examples=max_examples, seed=seed, regularizer=target.regularizer, name=spec, shrink=shrink)
+    target = spec.resolve()
+    report = check(target.loss_fn, max_examples=max_examples, seed=seed, regularizer=target.regularizer,
+                   name=spec.name, shrink=shrink)
     return (report.to_dict(), *_meta(spec))
 
 
@@ -107,25 +108,23 @@ def _warm() -> None:
 _LIBRARY_ROWS: dict = {}
 
 
-def _meta(spec: str) -> tuple[str, dict[str, Expected], str]:
+def _meta(spec: TargetSpec) -> tuple[str, dict[str, Expected], str]:
     """Source, expected verdicts and library version of one audit row."""
-    from exchange.targets import LIBRARY_PREFIXES
-
-    if spec.startswith(LIBRARY_PREFIXES):
+    if spec.target.startswith(LIBRARY_PREFIXES):
         if not _LIBRARY_ROWS:  # built once per worker
             from exchange import libraries
 
-            _LIBRARY_ROWS.update((row.name, row) for row in libraries.library_rows())
+            _LIBRARY_ROWS.update((_spec_of(row), row) for row in libraries.library_rows())
         if spec in _LIBRARY_ROWS:
             row = _LIBRARY_ROWS[spec]
             return row.library, dict(row.expected), row.version
     from exchange import objectives
 
-    return objectives.get(spec.split("+", 1)[0]).source, objectives.expected_of(spec), ""
+    return objectives.get(spec.target.split("+", 1)[0]).source, objectives.expected_of(spec.target), ""
 
 
 def audit(
-    specs: list[str] | None = None,
+    specs: list[str | TargetSpec] | None = None,
     max_examples: int = 10,
     seed: int = 0,
     jobs: int = 2,
@@ -139,6 +138,8 @@ def audit(
     fuzz-found counterexamples (the verdicts do not depend on it; see ``check``). With
     ``jobs > 1`` everything that imports torch runs in the workers, the target list
     included, so they start at once."""
+    if specs is not None:  # names from the command line: targets without params
+        specs = [s if isinstance(s, TargetSpec) else TargetSpec(s) for s in specs]
     if jobs <= 1:
         specs = _resolve(specs, variants, families, libraries)
         results = [_check_one(s, max_examples, seed, shrink) for s in specs]
@@ -152,7 +153,7 @@ def audit(
                 specs = pool.submit(_resolve, specs, variants, families, libraries).result()
             futures = [pool.submit(_check_one, s, max_examples, seed, shrink) for s in specs]
             results = [f.result() for f in futures]
-    return [AuditRow(spec, source, rep, expected, version) for spec, (rep, source, expected, version) in zip(specs, results)]
+    return [AuditRow(spec.name, source, rep, expected, version) for spec, (rep, source, expected, version) in zip(specs, results)]
 
 
 def _link(source: str) -> str:

@@ -1,23 +1,21 @@
 """One root error class; every message names the field, the value and the fix.
 
 Modelled on Hypothesis's ``InvalidArgument``: ``name=value`` plus what to do instead.
+Dependency-free, as the lowest layer must be (Hypothesis's own ``errors.py`` imports
+nothing): the public strategies, the one place that raises into Hypothesis, convert at
+that boundary (:class:`exchange.checker.strategies.InvalidStrategyArgument` is both this
+``InvalidArgument`` and Hypothesis's).
 """
 
 from __future__ import annotations
-
-# Hypothesis is a hard dependency (the checker is built on it), so the core may import
-# its error module; tools that catch Hypothesis's InvalidArgument catch ours too.
-from hypothesis.errors import InvalidArgument as _HypothesisInvalidArgument
 
 
 class ExchangeError(Exception):
     """Root of every error this package raises on purpose."""
 
 
-class InvalidArgument(ExchangeError, ValueError, _HypothesisInvalidArgument):
-    """A function or command was called with an argument it cannot accept.
-
-    Also a ``hypothesis.errors.InvalidArgument``, as the strategies raise it."""
+class InvalidArgument(ExchangeError, ValueError):
+    """A function or command was called with an argument it cannot accept."""
 
 
 class RolloutError(InvalidArgument):

@@ -31,6 +31,22 @@ class Target:
     source: str = ""
 
 
+@dataclass(frozen=True)
+class TargetSpec:
+    """A TARGET and its ``--param`` settings, as data (an audit row, a library row)."""
+
+    target: str
+    params: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        """``target`` plus its params as the CLI spells them (``trl:grpo --param beta=0.04``)."""
+        return " ".join([self.target, *(f"--param {k}={v}" for k, v in self.params)])
+
+    def resolve(self) -> Target:
+        return resolve_target(self.target, dict(self.params))
+
+
 def parse_param_items(items: list[str] | None) -> dict[str, str]:
     """``["eps_low=0.1", ...]`` -> ``{"eps_low": "0.1"}``."""
     params: dict[str, str] = {}

@@ -88,8 +88,48 @@ def violations(root: Path = ROOT) -> list[str]:
     return found
 
 
+def private_names(root: Path = ROOT) -> list[str]:
+    """``from a.b import _name`` across modules: a private name (a function, a constant)
+    belongs to its module. A package-private *module* (``from exchange.objectives import
+    _factored`` inside ``exchange.objectives``) stays allowed, as above."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not (node.module or "").startswith("exchange"):
+                continue
+            for alias in node.names:
+                name = alias.name
+                if not name.startswith("_") or name.startswith("__"):
+                    continue
+                sub = root.parent.joinpath(*node.module.split("."), name)
+                is_module = sub.with_suffix(".py").exists() or (sub / "__init__.py").exists()
+                if is_module and (package == node.module or package.startswith(node.module + ".")):
+                    continue
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}: {module} imports the private name "
+                             f"{name} of {node.module}; make it public or keep it inside its module")
+    return found
+
+
 def test_every_module_respects_the_layers():
     assert violations() == []
+
+
+def test_no_private_name_crosses_modules():
+    assert private_names() == []
+
+
+def test_a_private_name_import_is_caught(tmp_path):
+    """The private-name check is not vacuous."""
+    import shutil
+
+    copy = tmp_path / "exchange"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "checker" / "leak.py").write_text("from exchange.checker.cases import _log\n")
+    (copy / "objectives" / "fine.py").write_text("from exchange.objectives import _factored\n")
+    found = private_names(copy)
+    assert len(found) == 1 and "_log of exchange.checker.cases" in found[0], found
 
 
 def test_every_module_has_a_layer():

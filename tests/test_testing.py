@@ -45,15 +45,32 @@ def test_pytest_plugin_fixture(pytester):
 
 
 def test_plugin_fixture_repr_and_hidden_frames(pytester):
+    """A failing check shows the user's own line, not the library's frames: the
+    traceback pytest prints has no frame inside exchange/testing.py or the plugin."""
     from exchange.pytest_plugin import ExchangeAssert
 
     assert repr(ExchangeAssert(7, 1)) == "<exchange_assert max_examples=7 seed=1>"
-    import inspect
+    pytester.makepyfile(
+        """
+        from exchange.objectives import get
+        from exchange.testing import assert_holds
 
-    from exchange import testing
+        def test_fixture(exchange_assert):
+            exchange_assert(get("grpo").bind(), "shared_cancellation", regimes="on_policy")
 
-    assert "__tracebackhide__ = True" in inspect.getsource(testing.assert_holds)
-    assert "__tracebackhide__ = True" in inspect.getsource(ExchangeAssert.__call__)
+        def test_function():
+            assert_holds(get("grpo").bind(), "shared_cancellation", max_examples=3, regimes="on_policy")
+        """
+    )
+    from importlib.metadata import entry_points
+
+    installed = any(ep.value == "exchange.pytest_plugin" for ep in entry_points(group="pytest11"))
+    args = [] if installed else ["-p", "exchange.pytest_plugin"]
+    result = pytester.runpytest(*args, "--exchange-max-examples", "3", "--tb=long")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "exchange_assert(get(" in out and "assert_holds(get(" in out  # the user's lines are shown
+    assert "exchange/testing.py:" not in out and "exchange/pytest_plugin.py:" not in out, out
 
 
 def test_reproduce_line_of_a_user_function_is_a_valid_target(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from exchange.checker.properties import finite
 from exchange.core.formatting import rollout_table
 from exchange.core.vocabulary import MECHANISMS, REGIME_LABELS
 
@@ -15,8 +16,8 @@ if TYPE_CHECKING:
 
 
 def _cell(res) -> str:
-    if res.holds and res.note.startswith("holds up to"):
-        return f"[green]holds[/green] up to {res.note.split()[3]} round-off ({res.examples} ex)"
+    if res.holds and res.round_off:
+        return f"[green]holds[/green] up to {res.round_off} round-off ({res.examples} ex)"
     if res.holds:
         return f"[green]holds[/green] ({res.examples} ex)"
     return f"[red]BROKEN[/red] ({res.found_by})"
@@ -45,7 +46,7 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
             where = [REGIME_LABELS.get(r, r) for r in report.regimes if m in report.mechanisms_by_regime.get(r, [])]
             console.print(f"  {m} ({', '.join(where)}): {MECHANISMS[m].description if m in MECHANISMS else ''}")
     elif not report.all_hold:
-        if "finite" in report.properties and not report.holds("finite"):
+        if finite.NAME in report.properties and not report.holds(finite.NAME):
             console.print("mechanisms: none attributed: the loss or its gradient is not finite (fix that first)")
         else:
             console.print("mechanisms: none attributed by the probes (see the counterexamples)")

@@ -25,6 +25,26 @@ __all__ = ["PropertyResult", "RegularizerReport", "Report", "REPORT_SCHEMA"]
 REPORT_SCHEMA = 1
 
 
+@dataclass(frozen=True)
+class FoundBy:
+    """How a broken property was found: by ``probe`` (its name), by the fuzzer
+    (``fuzzer``: "bulk" or "per_example"; ``shrunk`` or not), or by the vacuity guard
+    (no example could have failed). ``str()`` is the report's wording."""
+
+    probe: str = ""
+    fuzzer: str = ""
+    shrunk: bool = False
+    vacuity: bool = False
+
+    def __str__(self) -> str:
+        if self.probe:
+            return f"probe {self.probe}"
+        if self.vacuity:
+            return "vacuity guard"
+        if self.fuzzer == "bulk":
+            return f"fuzz (bulk, {'shrunk' if self.shrunk else 'not shrunk'})"
+        return f"fuzz ({'shrunk' if self.shrunk else 'not shrunk'})"
+
 
 @dataclass
 class PropertyResult:
@@ -35,7 +55,7 @@ class PropertyResult:
     examples: int
     informative: int
     tolerance: float
-    found_by: str = ""  # "probe <name>" or "fuzz" (shrunk)
+    found_by: FoundBy | None = None  # None while the property holds
     counterexample: Rollout | None = None
     kappa: Tensor | None = None
     variant: Rollout | None = None
@@ -43,6 +63,7 @@ class PropertyResult:
     mismatches: list[str] = field(default_factory=list)
     note: str = ""
     theorems: tuple[str, ...] = ()
+    round_off: str = ""  # the precision whose round-off the residual reaches ("" for none)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -55,7 +76,7 @@ class PropertyResult:
             "theorems": list(self.theorems),
         }
         if self.counterexample is not None:
-            cx = {"rollout": self.counterexample.to_dict(), "found_by": self.found_by, "mismatches": self.mismatches}
+            cx = {"rollout": self.counterexample.to_dict(), "found_by": str(self.found_by), "mismatches": self.mismatches}
             if self.kappa is not None:
                 cx["kappa"] = self.kappa.tolist()
             if self.variant is not None:

@@ -56,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"exchange {args.command}: error: user code called sys.exit({err.code!r}); nothing was checked", file=sys.stderr)
         return 2
     except Exception as err:  # user code raised: one line, never a traceback or a pass
-        # exchange.errors imports Hypothesis, so it is looked up only if something loaded it
-        errors = sys.modules.get("exchange.errors")
-        if errors is not None and isinstance(err, errors.ExchangeError):
+        from exchange.errors import ExchangeError  # dependency-free: costs nothing at start-up
+
+        if isinstance(err, ExchangeError):
             print(f"exchange {args.command}: error: {err}", file=sys.stderr)
             return 2
         print(f"exchange {args.command}: error: {type(err).__name__}: {err}", file=sys.stderr)

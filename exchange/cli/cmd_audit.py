@@ -62,8 +62,8 @@ def _table(rows) -> None:
     table.add_column("objective")
     for regime in REGIMES:
         for p in PROPERTY_NAMES:
-            table.add_column(f"{PROPERTY_LETTERS[p]}{'·' if regime == 'off_policy' else ''}", justify="center")
-        table.add_column("mech." if regime == "on_policy" else "mech.·")
+            table.add_column(f"{PROPERTY_LETTERS[p]}{'·' if regime.off_policy else ''}", justify="center")
+        table.add_column("mech.·" if regime.off_policy else "mech.")
     table.add_column("= metadata")
     for row in rows:
         cells = [row.name]

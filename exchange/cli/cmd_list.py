@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from exchange.core.vocabulary import Regime  # torch-free
+
 CATALOG = Path(__file__).with_name("catalog.json")
 
 
@@ -63,8 +65,8 @@ def run(args) -> int:
     for col in ("name", "summary", "source", "on-policy", "off-policy"):
         table.add_column(col)
     for o in objs:
-        table.add_row(o["name"], o["summary"], o["source"], _verdict(o["expected"].get("on_policy")),
-                      _verdict(o["expected"].get("off_policy")))
+        table.add_row(o["name"], o["summary"], o["source"], _verdict(o["expected"].get(Regime.ON_POLICY)),
+                      _verdict(o["expected"].get(Regime.OFF_POLICY)))
     Console(width=160).print(table)
     return 0
 

@@ -15,7 +15,8 @@ def add_parser(subparsers) -> None:
         "proofs",
         help="compile the machine-checked proofs (Coq) and list each theorem's status",
         description="Build proofs/ with `make`, run Print Assumptions on every registered "
-        "theorem, and show which properties and mechanisms each one backs.",
+        "theorem, and show which properties and mechanisms each one backs. Results are "
+        "cached by a hash of everything they depend on (--no-cache to check from scratch).",
     )
     parser.add_argument(
         "--proofs-dir", default=None,
@@ -30,6 +31,11 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--no-compile", action="store_true",
         help="only list the registry and the property/mechanism links, do not run coqc",
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true",
+        help="check from scratch: neither read nor write the result cache "
+        "(<proofs-dir>/.cache, keyed by a hash of the sources, the registry and coqc)",
     )
     parser.set_defaults(func=run)
 
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         statuses = None
     else:
         with console.status("compiling proofs/ with coqc ..."):
-            statuses = {s.key: s for s in compile_proofs(proofs_dir)}
+            statuses = {s.key: s for s in compile_proofs(proofs_dir, cache=not args.no_cache)}
 
     table = Table(title="Machine-checked theorems (Coq, THEORY.md section 3)")
     table.add_column("theorem", overflow="fold")

@@ -17,6 +17,8 @@ import argparse
 import sys
 from typing import Any
 
+from exchange.core.vocabulary import REGIMES, Regime  # torch-free
+
 __all__ = [
     "REGIME_CHOICES",
     "add_group_size",
@@ -29,10 +31,10 @@ __all__ = [
 ]
 
 # --regime value -> the regimes checked (exchange.core.vocabulary.REGIMES spells them).
-REGIME_CHOICES: dict[str, tuple[str, ...]] = {
-    "on": ("on_policy",),
-    "off": ("off_policy",),
-    "both": ("on_policy", "off_policy"),
+REGIME_CHOICES: dict[str, tuple[Regime, ...]] = {
+    "on": (Regime.ON_POLICY,),
+    "off": (Regime.OFF_POLICY,),
+    "both": REGIMES,
 }
 REMOVED_IN = "0.3"
 

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from exchange.errors import InvalidArgument, ObjectiveError
-from exchange.core.rollout import _LOGPROB_SLACK, Rollout
+from exchange.core.rollout import LOGPROB_SLACK, Rollout
 
 __all__ = ["LossFn", "token_coefficients", "loss_and_coefficients", "token_coefficients_batched"]
 
@@ -70,7 +70,7 @@ def loss_and_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -
         )
     if not torch.isfinite(logprobs).all():
         raise InvalidArgument("logprobs has non-finite values. Replace NaN/inf (padding: use 0).")
-    positive = rollout.mask & (logprobs > _LOGPROB_SLACK)
+    positive = rollout.mask & (logprobs > LOGPROB_SLACK)
     if bool(positive.any()):
         i, t = positive.nonzero()[0].tolist()
         raise InvalidArgument(
@@ -79,7 +79,7 @@ def loss_and_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -
         )
     # A private float64 copy: a loss that edits rollout.rewards (or any field) in place
     # must not change the caller's Rollout.
-    rollout64 = _private_copy(rollout)
+    rollout64 = rollout.with_fields(copy=True)
     lp = logprobs.detach().to(torch.float64).requires_grad_(True)
     with torch.enable_grad():
         loss = _call(loss_fn, lp, rollout64)
@@ -138,7 +138,7 @@ def _vmapped(loss_fn: LossFn, logprobs: list[Tensor], rollouts: list[Rollout]) -
     lp = torch.stack([_as64(x.detach()) for x in logprobs])
 
     def one(lp_i: Tensor, *fields: Tensor) -> Tensor:
-        r = _unchecked(first, dict(zip(names, fields)))
+        r = first.with_fields(dict(zip(names, fields)))
         return -loss_fn(lp_i, r)
 
     try:
@@ -150,30 +150,8 @@ def _vmapped(loss_fn: LossFn, logprobs: list[Tensor], rollouts: list[Rollout]) -
     return list(grads.unbind(0))
 
 
-def _private_copy(rollout: Rollout) -> Rollout:
-    """``rollout`` in float64 with every tensor field cloned (no validation repeated)."""
-    r = object.__new__(Rollout)
-    for f in Rollout.__dataclass_fields__.values():
-        value = getattr(rollout, f.name)
-        if isinstance(value, Tensor):
-            value = value.to(torch.float64).clone() if value.is_floating_point() else value.clone()
-        object.__setattr__(r, f.name, value)
-    return r
-
-
 def _as64(t: Tensor) -> Tensor:
     return t.to(torch.float64) if t.is_floating_point() else t
-
-
-def _unchecked(template: Rollout, fields: dict[str, Tensor]) -> Rollout:
-    """A Rollout sharing ``template``'s group structure, without validation (vmap-safe)."""
-    r = object.__new__(Rollout)
-    for f in Rollout.__dataclass_fields__.values():
-        value = fields.get(f.name, getattr(template, f.name))
-        if isinstance(value, Tensor) and value.is_floating_point():
-            value = value.to(torch.float64)
-        object.__setattr__(r, f.name, value)
-    return r
 
 
 class Engine:

@@ -15,7 +15,18 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 
-__all__ = ["Events", "events", "event_coefficients", "shared_events", "event_residuals", "shared_residual"]
+__all__ = [
+    "Events",
+    "events",
+    "event_coefficients",
+    "shared_events",
+    "event_residuals",
+    "event_residuals_of",
+    "shared_event_coefficients",
+    "SharedResidual",
+    "shared_residual_parts",
+    "shared_residual",
+]
 
 
 @dataclass(frozen=True)
@@ -106,7 +117,7 @@ def events(rollout: Rollout) -> Events:
 def event_coefficients(kappa: Tensor, ev: Events) -> Tensor:
     """``K: Tensor[E]``, the sum of the token coefficients over each event's occurrences."""
     valid = ev.ids >= 0
-    return torch.zeros(ev.count, dtype=kappa.dtype).index_add(0, ev.ids[valid], kappa[valid])
+    return torch.zeros(ev.count, dtype=kappa.dtype, device=kappa.device).index_add(0, ev.ids[valid], kappa[valid])
 
 
 def shared_events(rollout: Rollout, ev: Events | None = None) -> Tensor:
@@ -121,10 +132,73 @@ def event_residuals(kappa: Tensor, ev: Events, atol: float = 0.0) -> Tensor:
 
     1 means every occurrence pushes the same way, 0 that they cancel exactly (T1).
     """
-    K = event_coefficients(kappa, ev)
-    mass = event_coefficients(kappa.abs(), ev)
+    return event_residuals_of(event_coefficients(kappa, ev), event_coefficients(kappa.abs(), ev), atol)
+
+
+def event_residuals_of(K: Tensor, mass: Tensor, atol: float = 0.0) -> Tensor:
+    """:func:`event_residuals` from events' ``K_e`` and coefficient masses (any shape,
+    e.g. the ``[S]`` of :func:`shared_event_coefficients`): ``|K| / (mass + atol)``,
+    ``0/0`` is 0."""
     out = K.abs() / (mass + atol)
     return torch.where((mass == 0) & (K == 0), torch.zeros_like(out), out)
+
+
+def shared_event_coefficients(kappa: Tensor, ev: Events) -> tuple[Tensor, Tensor, Tensor]:
+    """``(ids, K, mass)`` of the shared events, each ``[S]``: their ids (as
+    :func:`shared_events`), ``K_e`` and coefficient mass ``sum_{(i,t) in e} |kappa[i, t]|``.
+
+    ``kappa: [N, T]``. Shared events lie in their group's common prefix, so only the
+    columns up to the last shared position are summed (a real batch's responses diverge
+    early). The result follows ``kappa``'s device and dtype.
+    """
+    ids = ev.shared.nonzero().flatten()
+    head = int(ev.position[ids].max()) + 1 if ids.numel() else 0
+    sub = ev.ids[:, :head]
+    valid = sub >= 0
+    occ, k = sub[valid], kappa[:, :head][valid]
+    zeros = torch.zeros(ev.count, dtype=kappa.dtype, device=kappa.device)
+    K = zeros.index_add(0, occ, k)
+    mass = zeros.index_add(0, occ, k.abs())
+    return ids, K[ids], mass[ids]
+
+
+@dataclass(frozen=True)
+class SharedResidual:
+    """**The shared residual** and its parts, over a set of shared events.
+
+    Fields:
+        abs_K: ``sum_{e shared} |K_e|``, the coefficient mass that does not cancel.
+        mass: ``sum_{e shared} sum_{(i,t) in e} |kappa[i, t]|``, the coefficient mass on
+            the shared events' occurrences (their P1 share's numerator, too).
+        events: the number of shared events ``S``.
+
+    ``abs_K`` and ``mass`` are additive over groups, batches and processes: a distributed
+    integration sums them and takes :attr:`value` of the sums.
+    """
+
+    abs_K: float
+    mass: float
+    events: int
+
+    @property
+    def value(self) -> float:
+        """``abs_K / mass``: 0 under (Z) + (E) (Theorem T1), 1 when no shared event
+        cancels at all, and 0 when there is no mass (no shared event, or zero
+        coefficients on them)."""
+        return self.abs_K / self.mass if self.mass > 0 else 0.0
+
+    @classmethod
+    def of(cls, K: Tensor, mass: Tensor) -> "SharedResidual":
+        """The parts of the shared events whose ``K_e`` and masses are ``K``, ``mass`` (``[S]``)."""
+        return cls(abs_K=float(K.abs().sum()), mass=float(mass.sum()), events=int(K.numel()))
+
+
+def shared_residual_parts(kappa: Tensor, rollout: Rollout, ev: Events | None = None) -> SharedResidual:
+    """The shared residual of ``kappa: [N, T]`` on ``rollout`` with its parts
+    (:class:`SharedResidual`); ``.value`` is :func:`shared_residual`."""
+    ev = events(rollout) if ev is None else ev
+    _, K, mass = shared_event_coefficients(kappa, ev)
+    return SharedResidual.of(K, mass)
 
 
 def shared_residual(kappa: Tensor, rollout: Rollout, ev: Events | None = None) -> float:
@@ -135,10 +209,7 @@ def shared_residual(kappa: Tensor, rollout: Rollout, ev: Events | None = None) -
     shared events: 0 under (Z) + (E) (Theorem T1), 1 when no shared event cancels at all,
     and 0 when the batch has no shared event or no mass on one. The checker's (C)
     property, ``exchange inspect``, the training integrations and the lab all report this
-    one number (the checker per event, the others per batch).
+    one number (the checker per event, the others per batch). Its parts (the two sums
+    and the number of shared events): :func:`shared_residual_parts`.
     """
-    ev = events(rollout) if ev is None else ev
-    K = event_coefficients(kappa, ev)[ev.shared]
-    mass = event_coefficients(kappa.abs(), ev)[ev.shared]
-    total = float(mass.sum())
-    return float(K.abs().sum()) / total if total > 0 else 0.0
+    return shared_residual_parts(kappa, rollout, ev).value

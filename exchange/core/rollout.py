@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from torch import Tensor
 
 from exchange.errors import RolloutError
 
-__all__ = ["Rollout"]
+__all__ = ["Rollout", "FIELD_DTYPES", "LOGPROB_SLACK"]
 
-_FLOAT_FIELDS = ("rewards", "old_logprobs", "ref_logprobs", "entropy", "logprobs", "baseline_rewards")
 # A log-probability may exceed 0 only by float round-off.
-_LOGPROB_SLACK = 1e-6
+LOGPROB_SLACK = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,18 +48,19 @@ class Rollout:
             recompute log-probs; ``prompt_mask`` ``BoolTensor[N, P]`` marks real tokens.
     """
 
-    tokens: Tensor
-    mask: Tensor
-    rewards: Tensor
-    group: Tensor
-    old_logprobs: Tensor
-    ref_logprobs: Tensor | None = None
-    entropy: Tensor | None = None
-    logprobs: Tensor | None = None
-    baseline_rewards: Tensor | None = None
-    truncated: Tensor | None = None
-    prompt_tokens: Tensor | None = None
-    prompt_mask: Tensor | None = None
+    # metadata["kind"]: "integer", "bool" or "float" (FIELD_DTYPES derives from it)
+    tokens: Tensor = field(metadata={"kind": "integer"})
+    mask: Tensor = field(metadata={"kind": "bool"})
+    rewards: Tensor = field(metadata={"kind": "float"})
+    group: Tensor = field(metadata={"kind": "integer"})
+    old_logprobs: Tensor = field(metadata={"kind": "float"})
+    ref_logprobs: Tensor | None = field(default=None, metadata={"kind": "float"})
+    entropy: Tensor | None = field(default=None, metadata={"kind": "float"})
+    logprobs: Tensor | None = field(default=None, metadata={"kind": "float"})
+    baseline_rewards: Tensor | None = field(default=None, metadata={"kind": "float"})
+    truncated: Tensor | None = field(default=None, metadata={"kind": "bool"})
+    prompt_tokens: Tensor | None = field(default=None, metadata={"kind": "integer"})
+    prompt_mask: Tensor | None = field(default=None, metadata={"kind": "bool"})
     # Derived group structure, computed once at construction.
     _group_index: Tensor = field(init=False, repr=False)  # [N] dense 0..n_groups-1
     _n_groups: int = field(init=False, repr=False)
@@ -95,6 +95,24 @@ class Rollout:
         if fields:
             raise TypeError(f"Rollout._trusted: unknown fields {sorted(fields)}")
         r._derive_groups()
+        return r
+
+    def with_fields(self, fields: Mapping[str, Tensor] | None = None, *, copy: bool = False) -> "Rollout":
+        """A copy that shares this rollout's group structure, with ``fields`` replaced and
+        every float field in float64, without validating again: for batches built on this
+        rollout's own layout (the checker's configurations, a vmapped loss's per-example
+        view). ``copy``: clone every tensor, so a loss that edits a field in place cannot
+        change the caller's."""
+        fields = fields or {}
+        r = object.__new__(type(self))
+        for f in dataclasses.fields(self):
+            value = fields.get(f.name, getattr(self, f.name))
+            if isinstance(value, Tensor):
+                if value.is_floating_point():
+                    value = value.to(torch.float64)
+                if copy:
+                    value = value.clone()
+            object.__setattr__(r, f.name, value)
         return r
 
     # ------------------------------------------------------------------ sizes
@@ -196,14 +214,9 @@ class Rollout:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Rollout":
-        """Inverse of :meth:`to_dict`."""
-        long_fields = {"tokens", "group", "prompt_tokens"}
-        bool_fields = {"mask", "truncated", "prompt_mask"}
-        kwargs = {}
-        for name, value in data.items():
-            dtype = torch.long if name in long_fields else torch.bool if name in bool_fields else torch.float64
-            kwargs[name] = torch.tensor(value, dtype=dtype)
-        return cls(**kwargs)
+        """Inverse of :meth:`to_dict` (each field read back as its :data:`FIELD_DTYPES`)."""
+        return cls(**{name: torch.tensor(value, dtype=FIELD_DTYPES.get(name, torch.float64))
+                      for name, value in data.items()})
 
     def to_code(self) -> str:
         """A pasteable constructor call that rebuilds this rollout."""
@@ -219,6 +232,17 @@ class Rollout:
     def __repr__(self) -> str:
         """A pasteable constructor (as Hypothesis prints a falsifying example)."""
         return self.to_code()
+
+
+_KIND_DTYPES = {"integer": torch.long, "bool": torch.bool, "float": torch.float64}
+FIELD_DTYPES: dict[str, torch.dtype] = {
+    f.name: _KIND_DTYPES[f.metadata["kind"]] for f in dataclasses.fields(Rollout) if f.init
+}
+"""Each constructor field of :class:`Rollout` (in declaration order) and the dtype it is
+read back as from plain data (:meth:`Rollout.from_dict`, batch files): integer fields as
+``torch.long``, boolean ones as ``torch.bool``, float ones as ``torch.float64``. Derived
+from the dataclass fields' ``metadata["kind"]``."""
+_FLOAT_FIELDS = tuple(name for name, dtype in FIELD_DTYPES.items() if dtype == torch.float64)
 
 
 # ---------------------------------------------------------------- validation
@@ -310,13 +334,13 @@ def _validate(r: Rollout) -> None:
         )
     for name in ("old_logprobs", "ref_logprobs", "logprobs"):
         value = getattr(r, name)
-        if value is not None and (value[r.mask] > _LOGPROB_SLACK).any():
+        if value is not None and (value[r.mask] > LOGPROB_SLACK).any():
             raise _fail(
                 name,
                 f"has a positive log-probability {value[r.mask].max().item():.4g}",
                 "Pass log-probabilities (<= 0), not probabilities or logits.",
             )
-    if r.entropy is not None and (r.entropy[r.mask] < -_LOGPROB_SLACK).any():
+    if r.entropy is not None and (r.entropy[r.mask] < -LOGPROB_SLACK).any():
         raise _fail("entropy", f"has a negative entropy {r.entropy[r.mask].min().item():.4g}", "Entropies are >= 0.")
     if (r.prompt_tokens is None) != (r.prompt_mask is None):
         raise _fail("prompt_mask", "prompt_tokens and prompt_mask must be given together", "Pass both or neither.")

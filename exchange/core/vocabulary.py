@@ -12,9 +12,11 @@ statements and the Coq files live in :mod:`exchange.theory.registry`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from enum import Enum
+from typing import Iterable, Mapping
 
 __all__ = [
+    "Regime",
     "REGIMES",
     "REGIME_LABELS",
     "PROPERTY_NAMES",
@@ -23,16 +25,43 @@ __all__ = [
     "Expected",
     "Mechanism",
     "MECHANISMS",
-    "CANCELLATION_BREAKS",
+    "Facet",
+    "FACETS",
     "breaks_of",
+    "verdict_of",
+    "per_regime",
     "PROPERTY_THEOREMS",
     "MECHANISM_THEOREMS",
 ]
 
 # On-policy: every ratio is 1. Off-policy: event-consistent ratios on both sides of the
 # usual clip ranges (THEORY.md section 2, "Testing these on a black box").
-REGIMES: tuple[str, ...] = ("on_policy", "off_policy")
-REGIME_LABELS: dict[str, str] = {"on_policy": "on-policy", "off_policy": "off-policy"}
+class Regime(str, Enum):
+    """A regime of the checks. A ``str`` enum: a member equals, hashes and formats as its
+    value (``"on_policy"``), so dictionaries keyed by regime also answer to the names
+    reports and JSON files carry; code names the member, never the string."""
+
+    ON_POLICY = "on_policy"
+    OFF_POLICY = "off_policy"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @property
+    def label(self) -> str:
+        """``"on-policy"`` / ``"off-policy"``, for tables."""
+        return REGIME_LABELS[self]
+
+    @property
+    def off_policy(self) -> bool:
+        return self is Regime.OFF_POLICY
+
+
+REGIMES: tuple[Regime, ...] = (Regime.ON_POLICY, Regime.OFF_POLICY)
+REGIME_LABELS: dict[Regime, str] = {Regime.ON_POLICY: "on-policy", Regime.OFF_POLICY: "off-policy"}
 
 # The stable names the checker reports, in report order.
 PROPERTY_NAMES: tuple[str, ...] = (
@@ -64,24 +93,6 @@ PROPERTY_SUMMARIES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class Expected:
-    """Expected checker verdict in one regime: the properties that break and why (the
-    catalog's and the library adapters' derived verdicts; defined here, torch-free, so
-    that an audit's parent process can read them without importing the checker)."""
-
-    breaks: frozenset[str] = frozenset()
-    mechanisms: frozenset[str] = frozenset()
-
-    @classmethod
-    def of(cls, breaks: tuple[str, ...] = (), mechanisms: tuple[str, ...] = ()) -> "Expected":
-        return cls(frozenset(breaks), frozenset(mechanisms))
-
-
-# (E) and (C): what a mechanism that makes per-response weights differ breaks (T2).
-CANCELLATION_BREAKS: tuple[str, ...] = ("exchangeable", "shared_cancellation")
-
-
-@dataclass(frozen=True)
 class Mechanism:
     """One mechanism of THEORY.md section 4.
 
@@ -89,14 +100,12 @@ class Mechanism:
         id: ``"M1"`` .. ``"M7"``.
         title: a few words, for table legends.
         description: one line, for reports.
-        breaks: the properties it breaks wherever it acts.
         defect: ``False`` for a design choice (M7) rather than a cancellation defect.
     """
 
     id: str
     title: str
     description: str
-    breaks: tuple[str, ...]
     defect: bool = True
 
 
@@ -104,39 +113,137 @@ MECHANISMS: dict[str, Mechanism] = {
     m.id: m
     for m in (
         Mechanism("M1", "sequence coupling",
-                  "sequence coupling: a per-response weight built from all the response's ratios",
-                  CANCELLATION_BREAKS),
+                  "sequence coupling: a per-response weight built from all the response's ratios"),
         Mechanism("M2", "sign-dependent clipping",
-                  "asymmetric piecewise clipping: the clip/gate depends on the sign of the advantage",
-                  CANCELLATION_BREAKS),
+                  "asymmetric piecewise clipping: the clip/gate depends on the sign of the advantage"),
         Mechanism("M3", "per-response 1/L_i",
-                  "per-response normalisation (1/L_i)",
-                  CANCELLATION_BREAKS),
+                  "per-response normalisation (1/L_i)"),
         Mechanism("M4", "advantages not zero-sum",
-                  "advantages not zero-sum inside the group",
-                  ("zero_sum", *CANCELLATION_BREAKS)),
+                  "advantages not zero-sum inside the group"),
         Mechanism("M5", "token weights from response-level statistics",
-                  "token weights from response-level statistics",
-                  CANCELLATION_BREAKS),
+                  "token weights from response-level statistics"),
         Mechanism("M6", "additive event terms",
                   "additive event terms: a per-occurrence term that does not scale with the advantage "
-                  "(pass it as regularizer=)",
-                  CANCELLATION_BREAKS),
+                  "(pass it as regularizer=)"),
         Mechanism("M7", "response-feature shaping",
                   "response-feature shaping: advantages from a reward shaped by response features "
                   "(a design choice; cancellation intact)",
-                  ("exchangeable",), defect=False),
+                  defect=False),
     )
 }
 
 
-def breaks_of(mechanisms: Iterable[str]) -> frozenset[str]:
-    """The properties broken when ``mechanisms`` act: the union of each one's ``breaks``
-    (none: nothing breaks). Unknown ids raise ``KeyError``."""
+@dataclass(frozen=True)
+class Facet:
+    """One way a part of an objective carries a mechanism of THEORY.md section 4.
+
+    A mechanism does not always break the same properties: a baseline taken over other
+    groups also breaks (N), a greedy baseline keeps (E), a projection that restores (C)
+    over unequal weights leaves only (E). A facet is the unit the rule works on: each
+    part of an objective (catalog family, transformation, library setting) declares
+    the facets it carries, and the expected verdict is :func:`verdict_of` them. Reports
+    name the facet's ``mechanism`` (THEORY.md's ids M1-M7; facets add no new id).
+
+    Fields:
+        key: ``"M4.foreign_centre"``: the mechanism id, a dot, a short name.
+        description: one line: what the part does.
+        breaks: the properties it breaks, with the reason in ``why``.
+        why: the derivation, citing THEORY.md.
+    """
+
+    key: str
+    description: str
+    breaks: tuple[str, ...]
+    why: str
+
+    @property
+    def mechanism(self) -> str:
+        return self.key.split(".", 1)[0]
+
+
+_Z, _E, _C, _N, _P = "zero_sum", "exchangeable", "shared_cancellation", "null_on_equal_rewards", "permutation_invariant"
+
+FACETS: dict[str, Facet] = {
+    f.key: f
+    for f in (
+        Facet("M1.sequence_weight", "a per-response weight built from all the response's token ratios",
+              (_E, _C), "T2: unequal per-response weights break (C) for some reward vector, so (E) fails too"),
+        Facet("M1.projected", "M1's sequence weight, with (C) restored by a projection (Adv-Orthogonal)",
+              (_E,), "section 4b: sum_i A_i w_i = 0 cancels shared events; the weights still differ (section 4, "
+              "attribution rules: name the mechanism that made them unequal)"),
+        Facet("M2.sign_clip", "a clip, mask or soft gate whose test depends on the sign of the advantage",
+              (_E, _C), "T4: outside the trust region only one sign survives, K_e = rho_e sum_unclipped A_i"),
+        Facet("M2.advantage_selection",
+              "occurrences selected by their advantage (a covariance rank), random or positional among ties",
+              (_E, _C, _P), "section 4, attribution rules: a selection by the advantage is M2; the pick is by "
+              "batch position, so reordering responses changes which copy is selected (P)"),
+        Facet("M3.response_norm", "a per-response normaliser (1/L_i, 1/sqrt(L_i))",
+              (_E, _C), "T3: K_shared = sum_i A_i / L_i, non-zero when reward and 1/L co-vary"),
+        Facet("M3.micro_batch_norm", "a normaliser computed per micro-batch (its token or row count)",
+              (_E, _C, _P), "section 4, M3: when a group spans micro-batches the weight depends on the row order"),
+        Facet("M3.projected", "M3's 1/L_i weight, with (C) restored by a projection (Adv-Orthogonal)",
+              (_E,), "section 4b and the attribution rules: (C) restored by projection, M3 still makes the "
+              "weights unequal"),
+        Facet("M4.not_zero_sum", "advantages that do not sum to zero inside the group (positive-only, pass@k "
+              "credit, one sign scaled, pruning or masking after centring)",
+              (_Z, _C), "T1/M4: identical responses give K_e = w sum_i A_i != 0"),
+        Facet("M4.length_weighted", "a baseline or scale weighted by token counts (OPO, token-level whitening)",
+              (_Z, _E, _C), "section 4, attribution rules: not zero-sum once lengths differ, and one response's "
+              "suffix length moves every advantage of the group, so alpha changes direction (E)"),
+        Facet("M4.foreign_centre", "a centre that is not the group's own (raw rewards, a batch mean, a greedy "
+              "baseline)", (_Z, _C, _N),
+              "section 4, M4: a group of equal rewards keeps non-zero advantages (N); a greedy or scalar "
+              "baseline does not depend on the suffixes, so (E) holds"),
+        Facet("M5.response_statistics", "token weights from response-level statistics (within-response "
+              "standardisation, per-response quantiles)", (_E, _C), "T2: the weights differ across responses"),
+        Facet("M6.event_term", "a per-occurrence term that does not scale with the advantage (KL on sampled "
+              "tokens, (log rho)^2, abs(log rho), an entropy bonus on sampled tokens)", (_E, _C, _N),
+              "section 4, M6: adds m_e phi(rho_e) to K_e whatever the advantages; a tied group keeps it (N)"),
+        Facet("M6.event_term_on_kept", "M6's term, on responses kept only when their advantage is non-zero "
+              "(zero-advantage responses dropped first)", (_E, _C),
+              "section 4, M6; a tied group drops every response, so (N) holds"),
+        Facet("M7.shaping", "advantages from a reward shaped by response features (length, format)",
+              (_E,), "section 4, M7: exchangeable in the shaped reward; cancellation intact"),
+    )
+}
+
+
+def breaks_of(facets: Iterable[str]) -> frozenset[str]:
+    """The rule from mechanisms to broken properties: the union of each facet's
+    ``breaks`` (no facet: nothing breaks). ``facets`` are keys of :data:`FACETS`; an
+    unknown key raises ``KeyError`` naming the known ones."""
     out: set[str] = set()
-    for m in mechanisms:
-        out |= set(MECHANISMS[m].breaks)
+    for key in facets:
+        if key not in FACETS:
+            raise KeyError(f"facet {key!r} is not defined; known: {', '.join(FACETS)}")
+        out |= set(FACETS[key].breaks)
     return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Expected checker verdict in one regime: the properties that break and why (the
+    catalog's and the library adapters' derived verdicts; defined here, torch-free, so
+    that an audit's parent process can read them without importing the checker).
+
+    Built from facets with :func:`verdict_of` (``breaks`` and ``mechanisms`` are then
+    the rule applied to ``facets``); the bare constructor is for verdicts read back
+    from a report or a file, where no facets are known."""
+
+    breaks: frozenset[str] = frozenset()
+    mechanisms: frozenset[str] = frozenset()
+    facets: frozenset[str] = frozenset()
+
+
+def per_regime(on_policy: Expected, off_policy: Expected) -> Mapping[Regime, Expected]:
+    """The expected verdicts of an objective in both regimes, keyed by :class:`Regime`."""
+    return {Regime.ON_POLICY: on_policy, Regime.OFF_POLICY: off_policy}
+
+
+def verdict_of(*facets: str) -> Expected:
+    """The expected verdict of a part or objective carrying ``facets``: the properties
+    :func:`breaks_of` them, and their mechanism ids. ``verdict_of()`` is "nothing breaks"."""
+    return Expected(breaks_of(facets), frozenset(FACETS[f].mechanism for f in facets), frozenset(facets))
 
 
 # Links to the machine-checked theorems, by short name (exchange.theory.registry holds

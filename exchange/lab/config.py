@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from exchange.errors import ExchangeError, InvalidArgument
+from exchange.lab.tasks import TASKS, get_task
+from exchange.objectives import resolve
 
 __all__ = [
     "TaskConfig", "ModelConfig", "SFTConfig", "TrainConfig", "Arm", "ExperimentConfig",
@@ -109,8 +111,6 @@ class Arm:
     params: dict[str, Any] = field(default_factory=dict)
 
     def loss_fn(self):
-        from exchange.objectives import resolve
-
         try:
             return resolve(self.objective, **self.params)
         except ExchangeError as err:
@@ -208,8 +208,6 @@ def _positive(obj: Any, where: str, names: tuple[str, ...], minimum: int = 1) ->
 
 def parse_experiment(data: dict[str, Any], source: str = "<config>") -> ExperimentConfig:
     """Validate a parsed TOML document (see the module docstring for the layout)."""
-    from exchange.lab.tasks import TASKS
-
     top = {f.name for f in dataclasses.fields(ExperimentConfig)}
     unknown = sorted(set(data) - top)
     if unknown:
@@ -266,7 +264,6 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
             f"{source}: [train] minibatches={cfg.train.minibatches} > prompts_per_step={cfg.train.prompts_per_step}; "
             "groups are never split, so use at most one minibatch per prompt."
         )
-    from exchange.lab.tasks import get_task
 
     need = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p).max_response_len
     if cfg.train.max_response_len < need:

@@ -102,7 +102,7 @@ def _effects(meta: dict[str, Any], runs: dict[str, dict[int, RunData]]) -> list[
 
 
 def manipulation_check(runs: dict[str, dict[int, RunData]], threshold: float = 0.01) -> dict[str, Any]:
-    """Did the treatment remove the mechanism? Mean ``tax/shared_residual`` per arm:
+    """Did the treatment remove the mechanism? Mean shared residual (``MANIPULATION_KEY``) per arm:
     the treatment's must be below ``threshold`` (~0, Theorem T1) and the baseline's above
     it. Without this the pair does not test the mechanism at all."""
     out: dict[str, Any] = {"threshold": threshold}

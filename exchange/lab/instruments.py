@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from exchange.core.events import Events, event_coefficients, events, shared_residual
+from exchange.core.events import Events, event_coefficients, events, shared_event_coefficients, shared_residual
+from exchange.core.metric_keys import SHARED_RESIDUAL
 from exchange.lab.tasks import ROLE_DECISION, ROLE_FILLER, ROLE_STYLE, ROLE_TEMPLATE, STYLE, token_roles
 from exchange.core.rollout import Rollout
 
@@ -42,18 +43,20 @@ def coefficient_tax(kappa: Tensor, rollout: Rollout, ev: Events, zc: Tensor) -> 
     - ``tax/kappa_share``: ``sum_zc |kappa| / sum |kappa|`` over occurrences.
     - ``tax/event_share``: ``sum_{zc events} |K_e| / sum_e |K_e|`` after occurrences of one
       event are summed (what actually reaches the parameters through that event).
-    - ``tax/shared_residual``: :func:`exchange.core.events.shared_residual`, the share of
-      shared-event mass that failed to cancel (0 under (Z)+(E), Thm T1).
+    - ``tax/shared_residual`` (:data:`exchange.core.metric_keys.SHARED_RESIDUAL`):
+      :func:`exchange.core.events.shared_residual`, the share of shared-event mass that
+      failed to cancel (0 under (Z)+(E), Thm T1); None when no token has a coefficient.
     """
     absk = kappa.abs()
     total = float(absk.sum())
     K = event_coefficients(kappa, ev).abs()  # [E]
-    zc_event = torch.zeros(ev.count, dtype=torch.bool).index_put_((ev.ids[zc],), torch.tensor(True))
+    zc_event = torch.zeros(ev.count, dtype=torch.bool, device=ev.ids.device)
+    zc_event[ev.ids[zc]] = True
     k_total = float(K.sum())
     return {
         "tax/kappa_share": float(absk[zc].sum()) / total if total > 0 else None,
         "tax/event_share": float(K[zc_event].sum()) / k_total if k_total > 0 else None,
-        "tax/shared_residual": shared_residual(kappa, rollout, ev) if total > 0 else None,
+        SHARED_RESIDUAL: shared_residual(kappa, rollout, ev) if total > 0 else None,
     }
 
 
@@ -180,13 +183,12 @@ def shared_coefficients(kappa: Tensor, rollout: Rollout, ev: Events) -> dict[str
       (in [-1, 1]; 0 when shared events cancel);
     - ``tax/style_K_signed``: the same over shared events whose token is the style token S.
     """
-    K = event_coefficients(kappa, ev)
-    mass = event_coefficients(kappa.abs(), ev)
-    tok = torch.zeros(ev.count, dtype=torch.long)
+    ids, K, mass = shared_event_coefficients(kappa, ev)  # [S] each
+    tok = torch.zeros(ev.count, dtype=torch.long, device=rollout.tokens.device)
     real = ev.ids >= 0
     tok[ev.ids[real]] = rollout.tokens[real]
     out = {}
-    for key, sel in (("tax/shared_K_signed", ev.shared), ("tax/style_K_signed", ev.shared & (tok == STYLE))):
+    for key, sel in (("tax/shared_K_signed", slice(None)), ("tax/style_K_signed", tok[ids] == STYLE)):
         m = float(mass[sel].sum())
         out[key] = float(K[sel].sum()) / m if m > 0 else None
     return out

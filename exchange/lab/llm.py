@@ -30,6 +30,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
+from exchange.lab.tasks import EOS, GrammarLM, PAD, VOCAB_SIZE, verify
 
 __all__ = ["load_math_jsonl", "extract_answer", "exact_match_reward", "tiny_causal_lm", "LogitsOnly",
            "TINY_WORDS", "TASK_WORDS", "task_tokenizer", "render", "check_task_tokenizer", "task_reward",
@@ -177,9 +178,13 @@ def task_tokenizer():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from exchange.lab.tasks import EOS, PAD, VOCAB_SIZE
-
-    assert len(TASK_WORDS) == VOCAB_SIZE and TASK_WORDS[PAD] == "<pad>" and TASK_WORDS[EOS] == "<eos>"
+    if len(TASK_WORDS) != VOCAB_SIZE or TASK_WORDS[PAD:PAD + 1] != ("<pad>",) or TASK_WORDS[EOS:EOS + 1] != ("<eos>",):
+        raise RuntimeError(
+            f"exchange.lab.llm.TASK_WORDS (len={len(TASK_WORDS)}, at PAD {TASK_WORDS[PAD:PAD + 1]}, "
+            f"at EOS {TASK_WORDS[EOS:EOS + 1]}) "
+            f"no longer matches exchange.lab.tasks (VOCAB_SIZE={VOCAB_SIZE}, PAD={PAD}, EOS={EOS}): give TASK_WORDS "
+            "one word per task id, '<pad>' at PAD and '<eos>' at EOS"
+        )
     tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(TASK_WORDS)}, unk_token="<pad>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
@@ -209,8 +214,6 @@ def task_reward(task):
     """The task's exact verifier (:func:`exchange.lab.tasks.verify`) as a TRL reward
     function: ``reward(prompts, completions, completion_ids, ...) -> [float]``."""
     import torch
-
-    from exchange.lab.tasks import PAD, verify
 
     index = {w: i for i, w in enumerate(TASK_WORDS)}
 
@@ -258,8 +261,6 @@ def constrain_to_grammar(hf_model: nn.Module, task) -> nn.Module:
     model and by exchange.lab.llm_run in TRL's ``generation_kwargs``): a call that asks
     for a cache or continues one (:func:`_continues_a_cache`) is refused, since its
     ``input_ids`` are one token and the caps could not be counted."""
-    from exchange.lab.tasks import GrammarLM
-
     if getattr(hf_model, "_exchange_grammar", None) is not None:
         return hf_model
     grammar = GrammarLM(nn.Identity(), task)
@@ -347,8 +348,6 @@ def build_model(name: str, seed: int, vocab_size: int | None = None, max_positio
     ``MODEL_CONFIGS[name]`` over the task vocabulary, built in code."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
-
-    from exchange.lab.tasks import EOS, PAD, VOCAB_SIZE
 
     if name not in MODEL_CONFIGS:
         raise InvalidArgument(f"model_config={name!r} is not a built-in model; choose one of: {', '.join(MODEL_CONFIGS)}.")

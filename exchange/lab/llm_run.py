@@ -46,22 +46,37 @@ from typing import Any
 
 import torch
 
+from exchange.core.metric_keys import INTEGRATION_KEYS
 from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
 from exchange.lab.runlog import (
     MetricsLog, RunLock, atomic_write_text, check_steps, finish_run, read_metrics, record_environment,
 )
+from exchange.core.events import events
+from exchange.lab.experiment import write_experiment_json
+from exchange.lab.instruments import (
+    context_kl, reward_length_covariance, update_share, zero_credit_gradient, zero_credit_mask,
+)
+from exchange.lab.llm import (
+    LogitsOnly, MODEL_CONFIGS, build_model, check_task_tokenizer, constrain_to_grammar, exact_match_reward,
+    grammar_fused_head, load_math_jsonl, render, task_reward, task_tokenizer, text_accuracy,
+)
+from exchange.lab.sft import sft_warm_start
+from exchange.lab.tasks import get_task
+from exchange.lab.trainer import certificate, evaluate, fixed_eval_set, initial_metrics, measure_minibatch
 
 __all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm"]
 
-# TRL log key -> harness key (the CPU harness's namespaces; other TRL keys go under trl/)
+# TRL log key -> harness key (the CPU harness's namespaces; other TRL keys go under trl/).
+# exchange's own integration keys (exchange.core.metric_keys) are harness keys already and
+# keep their names; where the harness's instruments measure the same quantity (the shared
+# residual, per micro-batch as on the CPU), the instrument's value is the one kept.
 KEY_MAP = {
     "reward": "charts/reward", "loss": "losses/loss", "entropy": "entropy/all",
     "completions/mean_length": "charts/length", "kl": "kl/ref", "grad_norm": "losses/grad_norm",
     "clip_ratio/low_mean": "clip/frac_low", "clip_ratio/high_mean": "clip/frac_high",
     "clip_ratio/region_mean": "clip/frac_region", "learning_rate": "losses/lr",
-    "exchange/shared_residual": "tax/integration_shared_residual", "exchange/shared_events": "tax/shared_events",
-    "exchange/learning_tax": "tax/integration_learning_tax",
+    **{key: key for key in INTEGRATION_KEYS},
 }
 N_TRAIN_PROMPTS = 4096
 """Size of the training prompt set (fixed, so a resume with a larger max_steps sees the same data)."""
@@ -120,9 +135,6 @@ def warm_start(run: RunConfig, task, model_config: str, cache_dir: Path, device:
     arms load the same weights."""
     from transformers import AutoModelForCausalLM
 
-    from exchange.lab.llm import LogitsOnly, build_model, constrain_to_grammar, task_tokenizer
-    from exchange.lab.sft import sft_warm_start
-
     path = Path(cache_dir) / f"{model_config}-sft-{_key(run, model_config)}"
     if (path / "config.json").exists():
         model = AutoModelForCausalLM.from_pretrained(path)
@@ -148,8 +160,6 @@ def warm_start(run: RunConfig, task, model_config: str, cache_dir: Path, device:
 def _local_model(path: str, task, device: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from exchange.lab.llm import check_task_tokenizer, constrain_to_grammar
-
     if not Path(path).is_dir():
         raise InvalidArgument(f"model={path!r} is not a local directory; pass a saved Hugging Face model folder.")
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -164,10 +174,6 @@ def _local_model(path: str, task, device: str):
 def _trainer_class():
     """``ExchangeGRPOTrainer`` measuring the CPU harness's instruments on every
     micro-batch it trains on (built lazily: trl is imported here)."""
-    from exchange.core.events import events
-    from exchange.lab.instruments import context_kl, reward_length_covariance, update_share, zero_credit_gradient
-    from exchange.lab.instruments import zero_credit_mask
-    from exchange.lab.trainer import measure_minibatch
     from exchange.libraries.trl.callback import rollout_of
     from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
 
@@ -178,7 +184,6 @@ def _trainer_class():
             self.exchange_step_metrics: dict[str, list] = {}
             self.exchange_kl_pending: list = []
             super().__init__(*a, **k)
-            from exchange.lab.llm import grammar_fused_head
 
             for m in (self.model, self.ref_model):  # TRL's fused head must see the task grammar too
                 if m is not None:
@@ -312,10 +317,6 @@ class _Setup:
 
 def _synthetic_setup(run: RunConfig, args, exp_dir: Path, model: str | None, model_config: str | None,
                      device: str) -> _Setup:
-    from exchange.lab.llm import LogitsOnly, render, task_reward, task_tokenizer
-    from exchange.lab.tasks import get_task
-    from exchange.lab.trainer import certificate, evaluate, fixed_eval_set, initial_metrics
-
     task = get_task(run.task.name, run.task.max_filler, run.task.style_p)
     eval_prompts, probes = fixed_eval_set(run, task)
     held_out, train_prompts = held_out_split(task, eval_prompts, run.seed)
@@ -332,8 +333,6 @@ def _synthetic_setup(run: RunConfig, args, exp_dir: Path, model: str | None, mod
 
 
 def _text_setup(run: RunConfig, args, data: str, model: str, device: str) -> _Setup:
-    from exchange.lab.llm import exact_match_reward, load_math_jsonl, text_accuracy
-
     rows = load_math_jsonl(data)
     held_out = [r for k, r in enumerate(rows) if k % 10 == 0][:512]
     train = [r for k, r in enumerate(rows) if k % 10 != 0]
@@ -422,8 +421,6 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
 
 
 def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
-    from exchange.lab.tasks import get_task
-
     need = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p).max_response_len
     if not text and args.max_completion_length < need:
         raise InvalidArgument(
@@ -487,8 +484,6 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
 
 
 def _model_names() -> list[str]:
-    from exchange.lab.llm import MODEL_CONFIGS
-
     return list(MODEL_CONFIGS)
 
 
@@ -496,10 +491,6 @@ def _write_meta(cfg: ExperimentConfig, args, exp_dir: Path, seeds: list[int], mo
                 source: str | None) -> None:
     """``experiment.json`` with ``[train]`` as TRL ran it (steps = max_steps, group size,
     epochs = num_iterations, ...), so the report's step count and text are the run's."""
-    from exchange.lab.experiment import write_experiment_json
-    from exchange.lab.tasks import get_task
-    from exchange.lab.trainer import fixed_eval_set
-
     n_eval = cfg.train.eval_prompts
     if data is None:
         run0 = dataclasses.replace(cfg.runs()[0], seed=seeds[0])

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from exchange.lab.predictions import RunData
+from exchange.lab.runlog import atomic_write_bytes
 
 __all__ = ["plot_curves", "plot_effects"]
 
@@ -116,8 +117,6 @@ def _save(fig, path: str | Path) -> None:
     import io
 
     import matplotlib.pyplot as plt
-
-    from exchange.lab.runlog import atomic_write_bytes
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)

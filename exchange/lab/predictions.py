@@ -28,12 +28,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from exchange.core.metric_keys import SHARED_RESIDUAL
 from exchange.errors import InvalidArgument
 
 __all__ = ["RunData", "Prediction", "PREDICTIONS", "predicted_drift_sign", "MANIPULATION_KEY", "KL_KEY"]
 
-MANIPULATION_KEY = "tax/shared_residual"
-"""The manipulation check: the treatment must have removed the mechanism (residual ~ 0)."""
+MANIPULATION_KEY = SHARED_RESIDUAL
+"""The manipulation check: the treatment must have removed the mechanism (its shared
+residual, :data:`exchange.core.metric_keys.SHARED_RESIDUAL`, ~ 0)."""
 KL_KEY = "kl/all_contexts"
 """Trust-region match: mean KL(pi_before || pi_after) per step, compared between arms."""
 

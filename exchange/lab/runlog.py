@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from exchange.errors import InvalidArgument
 
 __all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_torch_save", "MetricsLog", "read_metrics", "check_steps",
            "RunLock", "environment", "record_environment", "finish_run"]
@@ -91,8 +92,6 @@ def check_steps(rows: list[dict[str, Any]], expected: int | None = None, where: 
     refused, never silently averaged."""
     from collections import Counter
 
-    from exchange.errors import InvalidArgument
-
     steps = [r.get("step") for r in rows]
     dup = sorted(s for s, c in Counter(steps).items() if c > 1)
     if dup:
@@ -124,8 +123,6 @@ class RunLock:
 
     def __enter__(self) -> "RunLock":
         import fcntl
-
-        from exchange.errors import InvalidArgument
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(self.path, "a+")

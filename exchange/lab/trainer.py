@@ -46,6 +46,7 @@ from exchange.lab.sft import sft_warm_start
 from exchange.lab.tasks import VOCAB_SIZE, GrammarLM, Task, certify_zero_credit, filler_accuracy, get_task
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 from exchange.core.rollout import Rollout
+from exchange.lab.tabular import TabularLM
 
 __all__ = ["train_run", "warm_started_policy", "evaluate", "certificate", "initial_metrics", "fixed_eval_set",
            "measure_minibatch"]
@@ -75,8 +76,6 @@ def _tiny_lm(cfg: RunConfig, task: Task) -> nn.Module:
     n_pos = task.prompt_len + cfg.train.max_response_len + task.max_response_len
     m = cfg.model
     if m.kind == "tabular":
-        from exchange.lab.tabular import TabularLM
-
         return GrammarLM(TabularLM(VOCAB_SIZE, m.table_size), task)
     return GrammarLM(TinyLM(TinyLMConfig(VOCAB_SIZE, n_pos, m.d_model, m.n_heads, m.n_layers, seed=cfg.seed)), task)
 

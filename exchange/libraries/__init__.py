@@ -19,12 +19,12 @@ openpipe-art==0.5.18.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from torch import Tensor
 
-from exchange.libraries.versions import INSTALL, SUPPORTED, LibraryError, installed_version, require
+from exchange.libraries.versions import SUPPORTED, LibraryError, installed_version, require
 from exchange.errors import InvalidArgument
 from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
@@ -115,8 +115,7 @@ class LibraryRow:
     @property
     def name(self) -> str:
         """``target`` plus its params as the CLI spells them."""
-        flags = " ".join(f"--param {k}={v}" for k, v in self.params.items())
-        return f"{self.target} {flags}".strip()
+        return " ".join([self.target, *(f"--param {k}={v}" for k, v in self.params.items())])
 
     @property
     def library(self) -> str:
@@ -216,11 +215,18 @@ _AREAL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
 # test, and tests/test_audit.py fails if a row listed here agrees (or one not here does not).
 KNOWN_DISAGREEMENTS: dict[str, str] = {
     "skyrl:clip_cov": (
-        "on-policy the checker finds (Z), (E), (C) and (P) broken, as predicted, but names no "
-        "mechanism, where the catalog's Clip-Cov derivation (M2: the covariance mask depends "
-        "on the advantage) predicts M2; the catalog's own clip_cov row in "
-        "docs/audit.md reads **NO** the same way "
+        "the checker finds (Z), (E), (C) and (P) broken, as predicted, but names no mechanism "
+        "on-policy and only M2 off-policy, where the catalog's Clip-Cov derivation (THEORY.md "
+        "section 4: a selection by the advantage, M2, that prunes after centring, M4) predicts "
+        "M2 and M4; the catalog's own clip_cov row in docs/audit.md reads **NO** the same way "
         "(tests/libraries/skyrl/test_loss.py::test_clip_cov_on_policy_is_the_catalogs_disagreement)"
+    ),
+    "skyrl:kl_cov": (
+        "off-policy the checker finds (E), (C), (N) and (P) broken, as predicted, but names only "
+        "M2, where the catalog's KL-Cov derivation (THEORY.md section 4: a selection by the "
+        "advantage, M2, adding abs(log rho) to the selected tokens, M6) predicts M2 and M6; the "
+        "catalog's own kl_cov row in docs/audit.md reads **NO** the same way "
+        "(tests/libraries/skyrl/test_loss.py::test_kl_cov_prediction_is_the_catalogs)"
     ),
     "areal:ppo": (
         "AReaL's default keeps raw rewards (no reward_norm/adv_norm). Off-policy the PPO clip splits "

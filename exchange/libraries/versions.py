@@ -13,11 +13,10 @@ import functools
 import importlib.metadata
 from typing import Any, Callable, Mapping
 
-from exchange.core.vocabulary import breaks_of
 from exchange.errors import ExchangeError
-from exchange.objectives.objective import Expected, override_params
+from exchange.objectives.objective import override_params
 
-__all__ = ["LibraryError", "SUPPORTED", "DISTRIBUTIONS", "INSTALL", "installed_version", "require", "parse_params", "library_loss", "verdict_of"]
+__all__ = ["LibraryError", "SUPPORTED", "DISTRIBUTIONS", "INSTALL", "installed_version", "require", "parse_params", "library_loss"]
 
 # The one version of each library whose loss code the adapters drive.
 SUPPORTED: dict[str, str] = {
@@ -92,9 +91,3 @@ def library_loss(target: str, options: Mapping[str, Any], loss: Callable[..., An
     if precision is not None:
         fn.exchange_precision = precision  # type: ignore[attr-defined]
     return fn
-
-
-def verdict_of(mechanisms: set[str]) -> Expected:
-    """The expected verdict when ``mechanisms`` act (the rule of
-    :func:`exchange.core.vocabulary.breaks_of`)."""
-    return Expected(breaks_of(mechanisms), frozenset(mechanisms))

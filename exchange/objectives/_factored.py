@@ -40,8 +40,11 @@ from typing import Any, Callable, Mapping
 
 from torch import Tensor
 
-from exchange.objectives._common import per_token, policy_ratio, unit_ratio
+from exchange.objectives._common import (
+    aggregation_weight, per_token, policy_ratio, ppo_clip, sign_free_trust_region, unit_ratio,
+)
 from exchange.core.rollout import Rollout
+from exchange.objectives.objective import Objective
 
 Params = Mapping[str, Any]
 CLIP_LEVELS = ("token", "sequence", "none")
@@ -123,23 +126,17 @@ def factored_objective(name: str, factors: Factors, **fields: Any):
     """An :class:`~exchange.objectives.Objective` whose loss is ``factored_loss(factors, ...)``."""
     import functools
 
-    from exchange.objectives.objective import Objective
-
     return Objective(name=name, loss=functools.partial(factored_loss, factors), factors=factors, **fields)
 
 
 # ------------------------------------------------------------ shared hooks
 def agg_norm(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
     """Hook: the aggregation weight of ``p["loss_agg_mode"]`` (``max_length`` if given)."""
-    from exchange.objectives._common import aggregation_weight
-
     return aggregation_weight(rollout, p["loss_agg_mode"], p.get("max_length"))
 
 
 def fixed_norm(mode: str) -> Callable[[Tensor, Rollout, Params], Tensor]:
     """Hook factory: the aggregation weight of one fixed mode (``max_length`` if given)."""
-    from exchange.objectives._common import aggregation_weight
-
     def norm(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
         return aggregation_weight(rollout, mode, p.get("max_length"))
 
@@ -149,13 +146,9 @@ def fixed_norm(mode: str) -> Callable[[Tensor, Rollout, Params], Tensor]:
 
 def ppo_surrogate(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Tensor:
     """Hook: PPO-clip with ``p["eps_low"]``, ``p["eps_high"]`` (sign-dependent, M2)."""
-    from exchange.objectives._common import ppo_clip
-
     return ppo_clip(rho, adv, p["eps_low"], p["eps_high"])
 
 
 def ppo_sign_free(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Tensor:
     """Hook: keep the gradient iff ``1-eps_low <= rho <= 1+eps_high``, for both signs of A."""
-    from exchange.objectives._common import sign_free_trust_region
-
     return sign_free_trust_region(rho, adv, 1 - p["eps_low"], 1 + p["eps_high"])

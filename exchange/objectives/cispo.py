@@ -19,8 +19,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._factored import Factors, Params, factored_objective, fixed_norm
-from exchange.objectives.objective import Expected
 from exchange.objectives.grpo import scaled_advantages
 from exchange.core.rollout import Rollout
 
@@ -45,7 +45,7 @@ CISPO = factored_objective(
     summary="CISPO: detached truncated IS weight sg(min(r, 1+eps)) times A log pi, token-mean",
     source="arXiv:2506.13585 (MiniMax-M1); TRL loss_type='cispo' (one-sided cap)",
     defaults={"eps_low": None, "eps_high": 0.28},
-    expected={"on_policy": Expected.of(), "off_policy": Expected.of()},
+    expected=per_regime(verdict_of(), verdict_of()),
     notes="MiniMax's numeric eps_high was not retrieved; 0.28 is DAPO's clip-higher value.",
 )
 
@@ -55,5 +55,5 @@ CISPO_VERL = factored_objective(
     summary="CISPO as in verl: two-sided sg(clip(r, 0.8, 1.2)) A log pi, token-mean",
     source="arXiv:2506.13585; verl 0.9.1 core_algos.py compute_policy_loss 'cispo'",
     defaults={"eps_low": 0.2, "eps_high": 0.2},
-    expected={"on_policy": Expected.of(), "off_policy": Expected.of()},
+    expected=per_regime(verdict_of(), verdict_of()),
 )

@@ -28,9 +28,8 @@ import torch
 from torch import Tensor
 
 from exchange.objectives._common import aggregate, group_advantages, policy_ratio
-from exchange.objectives.objective import Expected
 from exchange.objectives.objective import Objective
-from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.core.rollout import Rollout
 
 
@@ -92,14 +91,15 @@ def kl_cov_loss(
     return aggregate(per_token, rollout, "token-mean")
 
 
-# Derived: pruning copies of one event by advantage breaks (C) even in a group of
-# identical responses (zero_sum); the random pick is by batch position, so reordering
-# the responses changes which copy is pruned (permutation_invariant).
-_CLIP_COV_BREAKS = CANCELLATION_BREAKS + ("zero_sum", "permutation_invariant")
-# Off-policy the |l - l_old| penalty lands on the top-covariance tokens whatever their
-# own advantage, tokens of an equal-reward group included (null_on_equal_rewards), and
-# torch.topk breaks covariance ties by position (permutation_invariant).
-_KL_COV_BREAKS = CANCELLATION_BREAKS + ("null_on_equal_rewards", "permutation_invariant")
+# THEORY.md section 4 (attribution rules): a selection by the advantage is M2, and what
+# it does to the selected occurrences adds its own mechanism. Clip-Cov prunes the
+# selected copies after the advantages were centred (M4: a group of identical responses
+# no longer sums to zero); the random pick is by batch position (P). KL-Cov adds
+# kl_coef |l - l_old| to the selected tokens whatever their own advantage (M6, tied
+# groups included); torch.topk breaks covariance ties by position (P). On-policy the
+# penalty's gradient is 0 (|x| at 0): nothing.
+_CLIP_COV = verdict_of("M2.advantage_selection", "M4.not_zero_sum")
+_KL_COV_OFF = verdict_of("M2.advantage_selection", "M6.event_term")
 
 _COV_NOTES = (
     "Selection sizes round down as in verl: at the default ratio 2e-4 a small batch selects "
@@ -119,10 +119,7 @@ CLIP_COV = Objective(
         "clip_cov_ub": 5.0,
         "seed": 0,
     },
-    expected={
-        "on_policy": Expected.of(_CLIP_COV_BREAKS, ("M2",)),
-        "off_policy": Expected.of(_CLIP_COV_BREAKS, ("M2",)),
-    },
+    expected=per_regime(_CLIP_COV, _CLIP_COV),
     notes=_COV_NOTES,
 )
 
@@ -132,6 +129,6 @@ KL_COV = Objective(
     summary="KL-Cov: unclipped A r plus kl_coef |l - l_old| on the top-covariance tokens",
     source="arXiv:2505.22617; verl 0.9.1 'kl_cov'",
     defaults={"kl_cov_ratio": 2e-4, "kl_coef": 0.1},
-    expected={"on_policy": Expected.of(), "off_policy": Expected.of(_KL_COV_BREAKS, ("M2",))},
+    expected=per_regime(verdict_of(), _KL_COV_OFF),
     notes=_COV_NOTES + " kl_coef=0.1 is verl 0.9.1's ppo_kl_coef default (the reference notes say 1 elsewhere).",
 )

@@ -9,9 +9,8 @@ shaping act on the data and the reward, not on the coefficients.
 
 from __future__ import annotations
 
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._factored import Factors, factored_objective, fixed_norm, ppo_sign_free, ppo_surrogate
-from exchange.objectives.objective import Expected
-from exchange.core.vocabulary import CANCELLATION_BREAKS
 from exchange.objectives.grpo import scaled_advantages
 
 DAPO_FACTORS = Factors(
@@ -24,9 +23,6 @@ DAPO = factored_objective(
     summary="DAPO: clip-higher (0.2/0.28), token-mean over the batch",
     source="arXiv:2503.14476",
     defaults={"eps_low": 0.2, "eps_high": 0.28},
-    expected={
-        "on_policy": Expected.of(),
-        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",)),
-    },
+    expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes="Dynamic sampling and overlong reward shaping change the data and the rewards, not the loss; not modelled.",
 )

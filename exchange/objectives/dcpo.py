@@ -25,10 +25,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._common import sign_free_trust_region
 from exchange.objectives._factored import Factors, Params, factored_objective, fixed_norm
-from exchange.objectives.objective import Expected
-from exchange.core.vocabulary import CANCELLATION_BREAKS
 from exchange.objectives.grpo import scaled_advantages
 from exchange.core.rollout import Rollout
 
@@ -60,7 +59,7 @@ DCPO = factored_objective(
     summary="DCPO: clip bounds from the token's old probability, dual clip c=10, token sum",
     source="arXiv:2509.02333; authors' verl code (get_clip_low_high, compute_policy_loss_dcpo)",
     defaults={"eps_low": 0.2, "eps_high": 0.28, "clip_c": 10.0},
-    expected={"on_policy": Expected.of(), "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",))},
+    expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes=(
         "Smooth Advantage Standardisation needs the prompt's history, which a Rollout lacks: "
         "this is its first visit (= group z-score). Later visits break zero-sum (M4)."

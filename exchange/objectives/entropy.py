@@ -41,8 +41,7 @@ from exchange.objectives._factored import (
     ppo_sign_free,
     ppo_surrogate,
 )
-from exchange.objectives.objective import Expected
-from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives.grpo import scaled_advantages
 from exchange.core.rollout import Rollout
 
@@ -85,7 +84,7 @@ ENTROPY_8020 = factored_objective(
     summary="80/20 forking tokens: DAPO gradient on the top-20% entropy tokens of the batch",
     source="arXiv:2506.01939 (Beyond the 80/20 Rule); TRL top_entropy_quantile",
     defaults={"eps_low": 0.2, "eps_high": 0.28, "rho": 0.2},
-    expected={"on_policy": Expected.of(), "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",))},
+    expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes="Normalised by all real tokens (TRL); whether the paper excludes masked tokens is unverified.",
 )
 
@@ -117,8 +116,6 @@ def hapo_advantages(rollout: Rollout, p: Params) -> Tensor:
     return adv + p["alpha"] * torch.sign(adv) * shift
 
 
-_HAPO_BREAKS = ("zero_sum", "exchangeable", "shared_cancellation")
-
 HAPO = factored_objective(
     "hapo",
     Factors(
@@ -130,10 +127,10 @@ HAPO = factored_objective(
     summary="HAPO/EAPO: advantage reallocated by sign(A) times clipped entropy z-score (alpha=0.2, phi=2)",
     source="arXiv:2604.11056 (EAPO in v1, HAPO in v2), formula via a third-party reading note",
     defaults={"alpha": 0.2, "phi": 2.0, "z_scope": "response", "eps_low": 0.2, "eps_high": 0.2, "loss_agg_mode": "token-mean"},
-    expected={
-        "on_policy": Expected.of(_HAPO_BREAKS, ("M4", "M5")),
-        "off_policy": Expected.of(_HAPO_BREAKS, ("M2", "M4", "M5")),
-    },
+    # sign(A) times an entropy shift: the group stops summing to zero (M4), and the shift
+    # is a within-response statistic (M5).
+    expected=per_regime(verdict_of("M4.not_zero_sum", "M5.response_statistics"),
+                        verdict_of("M2.sign_clip", "M4.not_zero_sum", "M5.response_statistics")),
     notes=(
         "Formula transcribed by a third-party note from the v1 PDF (not checked against it). The "
         "z-score reference set is not stated: z_scope='response' (default) or 'batch'; the "

@@ -11,9 +11,9 @@ either way alpha is a batch constant and the verdicts do not change. ``F_norm = 
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._factored import (
     Factors,
     Params,
@@ -22,7 +22,6 @@ from exchange.objectives._factored import (
     linear_surrogate,
     logprob_ratio,
 )
-from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
 
 
@@ -46,6 +45,6 @@ GPG = factored_objective(
     ),
     summary="GPG: REINFORCE with group-centred rewards times a batch constant, token-mean",
     source="arXiv:2504.02546; verl compute_gpg_outcome_advantage / 'gpg' policy loss",
-    expected={"on_policy": Expected.of(), "off_policy": Expected.of()},
+    expected=per_regime(verdict_of(), verdict_of()),
     notes="alpha follows verl's code (B / #nonzero rewards); the paper's B/(B-M) differs but is also a batch constant.",
 )

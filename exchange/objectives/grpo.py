@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._common import aggregation_weight, group_advantages, k3_kl
 from exchange.objectives._factored import (
     Factors,
@@ -32,7 +32,6 @@ from exchange.objectives._factored import (
     ppo_sign_free,
     ppo_surrogate,
 )
-from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
 
 
@@ -75,10 +74,7 @@ GRPO = factored_objective(
         "loss_agg_mode": "seq-mean-token-mean",
         "beta": 0.0,
     },
-    expected={
-        "on_policy": Expected.of(CANCELLATION_BREAKS, ("M3",)),
-        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2", "M3")),
-    },
+    expected=per_regime(verdict_of("M3.response_norm"), verdict_of("M2.sign_clip", "M3.response_norm")),
     regularizer=grpo_kl,
     notes=(
         "beta defaults to 0 (TRL, verl); DeepSeekMath used beta=0.04, which needs "
@@ -93,10 +89,7 @@ BNPO = factored_objective(
     summary="BNPO (TRL loss_type='bnpo'): GRPO surrogate, one token-mean normaliser for the batch",
     source="TRL GRPOTrainer loss_type='bnpo'; arXiv:2506.02864 [recall, unverified]",
     defaults={"eps_low": 0.2, "eps_high": 0.2},
-    expected={
-        "on_policy": Expected.of(),
-        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",)),
-    },
+    expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes=(
         "Implements TRL's 'bnpo' aggregation (sum / local batch token count). The BNPO "
         "paper's Beta-distribution reward normalisation is NOT implemented: its formula "
@@ -115,9 +108,6 @@ DR_GRPO = factored_objective(
     summary="Dr. GRPO: no std, token sum over a constant budget (restores (E) on-policy)",
     source="arXiv:2503.20783 (Understanding R1-Zero-Like Training)",
     defaults={"eps_low": 0.2, "eps_high": 0.2, "max_length": 1024.0},
-    expected={
-        "on_policy": Expected.of(),
-        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",)),
-    },
+    expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes="max_length is the generation budget (TRL: max_completion_length); any constant keeps (E).",
 )

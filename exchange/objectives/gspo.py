@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._common import sequence_log_ratio
 from exchange.objectives._factored import (
     Factors,
@@ -32,8 +33,6 @@ from exchange.objectives._factored import (
     ppo_sign_free,
     ppo_surrogate,
 )
-from exchange.objectives.objective import Expected
-from exchange.core.vocabulary import CANCELLATION_BREAKS
 from exchange.objectives.grpo import scaled_advantages
 from exchange.core.rollout import Rollout
 
@@ -54,10 +53,7 @@ def token_sequence_ratio(logprobs: Tensor, rollout: Rollout, p: Params) -> Tenso
     return s[:, None] * torch.exp(logprobs - logprobs.detach())
 
 
-_EXPECTED = {
-    "on_policy": Expected.of(CANCELLATION_BREAKS, ("M3",)),
-    "off_policy": Expected.of(CANCELLATION_BREAKS, ("M1", "M2", "M3")),
-}
+_EXPECTED = per_regime(verdict_of("M3.response_norm"), verdict_of("M1.sequence_weight", "M2.sign_clip", "M3.response_norm"))
 
 GSPO = factored_objective(
     "gspo",

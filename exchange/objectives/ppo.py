@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._common import ppo_dual_clip
 from exchange.objectives._factored import Factors, Params, factored_objective, fixed_norm, ppo_sign_free
-from exchange.objectives.objective import Expected
-from exchange.core.vocabulary import CANCELLATION_BREAKS
 from exchange.objectives.grpo import scaled_advantages
 from exchange.core.rollout import Rollout
 
@@ -36,6 +35,6 @@ PPO = factored_objective(
     summary="PPO-clip with dual clip c=3 (verl 'vanilla'), group advantages, token-mean",
     source="arXiv:1707.06347 (PPO), arXiv:1912.09729 (dual clip) [recall]; verl 0.9.1 'vanilla'",
     defaults={"eps_low": 0.2, "eps_high": 0.2, "clip_c": 3.0},
-    expected={"on_policy": Expected.of(), "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2",))},
+    expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes="PPO proper uses GAE with a critic; the group advantage here is how verl pairs 'vanilla' with GRPO.",
 )

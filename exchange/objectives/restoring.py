@@ -39,7 +39,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from exchange.core.vocabulary import REGIMES, breaks_of
+from exchange.core.vocabulary import REGIMES, verdict_of
 from exchange.errors import InvalidArgument
 from exchange.objectives._factored import Factors, Params, factored_loss
 from exchange.objectives.objective import Expected, Objective
@@ -183,44 +183,46 @@ def _check_sequence(base: Objective, transforms: list[str], catalog: list[Object
 
 # ---------------------------------------------------------------- verdicts
 def derive_expected(base: Objective, transforms: tuple[str, ...]) -> dict[str, Expected]:
-    """Expected verdicts of ``base`` after ``transforms`` (T5 applied mechanism by mechanism).
+    """Expected verdicts of ``base`` after ``transforms`` (T5, applied facet by facet).
 
-    Each transformation removes the mechanisms it addresses; the properties that break
-    are those the remaining mechanisms break (M1/M2/M3/M5: (E) and (C); M4: what it broke
-    in the base). After ``adv_orthogonal``, M1 and M3 break (E) only.
+    Each transformation removes the facets it addresses: ``group_constant_norm`` every
+    M3 facet, ``sign_free_clip`` M2's sign-dependent clip, ``min_replace`` the
+    per-response weights (M1, M3) and a sequence-level clip folded into them.
+    ``adv_orthogonal`` removes that clip too and, when per-response weights are all that
+    is left, turns each into its ``.projected`` facet ((C) restored by projection over
+    unequal weights: (E) only, section 4b). The verdict is then the rule
+    (:func:`exchange.core.vocabulary.verdict_of`) applied to the remaining facets.
     """
-    assert base.factors is not None
+    if base.factors is None:
+        raise InvalidArgument(f"objective={base.name!r} is not in the factored form: no transformation applies.")
     out: dict[str, Expected] = {}
     for regime in REGIMES:
-        exp = base.expected[regime]
-        mechs = set(exp.mechanisms)
+        facets = set(base.expected[regime].facets)
         clip_level = base.factors.clip_level
         orthogonal = False
         for t in transforms:
             if t == "group_constant_norm":
-                mechs.discard("M3")
+                facets -= {f for f in facets if f.startswith("M3.")}
             elif t == "sign_free_clip":
-                mechs.discard("M2")
+                facets.discard("M2.sign_clip")
             elif t == "token_trust_region":
-                pass  # a gate on the event's own ratio, any sign: adds no mechanism
+                pass  # a gate on the event's own ratio, any sign: adds no facet
             elif t in _WEIGHT_TRANSFORMS:
                 if clip_level == "sequence":
-                    mechs.discard("M2")
+                    facets.discard("M2.sign_clip")
                     clip_level = "none"
                 if t == "min_replace":
-                    mechs -= {"M1", "M3"}
+                    facets -= {f for f in facets if f.startswith(("M1.", "M3."))}
                 else:
                     orthogonal = True
-        if mechs == set(exp.mechanisms):
-            breaks = set(exp.breaks)
-        else:
-            breaks = set()
-            for m in mechs:
-                breaks |= set(exp.breaks) if m == "M4" else breaks_of({m})
-        if orthogonal and mechs <= {"M1", "M3"}:
-            breaks = {"exchangeable"} if mechs else set()
-        out[regime] = Expected(frozenset(breaks), frozenset(mechs))
+        if orthogonal and facets <= set(_PROJECTABLE):
+            facets = {_PROJECTABLE[f] for f in facets}
+        out[regime] = verdict_of(*sorted(facets))
     return out
+
+
+# Per-response weights whose (C) a projection restores, and the facet each becomes.
+_PROJECTABLE = {"M1.sequence_weight": "M1.projected", "M3.response_norm": "M3.projected"}
 
 
 # ------------------------------------------------------------------ build
@@ -234,8 +236,7 @@ def apply_transforms(base: Objective, transforms: list[str], catalog: list[Objec
     if not transforms:
         return base
     _check_sequence(base, list(transforms), catalog)
-    factors = base.factors
-    assert factors is not None
+    factors = base.factors  # not None: _check_sequence refused an objective without factors
     for t in transforms:
         factors = TRANSFORMS[t](factors)
     name = "+".join([base.name, *transforms])

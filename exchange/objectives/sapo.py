@@ -22,9 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.objectives._factored import Factors, Params, agg_norm, factored_objective, fixed_norm
-from exchange.objectives.objective import Expected
-from exchange.core.vocabulary import CANCELLATION_BREAKS
 from exchange.objectives.grpo import scaled_advantages
 from exchange.core.rollout import Rollout
 
@@ -48,7 +47,7 @@ def sapo_sign_free(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Ten
     return _gate(rho, adv, p["tau_pos"])
 
 
-_EXPECTED_OFF = Expected.of(CANCELLATION_BREAKS, ("M2",))
+_EXPECTED_OFF = verdict_of("M2.sign_clip")
 
 SAPO = factored_objective(
     "sapo",
@@ -56,7 +55,7 @@ SAPO = factored_objective(
     summary="SAPO: soft sigmoid gate with tau_pos=1.0 / tau_neg=1.05, token-mean",
     source="arXiv:2511.20347; Trinity-RFT sapo_policy_loss (token-mean)",
     defaults={"tau_pos": 1.0, "tau_neg": 1.05, "loss_agg_mode": "token-mean"},
-    expected={"on_policy": Expected.of(), "off_policy": _EXPECTED_OFF},
+    expected=per_regime(verdict_of(), _EXPECTED_OFF),
     notes="The paper's aggregation was not retrieved: token-mean follows Trinity-RFT; see sapo_verl.",
 )
 
@@ -71,8 +70,5 @@ SAPO_VERL = factored_objective(
     summary="SAPO as in verl 0.9.1 / TRL 1.16: the soft gate with a per-response token mean (1/L_i)",
     source="arXiv:2511.20347; verl 0.9.1 core_algos.py 'sapo'; TRL loss_type='sapo'",
     defaults={"tau_pos": 1.0, "tau_neg": 1.05},
-    expected={
-        "on_policy": Expected.of(CANCELLATION_BREAKS, ("M3",)),
-        "off_policy": Expected.of(CANCELLATION_BREAKS, ("M2", "M3")),
-    },
+    expected=per_regime(verdict_of("M3.response_norm"), verdict_of("M2.sign_clip", "M3.response_norm")),
 )

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from exchange.errors import InvalidArgument
 from exchange.core.events import events
 from exchange.models import response_logprobs
-from exchange.paramspace import _params as P
+from exchange.paramspace import params as P
 from exchange.core.rollout import Rollout
 
 __all__ = [

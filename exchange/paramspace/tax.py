@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from exchange.core.coefficients import LossFn, token_coefficients
 from exchange.core.events import Events, event_coefficients, events
 from exchange.models import prefix_logits, response_logprobs
-from exchange.paramspace import _params as P
+from exchange.paramspace import params as P
 from exchange.core.rollout import Rollout
 
 __all__ = ["LearningTax", "ZeroCredit", "zero_credit_occurrences", "learning_tax"]

@@ -25,6 +25,8 @@ from exchange.symbolic.cells import TrustRegion
 from exchange.symbolic.group import SymbolicGroup
 from exchange.symbolic.spec import SymbolicSpec
 from exchange.symbolic.surrogates import aggregate, ppo_clip, ppo_clip_bounds, ppo_clip_signed
+from exchange.objectives import VARIANTS, get
+from exchange.symbolic.transforms import BASES, variant_surrogate
 
 __all__ = ["SPECS", "NO_CLOSED_FORM", "NoClosedForm", "get_spec", "spec_names"]
 
@@ -134,8 +136,6 @@ def _hapo(g, P, opts):
 
 def _factored(name: str, transforms: tuple[str, ...] = ()):
     """The surrogate of a factored family (``transforms.BASES``), possibly transformed."""
-    from exchange.symbolic.transforms import variant_surrogate
-
     return variant_surrogate(name, transforms)
 
 
@@ -181,9 +181,6 @@ SPECS: dict[str, SymbolicSpec] = {
 
 # Restoring transformations (T5): every catalog variant of a factored base in transforms.BASES.
 def _variant_specs() -> list[SymbolicSpec]:
-    from exchange.objectives import VARIANTS
-    from exchange.symbolic.transforms import BASES
-
     out = []
     for name in VARIANTS:
         base, *ts = name.split("+")
@@ -208,8 +205,6 @@ NO_CLOSED_FORM: dict[str, str] = {
 
 
 def _in_catalog(name: str) -> bool:
-    from exchange.objectives import get
-
     try:
         get(name)
     except InvalidArgument:
@@ -238,6 +233,4 @@ def get_spec(name: str) -> SymbolicSpec:
 
 def options(name: str, **overrides: Any) -> dict[str, Any]:
     """The catalog defaults of ``name`` with ``overrides`` (validated by the catalog)."""
-    from exchange.objectives import get
-
     return get(name).params(**overrides)

@@ -18,16 +18,20 @@ from typing import Mapping, Sequence
 import numpy as np
 import sympy as sp
 
+from exchange.core.vocabulary import Regime
+
 __all__ = ["Region", "TrustRegion", "EntropyState", "resolve", "ratio_regions", "entropy_states",
            "feasible_sign_patterns"]
 
 
 @dataclass(frozen=True)
 class Region:
-    """A region of the ratio symbols: a label and one witness value per symbol."""
+    """A region of the ratio symbols: a label, one witness value per symbol, and the
+    regime it belongs to (the on-policy point, or a region of off-policy ratios)."""
 
     label: str
     witness: Mapping[sp.Symbol, sp.Expr]
+    regime: Regime = Regime.OFF_POLICY
 
 
 def _decide_min_max(e: sp.Basic, witness: Mapping[sp.Symbol, sp.Expr]) -> sp.Basic:

@@ -12,7 +12,14 @@ from typing import Callable
 
 import sympy as sp
 
+from exchange.core.vocabulary import Regime
 from exchange.errors import InvalidArgument
+from exchange.symbolic.catalog import spec_names
+from exchange.symbolic.cells import feasible_sign_patterns, resolve
+from exchange.symbolic.derive import derive
+from exchange.symbolic.kl_drift import prop31, prop31_numeric
+from exchange.symbolic.logodds import cor32, cor32_numeric
+from exchange.symbolic.necessity import cor33_example, necessity, necessity_general
 
 __all__ = ["ClaimResult", "CLAIM_KEYS", "check_claims"]
 
@@ -44,13 +51,10 @@ def _fmt(e) -> str:
 
 # ------------------------------------------------------------------------------ T1
 def _t1(G: int | None) -> ClaimResult:
-    from exchange.symbolic.catalog import spec_names
-    from exchange.symbolic.derive import derive
-
     G = G or 3
     rows, ok = [], True
     for name in spec_names():
-        d = derive(name, G)
+        d = derive(name, G, off_policy=False)  # T1 is an on-policy statement
         # HAPO's entropy shift makes the per-token advantages non-zero-sum (M4).
         reads_entropy = any(k.free_symbols & set(d.group.z) for k in d.kappa)
         zero_sum = sp.simplify(sp.Add(*d.advantage.centred)) == 0 and not reads_entropy
@@ -68,8 +72,6 @@ def _t1(G: int | None) -> ClaimResult:
 
 # ------------------------------------------------------------------------------ T2
 def _necessity(G: int | None) -> ClaimResult:
-    from exchange.symbolic.necessity import necessity, necessity_general
-
     Gs = [G] if G else list(range(2, 9))
     rows, ok = [], True
     for n in Gs:
@@ -88,8 +90,6 @@ def _necessity(G: int | None) -> ClaimResult:
 
 # ------------------------------------------------------------------------------ T3
 def _t3(G: int | None) -> ClaimResult:
-    from exchange.symbolic.derive import derive
-
     G = G or 3
     d = derive("grpo", G)
     g = d.group
@@ -114,9 +114,6 @@ def _t3(G: int | None) -> ClaimResult:
 
 # ------------------------------------------------------------------------------ T4
 def _t4(G: int | None) -> ClaimResult:
-    from exchange.symbolic.cells import feasible_sign_patterns, resolve
-    from exchange.symbolic.derive import derive
-
     G = G or 3
     d = derive("dapo", G)
     g = d.group
@@ -143,8 +140,6 @@ def _t4(G: int | None) -> ClaimResult:
 
 # ------------------------------------------------------------------------------ Cor 3.3
 def _cor33(G: int | None) -> ClaimResult:
-    from exchange.symbolic.necessity import cor33_example
-
     c = cor33_example()
     ok = c.K == 0 and not c.weights_equal and c.K_other != 0 and c.gspo_K_nonzero_polynomial
     return ClaimResult(
@@ -160,8 +155,6 @@ def _cor33(G: int | None) -> ClaimResult:
 
 # ------------------------------------------------------------------------------ Prop 3.1
 def _prop31(G: int | None) -> ClaimResult:
-    from exchange.symbolic.kl_drift import prop31, prop31_numeric
-
     r = prop31(3)
     num = prop31_numeric()
     converges = all(abs(ratio - 1) < 3 * eta * 10 for eta, _, ratio in num) and \
@@ -183,8 +176,6 @@ def _prop31(G: int | None) -> ClaimResult:
 
 # ------------------------------------------------------------------------------ Cor 3.2
 def _cor32(G: int | None) -> ClaimResult:
-    from exchange.symbolic.logodds import cor32, cor32_numeric
-
     c = cor32()
     num = cor32_numeric()
     eta = sp.Symbol("eta", positive=True)
@@ -223,9 +214,6 @@ _T5 = {
 
 
 def _t5(G: int | None) -> ClaimResult:
-    from exchange.symbolic.catalog import spec_names
-    from exchange.symbolic.derive import derive
-
     G = G or 3
     available = set(spec_names())
     rows, ok, missing = [], True, []
@@ -250,15 +238,12 @@ def _t5(G: int | None) -> ClaimResult:
 # ------------------------------------------------------------------------------ HAPO
 def _hapo(G: int | None) -> ClaimResult:
     """THEORY.md section 6: HAPO's shared event gets K_e = alpha z (n_pos - n_neg) / N."""
-    from exchange.symbolic.cells import feasible_sign_patterns, resolve
-    from exchange.symbolic.derive import derive
-
     alpha = sp.Symbol("alpha", positive=True)
     rows, slack_ok, bound_ok = [], True, True
     for n in ([G] if G else [2, 3, 4]):
         d = derive("hapo", n, z_scope="batch")
         g = d.group
-        states = {v.region.split("; ")[1]: v for v in d.regions if v.region.startswith("on-policy")}
+        states = {v.entropy_state: v for v in d.regions if v.regime is Regime.ON_POLICY}
         K_slack = states["|z| <= |A_i|/phi"].K
         A_values = dict(zip(g.A, d.advantage.values()))
         slack = True

@@ -15,12 +15,14 @@ Steps (each one a sympy operation on the surrogate written once in the spec):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import sympy as sp
 
+from exchange.core.vocabulary import Regime
 from exchange.symbolic.catalog import get_spec, options as catalog_options
 from exchange.symbolic.cells import (
     EntropyState,
@@ -33,6 +35,7 @@ from exchange.symbolic.cells import (
 )
 from exchange.symbolic.group import SymbolicGroup
 from exchange.symbolic.spec import AdvantageForm, SymbolicSpec
+from exchange.errors import InvalidArgument
 
 __all__ = ["ClosedForm", "Derivation", "RegionVerdict", "closed_form", "derive", "MAX_G"]
 
@@ -56,6 +59,8 @@ class RegionVerdict:
         binary_sign_expr: the expression whose sign is the sign of ``binary_K``.
         note: set when some symbols were left generic (transcendental ones, e.g. SAPO's
             ``rho``, ``tau``, when rational unknowns such as lengths exist).
+        regime: the regime of the region (merged regions share one).
+        entropy_state: HAPO's entropy-clip state label (``""`` where none applies).
     """
 
     region: str
@@ -66,6 +71,8 @@ class RegionVerdict:
     binary_sign: str
     binary_sign_expr: sp.Expr
     note: str = ""
+    regime: Regime = Regime.OFF_POLICY
+    entropy_state: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,8 +168,6 @@ class Derivation:
 
 
 def _check(objective: str, G: int, overrides: dict) -> tuple[SymbolicSpec, tuple]:
-    from exchange.errors import InvalidArgument
-
     if isinstance(G, bool) or not isinstance(G, int) or not 2 <= G <= MAX_G:
         raise InvalidArgument(f"G={G!r} is out of range; use an int in 2..{MAX_G} (sympy work grows as 3^G).")
     spec = get_spec(objective)
@@ -193,26 +198,27 @@ def _closed_form_cached(name: str, G: int, opts_items: tuple) -> ClosedForm:
     return ClosedForm(name, G, opts, spec.advantages(g, opts), J, kappa, K, g, P, spec.notes)
 
 
-def derive(objective: str, G: int = 3, *, all_regions: bool = False, **overrides: Any) -> Derivation:
+def derive(objective: str, G: int = 3, *, all_regions: bool = False, off_policy: bool = True,
+           **overrides: Any) -> Derivation:
     """Derive the closed form of catalog objective ``objective`` for a group of ``G``.
 
     ``overrides`` set hyperparameters as in ``Objective.bind`` (the clip bounds stay
     symbolic; their values only pick the witness points of the regions and matter for
     options such as ``eps_low=None``). Sequence ratios (GSPO) have ``3^G`` regions; only
     the three homogeneous ones are analysed unless ``all_regions=True`` (``G <= 3``).
-    Cached per (objective, G, all_regions, overrides).
+    ``off_policy=False`` analyses the on-policy point alone (the off-policy regions are
+    most of the cost: SAPO's soft gates take seconds). Cached per (objective, G,
+    all_regions, off_policy, overrides).
     Raises ``NoClosedForm`` for objectives without a closed form.
     """
-    from exchange.errors import InvalidArgument
-
     spec, opts_items = _check(objective, G, overrides)
     if all_regions and G > 3:
         raise InvalidArgument(f"all_regions=True with G={G}: 3^G regions; use G <= 3.")
-    return _derive_cached(spec.name, G, all_regions, opts_items)
+    return _derive_cached(spec.name, G, all_regions, off_policy, opts_items)
 
 
 @functools.lru_cache(maxsize=64)
-def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> Derivation:
+def _derive_cached(name: str, G: int, all_regions: bool, off_policy: bool, opts_items: tuple) -> Derivation:
     cf = _closed_form_cached(name, G, opts_items)
     g, P, K, adv, opts = cf.group, cf.P, cf.K, cf.advantage, cf.options
     witness_params = {P[k]: sp.nsimplify(opts[k]) for k in P if isinstance(opts.get(k), (int, float))}
@@ -229,10 +235,10 @@ def _derive_cached(name: str, G: int, all_regions: bool, opts_items: tuple) -> D
     patterns = feasible_sign_patterns(adv.centred, g.R, g.L)
 
     on = {s: sp.Integer(1) for s in ratio_syms}
-    on_region = Region("on-policy (every ratio = 1)", {**witness_params, **tr.witness})
+    on_region = Region("on-policy (every ratio = 1)", {**witness_params, **tr.witness}, Regime.ON_POLICY)
     assumptions = spec.assumptions(P)
     verdicts = [_verdict(K.xreplace(on), on_region, z, g, adv, patterns, assumptions) for z in z_states]
-    for region in regions:
+    for region in regions if off_policy else ():
         verdicts += [_verdict(K, region, z, g, adv, patterns, assumptions) for z in z_states]
     return Derivation(
         objective=name, G=G, options=opts, advantage=adv, surrogate=cf.surrogate, kappa=cf.kappa,
@@ -299,7 +305,7 @@ def _verdict(K: sp.Expr, region: Region, z: EntropyState, g: SymbolicGroup, adv:
         equations |= {_without_positive_factors(c) for c in poly.coeffs() if c != 0}
     vanishes, conditions, note = _solve(equations, g, assumptions)
     bK, bsign, bexpr = _binary(K_region, g, adv)
-    return RegionVerdict(label, _tidy(K_region), vanishes, conditions, bK, bsign, bexpr, note)
+    return RegionVerdict(label, _tidy(K_region), vanishes, conditions, bK, bsign, bexpr, note, region.regime, z.label)
 
 
 def _without_positive_factors(c: sp.Expr) -> sp.Expr:
@@ -381,22 +387,17 @@ def _tidy(e: sp.Expr) -> sp.Expr:
     return e.replace(lambda x: isinstance(x, sp.Piecewise), one) if e.has(sp.Piecewise) else e
 
 
-_ON = "on-policy"
-
-
 def _merge(verdicts: list[RegionVerdict]) -> list[RegionVerdict]:
     """Join regions of one regime whose results coincide (labels joined with ' or ');
     the first (on-policy) verdict stays first and alone."""
     out: list[RegionVerdict] = [verdicts[0]]
     for v in verdicts[1:]:
         for j, w in enumerate(out[1:], start=1):
-            if (_ON in w.region.split(";")[0]) != (_ON in v.region.split(";")[0]):
+            if w.regime != v.regime:
                 continue
             if (w.vanishes, w.conditions, w.binary_sign) == (v.vanishes, v.conditions, v.binary_sign) and \
                     sp.simplify(w.K - v.K) == 0:
-                out[j] = RegionVerdict(f"{w.region} or {v.region}", *[getattr(w, f) for f in
-                                       ("K", "vanishes", "conditions", "binary_K", "binary_sign",
-                                        "binary_sign_expr", "note")])
+                out[j] = dataclasses.replace(w, region=f"{w.region} or {v.region}")
                 break
         else:
             out.append(v)

@@ -27,6 +27,7 @@ from torch import Tensor
 from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 from exchange.symbolic.derive import ClosedForm, Derivation
+from exchange.symbolic.spec import PARAM_SYMBOLS
 
 __all__ = ["closed_form_coefficients", "closed_form_shared_K"]
 
@@ -34,7 +35,6 @@ __all__ = ["closed_form_coefficients", "closed_form_shared_K"]
 def _symbols(d: ClosedForm | Derivation) -> list[sp.Symbol]:
     g = d.group
     extra = {d.advantage.scale} if isinstance(d.advantage.scale, sp.Symbol) else set()
-    from exchange.symbolic.spec import PARAM_SYMBOLS
 
     known = set(PARAM_SYMBOLS.values())
     params = [s for k in d.kappa for s in k.free_symbols if s in known]
@@ -121,7 +121,6 @@ def _values(d: ClosedForm | Derivation, rollout: Rollout, logprobs: Tensor) -> t
     vals[g.N.name] = float(sum(lengths))
     vals[g.rho.name] = vals[g.q_event.name] = 1.0
     vals[g.z_event.name] = 0.0
-    from exchange.symbolic.spec import PARAM_SYMBOLS
 
     for key, sym in PARAM_SYMBOLS.items():
         value = d.options.get(key)

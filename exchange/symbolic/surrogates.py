@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import sympy as sp
+from exchange.errors import InvalidArgument
 
 __all__ = [
     "ppo_clip",
@@ -126,8 +127,6 @@ def response_norms(lengths: Sequence[sp.Expr], mode: str, *, G: sp.Expr, N: sp.E
     ``token-mean``: ``1/N``; ``seq-mean-token-mean``: ``1/(G L_i)``; ``seq-mean-token-sum``:
     ``1/G``; ``seq-mean-token-sum-norm``: ``1/(G max_length)``; ``token-sum``: ``1``.
     """
-    from exchange.errors import InvalidArgument
-
     if mode == "token-mean":
         return [1 / N] * len(lengths)
     if mode == "seq-mean-token-mean":

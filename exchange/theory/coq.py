@@ -1,10 +1,11 @@
 """Compile the Coq development and check every registered theorem (THEORY.md section 3).
 
 ``compile_proofs`` runs ``make -C proofs`` (coq_makefile over ``proofs/_CoqProject``),
-then ``Print Assumptions`` for each theorem in ``exchange.theory.registry.THEOREMS`` and
-compares the axioms it depends on with ``ALLOWED_AXIOMS``, then ``Check``s each
-theorem and compares the statement Coq prints with the one pinned in
-``proofs/statements.txt``. A theorem is *checked* only when the build succeeds, its name
+then one coqc pass over a generated file that runs ``Print Assumptions`` for each
+theorem in ``exchange.theory.registry.THEOREMS`` (the axioms it depends on are compared
+with ``ALLOWED_AXIOMS``) and ``Check``s each one (the statement Coq prints is compared
+with the one pinned in ``proofs/statements.txt``). The statuses are cached by a hash of
+everything they depend on (``exchange.theory.cache``). A theorem is *checked* only when the build succeeds, its name
 exists, it uses no axiom outside the allow-list, its compiled statement is the pinned
 one, and its non-vacuity witness (a lemma that its hypotheses can all hold at once)
 passes the same checks.
@@ -188,41 +189,205 @@ def print_assumptions(
     coqc = coqc or find_coqc()
     if coqc is None:
         raise ProofError("coqc not found; install Coq 8.16 (apt-get install -y coq)")
-    proof_dir = _check_dir(proof_dir)
-    found: dict[str, tuple[str, ...]] = {}
-    errors: list[str] = []
-    pending = list(names)
-    while pending:
-        modules = sorted({n.rsplit(".", 1)[0] for n in pending})
-        lines = [f"Require {m}." for m in modules]
-        for n in pending:
+    run = _run_coq(_check_dir(proof_dir), list(dict.fromkeys(names)), coqc, statements=False,
+                   expect_closed=lambda name: False)
+    return run.found, run.errors
+
+
+# --- one coqc pass: Print Assumptions and Check in a single generated file ------------
+#
+# ``Print Assumptions`` is what costs: each call walks the whole closure of its theorem
+# (QArith, lra's certificates, the Reals construction), 0.3-0.5 s a theorem, and
+# nothing is shared between calls. Over a tuple of theorems it walks the union once,
+# and ``Closed under the global context`` for the tuple means closed for every member
+# (the assumptions of a tuple are the union of its members' and of pair/prod, which
+# have none). So the theorems expected to be closed are asked about together; any
+# other answer (or an error) sends the members back to be asked one by one in the
+# next pass. Theorems over R are asked about one by one from the start: their exact
+# axiom lists differ, and a tuple's answer cannot say whose is whose. The guess only
+# decides how much one pass does, never a status.
+
+_GROUP_MARKER = "@@exchange-group "
+_GUARD_MARKER = "@@exchange-guard "
+_IMPORTS_MARKER = "@@exchange-imports "
+# A pinned statement that mentions R (Coq's standard reals) is over R: its theorem
+# depends on the Reals axioms, so it is asked about alone.
+_OVER_R = re.compile(r"(?<![\w'.])R(?![\w'])")
+
+
+@dataclass
+class _Unit:
+    kind: str  # "group", "guard", "theorem", "imports", "statement"
+    label: str
+    members: tuple[str, ...] = ()
+
+
+@dataclass
+class _CoqRun:
+    found: dict[str, tuple[str, ...]]  # name -> assumptions, for every name coqc resolved
+    errors: str  # one "name: stderr" line per name coqc could not resolve (or Require)
+    compiled: dict[str, str]  # name -> printed statement (``Check``)
+    clean: bool  # every coqc run ended normally (0 or a located error): the result can be cached
+    passes: int
+
+
+def _marker(text: str) -> str:
+    return f'Goal True. idtac "{text}". Abort.'
+
+
+def _script(proof_dir: Path, units: list[_Unit]) -> str:
+    """The .v file for one pass: ``Require`` (no Import, so axioms print with their
+    library's qualified name), the Print Assumptions units, then the statement units
+    with every module imported, Q_scope and R_scope open and the printing width set."""
+    pa_names = [n for u in units if u.kind in ("group", "guard", "theorem") for n in u.members]
+    lines = [f"Require {m}." for m in sorted({n.rsplit(".", 1)[0] for n in pa_names})]
+    for unit in units:
+        if unit.kind == "group" or unit.kind == "guard":
+            marker = _GROUP_MARKER if unit.kind == "group" else _GUARD_MARKER
+            const = f"exchange_{unit.kind}_{unit.label}"
+            # @name: no implicit argument is inserted, so any theorem fits in the tuple.
+            lines += [_marker(f"{marker}{unit.label}"),
+                      f"Definition {const} := ({', '.join('@' + n for n in unit.members)}).",
+                      f"Print Assumptions {const}."]
+        elif unit.kind == "theorem":
             # idtac inside a throw-away goal prints a marker before each answer.
-            lines += [f'Goal True. idtac "{_MARKER}{n}". Abort.', f"Print Assumptions {n}."]
+            lines += [_marker(f"{_MARKER}{unit.label}"), f"Print Assumptions {unit.label}."]
+        elif unit.kind == "imports":
+            lines += [_marker(f"{_IMPORTS_MARKER}{unit.label}"),
+                      "From Coq Require Import QArith Reals.",
+                      *[f"Require Import {m}." for m in _imports(proof_dir)],
+                      "Open Scope Q_scope.", "Open Scope R_scope.",
+                      f"Set Printing Width {PRINTING_WIDTH}."]
+        else:
+            lines += [_marker(f"{_STMT_MARKER}{unit.label}"), f"Check @{unit.label}."]
+    return "\n".join(lines) + "\n"
+
+
+_MARKERS = {_GROUP_MARKER: "group", _GUARD_MARKER: "guard", _MARKER: "theorem",
+            _IMPORTS_MARKER: "imports", _STMT_MARKER: "statement"}
+
+
+def _split_output(text: str) -> list[tuple[str, str, list[str]]]:
+    """coqc's stdout -> [(kind, label, lines)] in the order the markers were printed."""
+    blocks: list[tuple[str, str, list[str]]] = []
+    for line in text.splitlines():
+        for prefix, kind in _MARKERS.items():
+            if line.startswith(prefix):
+                blocks.append((kind, line[len(prefix):].strip(), []))
+                break
+        else:
+            if blocks:
+                blocks[-1][2].append(line)
+    return blocks
+
+
+def _assumptions_of(label: str, lines: list[str]) -> tuple[str, ...]:
+    return _parse_assumptions("\n".join([_MARKER + label, *lines])).get(label, ())
+
+
+def _statement_of(lines: list[str]) -> str:
+    return "\n".join(line.rstrip() for line in lines if line.strip() and line[0].isspace())
+
+
+def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, statements: bool,
+             expect_closed, reused: dict[str, tuple[str, ...]] | None = None) -> _CoqRun:
+    """Print Assumptions for every name and (``statements``) ``Check`` it, in one coqc
+    pass when nothing fails.
+
+    ``expect_closed(name)`` puts a name in the tuple asked about at once; ``reused``
+    (name -> assumptions from the cache) are not asked again, except that the ones
+    with assumptions are asked about together, once, to confirm that the axioms still
+    print under the same names. A unit that fails stops the file; the pass is rerun
+    from the unit after it (a name coqc cannot resolve is reported, like before).
+    """
+    reused = {n: axioms for n, axioms in (reused or {}).items() if n in names}
+    found: dict[str, tuple[str, ...]] = {n: () for n, axioms in reused.items() if not axioms}
+    todo = [n for n in names if n not in reused]
+    together = [n for n in todo if expect_closed(n)]
+    units = [_Unit("group", "0", tuple(together))] if together else []
+    guarded = tuple(n for n in names if reused.get(n))
+    if guarded:
+        units.append(_Unit("guard", "0", guarded))
+    units += [_Unit("theorem", n, (n,)) for n in todo if n not in set(together)]
+    if statements and names:
+        units += [_Unit("imports", "0"), *[_Unit("statement", n) for n in names]]
+    errors: list[str] = []
+    unresolved: set[str] = set()
+    compiled: dict[str, str] = {}
+    clean, passes = True, 0
+    while units:
+        passes += 1
         with tempfile.TemporaryDirectory() as tmp:
-            vfile = Path(tmp) / "ExchangeAssumptions.v"
-            vfile.write_text("\n".join(lines) + "\n")
-            proc = subprocess.run(
-                [coqc, *_load_path(proof_dir), str(vfile)],
-                capture_output=True, text=True, cwd=tmp, timeout=600,
-            )
-        parsed = _parse_assumptions(proc.stdout)
-        if proc.returncode == 0:
-            found.update(parsed)
+            vfile = Path(tmp) / "ExchangeCheck.v"
+            vfile.write_text(_script(proof_dir, units))
+            # The two passes this one replaces had 600 s each.
+            proc = subprocess.run([coqc, *_load_path(proof_dir), str(vfile)],
+                                  capture_output=True, text=True, cwd=tmp, timeout=1200)
+        if proc.returncode not in (0, 1):
+            clean = False  # killed or crashed: what it printed holds, the rest is not cached
+        blocks = _split_output(proc.stdout)
+        failed = None if proc.returncode == 0 or not blocks else blocks.pop()
+        if proc.returncode != 0 and failed is None:
+            # No marker: a Require of the preamble failed, and nothing was checked.
+            errors.append(f"Require: {proc.stderr.strip()}")
+            clean = False
             break
-        # The last marker printed names the theorem coqc choked on (or none: a Require).
-        bad = list(parsed)[-1] if parsed else None
-        errors.append(f"{bad or 'Require'}: {proc.stderr.strip()}")
-        if bad is None:
-            break
-        found.update({k: v for k, v in parsed.items() if k != bad})
-        pending = pending[pending.index(bad) + 1:]
-    return found, "\n".join(errors)
+        done = {(kind, label): lines for kind, label, lines in blocks}
+        retry: list[_Unit] = []
+        for index, unit in enumerate(units):
+            key = (unit.kind, unit.label)
+            if failed is not None and key == failed[:2]:
+                # This unit stopped coqc; the ones after it did not run.
+                if unit.kind == "theorem":  # a name coqc cannot resolve: reported, not retried
+                    errors.append(f"{unit.label}: {proc.stderr.strip()}")
+                    unresolved.add(unit.label)
+                elif unit.kind in ("group", "guard"):  # find out which member, one by one
+                    retry += [_Unit("theorem", n, (n,)) for n in unit.members]
+                # A statement whose Check failed prints nothing; after the imports
+                # failed, none can be printed.
+                retry += [u for u in units[index + 1:]
+                          if not (unit.kind == "imports" and u.kind == "statement")]
+                break
+            lines = done.get(key)
+            if unit.kind == "theorem":
+                if lines is not None:
+                    found[unit.label] = _assumptions_of(unit.label, lines)
+            elif unit.kind == "group":
+                if lines is not None and [x.strip() for x in lines if x.strip()] == [CLOSED]:
+                    found.update({n: () for n in unit.members})
+                else:
+                    retry += [_Unit("theorem", n, (n,)) for n in unit.members]
+            elif unit.kind == "guard":
+                expected = {a for n in unit.members for a in reused[n]}
+                if lines is not None and set(_assumptions_of(unit.label, lines)) == expected:
+                    found.update({n: reused[n] for n in unit.members})
+                else:
+                    retry += [_Unit("theorem", n, (n,)) for n in unit.members]
+            elif unit.kind == "statement" and lines is not None:
+                text = _statement_of(lines)
+                if text:
+                    compiled[unit.label] = text
+        # Statements need the imports in front of them.
+        if any(u.kind == "statement" for u in retry) and not any(u.kind == "imports" for u in retry):
+            first = next(i for i, u in enumerate(retry) if u.kind == "statement")
+            retry.insert(first, _Unit("imports", "0"))
+        # Theorems coqc could not resolve print no statement either.
+        units = [u for u in retry if not (u.kind == "statement" and u.label in unresolved)]
+    return _CoqRun(found, "\n".join(errors), compiled, clean, passes)
+
+
+def _expect_closed(pinned: dict[str, str]):
+    def guess(name: str) -> bool:
+        statement = pinned.get(name.rsplit(".", 1)[-1])
+        return statement is None or not _OVER_R.search(statement)
+    return guess
 
 
 def compile_proofs(
     proof_dir: Path | str | None = None,
     theorems: dict[str, Theorem] | None = None,
     pin: bool = True,
+    cache: bool = True,
 ) -> list[TheoremStatus]:
     """Build the development and return one status per registered theorem.
 
@@ -230,6 +395,11 @@ def compile_proofs(
     failure: it is in CI). A failed build fails every theorem with make's output.
     With ``pin`` (the default) every theorem and witness must have the statement pinned
     in ``<proof_dir>/statements.txt``; a difference fails the theorem, with a diff.
+
+    With ``cache`` (the default) the result is looked up in ``<proof_dir>/.cache/`` by a
+    hash of every input that can change it (``exchange.theory.cache``), and stored
+    there; a theorem whose module and the modules it requires are unchanged is not
+    asked about again. ``cache=False`` neither reads nor writes it.
     """
     theorems = THEOREMS if theorems is None else theorems
     proof_dir = _check_dir(Path(proof_dir) if proof_dir else default_proofs_dir())
@@ -239,6 +409,12 @@ def compile_proofs(
         return [TheoremStatus(k, t.name, COQC_MISSING, why) for k, t in theorems.items()]
     if shutil.which("make") is None:
         raise ProofError("make not found; install it (apt-get install -y make) to build proofs/")
+    store = None
+    if cache:  # opened before make: its keys are those of the sources make builds from
+        from exchange.theory.cache import ResultCache
+
+        modules = {module: vfile for vfile, module in _vfiles(proof_dir)}
+        store = ResultCache.open(proof_dir, coqc, modules)
     make = subprocess.run(
         ["make", "-C", str(proof_dir)], capture_output=True, text=True, timeout=1800
     )
@@ -248,14 +424,21 @@ def compile_proofs(
             TheoremStatus(k, t.name, FAILED, f"make -C {proof_dir} failed:\n{tail}")
             for k, t in theorems.items()
         ]
+    if store is not None:
+        hit = store.load_statuses(theorems, pin)
+        if hit is not None and store.unchanged():
+            return hit
     names = _all_names(theorems)
-    found, errors = print_assumptions(proof_dir, names, coqc)
-    compiled: dict[str, str] = {}
-    pinned: dict[str, str] | None = None
-    if pin:
-        compiled = print_statements(proof_dir, [n for n in names if n in found], coqc)
-        pinned = read_statements(proof_dir)
-    return [_full_status(k, t, found, errors, compiled, pinned) for k, t in theorems.items()]
+    pinned = read_statements(proof_dir)
+    run = _run_coq(proof_dir, names, coqc, statements=pin, expect_closed=_expect_closed(pinned),
+                   reused=store.reusable_assumptions(names) if store is not None else None)
+    statuses = [_full_status(k, t, run.found, run.errors, run.compiled, pinned if pin else None)
+                for k, t in theorems.items()]
+    if store is not None and store.unchanged():  # else files changed under the check
+        store.save_assumptions(run.found)
+        if run.clean:
+            store.save_statuses(theorems, pin, statuses)
+    return statuses
 
 
 def _all_names(theorems: dict[str, Theorem]) -> list[str]:
@@ -359,28 +542,14 @@ def print_statements(proof_dir: Path, names: list[str], coqc: str | None = None)
     if coqc is None:
         raise ProofError("coqc not found; install Coq 8.16 (apt-get install -y coq)")
     proof_dir = _check_dir(proof_dir)
-    lines = ["From Coq Require Import QArith Reals.",
-             *[f"Require Import {m}." for m in _imports(proof_dir)],
-             "Open Scope Q_scope.", "Open Scope R_scope.",
-             f"Set Printing Width {PRINTING_WIDTH}."]
-    for n in names:
-        lines += [f'Goal True. idtac "{_STMT_MARKER}{n}". Abort.', f"Check @{n}."]
+    units = [_Unit("imports", "0"), *[_Unit("statement", n) for n in dict.fromkeys(names)]]
     with tempfile.TemporaryDirectory() as tmp:
         vfile = Path(tmp) / "ExchangeStatements.v"
-        vfile.write_text("\n".join(lines) + "\n")
+        vfile.write_text(_script(proof_dir, units))
         proc = subprocess.run([coqc, *_load_path(proof_dir), str(vfile)],
                               capture_output=True, text=True, cwd=tmp, timeout=600)
-    result: dict[str, str] = {}
-    current, body = None, []
-    for line in proc.stdout.splitlines():
-        if line.startswith(_STMT_MARKER):
-            if current is not None:
-                result[current] = "\n".join(body)
-            current, body = line[len(_STMT_MARKER):].strip(), []
-        elif current is not None and line.strip() and line[0].isspace():
-            body.append(line.rstrip())
-    if current is not None:
-        result[current] = "\n".join(body)
+    result = {label: _statement_of(lines) for kind, label, lines in _split_output(proc.stdout)
+              if kind == "statement"}
     return {k: v for k, v in result.items() if v}
 
 

@@ -75,14 +75,12 @@ def test_length_weighted_baseline_is_m4():
     assert "M4" in report.mechanisms, report
 
 
-def test_length_shaping_is_m7_with_cancellation_intact(monkeypatch):
+def test_length_shaping_is_m7_with_cancellation_intact():
     # The per-example path: the bulk path also draws batches whose every group is tied,
     # where this loss's coefficients are pure round-off that (C)'s relative residual
     # reads as a break (test_bulk.py::test_a_fully_tied_batch_shows_round_off...).
-    from exchange.checker import checking
-
-    monkeypatch.setattr(checking, "BULK", False)
-    report = check(length_shaped, properties=["zero_sum", "exchangeable", "shared_cancellation"], max_examples=10, seed=0)
+    report = check(length_shaped, properties=["zero_sum", "exchangeable", "shared_cancellation"], max_examples=10,
+                   seed=0, fuzzer="per_example")
     assert not report.holds("exchangeable")
     assert report.holds("shared_cancellation") and report.holds("zero_sum")
     assert report.mechanisms == ["M7"], report

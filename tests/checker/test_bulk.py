@@ -16,38 +16,42 @@ import pytest
 import torch
 
 from exchange import check
-from exchange.checker import bulk, checking
-from exchange.checker.cases import build
+from exchange.checker import bulk
+from exchange.checker.cases import build, case_template, case_values
+from exchange.checker.draw import RandomDraw
 from exchange.checker.properties import PROPERTIES
+from exchange.checker.search import shrink_failure
 from exchange.core.coefficients import Engine, loss_and_coefficients
 from exchange.objectives import VARIANTS, get, names
 
 REGIMES = ("on_policy", "off_policy")
 
 
-def _batch(prop: str, regime: str, rng: random.Random, gen: torch.Generator, k: int = 4):
-    spec = bulk._spec(prop, regime, rng)
+def _batch(prop: str, regime: str, rng: random.Random, k: int = 4):
+    """A layout of ``prop``, ``k`` value seeds and ``k`` reward rows, as bulk.run draws them."""
+    d = RandomDraw(rng)
+    lay = PROPERTIES[prop].layout(d, regime)
     seeds = [rng.randint(0, 2**16) for _ in range(k)]
-    return spec, seeds, bulk._draw_rewards(gen, k, spec)
+    return lay, seeds, bulk.draw_rewards(d, k, lay)
 
 
 @pytest.mark.parametrize("prop", list(PROPERTIES))
 @pytest.mark.parametrize("regime", REGIMES)
 def test_configurations_are_the_cases_they_name(prop, regime):
-    rng, gen = random.Random(f"{prop}{regime}"), torch.Generator().manual_seed(1)
+    rng = random.Random(f"{prop}{regime}")
     for _ in range(6):
-        spec, seeds, rewards = _batch(prop, regime, rng, gen)
-        cases = [spec.case] + ([spec.mutation.apply(spec.case)] if spec.mutation else [])
-        for template in cases:
-            lay = bulk.layout(template)
-            vals = bulk.values(lay, seeds)
+        layout, seeds, rewards = _batch(prop, regime, rng)
+        base = layout.example.case
+        mutation = layout.example.mutation
+        for template in [base] + ([mutation.apply(base)] if mutation else []):
+            lay = case_template(template)
+            vals = case_values(lay, seeds)
             for j, s in enumerate(seeds):
-                ex = bulk.example(spec, s, rewards[j])
-                case = ex[0] if isinstance(ex, tuple) else ex
-                if template is not spec.case:
-                    case = spec.mutation.apply(case)
+                case = layout.complete(rewards[j], s).case
+                if template is not base:
+                    case = mutation.apply(case)
                 r = build(case)
-                assert torch.equal(r.rewards, rewards[j])
+                assert r.rewards.tolist() == [x for rw in rewards[j] for x in rw]
                 for name in ("tokens", "mask", "group", "truncated", "baseline_rewards"):
                     assert torch.equal(getattr(r, name), getattr(lay.rollout, name)), name
                 for name, value in vals.items():
@@ -65,18 +69,17 @@ def _objectives():
 @pytest.mark.parametrize("name", _objectives())
 def test_batched_coefficients_equal_plain_autograd(name):
     fn = get(name).bind() if "+" not in name else _variant(name)
-    rng, gen = random.Random(name), torch.Generator().manual_seed(2)
+    rng = random.Random(name)
     for prop, regime in (("shared_cancellation", "off_policy"), ("exchangeable", "on_policy"), ("null_on_equal_rewards", "off_policy")):
-        spec, seeds, rewards = _batch(prop, regime, rng, gen)
-        lay = bulk.layout(spec.case)
-        fields = bulk.values(lay, seeds)
-        fields["rewards"] = rewards
+        layout, seeds, rewards = _batch(prop, regime, rng)
+        lay = case_template(layout.example.case)
+        fields = case_values(lay, seeds)
+        fields["rewards"] = torch.tensor([[x for rw in cfg for x in rw] for cfg in rewards], dtype=torch.float64)
         for mode in (True, False):
             loss, kappa, errors = bulk.coefficients(fn, lay.rollout, fields, bulk.Mode(mode))
             assert errors == [None] * len(seeds)
             for j, s in enumerate(seeds):
-                ex = bulk.example(spec, s, rewards[j])
-                r = build(ex[0] if isinstance(ex, tuple) else ex)
+                r = build(layout.complete(rewards[j], s).case)
                 loss_j, kappa_j = loss_and_coefficients(fn, r.logprobs, r)
                 scale = float(kappa_j.abs().max()) + 1e-300
                 assert float((kappa[j] - kappa_j).abs().max()) <= 1e-12 * scale, (name, mode)
@@ -103,15 +106,15 @@ def test_batched_coefficients_equal_plain_autograd_on_library_rows(row):
     """TRL, verl and OpenRLHF code under vmap (or its loop fallback) gives the plain
     coefficients (skipped without the extras)."""
     fn = _variant(row)
-    rng, gen = random.Random(row), torch.Generator().manual_seed(4)
-    spec, seeds, rewards = _batch("shared_cancellation", "off_policy", rng, gen)
-    lay = bulk.layout(spec.case)
-    fields = bulk.values(lay, seeds)
-    fields["rewards"] = rewards
+    rng = random.Random(row)
+    layout, seeds, rewards = _batch("shared_cancellation", "off_policy", rng)
+    lay = case_template(layout.example.case)
+    fields = case_values(lay, seeds)
+    fields["rewards"] = torch.tensor([[x for rw in cfg for x in rw] for cfg in rewards], dtype=torch.float64)
     loss, kappa, errors = bulk.coefficients(fn, lay.rollout, fields, bulk.Mode(True))
     assert errors == [None] * len(seeds)
     for j, s in enumerate(seeds):
-        r = build(bulk.example(spec, s, rewards[j]))
+        r = build(layout.complete(rewards[j], s).case)
         _, kappa_j = loss_and_coefficients(fn, r.logprobs, r)
         scale = float(kappa_j.abs().max()) + 1e-300
         assert float((kappa[j] - kappa_j).abs().max()) <= 1e-12 * scale
@@ -122,14 +125,14 @@ def test_batched_coefficients_equal_plain_autograd_on_library_rows(row):
 def test_batched_residuals_equal_the_plain_property(objective, prop):
     fn = get(objective).bind()
     engine = Engine(fn, batched=False)
-    rng, gen = random.Random(objective + prop), torch.Generator().manual_seed(3)
+    rng = random.Random(objective + prop)
     tol = 1e-7 if prop == "exchangeable" else 1e-12
     for regime in REGIMES:
         for _ in range(2):
-            spec, seeds, rewards = _batch(prop, regime, rng, gen)
-            batch = bulk.evaluate(fn, spec, seeds, rewards, True)
+            layout, seeds, rewards = _batch(prop, regime, rng)
+            batch = bulk.evaluate(fn, PROPERTIES[prop], layout, seeds, rewards)
             for j, s in enumerate(seeds):
-                ev = PROPERTIES[prop].evaluate(engine, bulk.example(spec, s, rewards[j]), regime)
+                ev = PROPERTIES[prop].evaluate(engine, layout.complete(rewards[j], s), regime)
                 got = float(batch.residual[j])
                 assert got == ev.residual or abs(got - ev.residual) <= tol, (regime, j, got, ev.residual)
                 assert bool(batch.informative[j]) == ev.informative
@@ -139,12 +142,12 @@ def test_bulk_is_deterministic_and_counts_what_it_evaluates():
     fn = get("dapo").bind()
     prop = PROPERTIES["shared_cancellation"]
     engine = Engine(fn, batched=False)
-    a = bulk.run(fn, prop, "on_policy", 20, 5, prop.tolerance, engine)
-    b = bulk.run(fn, prop, "on_policy", 20, 5, prop.tolerance, engine)
+    a = bulk.run(engine, prop, "on_policy", 20, 5, prop.tolerance)
+    b = bulk.run(engine, prop, "on_policy", 20, 5, prop.tolerance)
     layouts, per = bulk.plan(20)
     assert a.examples == b.examples == layouts * per >= 20
     assert (a.informative, a.max_residual, a.layouts) == (b.informative, b.max_residual, b.layouts)
-    c = bulk.run(fn, prop, "on_policy", 20, 6, prop.tolerance, engine)
+    c = bulk.run(engine, prop, "on_policy", 20, 6, prop.tolerance)
     assert (c.informative, c.max_residual) != (a.informative, a.max_residual)
     r1 = check(fn, max_examples=20, seed=3).to_dict()
     r2 = check(fn, max_examples=20, seed=3).to_dict()
@@ -165,7 +168,7 @@ def test_a_planted_break_is_found_and_shrunk():
     report = check(_three_group_break, properties=("shared_cancellation",), max_examples=20, seed=0)
     for regime in REGIMES:
         res = report.result("shared_cancellation", regime)
-        assert not res.holds and res.found_by.startswith("fuzz")
+        assert not res.holds and res.found_by.fuzzer and not res.found_by.probe
         cx = res.counterexample
         assert cx.n_groups == 3 and cx.n == 6  # three groups of two responses: minimal
         assert int(cx.lengths.max()) <= 2
@@ -173,15 +176,17 @@ def test_a_planted_break_is_found_and_shrunk():
 
 
 @pytest.mark.parametrize("bulk_path", [True, False])
-def test_without_shrinking_the_verdict_is_the_same_and_the_counterexample_still_fails(bulk_path, monkeypatch):
-    monkeypatch.setattr(checking, "BULK", bulk_path)
-    shrunk = check(_three_group_break, properties=("shared_cancellation",), max_examples=20, seed=0)
-    found = check(_three_group_break, properties=("shared_cancellation",), max_examples=20, seed=0, shrink=False)
+def test_without_shrinking_the_verdict_is_the_same_and_the_counterexample_still_fails(bulk_path):
+    fuzzer = "bulk" if bulk_path else "per_example"
+    shrunk = check(_three_group_break, properties=("shared_cancellation",), max_examples=20, seed=0, fuzzer=fuzzer)
+    found = check(_three_group_break, properties=("shared_cancellation",), max_examples=20, seed=0, shrink=False,
+                  fuzzer=fuzzer)
     prop = PROPERTIES["shared_cancellation"]
     for regime in REGIMES:
         a, b = shrunk.result("shared_cancellation", regime), found.result("shared_cancellation", regime)
         assert not a.holds and not b.holds
-        assert b.found_by == ("fuzz (bulk, not shrunk)" if bulk_path else "fuzz (not shrunk)")
+        assert str(b.found_by) == ("fuzz (bulk, not shrunk)" if bulk_path else "fuzz (not shrunk)")
+        assert b.found_by.fuzzer == fuzzer and not b.found_by.shrunk
         assert b.max_residual > prop.tolerance  # the reported group really breaks (C)
         assert b.counterexample.n_groups >= 3  # the planted break needs three groups
         if bulk_path:  # as found: no smaller than the minimal one, usually larger
@@ -198,9 +203,9 @@ def test_shrink_must_be_a_bool():
 def test_the_greedy_shrinker_minimises_a_bulk_failure():
     prop = PROPERTIES["shared_cancellation"]
     engine = Engine(_three_group_break, batched=False)
-    found = bulk.run(_three_group_break, prop, "off_policy", 64, 0, prop.tolerance, engine)
+    found = bulk.run(engine, prop, "off_policy", 64, 0, prop.tolerance)
     assert found.failure is not None
-    ev = checking._shrink(engine, prop, found.failure, "off_policy", prop.tolerance)
+    ev = shrink_failure(engine, prop, found.failure, "off_policy", prop.tolerance)
     assert ev.residual > prop.tolerance
     assert ev.rollout.n_groups == 3 and ev.rollout.n == 6 and int(ev.rollout.lengths.max()) == 1
     assert set(ev.rollout.rewards.tolist()) <= {0.0, 1.0}  # rewards simplified too
@@ -211,9 +216,9 @@ def test_the_greedy_shrinker_simplifies_the_mutation_of_an_exchangeability_break
     prop = PROPERTIES["exchangeable"]
     fn = get("grpo").bind()  # M3: any length mutation of one response breaks (E) on-policy
     engine = Engine(fn, batched=False)
-    found = bulk.run(fn, prop, "on_policy", 64, 0, prop.tolerance, engine)
+    found = bulk.run(engine, prop, "on_policy", 64, 0, prop.tolerance)
     assert found.failure is not None
-    ev = checking._shrink(engine, prop, found.failure, "on_policy", prop.tolerance)
+    ev = shrink_failure(engine, prop, found.failure, "on_policy", prop.tolerance)
     assert ev.residual > prop.tolerance
     assert ev.rollout.n_groups == 1 and ev.rollout.n == 2  # one group of two: minimal for (E)
     assert int(ev.rollout.mask.sum()) <= 4
@@ -226,11 +231,10 @@ def test_the_greedy_shrinker_simplifies_the_mutation_of_an_exchangeability_break
 # pytest its 10 draws miss the break that `exchange audit` finds). The bulk path finds
 # it in both, as docs/audit.md records (tests/test_audit.py checks every row).
 @pytest.mark.parametrize("objective", ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "kl_cov", "remax"])
-def test_verdicts_agree_with_the_per_example_path(objective, monkeypatch):
+def test_verdicts_agree_with_the_per_example_path(objective):
     fn = get(objective).bind()
     bulk_report = check(fn, max_examples=10, seed=0)
-    monkeypatch.setattr(checking, "BULK", False)
-    plain_report = check(fn, max_examples=10, seed=0)
+    plain_report = check(fn, max_examples=10, seed=0, fuzzer="per_example")
     assert {k: v.holds for k, v in bulk_report.results.items()} == {k: v.holds for k, v in plain_report.results.items()}
     assert bulk_report.mechanisms_by_regime == plain_report.mechanisms_by_regime
 
@@ -242,7 +246,7 @@ def test_a_loss_that_cannot_be_vmapped_falls_back_to_the_loop():
 
     prop = PROPERTIES["shared_cancellation"]
     engine = Engine(item_loss, batched=False)
-    found = bulk.run(item_loss, prop, "off_policy", 16, 0, prop.tolerance, engine)
+    found = bulk.run(engine, prop, "off_policy", 16, 0, prop.tolerance)
     assert found.failure is None and found.examples >= 16
 
 

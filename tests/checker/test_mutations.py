@@ -26,8 +26,8 @@ def test_unknown_kind_is_a_precise_error():
 
 
 @given(xst.mutations(max_groups=2, max_size=4, max_length=6))
-def test_a_mutation_never_moves_the_shared_prefix(pair):
-    case, mutation = pair
+def test_a_mutation_never_moves_the_shared_prefix(example):
+    case, mutation = example.case, example.mutation
     before = case.groups[mutation.group].responses
     after = mutation.apply(case).groups[mutation.group].responses
     p = common_prefix(before)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from exchange import check
-from exchange.checker.checking import detect_precision
+from exchange.checker.precision import detect_precision
 from exchange.errors import InvalidArgument
 
 

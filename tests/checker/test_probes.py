@@ -31,5 +31,5 @@ def test_probe_names_are_unique():
     ],
 )
 def test_probes_find_exactly_the_mechanism_that_acts(objective, regime, expected):
-    found = {r.probe.mechanism for r in run_probes(Engine(resolve(objective)), regime) if r.mechanism_found}
+    found = {r.mechanism for r in run_probes(Engine(resolve(objective)), regime) if r.mechanism}
     assert found == expected

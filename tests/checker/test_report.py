@@ -78,7 +78,7 @@ def test_regularizer_channel_is_reported_apart():
     assert report.holds("shared_cancellation")  # the KL is not mixed into the verdict
 
 
-def test_json_report_is_versioned_and_errors_are_hypothesis_errors():
+def test_json_report_is_versioned_and_strategy_errors_are_hypothesis_errors():
     import json
 
     import hypothesis.errors
@@ -95,7 +95,14 @@ def test_json_report_is_versioned_and_errors_are_hypothesis_errors():
     data = json.loads(report.to_json())
     assert data["schema"] == REPORT_SCHEMA == 1
     assert data["precision"] == "float64"
-    assert issubclass(InvalidArgument, hypothesis.errors.InvalidArgument)
+    # The strategies raise into Hypothesis: there (and only there) the error is both.
+    from exchange import strategies
+
+    with pytest.raises(hypothesis.errors.InvalidArgument, match="min_size=1"):
+        strategies.group_configs(min_size=1).example()
+    with pytest.raises(InvalidArgument, match="min_size=1"):
+        strategies.group_configs(min_size=1).example()
+    assert not issubclass(InvalidArgument, TypeError)  # exchange's own error is a ValueError only
 
 
 def test_results_are_keyed_like_result_takes_its_arguments():

@@ -2,7 +2,6 @@
 
 import pytest
 from hypothesis import find, given
-from hypothesis import strategies as st
 
 from exchange import InvalidArgument
 from exchange.checker import strategies as xst
@@ -37,8 +36,8 @@ def test_impossible_bounds_raise_invalid_argument(kwargs, message):
 
 
 @given(xst.mutations(off_policy=True))
-def test_mutations_keep_the_shared_prefix(pair):
-    case, mutation = pair
+def test_mutations_keep_the_shared_prefix(example):
+    case, mutation = example.case, example.mutation
     variant = mutation.apply(case)
     for g, (a, b) in enumerate(zip(case.groups, variant.groups)):
         p = common_prefix(a.responses)

@@ -2,7 +2,6 @@
 exception (at import or inside the loss) is exit 2 and one line. Also --regularizer,
 --param for user functions, and module:function from the current directory."""
 
-import textwrap
 
 import pytest
 
@@ -177,7 +176,7 @@ def test_timeout_outside_the_main_thread_checks_after_the_call():
 
     import torch
 
-    from exchange.checker.checking import _time_limited
+    from exchange.checker.time_limit import time_limited as _time_limited
     from exchange.errors import ObjectiveError
 
     def slow(logprobs, rollout):
@@ -207,7 +206,7 @@ def test_timeout_keeps_an_enclosing_alarm():
 
     import torch
 
-    from exchange.checker.checking import _time_limited
+    from exchange.checker.time_limit import time_limited as _time_limited
 
     fired = []
     previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))

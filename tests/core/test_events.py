@@ -3,7 +3,9 @@
 import torch
 from hypothesis import given
 
+import exchange
 from exchange import Rollout, event_coefficients, events, shared_events
+from exchange.core.events import SharedResidual, shared_event_coefficients, shared_residual, shared_residual_parts
 from exchange.checker import strategies as xst
 from exchange.checker.cases import build
 
@@ -92,3 +94,75 @@ def test_events_match_the_oracle_on_random_batches():
         r = Rollout(tokens=tokens, mask=mask, rewards=torch.rand(n, generator=gen, dtype=torch.float64),
                     group=group, old_logprobs=torch.full((n, t_max), -1.0, dtype=torch.float64))
         _assert_matches_oracle(r)
+
+
+# ------------------------------------------------------------ the shared residual's parts
+def _random_batch(gen, n_groups, g, t_max, vocab):
+    n = n_groups * g
+    tokens = torch.randint(0, vocab, (n, t_max), generator=gen)
+    lengths = torch.randint(1, t_max + 1, (n,), generator=gen)
+    mask = torch.arange(t_max)[None, :] < lengths[:, None]
+    r = Rollout(tokens=torch.where(mask, tokens, 0), mask=mask, rewards=torch.rand(n, generator=gen, dtype=torch.float64),
+                group=torch.randperm(n, generator=gen) % n_groups * 3,
+                old_logprobs=torch.full((n, t_max), -1.0, dtype=torch.float64))
+    kappa = torch.where(mask, torch.randn(n, t_max, generator=gen, dtype=torch.float64), 0.0)
+    return r, kappa
+
+
+def _residual_by_definition(kappa, r):
+    """The pre-issue-29 implementation: K_e and masses over every event, then the shared ones."""
+    ev = events(r)
+    valid = ev.ids >= 0
+    K = torch.zeros(ev.count, dtype=kappa.dtype).index_add(0, ev.ids[valid], kappa[valid])[ev.shared]
+    mass = torch.zeros(ev.count, dtype=kappa.dtype).index_add(0, ev.ids[valid], kappa.abs()[valid])[ev.shared]
+    return float(K.abs().sum()), float(mass.sum()), int(ev.shared.sum())
+
+
+def test_shared_residual_parts_add_up_on_random_batches():
+    gen = torch.Generator().manual_seed(1)
+    seen_shared = 0
+    for shape in ((1, 2, 1, 2), (3, 4, 7, 2), (5, 3, 20, 3), (8, 8, 64, 2), (4, 5, 33, 50)):
+        r, kappa = _random_batch(gen, *shape)
+        parts = shared_residual_parts(kappa, r)
+        abs_K, mass, n_shared = _residual_by_definition(kappa, r)
+        assert parts == SharedResidual(abs_K=abs_K, mass=mass, events=n_shared)
+        assert parts.value == (abs_K / mass if mass > 0 else 0.0)
+        assert shared_residual(kappa, r) == parts.value  # the thin wrapper: the same float
+        assert exchange.shared_residual(kappa, r) == parts.value
+        ids, K, m = shared_event_coefficients(kappa, events(r))
+        assert torch.equal(ids, shared_events(r)) and SharedResidual.of(K, m) == parts
+        seen_shared += parts.events
+    assert seen_shared > 0
+
+
+def test_shared_residual_parts_are_additive_over_groups():
+    gen = torch.Generator().manual_seed(2)
+    r, kappa = _random_batch(gen, 4, 3, 12, 2)
+    r = r.replace(tokens=torch.cat([torch.ones(r.n, 1, dtype=torch.long), r.tokens[:, 1:]], 1))  # a shared first token
+    whole = shared_residual_parts(kappa, r)
+    pieces = []
+    for gid in r.group.unique().tolist():
+        rows = (r.group == gid).nonzero().flatten()
+        pieces.append(shared_residual_parts(kappa[rows], r.select(rows)))
+    assert whole.events == sum(p.events for p in pieces) and whole.events > 0
+    assert abs(whole.abs_K - sum(p.abs_K for p in pieces)) < 1e-12
+    assert abs(whole.mass - sum(p.mass for p in pieces)) < 1e-12
+
+
+def test_shared_residual_value_edge_cases():
+    assert SharedResidual(abs_K=0.0, mass=0.0, events=0).value == 0.0  # no shared event
+    assert SharedResidual(abs_K=0.0, mass=0.0, events=3).value == 0.0  # no mass on them
+    assert SharedResidual(abs_K=1.0, mass=4.0, events=2).value == 0.25
+    r = Rollout(tokens=torch.tensor([[1, 2], [3, 4]]), mask=torch.ones(2, 2, dtype=torch.bool),
+                rewards=torch.tensor([1.0, 0.0]), group=torch.tensor([0, 0]), old_logprobs=torch.zeros(2, 2))
+    assert shared_residual_parts(torch.ones(2, 2, dtype=torch.float64), r) == SharedResidual(0.0, 0.0, 0)
+    same = r.replace(tokens=torch.tensor([[1, 2], [1, 4]]))
+    parts = shared_residual_parts(torch.tensor([[1.0, 5.0], [-1.0, 7.0]], dtype=torch.float64), same)
+    assert parts == SharedResidual(abs_K=0.0, mass=2.0, events=1) and parts.value == 0.0
+    parts = shared_residual_parts(torch.tensor([[3.0, 5.0], [-1.0, 7.0]], dtype=torch.float64), same)
+    assert parts == SharedResidual(abs_K=2.0, mass=4.0, events=1) and parts.value == 0.5
+
+
+def test_the_public_names():
+    assert exchange.SharedResidual is SharedResidual
+    assert exchange.shared_residual_parts is shared_residual_parts

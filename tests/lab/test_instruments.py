@@ -4,8 +4,10 @@ import torch
 
 from exchange.core.coefficients import token_coefficients
 from exchange.core.events import events
+from exchange.core.metric_keys import SHARED_RESIDUAL
 from exchange.lab.instruments import (
-    clip_fractions, coefficient_tax, context_kl, update_norm_share, zero_credit_gradient, zero_credit_mask,
+    clip_fractions, coefficient_tax, context_kl, shared_coefficients, update_norm_share, zero_credit_gradient,
+    zero_credit_mask,
 )
 from exchange.lab.generation import sample_group_rollout
 from exchange.lab.tasks import TASKS, VOCAB_SIZE, token_roles
@@ -55,8 +57,8 @@ def test_shared_residual_is_zero_for_exchangeable_and_positive_for_grpo():
     lp = ro.old_logprobs.clone()
     tax_dr = coefficient_tax(token_coefficients(resolve("dr_grpo"), lp, ro), ro, ev, zc)
     tax_grpo = coefficient_tax(token_coefficients(resolve("grpo"), lp, ro), ro, ev, zc)
-    assert abs(tax_dr["tax/shared_residual"]) < 1e-12
-    assert tax_grpo["tax/shared_residual"] > 1e-3
+    assert abs(tax_dr[SHARED_RESIDUAL]) < 1e-12
+    assert tax_grpo[SHARED_RESIDUAL] > 1e-3
     assert tax_dr["tax/event_share"] < tax_grpo["tax/event_share"]
 
 
@@ -72,6 +74,40 @@ def test_coefficient_tax_against_a_loop():
     zc_events = {int(ev.ids[i, t]) for i in range(ro.n) for t in range(ro.tokens.shape[1]) if zc[i, t]}
     ref = sum(abs(K[e]) for e in zc_events) / sum(abs(v) for v in K.values())
     assert abs(coefficient_tax(kappa, ro, ev, zc)["tax/event_share"] - ref) < 1e-12
+
+
+def _shared_loop(ro, ev, kappa):
+    """Per shared event: (K_e, sum |kappa|, token), one occurrence at a time."""
+    out: dict[int, list] = {}
+    for i in range(ro.n):
+        for t in range(int(ro.lengths[i])):
+            e = int(ev.ids[i, t])
+            if bool(ev.shared[e]):
+                entry = out.setdefault(e, [0.0, 0.0, int(ro.tokens[i, t])])
+                entry[0] += float(kappa[i, t])
+                entry[1] += abs(float(kappa[i, t]))
+    return out
+
+
+def test_shared_residual_and_signed_coefficients_against_a_loop():
+    from exchange.lab.tasks import STYLE
+
+    ro = _rollout_with_shared_prefix_and_varied_lengths()
+    ro = ro.replace(tokens=torch.where(ro.tokens == 5, STYLE, ro.tokens),  # the style token among the shared events
+                    rewards=torch.tensor([1.0, 0.0, 0.0, 1.0], dtype=torch.float64))  # the shorter response is right
+    ev = events(ro)
+    kappa = token_coefficients(resolve("grpo"), ro.old_logprobs.clone(), ro)
+    loop = _shared_loop(ro, ev, kappa)
+    assert len(loop) == 4  # two shared tokens in each group
+    mass = sum(m for _, m, _ in loop.values())
+    residual = coefficient_tax(kappa, ro, ev, zero_credit_mask(ro, ev))[SHARED_RESIDUAL]
+    assert abs(residual - sum(abs(k) for k, _, _ in loop.values()) / mass) < 1e-12
+    signed = shared_coefficients(kappa, ro, ev)
+    assert abs(signed["tax/shared_K_signed"] - sum(k for k, _, _ in loop.values()) / mass) < 1e-12
+    style = [(k, m) for k, m, tok in loop.values() if tok == STYLE]
+    assert len(style) == 2
+    assert abs(signed["tax/style_K_signed"] - sum(k for k, _ in style) / sum(m for _, m in style)) < 1e-12
+    assert signed["tax/style_K_signed"] != 0.0  # GRPO's 1/L_i leaves the style token's events uncancelled
 
 
 def test_update_norm_share_against_separate_backwards():

@@ -72,6 +72,8 @@ def _cli(config, out):
     )
 
 
+# ~8 s: the slow tier (the full suite, what CI runs, includes it; -m "not slow" stays under 3 minutes)
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
     """Kill -9 between checkpoints, resume, and compare every metric of every step."""
     config = tiny_config(tmp_path, steps=16, ckpt_every=3, sft_steps=2)

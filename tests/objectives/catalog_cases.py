@@ -13,7 +13,7 @@ import hashlib
 import torch
 
 from exchange import Rollout, token_coefficients
-from exchange.core.events import event_coefficients, events
+from exchange.core.events import events
 from exchange.core.events import shared_residual as events_shared_residual
 
 REL_TOL = 1e-9

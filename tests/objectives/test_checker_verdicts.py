@@ -54,12 +54,18 @@ _ADV_ORTH_M3 = (
     "so the signature does not fit although 1/L_i is still what breaks (E)"
 )
 
+_CHECKER_NAMES_ONE = (
+    "THEORY.md section 4 names two mechanisms here: a selection by the advantage (M2) and what it "
+    "does to the selected occurrences (Clip-Cov: pruning after centring, M4; KL-Cov: an additive "
+    "abs(log rho) term, M6); the checker attributes by which probe fired and names at most M2 "
+    "(issue 30 attributes by the pattern the theory names)"
+)
+
 # (objective, regime, aspect) -> why the checker's answer differs from the derivation.
 DISAGREEMENTS: dict[tuple[str, str, str], str] = {
-    ("clip_cov", "on_policy", "mechanisms"): (
-        "Clip-Cov prunes copies by advantage at ratio 1 (M2, THEORY.md section 4 table); "
-        "the checker's M2 probes run only off-policy, so it names no mechanism on-policy"
-    ),
+    ("clip_cov", "on_policy", "mechanisms"): _CHECKER_NAMES_ONE,
+    ("clip_cov", "off_policy", "mechanisms"): _CHECKER_NAMES_ONE,
+    ("kl_cov", "off_policy", "mechanisms"): _CHECKER_NAMES_ONE,
     ("grpo+adv_orthogonal", "on_policy", "mechanisms"): _ADV_ORTH_M3,
     ("grpo+adv_orthogonal", "off_policy", "mechanisms"): _ADV_ORTH_M3,
     ("gspo+adv_orthogonal", "on_policy", "mechanisms"): _ADV_ORTH_M3,

@@ -38,8 +38,9 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument, RolloutError
-from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
-from exchange.libraries.wheel import Permissive, exec_file, package_dir, permissive_module, stub, stubbed
+from exchange.core.vocabulary import per_regime, verdict_of
+from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
+from exchange.libraries.wheel import exec_file, package_dir, permissive_module, stub, stubbed
 from exchange.objectives.objective import Expected
 
 __all__ = ["LOSSES", "LEVELS", "DEFAULTS", "loss_fn", "advantages", "expected"]
@@ -269,29 +270,22 @@ def expected(loss: str, params: Mapping[str, Any] | None = None) -> dict[str, Ex
     sequence ratio.
     ``mean_leave1out`` (RLOO's baseline) stays zero-sum per group.
 
-    M4's properties depend on the baseline: it breaks (Z) and (C) (:func:`breaks_of`);
-    (E) only when the advantage of a response depends on other responses' lengths
-    (``adv_norm`` means and stds are token-weighted: a suffix change moves them), not for
-    scalar-reward statistics; and ``null_on_equal_rewards`` whenever the centring is not
-    the group's own (raw rewards, batch means: a group of equal rewards keeps non-zero
-    advantages).
+    M4's facets depend on the baseline: ``M4.length_weighted`` when the advantage of a
+    response depends on other responses' lengths (``adv_norm`` means and stds are
+    token-weighted: a suffix change moves them), and ``M4.foreign_centre`` whenever the
+    centring is not the group's own (raw rewards, batch means: a group of equal rewards
+    keeps non-zero advantages). One of the two holds whenever the rewards are not
+    centred per group alone.
     """
     p = dict(DEFAULTS)
     p.update(params or {})
-    group_centred = p["reward_mean_level"] == "group" and p["adv_mean_level"] == "none"
-    length_weighted = p["adv_mean_level"] != "none" or p["adv_std_level"] != "none"
-    on: set[str] = set() if group_centred else {"M4"}
-    off = on | {"M2"}
+    on: set[str] = set()
+    if not (p["reward_mean_level"] == "group" and p["adv_mean_level"] == "none"):
+        if p["adv_mean_level"] != "none" or p["adv_std_level"] != "none":
+            on.add("M4.length_weighted")
+        if p["reward_mean_level"] != "group" and p["adv_mean_level"] != "group":
+            on.add("M4.foreign_centre")
+    off = on | {"M2.sign_clip"}
     if p["importance_sampling_level"] == "sequence":
-        off.add("M1")
-    m4 = {"zero_sum", "shared_cancellation"} | ({"exchangeable"} if length_weighted else set())
-    if p["reward_mean_level"] != "group" and p["adv_mean_level"] != "group":
-        m4.add("null_on_equal_rewards")
-    return {regime: _verdict(mechs, m4) for regime, mechs in (("on_policy", on), ("off_policy", off))}
-
-
-def _verdict(mechanisms: set[str], m4_breaks: set[str]) -> Expected:
-    """:func:`verdict_of`, with M4's share of the broken properties as derived above."""
-    others = verdict_of(mechanisms - {"M4"}).breaks
-    breaks = set(others) | (m4_breaks if "M4" in mechanisms else set())
-    return Expected(frozenset(breaks), frozenset(mechanisms))
+        off.add("M1.sequence_weight")
+    return per_regime(verdict_of(*on), verdict_of(*off))

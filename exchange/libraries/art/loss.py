@@ -42,7 +42,8 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
-from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
+from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
 from exchange.libraries.wheel import Permissive, exec_file, package_dir, permissive_module, stub, stubbed
 from exchange.objectives.objective import Expected
 
@@ -223,20 +224,22 @@ def expected(loss: str, params: Mapping[str, Any] | None = None) -> dict[str, Ex
     default ``cispo`` clamps a detached ratio to [1 - eps, 1 + eps_high] whatever the
     sign: nothing); M1 for a sequence-level ratio (``sequence``, ``average``,
     ``geometric_average``: ART's ``group_aggregate`` mean of the response's log-ratios);
-    M6 for ``kimi_k2_tau`` (``A - tau * log r`` per token: a sign-free event term).
+    M6 for ``kimi_k2_tau`` (``A - tau * log r`` per token: a sign-free event term); with
+    ``drop_zero_advantage_trajectories`` (the default) a tied group keeps no response, so
+    the term leaves (N) intact (``M6.event_term_on_kept``).
     The division of the advantages by the token mean of ``|A| * weight`` is one positive
     constant for the whole batch: no mechanism.
     """
     p = dict(DEFAULTS)
     p.update(params or {})
-    on = {"M3"}
+    on = {"M3.response_norm"}
     if float(p["advantage_balance"]) != 0.0:
-        on.add("M4")
+        on.add("M4.not_zero_sum")
     off = set(on)
     if loss == "ppo":
-        off.add("M2")
+        off.add("M2.sign_clip")
     if p["importance_sampling_level"] != "token":
-        off.add("M1")
+        off.add("M1.sequence_weight")
     if p["kimi_k2_tau"]:
-        off.add("M6")
-    return {"on_policy": verdict_of(on), "off_policy": verdict_of(off)}
+        off.add("M6.event_term_on_kept" if p["drop_zero_advantage_trajectories"] else "M6.event_term")
+    return per_regime(verdict_of(*on), verdict_of(*off))

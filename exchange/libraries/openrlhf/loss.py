@@ -37,7 +37,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
+from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
 from exchange.libraries.wheel import exec_file, package_dir, stub, stubbed
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
@@ -46,7 +47,14 @@ from exchange.core.rollout import Rollout
 __all__ = ["ESTIMATORS", "DEFAULTS", "loss_fn", "advantages", "expected"]
 
 ESTIMATORS = ("group_norm", "rloo", "dr_grpo", "reinforce_baseline", "flash_reinforce", "reinforce")
-_BATCH_LEVEL = ("reinforce_baseline", "flash_reinforce", "reinforce")  # statistics over the whole batch
+# Statistics over the whole batch (rl-libraries.md section 3): reinforce_baseline and
+# reinforce are whitened over the batch's valid tokens (a token-weighted centre that is
+# not the group's own); flash_reinforce subtracts the batch's mean reward (a scalar).
+_BATCH_LEVEL = {
+    "reinforce_baseline": ("M4.length_weighted", "M4.foreign_centre"),
+    "reinforce": ("M4.length_weighted", "M4.foreign_centre"),
+    "flash_reinforce": ("M4.foreign_centre",),
+}
 
 # The CLI defaults of openrlhf/cli/train_ppo_ray.py (0.11.2).
 DEFAULTS: dict[str, Any] = {
@@ -188,19 +196,17 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, policy, estimator: str, options
 def expected(estimator: str, params: Mapping[str, Any] | None = None) -> dict[str, Expected]:
     """The verdict ../shared/reference/rl-libraries.md section 3 predicts, per regime.
 
-    M4 for the batch-level estimators (whitening, batch baseline, none); M3 for
+    M4 for the batch-level estimators (:data:`_BATCH_LEVEL`); M3 for
     ``seq-mean-token-mean`` and gspo (forced per-sample mean); M1 for gspo; M2 for the
     sign-dependent PPO clip (and the optional dual clip) off-policy.
     """
     p = dict(DEFAULTS)
     p.update(params or {})
-    on: set[str] = set()
+    on: set[str] = set(_BATCH_LEVEL.get(estimator, ()))
     if p["loss_agg_mode"] == "seq-mean-token-mean" or p["policy_loss_type"] == "gspo":
-        on.add("M3")
-    if estimator in _BATCH_LEVEL:
-        on.add("M4")
-    off = on | {"M2"}
+        on.add("M3.response_norm")
+    off = on | {"M2.sign_clip"}
     if p["policy_loss_type"] == "gspo":
-        off.add("M1")
-    return {"on_policy": verdict_of(on), "off_policy": verdict_of(off)}
+        off.add("M1.sequence_weight")
+    return per_regime(verdict_of(*on), verdict_of(*off))
 

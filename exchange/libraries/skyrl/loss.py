@@ -43,9 +43,11 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
-from exchange.libraries.versions import INSTALL, library_loss, parse_params, require, verdict_of
+from exchange.core.vocabulary import Regime, per_regime, verdict_of
+from exchange.libraries.versions import INSTALL, library_loss, parse_params, require
 from exchange.libraries.wheel import Permissive, exec_file, package_dir, stub, stubbed
 from exchange.objectives.objective import Expected
+from exchange.objectives import expected_of
 
 __all__ = ["POLICY_LOSSES", "REDUCTIONS", "ESTIMATORS", "DEFAULTS", "loss_fn", "advantages", "expected"]
 
@@ -231,32 +233,23 @@ def expected(policy: str, params: Mapping[str, Any] | None = None) -> dict[str, 
     https://github.com/PRIME-RL/Entropy-Mechanism-of-RL", as is the catalog's family), so
     their own part of the verdict is the catalog's derivation
     (:func:`exchange.objectives.expected_of`), joined with the mechanisms of the
-    reduction and estimator above.
+    reduction and estimator above. The batch whitening is a token-weighted centre that is
+    not the group's own (``M4.length_weighted`` and ``M4.foreign_centre``).
     """
-    from exchange.objectives import expected_of
-
     p = dict(DEFAULTS)
     p.update(params or {})
     on: set[str] = set()
     if p["loss_reduction"] == "sequence_mean":
-        on.add("M3")
-    batch_level = p["estimator"] in _BATCH_LEVEL or p["advantage_batch_normalize"]
-    if batch_level:
-        on.add("M4")
+        on.add("M3.response_norm")
+    if p["estimator"] in _BATCH_LEVEL or p["advantage_batch_normalize"]:
+        on |= {"M4.length_weighted", "M4.foreign_centre"}
     off = set(on)
     if policy in ("regular", "dual_clip", "gspo", "sapo"):
-        off.add("M2")
+        off.add("M2.sign_clip")
     if policy == "gspo":
-        off.add("M1")
-    out = {}
-    for regime, mechs in (("on_policy", on), ("off_policy", off)):
-        breaks = set(verdict_of(mechs).breaks)
-        if batch_level:
-            breaks.add("null_on_equal_rewards")
-        mechanisms = set(mechs)
-        if policy in ("clip_cov", "kl_cov"):
-            catalog = expected_of(policy)[regime]
-            breaks |= set(catalog.breaks)
-            mechanisms |= set(catalog.mechanisms)
-        out[regime] = Expected(frozenset(breaks), frozenset(mechanisms))
-    return out
+        off.add("M1.sequence_weight")
+    if policy in ("clip_cov", "kl_cov"):
+        catalog = expected_of(policy)
+        on |= catalog[Regime.ON_POLICY].facets
+        off |= catalog[Regime.OFF_POLICY].facets
+    return per_regime(verdict_of(*on), verdict_of(*off))

@@ -10,11 +10,16 @@ TRL trains with its own loss, unchanged; the callback adds, through TRL's own
 ``self._metrics`` (so they reach every ``report_to`` backend and ``log_history`` next
 to ``entropy``, ``clip_ratio/*``, ``kl``, ``reward``, ...):
 
-- ``exchange/shared_residual``: :func:`exchange.core.events.shared_residual` of the
-  coefficients of TRL's real loss on the real generation batch;
-- ``exchange/shared_events``: the number of shared events in it;
-- ``exchange/p1_share``: the P1 share in coefficient space, ``sum |kappa|`` over the
-  occurrences of shared events divided by ``sum |kappa|`` over all tokens.
+- ``tax/shared_residual`` (:data:`exchange.core.metric_keys.SHARED_RESIDUAL`):
+  :func:`exchange.core.events.shared_residual` of the coefficients of TRL's real loss on
+  the real generation batch;
+- ``tax/shared_events`` (``SHARED_EVENTS``): the number of shared events in it;
+- ``tax/shared_kappa_share`` (``SHARED_KAPPA_SHARE``): the P1 share in coefficient
+  space, ``sum |kappa|`` over the occurrences of shared events divided by ``sum |kappa|``
+  over all tokens.
+
+(Until issue 29 these were ``exchange/shared_residual``, ``exchange/shared_events`` and
+``exchange/p1_share``; the keys are now the lab's, one per quantity.)
 
 **The hook.** ``transformers`` hands a callback neither the trainer nor the batch. At
 ``on_train_begin`` the callback finds the trainer that is calling it (the caller whose
@@ -51,7 +56,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from exchange.core.events import events, shared_residual
+from exchange.core.events import SharedResidual, shared_residual_parts
+from exchange.core.metric_keys import SHARED_EVENTS, SHARED_KAPPA_SHARE, SHARED_RESIDUAL
 from exchange.core.rollout import Rollout
 from exchange.libraries.versions import require
 
@@ -60,40 +66,31 @@ from transformers import TrainerCallback  # noqa: E402
 
 __all__ = ["ExchangeCallback", "batch_sums", "metrics_from_sums"]
 
-_SUMS = ("shared_abs_K", "shared_mass", "shared_events", "shared_kappa_abs", "kappa_abs")
+# The additive sums behind the metrics, in order: the parts of the shared residual
+# (exchange.core.events.SharedResidual) and the coefficient mass of all tokens.
+_SUMS = ("shared_abs_K", "shared_mass", "shared_events", "kappa_abs")
+_KEYS = (SHARED_RESIDUAL, SHARED_EVENTS, SHARED_KAPPA_SHARE)  # what the callback logs
 
 
 def batch_sums(kappa: Tensor, rollout: Rollout) -> Tensor:
-    """Additive sums (over groups, hence over processes) behind the logged metrics."""
-    ev = events(rollout)
+    """``Tensor[4]`` float64 of additive sums (over groups, hence over processes) behind
+    the logged metrics: :func:`~exchange.core.events.shared_residual_parts` (``abs_K``,
+    ``mass``, ``events``) and ``sum |kappa|`` over the real tokens."""
     kappa = kappa.detach().double().cpu()
-    valid = ev.ids >= 0
-    K = torch.zeros(ev.count, dtype=torch.float64).index_add(0, ev.ids[valid], kappa[valid])
-    mass = torch.zeros(ev.count, dtype=torch.float64).index_add(0, ev.ids[valid], kappa.abs()[valid])
-    shared = ev.shared
-    on_shared = torch.zeros_like(valid)
-    on_shared[valid] = shared[ev.ids[valid]]
-    sums = torch.stack(
-        [
-            K[shared].abs().sum(),
-            mass[shared].sum(),
-            shared.sum().double(),
-            kappa.abs()[on_shared].sum(),
-            kappa.abs()[valid].sum(),
-        ]
-    )
-    # The residual is defined once, in exchange.core.events: the sums above must give it.
-    local = shared_residual(kappa, rollout, ev)
-    assert abs(local - (float(sums[0] / sums[1]) if sums[1] > 0 else 0.0)) < 1e-9
-    return sums
+    parts = shared_residual_parts(kappa, rollout)
+    return torch.tensor([parts.abs_K, parts.mass, float(parts.events), float(kappa[rollout.mask].abs().sum())],
+                        dtype=torch.float64)
 
 
 def metrics_from_sums(sums: Tensor) -> dict[str, float]:
+    """The logged metrics from :func:`batch_sums` (summed over processes)."""
     s = dict(zip(_SUMS, (float(x) for x in sums)))
+    parts = SharedResidual(abs_K=s["shared_abs_K"], mass=s["shared_mass"], events=round(s["shared_events"]))
     return {
-        "exchange/shared_residual": s["shared_abs_K"] / s["shared_mass"] if s["shared_mass"] > 0 else 0.0,
-        "exchange/shared_events": s["shared_events"],
-        "exchange/p1_share": s["shared_kappa_abs"] / s["kappa_abs"] if s["kappa_abs"] > 0 else 0.0,
+        SHARED_RESIDUAL: parts.value,
+        SHARED_EVENTS: float(parts.events),
+        # the shared events' mass is the |kappa| on their occurrences
+        SHARED_KAPPA_SHARE: parts.mass / s["kappa_abs"] if s["kappa_abs"] > 0 else 0.0,
     }
 
 
@@ -131,7 +128,7 @@ def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None
         rewards=inputs["exchange_rewards"].to(dtype),
         group=inputs["exchange_group"],
         old_logprobs=old.to(dtype) if old is not None else (
-            logprobs.detach().to(dtype) if logprobs is not None else torch.zeros(mask.shape, dtype=dtype)
+            logprobs.detach().to(dtype) if logprobs is not None else torch.zeros(mask.shape, dtype=dtype, device=mask.device)
         ),
         ref_logprobs=inputs.get("ref_per_token_logps"),
         prompt_tokens=inputs.get("prompt_ids"),
@@ -152,9 +149,9 @@ class _Accumulator:
 
     def add(self, inputs: dict, kappa: Tensor, n_rows: int) -> bool:
         rows = inputs["exchange_row"].cpu()
-        if self.kappa is None:
-            self.kappa = torch.zeros(n_rows, kappa.shape[1], dtype=torch.float64)
-            self.seen = torch.zeros(n_rows, dtype=torch.bool)
+        if self.kappa is None:  # kept on the CPU, where the events of the whole batch are found
+            self.kappa = torch.zeros(n_rows, kappa.shape[1], dtype=torch.float64, device="cpu")
+            self.seen = torch.zeros(n_rows, dtype=torch.bool, device="cpu")
         self.kappa[rows] = kappa.detach().double().cpu()
         self.seen[rows] = True
         return bool(self.seen.all())
@@ -193,7 +190,7 @@ class ExchangeCallback(TrainerCallback):
         args = trainer.args
         if getattr(args, "use_liger_kernel", False):
             warnings.warn("ExchangeCallback: use_liger_kernel=True: TRL's fused loss returns no per-token "
-                          "log-probs, so no exchange/* metric is logged.", stacklevel=2)
+                          f"log-probs, so the callback logs nothing ({', '.join(_KEYS)}).", stacklevel=2)
             self.enabled = False
             return self
         local_rows = args.per_device_train_batch_size * args.steps_per_generation
@@ -201,7 +198,7 @@ class ExchangeCallback(TrainerCallback):
             warnings.warn(
                 f"ExchangeCallback: per_device_train_batch_size*steps_per_generation={local_rows} is not a multiple of "
                 f"num_generations={trainer.num_generations}: a group is split between processes, so its shared events "
-                "cannot be found on one process; no exchange/* metric is logged.",
+                f"cannot be found on one process; the callback logs nothing ({', '.join(_KEYS)}).",
                 stacklevel=2,
             )
             self.enabled = False

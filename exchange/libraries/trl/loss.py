@@ -43,7 +43,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.libraries.versions import library_loss, parse_params, require, verdict_of
+from exchange.core.vocabulary import per_regime, verdict_of
+from exchange.libraries.versions import library_loss, parse_params, require
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
@@ -320,14 +321,14 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     on: set[str] = set()
     off: set[str] = set()
     if loss_type in ("grpo", "sapo"):
-        on.add("M3")
+        on.add("M3.response_norm")
     sequence = p["importance_sampling_level"] == "sequence"
     if loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "sapo", "vespo"):
-        off.add("M2")
+        off.add("M2.sign_clip")
     if (sequence and loss_type != "vespo") or loss_type == "vespo":
-        off.add("M1")
+        off.add("M1.sequence_weight")
     if str(p["mask_truncated_completions"]).lower() in ("true", "1", "yes"):
-        on.add("M4")
+        on.add("M4.not_zero_sum")
     off |= on
-    return {"on_policy": verdict_of(on), "off_policy": verdict_of(off)}
+    return per_regime(verdict_of(*on), verdict_of(*off))
 

@@ -37,14 +37,15 @@ named in a ``UserWarning`` at construction.
 
 With ``dump_batches="dir"`` every micro-batch is also written to ``dir/`` for
 ``exchange inspect dir/train-step000010-0003.pt dapo`` (format:
-:func:`exchange.checker.inspect.load_batch`).
+:mod:`exchange.core.batch_io`).
 
-Every step it logs the metrics of :class:`ExchangeCallback` (``exchange/shared_residual``,
-``exchange/shared_events``, ``exchange/p1_share``) for the loss it trains with, and,
+Every step it logs the metrics of :class:`ExchangeCallback` (``tax/shared_residual``,
+``tax/shared_events``, ``tax/shared_kappa_share``) for the loss it trains with, and,
 when ``learning_tax=True`` and ``exchange.paramspace`` is present,
-``exchange/learning_tax`` (the update-norm share of zero-credit occurrences; a
+``tax/learning_tax`` (the update-norm share of zero-credit occurrences; a
 micro-batch whose update is zero, e.g. every group with reward std 0, is skipped rather
-than logged as NaN, and counted in ``exchange/learning_tax_skipped``).
+than logged as NaN, and counted in ``tax/learning_tax_skipped``). The keys are
+:mod:`exchange.core.metric_keys`' (``exchange/*`` until issue 29).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
+from exchange.core.metric_keys import LEARNING_TAX, LEARNING_TAX_SKIPPED
 from exchange.libraries.versions import LibraryError, require
 from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
@@ -187,7 +189,7 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         objective: catalog name, library target, ``loss_fn(logprobs, rollout)``, or
             ``None`` for TRL's own loss (``GRPOConfig.loss_type``).
         objective_params: hyperparameters for a named objective (override GRPOConfig's).
-        learning_tax: also log ``exchange/learning_tax`` (one extra backward pass per
+        learning_tax: also log ``tax/learning_tax`` (one extra backward pass per
             zero-credit part; needs ``exchange.paramspace``).
         dump_batches: a folder: write every batch there for ``exchange inspect``.
     """
@@ -287,7 +289,7 @@ class ExchangeGRPOTrainer(GRPOTrainer):
     def _exchange_dump(self, mode: str, rollout: Rollout, per_token_logps: Tensor) -> None:
         from pathlib import Path
 
-        from exchange.checker.inspect import save_batch
+        from exchange.core.batch_io import save_batch
 
         folder = Path(self.exchange_dump_batches)
         folder.mkdir(parents=True, exist_ok=True)
@@ -303,6 +305,6 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         tax = float(learning_tax(self.accelerator.unwrap_model(model), self.exchange_objective, rollout).tax)
         metrics = self._metrics["train"]
         if math.isfinite(tax):
-            metrics["exchange/learning_tax"].append(tax)
+            metrics[LEARNING_TAX].append(tax)
         else:  # a zero update (every group's reward std is 0): the share is 0/0
-            metrics["exchange/learning_tax_skipped"].append(1.0)
+            metrics[LEARNING_TAX_SKIPPED].append(1.0)

@@ -69,7 +69,7 @@ def rollout_from_dataproto(data) -> Rollout:
 
 def dump_batch(data, path: str | Path) -> Path:
     """Write the verl batch ``data`` to ``path`` in ``exchange inspect``'s format."""
-    from exchange.checker.inspect import save_batch
+    from exchange.core.batch_io import save_batch
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return save_batch(rollout_from_dataproto(data), path)

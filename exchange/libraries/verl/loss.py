@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.core.vocabulary import CANCELLATION_BREAKS
+from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.libraries.versions import library_loss, parse_params, require
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
@@ -192,21 +192,21 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, loss: str, mode: str, actor, al
 _PER_RESPONSE = ("seq-mean-token-mean",)
 # Losses that ignore loss_agg_mode and aggregate per response (verl 0.9.1).
 _FORCED_PER_RESPONSE = ("sapo", "geo_mean")
-# What each estimator breaks on its own, on-policy, as the checker's properties observe
-# it: (breaks, mechanisms the probes name). A length-weighted baseline (opo) or a
-# token-weighted batch whitening (reinforce_plus_plus_baseline) is not zero-sum once
-# lengths differ: M4, named by the unequal-lengths probe (THEORY.md section 4).
-_ESTIMATOR_VERDICT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "grpo": ((), ()),
-    "grpo_vectorized": ((), ()),
-    "rloo": ((), ()),
-    "rloo_vectorized": ((), ()),
-    "gpg": ((), ()),
-    "opo": (("zero_sum", "exchangeable", "shared_cancellation"), ("M4",)),
-    "grpo_passk": (("zero_sum", "shared_cancellation"), ("M4",)),
-    "reinforce_plus_plus_baseline": (("zero_sum", "exchangeable", "null_on_equal_rewards", "shared_cancellation"), ("M4",)),
-    "reinforce_plus_plus": (("zero_sum", "exchangeable", "null_on_equal_rewards", "shared_cancellation"), ("M4",)),
-    "remax": (("zero_sum", "null_on_equal_rewards", "shared_cancellation"), ("M4",)),
+# The facets each estimator carries (rl-libraries.md section 2). A length-weighted
+# baseline (opo) is not zero-sum once lengths differ; the reinforce++ estimators whiten
+# over the batch's tokens (a token-weighted centre that is not the group's own); pass@k
+# credits one response per group; remax's greedy baseline is a scalar foreign centre.
+_ESTIMATOR_FACETS: dict[str, tuple[str, ...]] = {
+    "grpo": (),
+    "grpo_vectorized": (),
+    "rloo": (),
+    "rloo_vectorized": (),
+    "gpg": (),
+    "opo": ("M4.length_weighted",),
+    "grpo_passk": ("M4.not_zero_sum",),
+    "reinforce_plus_plus_baseline": ("M4.length_weighted", "M4.foreign_centre"),
+    "reinforce_plus_plus": ("M4.length_weighted", "M4.foreign_centre"),
+    "remax": ("M4.foreign_centre",),
 }
 # Estimators that give at most one non-zero advantage per group: no sign to clip against.
 _ONE_SIGN = ("grpo_passk",)
@@ -218,23 +218,16 @@ def expected(loss: str, mode: str, params: Mapping[str, Any] | None = None) -> d
     M3: ``seq-mean-token-mean`` or a loss that forces it (sapo, geo_mean). M2: the
     sign-dependent PPO clip (vanilla always has the dual clip), SAPO's temperatures,
     GMPO's log clip, the DPPO masks. M1: sequence ratios (gspo, geo_mean). Estimators:
-    :data:`_ESTIMATOR_VERDICT`. gpg and cispo (two-sided detached clamp) break nothing.
+    :data:`_ESTIMATOR_FACETS`. gpg and cispo (two-sided detached clamp) break nothing.
     """
     p = dict(DEFAULTS)
     p.update(params or {})
-    est_breaks, est_mechanisms = _ESTIMATOR_VERDICT[p["estimator"]]
-    on_breaks, on = set(est_breaks), set(est_mechanisms)
+    on = set(_ESTIMATOR_FACETS[p["estimator"]])
     if mode in _PER_RESPONSE or loss in _FORCED_PER_RESPONSE:
-        on.add("M3")
-        on_breaks |= set(CANCELLATION_BREAKS)
-    off_breaks, off = set(on_breaks), set(on)
+        on.add("M3.response_norm")
+    off = set(on)
     if loss in ("vanilla", "gspo", "sapo", "geo_mean", "dppo_tv", "dppo_kl", "clip_cov") and p["estimator"] not in _ONE_SIGN:
-        off.add("M2")
+        off.add("M2.sign_clip")
     if loss in ("gspo", "geo_mean"):
-        off.add("M1")
-    if off - on:
-        off_breaks |= set(CANCELLATION_BREAKS)
-    return {
-        "on_policy": Expected.of(tuple(sorted(on_breaks)), tuple(sorted(on))),
-        "off_policy": Expected.of(tuple(sorted(off_breaks)), tuple(sorted(off))),
-    }
+        off.add("M1.sequence_weight")
+    return per_regime(verdict_of(*on), verdict_of(*off))

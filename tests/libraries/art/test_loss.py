@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import sys
-from dataclasses import replace
 
 import pytest
 import torch

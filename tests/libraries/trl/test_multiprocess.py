@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from exchange.core.metric_keys import SHARED_EVENTS, SHARED_KAPPA_SHARE, SHARED_RESIDUAL
+
 pytestmark = [pytest.mark.usefixtures("trl_ready"), pytest.mark.slow]
 
 
@@ -29,8 +31,8 @@ def test_two_processes_with_gradient_accumulation(tmp_path):
     result = json.loads((tmp_path / "result.json").read_text())
     for name in ("callback", "trainer"):
         assert result[name]["num_processes"] == 2
-        logged = [h for h in result[name]["log_history"] if "exchange/shared_residual" in h]
+        logged = [h for h in result[name]["log_history"] if SHARED_RESIDUAL in h]
         assert len(logged) == 2, result[name]["log_history"]
         for entry in logged:
-            for key in ("entropy", "clip_ratio/region_mean", "reward", "exchange/shared_events", "exchange/p1_share"):
+            for key in ("entropy", "clip_ratio/region_mean", "reward", SHARED_EVENTS, SHARED_KAPPA_SHARE):
                 assert key in entry, (name, key, entry)

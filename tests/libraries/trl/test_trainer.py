@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from exchange.core.metric_keys import SHARED_EVENTS, SHARED_KAPPA_SHARE, SHARED_RESIDUAL
+
 pytestmark = pytest.mark.usefixtures("trl_ready")
 
 
@@ -58,11 +60,11 @@ def test_one_training_step_logs_exchange_metrics(tmp_path):
     trainer = _trainer(tmp_path, "dapo")
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.train()
-    logged = [h for h in trainer.state.log_history if "exchange/shared_events" in h]
+    logged = [h for h in trainer.state.log_history if SHARED_EVENTS in h]
     assert logged, trainer.state.log_history
     entry = logged[0]
-    assert entry["exchange/shared_events"] >= 0
-    residual = entry["exchange/shared_residual"]
+    assert entry[SHARED_EVENTS] >= 0
+    residual = entry[SHARED_RESIDUAL]
     assert 0.0 <= residual <= 1e-6  # dapo keeps (C) on-policy
     after = list(trainer.model.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(before, after))  # the step moved the model
@@ -96,14 +98,15 @@ def test_shared_residual_separates_grpo_from_dapo():
 
 
 def test_dumped_batches_inspect_to_the_logged_residual(tmp_path):
-    from exchange.checker.inspect import inspect, load_batch
+    from exchange.checker.batch_analysis import inspect
+    from exchange.core.batch_io import load_batch
     from exchange.objectives import get
 
     trainer = _trainer(tmp_path, "grpo", dump_batches=str(tmp_path / "batches"))
     trainer.train()
     files = sorted((tmp_path / "batches").glob("train-*.pt"))
     assert files
-    logged = [h["exchange/shared_residual"] for h in trainer.state.log_history if "exchange/shared_residual" in h]
+    logged = [h[SHARED_RESIDUAL] for h in trainer.state.log_history if SHARED_RESIDUAL in h]
     found = [inspect(get("grpo").bind(), load_batch(f)).shared_residual for f in files]
     assert logged and min(found) - 1e-9 <= logged[0] <= max(found) + 1e-9  # TRL logs the mean over micro-batches
 
@@ -121,11 +124,11 @@ def _config(tmp_path, **overrides):
 
 
 TRL_KEYS = ("entropy", "clip_ratio/region_mean", "reward", "loss")
-EXCHANGE_KEYS = ("exchange/shared_residual", "exchange/shared_events", "exchange/p1_share")
+EXCHANGE_KEYS = (SHARED_RESIDUAL, SHARED_EVENTS, SHARED_KAPPA_SHARE)
 
 
 def _logged(trainer):
-    return [h for h in trainer.state.log_history if "exchange/shared_residual" in h]
+    return [h for h in trainer.state.log_history if SHARED_RESIDUAL in h]
 
 
 def test_callback_on_plain_grpo_trainer_with_grad_accumulation(tmp_path):
@@ -149,8 +152,9 @@ def test_callback_on_plain_grpo_trainer_with_grad_accumulation(tmp_path):
     for entry in logged:
         for key in TRL_KEYS + ("kl",) + EXCHANGE_KEYS:
             assert key in entry, (key, entry)
-        assert 0.0 <= entry["exchange/shared_residual"] <= 1.0 + 1e-9
-        assert 0.0 <= entry["exchange/p1_share"] <= 1.0 + 1e-9
+        assert 0.0 <= entry[SHARED_RESIDUAL] <= 1.0 + 1e-9
+        assert 0.0 <= entry[SHARED_KAPPA_SHARE] <= 1.0 + 1e-9
+        assert not any(k.startswith("exchange/") for k in entry)  # the pre-issue-29 keys are gone
 
 
 def test_exchange_trainer_keeps_trl_metrics_whole_groups_and_warns(tmp_path):
@@ -180,7 +184,7 @@ def test_exchange_trainer_keeps_trl_metrics_whole_groups_and_warns(tmp_path):
     for entry in logged:
         for key in TRL_KEYS + EXCHANGE_KEYS:
             assert key in entry, (key, entry)
-        assert entry["exchange/shared_residual"] <= 1e-6  # dapo keeps (C)
+        assert entry[SHARED_RESIDUAL] <= 1e-6  # dapo keeps (C)
 
 
 def test_hyperparameters_come_from_grpo_config(tmp_path):

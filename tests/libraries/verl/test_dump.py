@@ -5,7 +5,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from exchange.checker.inspect import inspect, load_batch
+from exchange.checker.batch_analysis import inspect
+from exchange.core.batch_io import load_batch
 from exchange.libraries.verl.dump import dump_batch
 from exchange.objectives import get
 

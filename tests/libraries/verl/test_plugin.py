@@ -37,6 +37,8 @@ def test_pyproject_declares_the_verl_plugin():
     assert 'exchange = "exchange.libraries.verl.plugin"' in text
 
 
+# ~5 s: the slow tier (the full suite, what CI runs, includes it; -m "not slow" stays under 3 minutes)
+@pytest.mark.slow
 def test_fresh_process_finds_the_loss_through_the_entry_point(tmp_path):
     # What `pip install` writes for the declaration in pyproject.toml, on a path of its own.
     dist = tmp_path / "exchange_verl_probe-0.0.dist-info"
@@ -47,11 +49,15 @@ def test_fresh_process_finds_the_loss_through_the_entry_point(tmp_path):
     assert "FOUND exchange_dapo" in proc.stdout, proc.stderr[-3000:]
 
 
+# ~5 s: the slow tier (the full suite, what CI runs, includes it; -m "not slow" stays under 3 minutes)
+@pytest.mark.slow
 def test_fresh_process_finds_the_loss_through_external_modules():
     proc = _fresh({"VERL_USE_EXTERNAL_MODULES": "exchange.libraries.verl.plugin", "VERL_USE_EXTERNAL_PLUGINS": "none"})
     assert "FOUND exchange_dapo" in proc.stdout, proc.stderr[-3000:]
 
 
+# ~5 s: the slow tier (the full suite, what CI runs, includes it; -m "not slow" stays under 3 minutes)
+@pytest.mark.slow
 def test_without_the_plugin_a_fresh_process_does_not_find_it():
     proc = _fresh({"VERL_USE_EXTERNAL_PLUGINS": "none"})
     assert "FOUND" not in proc.stdout

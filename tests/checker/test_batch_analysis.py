@@ -12,14 +12,40 @@ import exchange
 from exchange import Rollout, check, shared_residual, token_coefficients
 from exchange.checker import strategies as xst
 from exchange.checker.cases import build
-from exchange.checker.inspect import inspect, load_batch, save_batch
+from exchange.core.events import SharedResidual, events, shared_residual_parts
+from exchange.checker.batch_analysis import inspect
+from exchange.core.batch_io import load_batch, save_batch
 from exchange.objectives import get
 
 RTOL_CANCEL = 1e-8
 
 
 def test_public_name():
+    import importlib.util
+
     assert exchange.inspect is inspect
+    assert inspect.__module__ == "exchange.checker.batch_analysis"
+    assert importlib.util.find_spec("exchange.checker.inspect") is None  # no module shadowing the stdlib's
+
+
+def test_the_inspection_carries_the_one_shared_residual():
+    r = _real_batch(n=16, g=4, t=32, shared=5)
+    fn = get("grpo").bind()
+    found = inspect(fn, r)
+    kappa = token_coefficients(fn, r.logprobs, r)
+    assert found.shared == shared_residual_parts(kappa, r)  # the parts, from the one definition
+    assert found.shared_residual == found.shared.value == shared_residual(kappa, r)
+    assert found.n_shared == found.shared.events == 4 * 5
+    assert found.shared.abs_K == pytest.approx(float(found.shared_K.abs().sum()), rel=1e-12)
+    assert found.shared.mass == pytest.approx(float(found.shared_mass.sum()), rel=1e-12)
+    doc = json.loads(found.to_json())
+    assert doc["shared_residual_parts"] == {"abs_K": found.shared.abs_K, "mass": found.shared.mass, "events": 20}
+    owner = events(r).group[found.shared_ids]
+    for g in found.groups:  # a group's residual is the same definition over its shared events
+        sel = owner == r.group_index[g.rows[0]]
+        assert int(sel.sum()) == g.shared_events == 5
+        assert g.residual == pytest.approx(SharedResidual.of(found.shared_K[sel], found.shared_mass[sel]).value,
+                                           rel=1e-12, abs=1e-15)
 
 
 @pytest.mark.parametrize("name", ["grpo", "dr_grpo", "gspo"])

@@ -1,0 +1,53 @@
+"""Which mechanisms a report names (THEORY.md section 4, attribution rules).
+
+The probes' own signatures (:mod:`exchange.checker.signatures`) decide which mechanism a
+break has; here :func:`attributed` keeps those that explain a property that was asked
+for, beyond the loss's round-off, and :func:`design_choice` decides M7, whose rule
+combines properties: (E) broken while (C) and (Z) hold.
+"""
+
+from __future__ import annotations
+
+from exchange.checker.properties import exchangeable, finite, shared_cancellation, zero_sum
+from exchange.checker.tolerances import at_precision
+
+__all__ = ["attributed", "design_choice"]
+
+
+def attributed(results, names, tolerances: dict[str, float], precision: str) -> list[str]:
+    """Mechanisms the probes named, kept only where they explain a property that was
+    asked for (the probe's own property, or (C) when the probe broke it) beyond the
+    loss's round-off. ``tolerances``: each property's float64 tolerance."""
+    out = set()
+    for r in results:
+        if not r.mechanism:
+            continue
+        own_name = r.probe.property_name
+        own = r.evaluations.get(own_name)
+        if own is not None and own.residual <= at_precision(tolerances[own_name], precision):
+            continue
+        cancel = r.evaluations.get(shared_cancellation.NAME)
+        if own_name in names or (
+            shared_cancellation.NAME in names
+            and cancel is not None
+            and cancel.residual > at_precision(tolerances[shared_cancellation.NAME], precision)
+        ):
+            out.add(r.mechanism)
+    return sorted(out)
+
+
+def design_choice(probe_results, names, results, regime, found, tolerances: dict[str, float], precision: str) -> bool:
+    """M7 (THEORY.md section 4): (E) broken while (C) holds in every example, with
+    zero-sum coefficients, and no defect mechanism explains the break."""
+    ex = results[(exchangeable.NAME, regime)] if exchangeable.NAME in names else None
+    if found or ex is None or ex.holds or ex.counterexample is None:  # a vacuity verdict explains nothing
+        return False
+    if finite.NAME in names and not results[(finite.NAME, regime)].holds:
+        return False
+    for prop in (zero_sum.NAME, shared_cancellation.NAME):
+        if prop in names and not results[(prop, regime)].holds:
+            return False
+        tol = at_precision(tolerances[prop], precision)
+        if any(prop in r.evaluations and not r.evaluations[prop].residual <= tol for r in probe_results):
+            return False
+    return True

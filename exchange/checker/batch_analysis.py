@@ -1,0 +1,145 @@
+"""Inspect one real batch exactly, without fuzzing: ``exchange.inspect(loss_fn, rollout)``.
+
+One backward pass gives every token coefficient ``kappa``; the events of the batch give
+every shared event, its ``K_e`` and its mass (:func:`exchange.core.events.shared_event_coefficients`).
+From them (:class:`~exchange.checker.inspection.Inspection`):
+
+- the shared residual with its parts (:class:`exchange.core.events.SharedResidual`, the
+  number the training integrations log);
+- per group, the **response weight vector**: the common direction ``alpha`` of the
+  shared-event coefficient vectors ``(kappa[1, e], ..., kappa[G, e])`` (THEORY.md (E)),
+  with ``spread``, the largest sine of the angle between one shared event's vector and
+  ``alpha`` (0: one common vector), and ``zero_sum``, ``|sum alpha| / sum |alpha|``
+  (0: the common vector cancels);
+- the top offending shared events (largest ``|K_e|``) with their tokens;
+- a mechanism hint where the pattern tells one (:mod:`exchange.checker.mechanism_hints`).
+
+Batch files (``exchange inspect BATCH TARGET``) are read by :func:`exchange.core.batch_io.load_batch`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from exchange.checker.inspection import (
+    CANCEL_TOL, PREFIX_TAIL, TOP, ZERO_COLUMN_REL, GroupWeights, Inspection, OffendingEvent, zero_sum_share,
+)
+from exchange.checker.mechanism_hints import hints
+from exchange.core.coefficients import LossFn, loss_and_coefficients
+from exchange.core.events import Events, SharedResidual, event_residuals_of, events, shared_event_coefficients
+from exchange.core.rollout import Rollout
+
+__all__ = ["inspect"]
+
+
+def _direction(cols: Tensor) -> tuple[Tensor, float]:
+    """``cols: [S, G]`` -> (unit common direction [G], max sin angle of a column to it)."""
+    norms = cols.norm(dim=1)
+    if not norms.numel():
+        return torch.zeros(cols.shape[1], dtype=cols.dtype, device=cols.device), 0.0
+    keep = norms > ZERO_COLUMN_REL * norms.max()
+    if not bool(keep.any()):
+        return torch.zeros(cols.shape[1], dtype=cols.dtype, device=cols.device), 0.0
+    unit = cols[keep] / norms[keep, None]
+    if unit.shape[0] == 1:
+        return unit[0], 0.0
+    direction = torch.linalg.svd(unit, full_matrices=False).Vh[0]
+    # the norm of the component orthogonal to alpha: round-off sized, not sqrt(round-off)
+    sin = (unit - (unit @ direction)[:, None] * direction[None, :]).norm(dim=1)
+    return direction, float(sin.max())
+
+
+def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK: Tensor,
+            smass: Tensor) -> tuple[list[GroupWeights], Tensor, list[int]]:
+    """Each group's weight vector and shared residual; also the row order by group and
+    the group sizes (to find a row of a group)."""
+    n_groups, device = rollout.n_groups, kappa.device
+    gidx = rollout.group_index
+    rewards = rollout.rewards.to(torch.float64)
+    # the shared events of group g are its first p_g positions (its common prefix)
+    prefix = torch.zeros(n_groups, dtype=torch.long, device=device)
+    gK = torch.zeros(n_groups, dtype=kappa.dtype, device=device)
+    gmass = torch.zeros(n_groups, dtype=kappa.dtype, device=device)
+    if len(shared_ids):
+        owner = ev.group[shared_ids]
+        prefix.scatter_reduce_(0, owner, ev.position[shared_ids] + 1, reduce="amax")
+        gK.index_add_(0, owner, sK.abs())
+        gmass.index_add_(0, owner, smass)
+    order = torch.argsort(gidx, stable=True)
+    sizes = torch.bincount(gidx, minlength=n_groups).tolist()
+    group_ids = rollout.group.tolist()
+    out: list[GroupWeights] = []
+    start = 0
+    for g, size in enumerate(sizes):
+        rows = order[start : start + size]
+        start += size
+        p = int(prefix[g])
+        direction, spread = _direction(kappa[rows, :p].T)  # [p, G]
+        centred = rewards[rows] - rewards[rows].mean()
+        lean = float(direction @ centred)
+        if lean < 0 or (lean == 0 and float(direction.sum()) < 0):
+            direction = -direction
+        out.append(GroupWeights(
+            group=int(group_ids[int(rows[0])]),
+            rows=tuple(rows.tolist()),
+            shared_events=p,
+            weights=tuple(direction.tolist()),
+            spread=spread,
+            zero_sum=zero_sum_share(direction),
+            residual=SharedResidual(abs_K=float(gK[g]), mass=float(gmass[g]), events=p).value,
+            rewards=tuple(rewards[rows].tolist()),
+            lengths=tuple(rollout.lengths[rows].tolist()),
+        ))
+    return out, order, sizes
+
+
+def inspect(loss_fn: LossFn, rollout: Rollout, logprobs: Tensor | None = None, *, top: int = TOP,
+            ev: Events | None = None) -> Inspection:
+    """Report exactly, without fuzzing, how ``loss_fn`` treats the shared events of one
+    real batch: every shared event's ``K_e``, the shared residual, each group's
+    per-response weight vector and its distance from a common vector, the top offending
+    events with their tokens, and a mechanism hint where the pattern tells one.
+
+    ``logprobs`` defaults to ``rollout.logprobs`` (else ``rollout.old_logprobs``: on-policy).
+    Everything runs in float64.
+    """
+    if logprobs is None:
+        logprobs = rollout.logprobs if rollout.logprobs is not None else rollout.old_logprobs
+    loss, kappa = loss_and_coefficients(loss_fn, logprobs, rollout)
+    ev = events(rollout) if ev is None else ev
+    shared_ids, sK, smass = shared_event_coefficients(kappa, ev)
+    shared = SharedResidual.of(sK, smass)
+    per_event = event_residuals_of(sK, smass)  # [S] |K_e| / mass_e
+    groups, order, sizes = _groups(rollout, kappa, ev, shared_ids, sK, smass)
+
+    offending: list[OffendingEvent] = []
+    group_ids = rollout.group.tolist()
+    for k in torch.argsort(sK.abs(), descending=True)[:top].tolist():
+        if float(per_event[k]) <= CANCEL_TOL:
+            break
+        e = int(shared_ids[k])
+        t = int(ev.position[e])
+        row = int(order[sum(sizes[: int(ev.group[e])])])  # any row of the group: the prefix is shared
+        tail = tuple(rollout.tokens[row, max(0, t + 1 - PREFIX_TAIL) : t + 1].tolist())
+        offending.append(OffendingEvent(
+            event=e, group=int(group_ids[row]), position=t, token=tail[-1], prefix_tail=tail,
+            K=float(sK[k]), mass=float(smass[k]), residual=float(per_event[k]),
+        ))
+    mechanisms, lines = hints(rollout, groups, shared.value)
+    return Inspection(
+        loss=float(loss),
+        n_responses=rollout.n,
+        n_groups=rollout.n_groups,
+        n_tokens=int(rollout.mask.sum()),
+        n_events=ev.count,
+        shared=shared,
+        max_residual=float(per_event.max()) if per_event.numel() else 0.0,
+        shared_K=sK,
+        shared_mass=smass,
+        shared_ids=shared_ids,
+        groups=tuple(groups),
+        top=tuple(offending),
+        mechanisms=mechanisms,
+        hints=lines,
+    )

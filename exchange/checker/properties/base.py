@@ -1,0 +1,137 @@
+"""What a checked property is made of (one module per property holds all of it).
+
+A :class:`Property` brings, in its own module: its tolerance, the layout generator it is
+fuzzed over (written once against :class:`~exchange.checker.draw.Draw`), its plain
+evaluation (the oracle), its batched evaluation, its shrink rules and its probes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from hypothesis import strategies as st
+from torch import Tensor
+
+from exchange.checker import generators
+from exchange.checker.cases import Case, case_template, case_values
+from exchange.checker.draw import Draw, HypothesisDraw
+from exchange.checker.examples import Example, Layout
+from exchange.checker.mutations import Mutation
+from exchange.core.coefficients import Engine
+from exchange.core.rollout import Rollout
+
+__all__ = ["Evaluation", "Property", "ShrinkRules", "Probe", "ProbeResult", "BatchInputs", "BatchResult", "configurations"]
+
+
+@dataclass
+class Evaluation:
+    """What one example showed: the normalised ``residual`` (the property holds when it
+    is ``<= tolerance``), whether the example could have failed (``informative``), the
+    rollout and its coefficients ``kappa [N, T]``, mismatch lines, the (E)/(P) variant."""
+
+    residual: float
+    informative: bool
+    rollout: Rollout
+    kappa: Tensor
+    mismatches: list[str] = field(default_factory=list)
+    variant: Rollout | None = None
+    variant_kappa: Tensor | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ShrinkRules:
+    """What a shrink step must keep for the property to stay meaningful."""
+
+    keep_first_group: bool = False  # group 0 is the property's subject (a tied group)
+    identical_responses: bool = False  # every response of a group is the same, rewards not all equal
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A hand-built example that changes one thing, so that a property it breaks names
+    ``mechanism``. ``signature``: an extra check that the break has a mechanism's
+    pattern, ``(engine, probe, evaluation) -> mechanism id or ""`` (it may name another
+    mechanism than ``mechanism``: a common shift is M6, not M2); without one, the break
+    alone names ``mechanism``."""
+
+    name: str
+    description: str
+    property_name: str
+    mechanism: str
+    case: Case
+    mutation: Mutation | None = None
+    off_policy_only: bool = False
+    signature: Callable | None = None
+
+
+@dataclass
+class ProbeResult:
+    probe: Probe
+    evaluations: dict[str, Evaluation] = field(default_factory=dict)  # property -> evaluation
+    mechanism: str = ""  # the mechanism named ("" when the probe names none)
+
+
+@dataclass
+class BatchInputs:
+    """``K`` configurations of one layout, for a property's batched evaluation.
+    ``coefficients(rollout, fields) -> (loss [K], kappa [K, N, T], failed [K])`` runs the
+    loss on ``rollout``'s layout with the per-configuration ``fields`` ([K, ...] each)."""
+
+    layout: Layout
+    seeds: list[int]
+    rewards: Tensor  # [K, N]
+    coefficients: Callable[[Rollout, dict], tuple[Tensor, Tensor, Tensor]]
+
+
+@dataclass
+class BatchResult:
+    residual: Tensor  # [K]
+    informative: Tensor  # [K] bool
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    summary: str
+    theory: str
+    tolerance: float
+    layout: Callable[[Draw, str], Layout]
+    evaluate: Callable[[Engine, Example, str], Evaluation]
+    evaluate_batch: Callable[[BatchInputs], BatchResult]
+    shrink: ShrinkRules = ShrinkRules()
+    probes: tuple[Probe, ...] = ()
+    run_probe: Callable | None = None  # (engine, probe) -> ProbeResult
+    regime_free: bool = False  # evaluated on-policy only; one verdict for both regimes
+
+    def examples(self, regime: str) -> st.SearchStrategy[Example]:
+        """The Hypothesis strategy of complete examples: a layout, then each group's
+        rewards among its kinds and the value seed, all drawn through one binding."""
+        return _complete(self.layout, regime)
+
+
+@st.composite
+def _complete(draw, layout, regime: str) -> Example:
+    d = HypothesisDraw(draw)
+    lay = layout(d, regime)
+    groups = lay.example.case.groups
+    rewards = [generators.rewards(d, len(g.responses), k, dist) for g, k, dist in zip(groups, lay.kinds, lay.distinct)]
+    return lay.complete(rewards, d.integer(0, 2**16))
+
+
+def configurations(case: Case, seeds: list[int], rewards: Tensor, constants: bool = False) -> tuple[Rollout, dict]:
+    """The layout rollout of ``case`` and the per-configuration fields of ``K`` value
+    seeds and reward rows (``[K, ...]`` each); with ``constants`` also the fields that do
+    not vary (tokens, mask, baselines, truncation) broadcast to ``[K, ...]``, for batches
+    that mix two layouts of one shape."""
+    tmpl = case_template(case)
+    fields = case_values(tmpl, seeds)
+    fields["rewards"] = rewards
+    if constants:
+        k = len(seeds)
+        for name in ("tokens", "mask", "baseline_rewards", "truncated"):
+            value = getattr(tmpl.rollout, name)
+            if value is not None:
+                fields[name] = value[None].expand(k, *value.shape)
+    return tmpl.rollout, fields

@@ -1,0 +1,200 @@
+"""(E) gradient exchangeability (THEORY.md section 2): the shared-event coefficient
+vectors of a group, across its responses, stay parallel when something that belongs to
+one response changes (its suffix length, tokens, ratios or entropies) or a shared event's
+ratio crosses a clip boundary. A group constant may rescale them; nothing may turn them.
+
+The probes change one thing each: a suffix length (M3), suffix entropies (M5), suffix
+ratios (M1), a shared event's ratio above or below every usual trust region (M2, or M6
+when the change is a shift common to every occurrence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from exchange.checker import generators
+from exchange.checker.signatures import common_shift, per_response_rescaling
+from exchange.checker.cases import Case, GroupConfig, build, common_prefix
+from exchange.checker.draw import Draw
+from exchange.checker.examples import Example, Layout
+from exchange.checker.mutations import Mutation
+from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
+                                              configurations)
+from exchange.checker.properties.residuals import (as_residual, cancellation, cancellation_mismatches,
+                                                   direction_spread, fmt, tied_groups)
+from exchange.checker.properties import shared_cancellation
+from exchange.checker.properties.shared_cancellation import any_groups
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION
+from exchange.core.coefficients import Engine
+from exchange.core.events import events
+from exchange.core.rollout import Rollout
+from exchange.core.vocabulary import PROPERTY_SUMMARIES
+
+NAME = "exchangeable"
+
+
+def layout(d: Draw, regime: str) -> Layout:
+    lay = any_groups(d, regime)
+    case = lay.example.case
+    return Layout(Example(case, mutation=generators.mutation(d, case, case.off_policy)), lay.kinds, lay.distinct)
+
+
+def _padded(example: Example) -> tuple[Case, Case]:
+    """Base and variant cases padded to one width, so their rows line up."""
+    case = example.case
+    variant = example.mutation.apply(case)
+    t = max(len(r) for c in (case, variant) for grp in c.groups for r in grp.responses)
+    return replace(case, pad_to=t), replace(variant, pad_to=t)
+
+
+def _shared_columns(kappa: torch.Tensor, rollout: Rollout, g: int, prefix: int) -> torch.Tensor:
+    """``[K, prefix, G_g]``: group ``g``'s shared-event vectors (``kappa [K, N, T]``)."""
+    rows = (rollout.group == g).nonzero().flatten()
+    return kappa[:, rows, :prefix].transpose(1, 2)
+
+
+def _spread(kappa, kappa_v, base: Rollout, case: Case, variant: Case, tied) -> tuple[torch.Tensor, torch.Tensor, list]:
+    """Worst direction spread over the groups ``[K]``, informative ``[K]``, and per group
+    ``(g, prefix, spread, worst)`` for mismatch lines."""
+    k = kappa.shape[0]
+    res = torch.zeros(k, dtype=kappa.dtype)
+    informative = torch.zeros(k, dtype=torch.bool)
+    per_group = []
+    for g in range(len(case.groups)):
+        prefix = min(common_prefix(case.groups[g].responses), common_prefix(variant.groups[g].responses))
+        cols = torch.cat([_shared_columns(kappa, base, g, prefix), _shared_columns(kappa_v, base, g, prefix)], dim=1)
+        r_g, worst, used = direction_spread(cols)
+        informative |= (used >= 2) & ~tied[:, g]
+        res = torch.maximum(res, as_residual(r_g))
+        per_group.append((g, prefix, r_g, worst, cols))
+    return res, informative, per_group
+
+
+def exchangeability(base: Rollout, kappa, variant: Rollout, kappa_v, case: Case, variant_case: Case,
+                    label: str) -> Evaluation:
+    """Rank-1 test of every group's shared-event vectors across ``base`` and ``variant``
+    (``kappa [N, T]`` each)."""
+    tied = tied_groups(base.rewards[None], base)
+    res, informative, per_group = _spread(kappa[None], kappa_v[None], base, case, variant_case, tied)
+    mism = []
+    for g, prefix, r_g, worst, cols in per_group:
+        if float(r_g[0]) > RTOL_DIRECTION:
+            w = int(worst[0])
+            ref = cols[0, 0] if w != 0 else cols[0, -1]
+            where = "base" if w < prefix else f"variant ({label})"
+            mism.append(
+                f"group={g}: shared-event vectors are not parallel: event t={w % max(prefix, 1)} in {where} "
+                f"kappa={fmt(cols[0, w])} vs kappa={fmt(ref)} (sin angle {float(r_g[0]):.3g})"
+            )
+    return Evaluation(float(res[0]), bool(informative[0]), base, kappa, mism[:MAX_MISMATCHES], variant, kappa_v)
+
+
+def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
+    case, variant_case = _padded(example)
+    base, variant = build(case), build(variant_case)
+    kappa, kappa_v = engine([base, variant])
+    return exchangeability(base, kappa, variant, kappa_v, example.case, example.mutation.apply(example.case),
+                           repr(example.mutation))
+
+
+def evaluate_batch(b: BatchInputs) -> BatchResult:
+    k = len(b.seeds)
+    case, variant_case = _padded(b.layout.example)
+    base, fb = configurations(case, b.seeds, b.rewards, constants=True)
+    _, fv = configurations(variant_case, b.seeds, b.rewards, constants=True)
+    # One call for both: the tokens differ between base and variant, so they are
+    # per-configuration fields on one layout of one shape (a mutation keeps the rows).
+    _, kappa2, failed2 = b.coefficients(base, {name: torch.cat([fb[name], fv[name]]) for name in fb})
+    kappa, kappa_v = kappa2[:k], kappa2[k:]
+    failed = failed2[:k] | failed2[k:]
+    tied = tied_groups(b.rewards, base)
+    res, informative, _ = _spread(kappa, kappa_v, base, b.layout.example.case, b.layout.example.mutation.apply(b.layout.example.case), tied)
+    return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), informative | failed)
+
+
+def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
+    """The probe's base and variant on-policy (its ratios are set explicitly). The
+    mechanism is named only when the base alone is exchangeable (then the one thing the
+    probe changed is what broke it) and the probe's signature, if any, fits."""
+    result = ProbeResult(probe)
+    example = Example(replace(probe.case, off_policy=False), mutation=probe.mutation)
+    case, variant_case = _padded(example)
+    base, variant = build(case), build(variant_case)
+    kappa, kappa_v = engine([base, variant])
+    ex = exchangeability(base, kappa, variant, kappa_v, example.case, probe.mutation.apply(example.case),
+                         repr(probe.mutation))
+    ex.note = f"probe {probe.name}: {probe.description}"
+    result.evaluations[NAME] = ex
+    # (C) on both rollouts: the base when it fails (smaller), else the variant.
+    for rollout, kap in ((base, kappa), (variant, kappa_v)):
+        evs = events(rollout)
+        res = float(cancellation(kap[None], evs, evs.shared)[0])
+        mism = cancellation_mismatches(rollout, kap, evs, evs.shared, RTOL_CANCEL)
+        result.evaluations[shared_cancellation.NAME] = Evaluation(res, True, rollout, kap, mism, note=ex.note)
+        if res > RTOL_CANCEL:
+            break
+    base_only = exchangeability(base, kappa, base, kappa, example.case, example.case, "base")
+    finite = bool(torch.isfinite(kappa).all()) and bool(torch.isfinite(kappa_v).all())
+    if finite and ex.residual > RTOL_DIRECTION and base_only.residual <= RTOL_DIRECTION:
+        result.mechanism = probe.signature(engine, probe, ex) if probe.signature else probe.mechanism
+    return result
+
+
+_EQUAL_LENGTHS = GroupConfig(
+    responses=((1, 2, 0, 1), (1, 2, 1, 3), (1, 2, 3, 0), (1, 2, 2, 2)),
+    rewards=(1.0, 0.0, 0.0, 1.0),
+)
+_UNEQUAL_LENGTHS = GroupConfig(
+    responses=((1, 2, 3), (1, 2, 0, 1, 3), (1, 2, 3, 3), (1, 2, 2, 0, 1, 2)),
+    rewards=(1.0, 0.0, 0.0, 1.0),
+)
+# The moved shared event is a common token (behaviour prob 0.5), so even trust regions
+# that widen for rare tokens (DCPO: r(r-1) <= eps/q) exclude ratios 2.0 and 0.25.
+# Every entropy is 1 so that entropy-driven weights (M5) cannot masquerade as M1/M2.
+_COMMON_EVENT = Case(groups=(_EQUAL_LENGTHS,), old_prob=(((0, 1, 2), 0.5),), entropy_all=1.0)
+
+PROBES = (
+    Probe(
+        "suffix_length",
+        "shared prefix, one response's suffix made longer, on-policy, every entropy equal",
+        NAME, "M3", Case(groups=(_UNEQUAL_LENGTHS,), entropy_all=1.0), Mutation("length", 0, 0, 7),
+        signature=per_response_rescaling,
+    ),
+    Probe(
+        "suffix_entropy",
+        "shared prefix, equal lengths, every entropy 1 then one response's suffix entropies 3, on-policy",
+        NAME, "M5", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0), Mutation("entropy", 0, 0, 3.0),
+    ),
+    Probe(
+        "suffix_ratio",
+        "shared prefix at ratio 1, one response's suffix ratios 1.0 -> 1.1, every entropy 1",
+        NAME, "M1", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0), Mutation("ratio", 0, 0, 1.1),
+        off_policy_only=True,
+    ),
+    Probe(
+        "shared_ratio_high",
+        "a shared event (behaviour prob 0.5) moved to ratio 2.0, above any usual trust region",
+        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratio", 0, 0, 2.0, position=1),
+        off_policy_only=True, signature=common_shift,
+    ),
+    Probe(
+        "shared_ratio_low",
+        "a shared event (behaviour prob 0.5) moved to ratio 0.25, below any usual trust region",
+        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratio", 0, 0, 0.25, position=1),
+        off_policy_only=True, signature=common_shift,
+    ),
+)
+
+PROPERTY = Property(
+    name=NAME,
+    summary=PROPERTY_SUMMARIES[NAME],
+    theory="THEORY.md s2 (E); T2, T5",
+    tolerance=RTOL_DIRECTION,
+    layout=layout,
+    evaluate=evaluate,
+    evaluate_batch=evaluate_batch,
+    probes=PROBES,
+    run_probe=run_probe,
+)

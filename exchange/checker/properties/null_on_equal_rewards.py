@@ -1,0 +1,96 @@
+"""A group whose rewards are all equal gets zero coefficients: (Z) with ``A = 0``
+(THEORY.md section 2). Tied groups keep only what does not scale with the advantage,
+so an additive event term (M6) shows here however small it is next to the advantages.
+The probe: a tied group beside a mixed one (a centre that is not the group's own: M4).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from exchange.checker import generators
+from exchange.checker.cases import Case, GroupConfig, build
+from exchange.checker.draw import Draw
+from exchange.checker.examples import Example, Layout, placeholder
+from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
+                                              ShrinkRules, configurations)
+from exchange.checker.properties.residuals import as_residual, fmt, tied_groups
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_EQUAL, TINY
+from exchange.core.coefficients import Engine
+from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
+
+NAME = "null_on_equal_rewards"
+
+
+def layout(d: Draw, regime: str) -> Layout:
+    """A tied group first, then up to two arbitrary groups."""
+    groups = [generators.group(d) for _ in range(1 + d.integer(0, 2))]
+    case = Case(groups=tuple(placeholder(g) for g in groups), off_policy=Regime(regime).off_policy)
+    kinds = (("tied",),) + (generators.REWARD_KINDS,) * (len(groups) - 1)
+    return Layout(Example(case), kinds, (False,) * len(groups))
+
+
+def _residual(kappa, tied_rows):
+    """``max |kappa|`` over the tied rows over ``max |kappa|``, ``[K]`` (kappa ``[K, N, T]``)."""
+    scale = kappa.abs().flatten(1).amax(1)
+    worst = torch.where(tied_rows[..., None], kappa.abs(), torch.zeros_like(kappa)).flatten(1).amax(1)
+    return as_residual(worst / (scale + TINY))
+
+
+def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
+    rollout = build(example.case)
+    (kappa,) = engine([rollout])
+    tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
+    res = float(_residual(kappa[None], tied_rows[None])[0])
+    mism = []
+    if res > RTOL_EQUAL:
+        scale = float(kappa.abs().max())
+        for i in tied_rows.nonzero().flatten().tolist()[:MAX_MISMATCHES]:
+            L = int(rollout.lengths[i])
+            if float(kappa[i, :L].abs().max()) > RTOL_EQUAL * scale:
+                mism.append(
+                    f"response {i} (group={int(rollout.group[i])}, all rewards {float(rollout.rewards[i]):g}): "
+                    f"kappa={fmt(kappa[i, :L])}"
+                )
+    return Evaluation(res, bool(tied_rows.any()), rollout, kappa, mism)
+
+
+def evaluate_batch(b: BatchInputs) -> BatchResult:
+    rollout, fields = configurations(b.layout.example.case, b.seeds, b.rewards)
+    _, kappa, failed = b.coefficients(rollout, fields)
+    tied_rows = tied_groups(b.rewards, rollout)[:, rollout.group_index]  # [K, N]
+    res = _residual(kappa, tied_rows)
+    return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), tied_rows.any(1) | failed)
+
+
+def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
+    result = ProbeResult(probe)
+    ev = evaluate(engine, Example(probe.case), Regime.ON_POLICY)
+    result.evaluations[NAME] = ev
+    broke = ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all())
+    result.mechanism = probe.mechanism if broke else ""
+    return result
+
+
+PROBES = (
+    Probe(
+        "tied_group",
+        "one group with all rewards equal beside a mixed group, on-policy",
+        NAME,
+        "M4",
+        Case(groups=(GroupConfig(((1, 2), (1, 3)), (1.0, 1.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0)))),
+    ),
+)
+
+PROPERTY = Property(
+    name=NAME,
+    summary=PROPERTY_SUMMARIES[NAME],
+    theory="THEORY.md s2 (Z) with A = 0",
+    tolerance=RTOL_EQUAL,
+    layout=layout,
+    evaluate=evaluate,
+    evaluate_batch=evaluate_batch,
+    shrink=ShrinkRules(keep_first_group=True),
+    probes=PROBES,
+    run_probe=run_probe,
+)

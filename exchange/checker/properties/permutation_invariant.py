@@ -1,0 +1,78 @@
+"""Reordering the responses and relabelling the groups (non-contiguous, reordered ids)
+permutes the coefficients and changes nothing else (THEORY.md section 1: groups need
+not be contiguous)."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from exchange.checker.cases import build
+from exchange.checker.draw import Draw
+from exchange.checker.examples import Example, Layout
+from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
+from exchange.checker.properties.residuals import as_residual
+from exchange.checker.properties.shared_cancellation import any_groups
+from exchange.checker.tolerances import RTOL_EQUAL, TINY
+from exchange.core.coefficients import Engine
+from exchange.core.rollout import Rollout
+from exchange.core.vocabulary import PROPERTY_SUMMARIES
+
+NAME = "permutation_invariant"
+
+
+def layout(d: Draw, regime: str) -> Layout:
+    lay = any_groups(d, regime)
+    return Layout(Example(lay.example.case, perm_seed=d.integer(0, 2**16)), lay.kinds, lay.distinct)
+
+
+def _permutation(rollout: Rollout, seed: int) -> tuple[list[int], dict[int, int]]:
+    """The row order and the group relabelling of ``seed``."""
+    perm = list(range(rollout.n))
+    random.Random(seed).shuffle(perm)
+    ids = sorted(set(rollout.group.tolist()))
+    shuffled = ids[:]
+    random.Random(seed + 1).shuffle(shuffled)
+    return perm, {g: 7 + 3 * s for g, s in zip(ids, shuffled)}  # non-contiguous, reordered ids
+
+
+def _permuted(rollout: Rollout, perm: list[int], relabel: dict[int, int]) -> Rollout:
+    out = rollout.select(perm)
+    return out.replace(group=torch.tensor([relabel[int(g)] for g in out.group], device=out.group.device))
+
+
+def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
+    rollout = build(example.case)
+    perm, relabel = _permutation(rollout, example.perm_seed)
+    permuted = _permuted(rollout, perm, relabel)
+    kappa, kappa_p = engine([rollout, permuted])
+    diff = (kappa_p - kappa[perm]).abs().max()
+    res = float(as_residual(diff / (kappa.abs().max() + TINY)))
+    mism = []
+    if res > RTOL_EQUAL:
+        mism.append(f"rows permuted by {perm} and groups relabelled {relabel}: max |kappa change| = {float(diff):.6g}")
+    return Evaluation(res, True, rollout, kappa, mism, variant=permuted, variant_kappa=kappa_p)
+
+
+def evaluate_batch(b: BatchInputs) -> BatchResult:
+    rollout, fields = configurations(b.layout.example.case, b.seeds, b.rewards)
+    _, kappa, failed = b.coefficients(rollout, fields)
+    perm, relabel = _permutation(rollout, b.layout.example.perm_seed)
+    permuted = _permuted(rollout, perm, relabel)
+    _, kappa_p, failed_p = b.coefficients(permuted, {name: value[:, perm] for name, value in fields.items()})
+    diff = (kappa_p - kappa[:, perm]).abs().flatten(1).amax(1)
+    res = as_residual(diff / (kappa.abs().flatten(1).amax(1) + TINY))
+    failed = failed | failed_p
+    return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed))
+
+
+PROPERTY = Property(
+    name=NAME,
+    summary=PROPERTY_SUMMARIES[NAME],
+    theory="THEORY.md s1 (groups need not be contiguous)",
+    tolerance=RTOL_EQUAL,
+    layout=layout,
+    evaluate=evaluate,
+    evaluate_batch=evaluate_batch,
+)

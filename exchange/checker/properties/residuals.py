@@ -1,0 +1,109 @@
+"""The residuals the properties share, written once for batches (``K`` configurations).
+
+A plain evaluation is a batch of one: the oracle and the bulk fuzzer compute the same
+numbers with the same code (tolerances: :mod:`exchange.checker.tolerances`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, TINY, ZERO_COLUMN
+from exchange.core.events import Events
+from exchange.core.rollout import Rollout
+
+__all__ = ["as_residual", "cancellation", "cancellation_mismatches", "direction_spread", "tied_groups", "event_label", "fmt"]
+
+
+def as_residual(x: Tensor) -> Tensor:
+    """NaN -> inf: a NaN never "holds"."""
+    return torch.where(torch.isnan(x), torch.full_like(x, float("inf")), x)
+
+
+def _per_event(kappa: Tensor, ev: Events) -> tuple[Tensor, Tensor, Tensor]:
+    """``(K [K, E], mass [K, E], per-event residual [K, E])`` of ``kappa [K, N, T]``:
+    ``|K_e| / (sum |kappa| + ATOL_REL * max|kappa|)``, 0/0 = 0."""
+    k = kappa.shape[0]
+    valid = ev.ids >= 0
+    ids = ev.ids[valid]
+    kv = kappa[:, valid]
+    K = torch.zeros(k, ev.count, dtype=kappa.dtype, device=kappa.device).index_add(1, ids, kv)
+    mass = torch.zeros(k, ev.count, dtype=kappa.dtype, device=kappa.device).index_add(1, ids, kv.abs())
+    scale = kappa.abs().flatten(1).amax(1) if kappa[0].numel() else torch.zeros(k, dtype=kappa.dtype, device=kappa.device)
+    out = K.abs() / (mass + (ATOL_REL * scale + TINY)[:, None])
+    out = torch.where((mass == 0) & (K == 0), torch.zeros_like(out), out)
+    return K, mass, as_residual(out)
+
+
+def cancellation(kappa: Tensor, ev: Events, which: Tensor) -> Tensor:
+    """Max over the events in ``which [E]`` of the per-event cancellation residual, ``[K]``
+    for ``kappa [K, N, T]`` (0 when ``which`` is empty)."""
+    if not bool(which.any()):
+        return torch.zeros(kappa.shape[0], dtype=kappa.dtype, device=kappa.device)
+    _, _, res = _per_event(kappa, ev)
+    return torch.where(which[None], res, torch.zeros_like(res)).amax(1)
+
+
+def cancellation_mismatches(rollout: Rollout, kappa: Tensor, ev: Events, which: Tensor, rtol: float) -> list[str]:
+    """One line per event of ``which`` whose residual exceeds ``rtol`` (``kappa [N, T]``)."""
+    if not bool(which.any()):
+        return []
+    K, mass, res = (x[0] for x in _per_event(kappa[None], ev))
+    bad = ((res > rtol) & which).nonzero().flatten().tolist()
+    return [
+        f"event {event_label(rollout, ev, e)}: K_e={float(K[e]):.6g} with sum|kappa|={float(mass[e]):.6g} "
+        f"(occurrences={int(ev.occurrences[e])})"
+        for e in bad[:MAX_MISMATCHES]
+    ]
+
+
+def direction_spread(mat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """How far the columns of ``mat [K, k, G]`` (k shared-event vectors across G
+    responses, per configuration) are from one common direction: ``(max sine of the angle
+    to the principal direction [K], index of the worst column [K], columns used [K])``.
+
+    Columns are normalised first; those shorter than ``ZERO_COLUMN`` x the longest are
+    dropped (their direction is round-off); fewer than two give 0. Non-finite gives inf."""
+    kb, k = mat.shape[0], mat.shape[1]
+    zeros = torch.zeros(kb, dtype=mat.dtype, device=mat.device)
+    if k == 0:
+        none = torch.zeros(kb, dtype=torch.long, device=mat.device)
+        return zeros, none - 1, none
+    finite = torch.isfinite(mat).flatten(1).all(1)
+    m = torch.where(finite[:, None, None], mat, torch.zeros_like(mat))
+    peak = m.abs().flatten(1).amax(1)[:, None, None]
+    # scale-free: huge (but finite) coefficients must not overflow the norms
+    m = torch.where(peak > 0, m / torch.where(peak > 0, peak, torch.ones_like(peak)), m)
+    norms = m.norm(dim=2)
+    keep = norms > ZERO_COLUMN * norms.amax(1, keepdim=True)
+    used = keep.sum(1)
+    unit = torch.where(keep[..., None], m / torch.where(keep, norms, torch.ones_like(norms))[..., None], torch.zeros_like(m))
+    direction = torch.linalg.svd(unit, full_matrices=False).Vh[:, 0]  # [K, G]
+    proj = (unit @ direction[..., None])[..., 0]
+    sin = torch.where(keep, torch.sqrt(torch.clamp(1 - proj**2, min=0.0)), torch.zeros_like(proj))
+    worst = sin.argmax(1)
+    res = torch.where(used < 2, zeros, sin.amax(1))
+    res = torch.where(finite, res, torch.full_like(res, float("inf")))
+    used = torch.where(finite, used, torch.full_like(used, k))
+    return res, torch.where(finite, worst, torch.zeros_like(worst)), used
+
+
+def tied_groups(rewards: Tensor, rollout: Rollout) -> Tensor:
+    """``[K, n_groups]``: the groups of ``rollout``'s layout whose rewards (``[K, N]``) are
+    all equal, per configuration."""
+    k, g = rewards.shape[0], rollout.n_groups
+    idx = rollout.group_index.to(rewards.device)[None].expand(k, -1)
+    hi = torch.full((k, g), -float("inf"), dtype=rewards.dtype, device=rewards.device).scatter_reduce(1, idx, rewards, "amax")
+    lo = torch.full((k, g), float("inf"), dtype=rewards.dtype, device=rewards.device).scatter_reduce(1, idx, rewards, "amin")
+    return hi == lo
+
+
+def event_label(rollout: Rollout, ev: Events, e: int) -> str:
+    i, t = (ev.ids == e).nonzero()[0].tolist()
+    prefix = tuple(int(x) for x in rollout.tokens[i, : t + 1])
+    return f"group={int(rollout.group[i])} t={t} tokens={prefix}"
+
+
+def fmt(v: Tensor) -> str:
+    return "(" + ", ".join(f"{float(x):.4g}" for x in v) + ")"

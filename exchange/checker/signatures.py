@@ -1,0 +1,83 @@
+"""The patterns that name a mechanism (THEORY.md section 4, attribution rules).
+
+A probe's break names its mechanism only when the break has that mechanism's pattern:
+each signature is ``(engine, probe, evaluation) -> mechanism id or ""``, attached to the
+probes of the property modules (:mod:`exchange.checker.properties`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from exchange.checker.cases import GroupConfig, build, common_prefix
+from exchange.checker.tolerances import SIGNATURE_RTOL, TINY, ZERO_COLUMN
+from exchange.core.coefficients import Engine
+
+__all__ = ["affine_in_rewards", "per_response_rescaling", "common_shift"]
+
+# Four distinct advantages, two of each sign: (0.125, -0.875, -0.375, 1.125).
+_SIGN_SPLIT_REWARDS = (1.0, 0.0, 0.5, 2.0)
+
+
+def affine_in_rewards(engine: Engine, probe, ev) -> str:
+    """M4 from a baseline that is not the group mean (OPO's length-weighted one): every
+    shared column of group 0 gives equal coefficients to responses with equal rewards."""
+    rollout, kappa = ev.rollout, ev.kappa
+    p = common_prefix(probe.case.groups[0].responses)
+    rows = (rollout.group == 0).nonzero().flatten()
+    rewards = rollout.rewards[rows]
+    if p == 0:
+        return ""
+    for t in range(p):
+        col = kappa[rows, t]
+        scale = float(col.abs().max()) + TINY
+        for r in rewards.unique():
+            same = col[rewards == r]
+            if float(same.max() - same.min()) > SIGNATURE_RTOL * scale:
+                return ""
+    return probe.mechanism
+
+
+def per_response_rescaling(engine: Engine, probe, ev) -> str:
+    """M3: after the mutated response's suffix changed, every other response's first
+    shared coefficient rescales by one common factor and the mutated one's by another (a
+    per-response weight such as ``1/L_i``)."""
+    g, mutated = probe.mutation.group, probe.mutation.response
+    if common_prefix(probe.case.groups[g].responses) == 0:
+        return ""
+    rows = (ev.rollout.group == g).nonzero().flatten()
+    alpha, alpha_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
+    scale = float(alpha.abs().max())
+    ok = alpha.abs() > ZERO_COLUMN * scale
+    if not bool(ok[mutated]) or int(ok.sum()) < 3:
+        return ""
+    q = alpha_v / torch.where(ok, alpha, torch.ones_like(alpha))
+    others = [float(q[i]) for i in range(len(q)) if i != mutated and bool(ok[i])]
+    ref = others[0]
+    same = all(abs(x - ref) <= SIGNATURE_RTOL * abs(ref) for x in others)
+    return probe.mechanism if same and abs(float(q[mutated]) - ref) > SIGNATURE_RTOL * abs(ref) else ""
+
+
+def common_shift(engine: Engine, probe, ev) -> str:
+    """M6 rather than M2: on a group with four distinct advantages, the moved event's
+    variant coefficients are ``c * base + d`` with one ``c`` and one ``d`` for every
+    occurrence (a shift common to all occurrences, M6), not a scaling split by the sign
+    of the advantage (M2)."""
+    grp = probe.case.groups[0]
+    case = replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, _SIGN_SPLIT_REWARDS),))
+    variant_case = probe.mutation.apply(case)
+    t = max(len(r) for c in (case, variant_case) for g in c.groups for r in g.responses)
+    base, variant = build(replace(case, pad_to=t)), build(replace(variant_case, pad_to=t))
+    kappa, kappa_v = engine([base, variant])
+    shared = case.shared_keys(0)
+    t = min(probe.mutation.position, len(shared) - 1)
+    b, v = kappa[:, t], kappa_v[:, t]
+    if not (bool(torch.isfinite(b).all()) and bool(torch.isfinite(v).all())):
+        return probe.mechanism
+    design = torch.stack([b, torch.ones_like(b)], dim=1)
+    coef = torch.linalg.lstsq(design, v[:, None]).solution.flatten()
+    scale = float(v.abs().max()) + TINY
+    exact = float((design @ coef - v).abs().max()) <= SIGNATURE_RTOL * scale
+    return "M6" if exact and abs(float(coef[1])) > SIGNATURE_RTOL * scale else probe.mechanism

@@ -1,0 +1,50 @@
+"""Every tolerance of the checker, in one place (docs/properties.md, "Tolerances").
+
+All are relative and judged in float64. A property holds on an example when its
+normalised residual is ``<= tolerance``.
+
+- cancellation: ``|K_e| <= RTOL_CANCEL * (sum over the event's occurrences of |kappa|
+  + ATOL_REL * max|kappa|)``: the natural scale of a cancelling sum is the sum of the
+  magnitudes it cancels.
+- direction: shared-event coefficient vectors (one entry per response) are normalised;
+  the sine of the angle between each and their principal direction must be
+  ``<= RTOL_DIRECTION``. Vectors shorter than ``ZERO_COLUMN`` times the longest in their
+  group count as zero (their direction is round-off).
+- equality (null on equal rewards, permutation): ``<= RTOL_EQUAL * max|kappa|``.
+- precision (THEORY.md section 4, precision rule): a loss that runs in float32 or bf16
+  is judged at ``max(property tolerance, PRECISION_RTOL[precision])``.
+- vacuity: a property needs ``MIN_INFORMATIVE_SHARE`` of its examples to be able to
+  fail before it may be called "holds".
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
+    "PRECISIONS", "PRECISION_RTOL", "MIN_INFORMATIVE_SHARE", "SIGNATURE_RTOL", "MAX_MISMATCHES", "at_precision",
+]
+
+RTOL_CANCEL = 1e-8
+ATOL_REL = 1e-12
+RTOL_DIRECTION = 1e-6
+ZERO_COLUMN = 1e-9
+RTOL_EQUAL = 1e-9
+TINY = 1e-300  # added to a denominator so that 0 / 0 reads as 0, never NaN
+
+PRECISIONS = ("float64", "float32", "bf16")
+PRECISION_RTOL = {"float64": 0.0, "float32": 1e-6, "bf16": 3e-2}
+
+MIN_INFORMATIVE_SHARE = 0.1
+
+
+def at_precision(tolerance: float, precision: str) -> float:
+    """A property's float64 ``tolerance`` widened to the round-off of ``precision``
+    (``finite``'s exact 0 stays 0)."""
+    return tolerance if tolerance == 0 else max(tolerance, PRECISION_RTOL[precision])
+
+# A probe's attribution signature (a common rescaling, a common shift, an affine column)
+# must fit to this relative precision.
+SIGNATURE_RTOL = 1e-6
+
+# Mismatch lines kept per evaluation (reports stay readable).
+MAX_MISMATCHES = 8

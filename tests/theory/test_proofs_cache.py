@@ -1,0 +1,260 @@
+"""The result cache of `exchange proofs` (exchange.theory.cache) and the single coqc pass.
+
+A hit gives exactly the statuses a check from scratch gives, without asking coqc; a
+change to any input misses; a changed .v file is seen, also through the modules that
+require it; the shortcuts of the single pass (theorems asked about together, answers
+reused from the cache) fall back to asking one by one when they do not hold.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+
+import pytest
+
+import exchange.theory.cache as cache_mod
+from exchange.cli import main
+from exchange.theory import coq
+from exchange.theory.cache import CACHE_DIR, ResultCache, cache_dir
+from exchange.theory.coq import CHECKED, CLOSED, FAILED, compile_proofs, default_proofs_dir
+from exchange.theory.registry import THEOREMS, Theorem
+
+A = "Lemma a : 1 = 1.\nProof. reflexivity. Qed.\n"
+A_AXIOM = "Axiom cheat : 1 = 1.\nLemma a : 1 = 1.\nProof. exact cheat. Qed.\n"
+B = "From Fake Require Import A.\nLemma b : 1 = 1.\nProof. exact a. Qed.\n"
+C = "Lemma c : 2 = 2.\nProof. reflexivity. Qed.\n"
+REGISTRY = {k: Theorem(name=f"Fake.{m}.{k}", statement=k, file=f"theories/{m}.v")
+            for m, k in (("A", "a"), ("B", "b"), ("C", "c"))}
+
+
+def _dev(path, **files):
+    (path / "theories").mkdir(parents=True)
+    for module, text in files.items():
+        (path / "theories" / f"{module}.v").write_text(text)
+    (path / "_CoqProject").write_text(
+        "-Q theories Fake\n" + "".join(f"theories/{m}.v\n" for m in files))
+    shutil.copy(default_proofs_dir() / "Makefile", path / "Makefile")
+    return path
+
+
+def _check(dev, **kwargs):
+    return {s.key: s for s in compile_proofs(dev, theorems=REGISTRY, pin=False, **kwargs)}
+
+
+@pytest.fixture
+def coq_runs(monkeypatch):
+    """The ``reused`` answers of every coqc run compile_proofs makes (a hit makes none)."""
+    runs = []
+    real = coq._run_coq
+
+    def spy(*args, **kwargs):
+        runs.append(dict(kwargs.get("reused") or {}))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(coq, "_run_coq", spy)
+    return runs
+
+
+@pytest.mark.coq
+def test_a_hit_gives_the_same_statuses_without_asking_coqc(coqc, tmp_path, coq_runs):
+    dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
+    first = _check(dev)
+    assert [s.status for s in first.values()] == [FAILED, FAILED, CHECKED]
+    assert len(coq_runs) == 1
+    assert _check(dev) == first and len(coq_runs) == 1  # the hit: no coqc run
+    assert _check(dev, cache=False) == first and len(coq_runs) == 2
+
+
+@pytest.mark.coq
+def test_a_changed_v_file_is_seen(coqc, tmp_path, coq_runs):
+    dev = _dev(tmp_path, A=A, B=B, C=C)
+    assert all(s.status == CHECKED for s in _check(dev).values())
+    (dev / "theories" / "A.v").write_text(A_AXIOM)
+    got = _check(dev)
+    assert got["a"].status == FAILED and "cheat" in got["a"].detail
+    # B.v is unchanged but requires A: its stored answer is not reused.
+    assert got["b"].status == FAILED and "cheat" in got["b"].detail
+    assert got["c"].status == CHECKED
+    assert set(coq_runs[-1]) == {"Fake.C.c"}  # only the module A cannot affect is reused
+    assert got == _check(dev, cache=False)
+    # Back to the first sources: the first result again, from the cache.
+    (dev / "theories" / "A.v").write_text(A)
+    runs = len(coq_runs)
+    assert all(s.status == CHECKED for s in _check(dev).values()) and len(coq_runs) == runs
+
+
+@pytest.mark.coq
+def test_untouched_modules_are_not_asked_again(coqc, tmp_path, coq_runs):
+    dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
+    before = _check(dev)
+    (dev / "theories" / "C.v").write_text(C + "Lemma c2 : 3 = 3.\nProof. reflexivity. Qed.\n")
+    after = _check(dev)
+    assert set(coq_runs[-1]) == {"Fake.A.a", "Fake.B.b"}
+    assert after == before == _check(dev, cache=False)
+
+
+@pytest.mark.coq
+def test_cache_false_neither_reads_nor_writes(coqc, tmp_path):
+    dev = _dev(tmp_path, A=A, B=B, C=C)
+    fresh = _check(dev, cache=False)
+    assert not (dev / CACHE_DIR).exists()
+    # Plant an entry under the right key that says otherwise: a hit returns it verbatim,
+    # cache=False does not look.
+    store = ResultCache.open(dev, coqc)
+    store.save_statuses(REGISTRY, False, [coq.TheoremStatus(k, s.name, FAILED, "planted")
+                                          for k, s in fresh.items()])
+    assert {s.detail for s in _check(dev).values()} == {"planted"}
+    assert _check(dev, cache=False) == fresh
+
+
+@pytest.mark.coq
+def test_nothing_is_stored_when_a_file_changes_under_the_check(coqc, tmp_path, monkeypatch):
+    dev = _dev(tmp_path, A=A, B=B, C=C)
+    real = coq._run_coq
+
+    def edit_meanwhile(*args, **kwargs):
+        result = real(*args, **kwargs)
+        (dev / "theories" / "A.v").write_text(A_AXIOM)  # after make built A.v as it was
+        return result
+
+    monkeypatch.setattr(coq, "_run_coq", edit_meanwhile)
+    assert all(s.status == CHECKED for s in _check(dev).values())
+    assert not list(cache_dir(dev).glob("*.json"))
+    monkeypatch.setattr(coq, "_run_coq", real)
+    assert _check(dev)["a"].status == FAILED  # the edit is checked, not answered from the cache
+
+
+@pytest.mark.coq
+def test_a_malformed_entry_is_a_miss(coqc, tmp_path):
+    dev = _dev(tmp_path, A=A, B=B, C=C)
+    first = _check(dev)
+    for entry in cache_dir(dev).glob("*.json"):
+        entry.write_text("{not json")
+    assert _check(dev) == first
+    assert all(json.loads(e.read_text()) for e in cache_dir(dev).glob("*.json"))
+
+
+def test_no_cache_flag_reaches_compile_proofs(monkeypatch, capsys):
+    seen = []
+
+    def fake(proofs_dir, cache=True):
+        seen.append(cache)
+        return [coq.TheoremStatus(k, t.name, CHECKED, CLOSED) for k, t in THEOREMS.items()]
+
+    monkeypatch.setattr(coq, "compile_proofs", fake)
+    assert main(["proofs"]) == 0 and main(["proofs", "--no-cache"]) == 0
+    assert seen == [True, False]
+    assert "--no-cache" in main_help(capsys)
+
+
+def main_help(capsys) -> str:
+    with pytest.raises(SystemExit):
+        main(["proofs", "--help"])
+    return capsys.readouterr().out
+
+
+# --- the shortcuts of the single pass fall back to asking one by one -------------------
+
+@pytest.mark.coq
+def test_a_group_that_is_not_closed_is_asked_one_by_one(coqc, tmp_path):
+    dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
+    assert _check(dev, cache=False)  # builds it
+    names = [t.name for t in REGISTRY.values()] + ["Fake.C.missing"]
+    alone = coq._run_coq(dev, names, coqc, statements=True, expect_closed=lambda n: False)
+    together = coq._run_coq(dev, names, coqc, statements=True, expect_closed=lambda n: True)
+    assert together.found == alone.found and together.compiled == alone.compiled
+    assert alone.found["Fake.A.a"] == ("A.cheat",) and alone.found["Fake.C.c"] == ()
+    assert "Fake.C.missing" not in alone.found and "Fake.C.missing" in together.errors
+    assert alone.passes == 2 and together.passes == 3  # the group, then one by one
+
+
+@pytest.mark.coq
+def test_reused_axioms_that_no_longer_print_the_same_are_asked_again(coqc, tmp_path):
+    dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
+    assert _check(dev, cache=False)  # builds it
+    names = [t.name for t in REGISTRY.values()]
+    stale = {"Fake.A.a": ("Old.cheat",), "Fake.B.b": ("A.cheat",)}
+    run = coq._run_coq(dev, names, coqc, statements=False, expect_closed=lambda n: True,
+                       reused=stale)
+    assert run.found == {"Fake.A.a": ("A.cheat",), "Fake.B.b": ("A.cheat",),
+                         "Fake.C.c": ()}
+    assert run.passes == 2
+
+
+# --- the key ---------------------------------------------------------------------------
+
+def _key(dev, registry=REGISTRY, pin=True, coqc_id="The Coq Proof Assistant, version 8.16.1"):
+    return ResultCache(dev, "coqc", coqc_id).statuses_key(registry, pin)
+
+
+def test_every_input_is_in_the_key(tmp_path, monkeypatch):
+    dev = _dev(tmp_path / "one", A=A, B=B, C=C)
+    base = _key(dev)
+    assert _key(dev) == base
+    # The key is the content, not the folder: a copy shares its entries.
+    assert _key(shutil.copytree(dev, tmp_path / "two")) == base
+    changed = {}
+
+    def edit(label, path, text):
+        old = path.read_text() if path.exists() else None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        changed[label] = _key(dev)
+        path.write_text(old) if old is not None else path.unlink()
+        assert _key(dev) == base, label
+
+    edit("a .v file", dev / "theories" / "A.v", A + "(* comment *)\n")
+    edit("a new .v file", dev / "theories" / "sub" / "D.v", C)
+    edit("_CoqProject", dev / "_CoqProject", "-R theories Fake\ntheories/A.v\n")
+    edit("Makefile", dev / "Makefile", "all:\n\ttrue\n")
+    edit("Makefile.coq.local", dev / "Makefile.coq.local", "COQMF_OTHERFLAGS += -noinit\n")
+    edit("statements.txt", dev / "statements.txt", "a\n     : 1 = 1\n")
+    changed["registry"] = _key(dev, {**REGISTRY, "a": Theorem(name="Fake.A.a", statement="A")})
+    changed["registry order"] = _key(dev, dict(reversed(REGISTRY.items())))
+    changed["pin"] = _key(dev, pin=False)
+    changed["coqc version"] = _key(dev, coqc_id="The Coq Proof Assistant, version 8.17.0")
+    with monkeypatch.context() as m:
+        m.setattr(cache_mod, "CHECKER_VERSION", cache_mod.CHECKER_VERSION + "+1")
+        changed["checker version"] = _key(dev)
+    with monkeypatch.context() as m:
+        m.setenv("COQEXTRAFLAGS", "-type-in-type")
+        changed["COQ* environment"] = _key(dev)
+    # The build outputs and the cache itself are not inputs.
+    (dev / "theories" / "A.vo").write_bytes(b"compiled")
+    (dev / CACHE_DIR).mkdir()
+    (dev / CACHE_DIR / "x.v").write_text("not a source")
+    assert _key(dev) == base
+    same = [label for label, key in changed.items() if key == base]
+    assert not same, same
+    assert len(set(changed.values())) == len(changed)
+
+
+def test_concurrent_writers_leave_whole_entries(tmp_path):
+    store = ResultCache(_dev(tmp_path, A=A), "coqc", "coqc")
+    bad = []
+
+    def work(n):
+        for i in range(40):
+            store._write("statuses-x.json", {"writer": n, "i": i, "pad": "x" * 20000})
+            data = store._read("statuses-x.json")
+            if not (isinstance(data, dict) and len(data["pad"]) == 20000):
+                bad.append(data)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+    assert sorted(p.name for p in store.dir.iterdir()) == [".gitignore", "statuses-x.json"]
+
+
+def test_the_folder_keeps_the_newest_entries(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_mod, "MAX_ENTRIES", 3)
+    store = ResultCache(_dev(tmp_path, A=A), "coqc", "coqc")
+    for i in range(5):
+        store._write(f"statuses-{i}.json", {"i": i})
+    assert {p.name for p in store.dir.glob("*.json")} <= {f"statuses-{i}.json" for i in range(5)}
+    assert len(list(store.dir.glob("*.json"))) == 3 and store._read("statuses-4.json") == {"i": 4}
