@@ -202,8 +202,18 @@ FACETS: dict[str, Facet] = {
         Facet("M6.event_term_on_kept", "M6's term, on responses kept only when their advantage is non-zero "
               "(zero-advantage responses dropped first)", (_E, _C),
               "section 4, M6; a tied group drops every response, so (N) holds"),
-        Facet("M7.shaping", "advantages from a reward shaped by response features (length, format)",
-              (_E,), "section 4, M7: exchangeable in the shaped reward; cancellation intact"),
+        Facet("M4.mask_after_centring", "responses dropped from the loss after the group's advantages were "
+              "centred over all of them (overlong filters, TRL's mask_truncated_completions)", (_Z, _E, _C),
+              "section 4, M4 and section 2: the kept advantages are not zero-sum once some responses of a group "
+              "are truncated and others are not; a dropped response has A_i != 0 and kappa = 0, and a suffix "
+              "that crosses the length limit moves alpha (E)"),
+        Facet("M7.shaping", "advantages from a reward shaped by response features (length, format, a KL in "
+              "the reward)", (_E, _N),
+              "section 4, M7: exchangeable in the shaped reward, cancellation intact; a tied group's "
+              "coefficients follow the response features (section 4, attribution rules), so (N) in the "
+              "verifiable reward fails by design too"),
+        Facet("M7.shaping_on_kept", "M7's shaping, on groups kept only when their verifiable rewards differ "
+              "(tied groups dropped first)", (_E,), "section 4, M7; a tied group is dropped, so (N) holds"),
     )
 }
 

@@ -1,0 +1,136 @@
+"""Agreement of the checker with the verdicts derived from the parts of composed objectives.
+
+Draws ``--n`` compositions (:func:`exchange.objectives.composition.random_composition`)
+from ``random.Random(--seed)``, checks each (``exchange.check`` at ``--max-examples``,
+one thread) and compares, per regime, every property's verdict and the set of named
+mechanisms with the composition's derived verdict. Prints the agreement over
+(composition, property, regime) cells and over mechanism sets, then by part and by the
+issue's kinds of real-loss failures, then the disagreements (``--show K`` of them).
+
+    python benchmarks/composition_agreement.py --n 2000 --seed S [--max-examples 10] [--jobs 2]
+
+The documented run uses the seed ``int(H[:8], 16)`` of the commit that closes issue 30;
+any other seed is as good a test (nobody tuned on it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+# Issue 30's kinds of failure on real losses, as predicates on a composition.
+KINDS_OF_FAILURE = {
+    "1 KL/additive in the loss": lambda c: c.additive != "none",
+    "2 small additive in low precision": lambda c: c.additive != "none" and c.beta <= 1e-3 and c.precision != "float64",
+    "3 reward shaping": lambda c: c.shaping != "none",
+    "4 mask after centring": lambda c: c.mask == "truncation_after_centring",
+    "5 round-off (float32/bf16)": lambda c: c.precision != "float64",
+    "6 response-level weight": lambda c: c.aggregation in ("seq_mean_token_mean", "micro_batch_token_count"),
+    "7 selection/projection": lambda c: c.clip in ("symmetric", "clip_higher", "dual_clip", "soft_gate"),
+}
+
+
+def _one(args):
+    index, fields, max_examples = args
+    import torch
+
+    torch.set_num_threads(1)
+    import exchange
+    from exchange.checker.properties import PROPERTIES
+    from exchange.core.vocabulary import REGIMES
+    from exchange.objectives.composition import Composition
+
+    comp = Composition(**fields)
+    rep = exchange.check(comp.bind(), max_examples=max_examples, seed=index)
+    out = {}
+    for regime in REGIMES:
+        exp = comp.expected()[regime]
+        got_broken = sorted(p for p in PROPERTIES if not rep.holds(p, regime))
+        out[str(regime)] = {
+            "expected_breaks": sorted(exp.breaks),
+            "got_breaks": got_broken,
+            "expected_mechanisms": sorted(exp.mechanisms),
+            "got_mechanisms": sorted(rep.mechanisms_in(regime)),
+        }
+    return index, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-examples", type=int, default=10)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--show", type=int, default=20)
+    ap.add_argument("--json", metavar="FILE", help="write every composition's verdicts here")
+    a = ap.parse_args()
+
+    from exchange.checker.properties import PROPERTIES
+    from exchange.objectives.composition import random_composition
+    from exchange.objectives.parts import KINDS
+
+    rng = random.Random(a.seed)
+    comps = [random_composition(rng) for _ in range(a.n)]
+    t0 = time.perf_counter()
+    jobs = [(i, {k: getattr(c, k) for k in (*KINDS, "beta")}, a.max_examples) for i, c in enumerate(comps)]
+    results = {}
+    with ProcessPoolExecutor(a.jobs) as pool:
+        for i, out in pool.map(_one, jobs, chunksize=4):
+            results[i] = out
+    wall = time.perf_counter() - t0
+
+    cells = collections.Counter()
+    mech = collections.Counter()
+    by_part = collections.defaultdict(collections.Counter)
+    by_kind = collections.defaultdict(collections.Counter)
+    bad = []
+    for i, c in enumerate(comps):
+        for regime, r in results[i].items():
+            for p in PROPERTIES:
+                ok = (p in r["expected_breaks"]) == (p in r["got_breaks"])
+                cells[ok] += 1
+                for kind in KINDS:
+                    by_part[f"{kind}={getattr(c, kind)}"]["cell", ok] += 1
+                for k, pred in KINDS_OF_FAILURE.items():
+                    if pred(c):
+                        by_kind[k]["cell", ok] += 1
+            ok_m = r["expected_mechanisms"] == r["got_mechanisms"]
+            mech[ok_m] += 1
+            for kind in KINDS:
+                by_part[f"{kind}={getattr(c, kind)}"]["mech", ok_m] += 1
+            for k, pred in KINDS_OF_FAILURE.items():
+                if pred(c):
+                    by_kind[k]["mech", ok_m] += 1
+            if not ok_m or r["expected_breaks"] != r["got_breaks"]:
+                bad.append((c.name, regime, r))
+
+    def pct(counter, key=None):
+        yes = counter[(key, True)] if key else counter[True]
+        no = counter[(key, False)] if key else counter[False]
+        return f"{100 * yes / max(yes + no, 1):6.2f}% of {yes + no}"
+
+    print(f"{a.n} compositions, seed {a.seed}, max_examples {a.max_examples}: {wall:.0f} s wall, {a.jobs} jobs")
+    print(f"cells (composition, property, regime): {pct(cells)}")
+    print(f"mechanism sets (composition, regime):  {pct(mech)}")
+    print("\nby part                                   cells                 mechanisms")
+    for key in sorted(by_part):
+        print(f"  {key:<38}{pct(by_part[key], 'cell'):>22}{pct(by_part[key], 'mech'):>22}")
+    print("\nby kind of failure")
+    for key in KINDS_OF_FAILURE:
+        print(f"  {key:<38}{pct(by_kind[key], 'cell'):>22}{pct(by_kind[key], 'mech'):>22}")
+    print(f"\n{len(bad)} disagreements (composition, regime); the first {a.show}:")
+    for name, regime, r in bad[: a.show]:
+        print(f"  {name} [{regime}]: breaks expected {r['expected_breaks']} got {r['got_breaks']}; "
+              f"mechanisms expected {r['expected_mechanisms']} got {r['got_mechanisms']}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"seed": a.seed, "n": a.n, "results": {comps[i].name: results[i] for i in results}}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Objectives composed from parts, with verdicts derived from the parts.
+
+A :class:`Composition` picks one :class:`~exchange.objectives.parts.Part` of every kind
+(estimator, shaping, weight, clip, aggregation, additive, mask, precision) and is a
+``loss_fn(logprobs [N, T], rollout) -> scalar``::
+
+    R' = shaping(R)                      (before centring)
+    A  = estimator(R')                   [N], detached
+    keep = mask(rollout)                 [N] (after centring: A is not re-centred)
+    rho = weight(logprobs)               [N, T] (token ratio or a sequence weight)
+    loss = - sum_{i,t} mask * keep_i * w_i * clip(rho, A_i)
+           + beta sum_{i,t} mask * keep_i * w_i * additive(logprobs)
+
+with ``w = aggregation(rollout)`` and every intermediate in the part's precision. Its
+expected verdict per regime is :func:`exchange.core.vocabulary.verdict_of` of the
+facets its parts carry (with :data:`~exchange.objectives.parts.ON_KEPT` applied when a
+filter drops every tied group): the same rule as the catalog's, so the generator of
+objectives and the catalog cannot disagree about what a part does.
+
+:func:`random_composition` draws one from a seeded ``random.Random`` (benchmarks,
+tests); :func:`compose` builds one by name, for users describing their own loss.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+from torch import Tensor
+
+from exchange.core.rollout import Rollout
+from exchange.core.vocabulary import REGIMES, Expected, Regime, verdict_of
+from exchange.errors import InvalidArgument
+from exchange.objectives.parts import KINDS, ON_KEPT, PARTS, Part
+
+__all__ = ["Composition", "compose", "random_composition", "BETAS", "DTYPES"]
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "bf16": torch.bfloat16}
+# The additive term's weight. 1e-3 sits below bf16's resolution next to the advantage
+# terms of a mixed group: only a tied group shows it there (THEORY.md section 2).
+BETAS = (1e-3, 0.05, 0.5)
+
+
+@dataclass(frozen=True)
+class Composition:
+    """One objective, by parts (names of :data:`exchange.objectives.parts.PARTS`).
+
+    Fields: one part name per kind of :data:`~exchange.objectives.parts.KINDS`, and
+    ``beta``, the additive term's weight (ignored without one).
+    """
+
+    estimator: str = "group_mean_std"
+    shaping: str = "none"
+    weight: str = "token"
+    clip: str = "none"
+    aggregation: str = "batch_token_count"
+    additive: str = "none"
+    mask: str = "none"
+    precision: str = "float64"
+    beta: float = 0.05
+
+    def __post_init__(self) -> None:
+        for kind in KINDS:
+            name = getattr(self, kind)
+            if name not in PARTS[kind]:
+                raise InvalidArgument(
+                    f"Composition: {kind}={name!r} is not a known part; choose one of {', '.join(PARTS[kind])}."
+                )
+        if not (self.beta > 0 and self.beta < float("inf")):
+            raise InvalidArgument(f"Composition: beta={self.beta!r} must be a positive finite number.")
+
+    # ------------------------------------------------------------------ description
+    @property
+    def parts(self) -> dict[str, Part]:
+        return {kind: PARTS[kind][getattr(self, kind)] for kind in KINDS}
+
+    @property
+    def name(self) -> str:
+        """``estimator+weight+clip+aggregation[+shaping][+additive@beta][+mask]@precision``."""
+        bits = [self.estimator, self.weight, self.clip, self.aggregation]
+        if self.shaping != "none":
+            bits.append(self.shaping)
+        if self.additive != "none":
+            bits.append(f"{self.additive}@{self.beta:g}")
+        if self.mask != "none":
+            bits.append(self.mask)
+        return "+".join(bits) + f"@{self.precision}"
+
+    def facets(self, regime: Regime | str) -> tuple[str, ...]:
+        """The facets of every part in ``regime``, in part order (duplicates once)."""
+        regime = Regime(regime)
+        out: list[str] = []
+        drops_tied = self.mask == "zero_std_filter"
+        for p in self.parts.values():
+            for f in p.facets_in(regime):
+                f = ON_KEPT.get(f, f) if drops_tied else f
+                if f not in out:
+                    out.append(f)
+        return tuple(out)
+
+    def expected(self) -> Mapping[Regime, Expected]:
+        """The derived verdict per regime: :func:`verdict_of` of :meth:`facets`."""
+        return {r: verdict_of(*self.facets(r)) for r in REGIMES}
+
+    # -------------------------------------------------------------------------- loss
+    def __call__(self, logprobs: Tensor, rollout: Rollout) -> Tensor:
+        """The loss (a scalar in float64), every intermediate in ``precision``."""
+        parts = self.parts
+        dtype = DTYPES[self.precision]
+        lp = logprobs.to(dtype)
+        rewards = rollout.rewards.to(dtype)
+        if self.shaping != "none":
+            rewards = parts["shaping"].fn(rewards, lp.detach(), rollout)
+        adv = parts["estimator"].fn(rewards, rollout).detach()  # [N]
+        keep = torch.ones(rollout.n, dtype=dtype, device=lp.device)
+        if self.mask != "none":
+            keep = parts["mask"].fn(rollout).to(dtype)
+        weight = parts["aggregation"].fn(rollout, dtype) * keep  # [N]
+        tokens = rollout.fmask.to(dtype) * weight[:, None]  # [N, T]
+        rho = parts["weight"].fn(lp, rollout)
+        surrogate = parts["clip"].fn(rho, adv[:, None], parts["clip"].params)
+        loss = -(tokens * surrogate).sum()
+        if self.additive != "none":
+            loss = loss + self.beta * (tokens * parts["additive"].fn(lp, rollout)).sum()
+        return loss.to(torch.float64)
+
+    def bind(self):
+        """A plain ``loss_fn`` named after the composition (the checker's ``name``),
+        carrying ``exchange_precision`` so the checker judges round-off at the right
+        precision."""
+        def loss_fn(logprobs: Tensor, rollout: Rollout) -> Tensor:
+            return self(logprobs, rollout)
+
+        loss_fn.__name__ = self.name
+        loss_fn.exchange_precision = self.precision  # type: ignore[attr-defined]
+        loss_fn.composition = self  # type: ignore[attr-defined]
+        return loss_fn
+
+
+def compose(**parts: str | float) -> Composition:
+    """A :class:`Composition` from part names (``compose(estimator="loo",
+    aggregation="seq_mean_token_mean", additive="k3_ref", beta=0.04)``); unknown kinds
+    or names raise :class:`~exchange.errors.InvalidArgument` listing the known ones."""
+    unknown = sorted(set(parts) - set(KINDS) - {"beta"})
+    if unknown:
+        raise InvalidArgument(f"compose: no part kind {unknown[0]!r}; kinds: {', '.join(KINDS)}, and beta.")
+    return Composition(**parts)  # type: ignore[arg-type]
+
+
+def random_composition(rng: random.Random) -> Composition:
+    """One composition, every kind drawn uniformly among its parts, and ``beta``
+    uniformly among :data:`BETAS`."""
+    pick = {kind: rng.choice(sorted(PARTS[kind])) for kind in KINDS}
+    return Composition(**pick, beta=rng.choice(BETAS))
