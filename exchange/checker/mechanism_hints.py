@@ -41,9 +41,11 @@ class Pattern:
         return self.off_policy if off_policy else self.on_policy
 
 
-# Tied rewards leave no advantage to scale with: the facets that keep coefficients on such
-# a group are exactly those that break (N), by the vocabulary's own rule.
-_BREAK_N = tuple(key for key, f in FACETS.items() if "null_on_equal_rewards" in f.breaks)
+# Tied rewards leave no advantage to scale with: the facets that keep shared-event mass
+# on such a group are exactly those that break (N) and (C), by the vocabulary's own rule
+# (M7's shaping breaks (N) with zero-sum shaped advantages, so its shared events cancel).
+_BREAK_N = tuple(key for key, f in FACETS.items()
+                 if "null_on_equal_rewards" in f.breaks and "shared_cancellation" in f.breaks)
 
 TIED = Pattern("tied rewards still carry shared-event mass", _BREAK_N, _BREAK_N)
 LENGTH_WEIGHTED = Pattern(

@@ -30,7 +30,8 @@ def test_every_pattern_names_facets_of_the_vocabulary():
         for key in pattern.on_policy + pattern.off_policy:
             assert key in FACETS, (pattern.seen, key)
     # tied rewards: exactly the facets the vocabulary's rule says break (N)
-    assert set(TIED.on_policy) == {k for k, f in FACETS.items() if "null_on_equal_rewards" in f.breaks}
+    assert set(TIED.on_policy) == {k for k, f in FACETS.items()
+                                   if {"null_on_equal_rewards", "shared_cancellation"} <= set(f.breaks)}
     assert {FACETS[k].mechanism for k in TIED.on_policy} == {"M4", "M6"}
 
 

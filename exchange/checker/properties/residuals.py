@@ -13,7 +13,7 @@ from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, TINY, ZERO_COL
 from exchange.core.events import Events
 from exchange.core.rollout import Rollout
 
-__all__ = ["as_residual", "cancellation", "cancellation_mismatches", "direction_spread", "tied_groups", "event_label", "fmt"]
+__all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups", "event_label", "fmt"]
 
 
 def as_residual(x: Tensor) -> Tensor:
@@ -21,7 +21,7 @@ def as_residual(x: Tensor) -> Tensor:
     return torch.where(torch.isnan(x), torch.full_like(x, float("inf")), x)
 
 
-def _per_event(kappa: Tensor, ev: Events) -> tuple[Tensor, Tensor, Tensor]:
+def per_event(kappa: Tensor, ev: Events) -> tuple[Tensor, Tensor, Tensor]:
     """``(K [K, E], mass [K, E], per-event residual [K, E])`` of ``kappa [K, N, T]``:
     ``|K_e| / (sum |kappa| + ATOL_REL * max|kappa|)``, 0/0 = 0."""
     k = kappa.shape[0]
@@ -41,7 +41,7 @@ def cancellation(kappa: Tensor, ev: Events, which: Tensor) -> Tensor:
     for ``kappa [K, N, T]`` (0 when ``which`` is empty)."""
     if not bool(which.any()):
         return torch.zeros(kappa.shape[0], dtype=kappa.dtype, device=kappa.device)
-    _, _, res = _per_event(kappa, ev)
+    _, _, res = per_event(kappa, ev)
     return torch.where(which[None], res, torch.zeros_like(res)).amax(1)
 
 
@@ -49,7 +49,7 @@ def cancellation_mismatches(rollout: Rollout, kappa: Tensor, ev: Events, which: 
     """One line per event of ``which`` whose residual exceeds ``rtol`` (``kappa [N, T]``)."""
     if not bool(which.any()):
         return []
-    K, mass, res = (x[0] for x in _per_event(kappa[None], ev))
+    K, mass, res = (x[0] for x in per_event(kappa[None], ev))
     bad = ((res > rtol) & which).nonzero().flatten().tolist()
     return [
         f"event {event_label(rollout, ev, e)}: K_e={float(K[e]):.6g} with sum|kappa|={float(mass[e]):.6g} "

@@ -1,14 +1,24 @@
 """(Z) zero-sum advantages, observed on a black box (THEORY.md section 2).
 
-Identical responses, on-policy, with rewards that are not all equal: every event is
-shared, so the part of ``K_e`` that depends on the rewards must vanish (T1/T2). The
-probes: identical responses on two reward scales, and unequal lengths after a shared
+Identical responses, on-policy: every event is shared, so the part of ``K_e`` that
+depends on the rewards must vanish (T1/T2). ``K_e`` is compared across reward vectors:
+the drawn one, all rewards 0, and every group tied at its own value. Where identical
+responses get different weights (a normaliser per micro-batch, a position weight), ``K_e``
+of the drawn rewards is averaged over the cyclic shifts of each group's rewards first:
+``mean_pi sum_i A_pi(i) w_i = mean(w) sum_i A_i`` vanishes exactly when the advantages are
+zero-sum (THEORY.md section 2). A remainder that is the same for every reward vector is
+an additive event term (M6), not a (Z) failure: (C) reads it from the same evaluation.
+The probes: identical responses on two reward scales, and unequal lengths after a shared
 prefix (a length-weighted baseline is not zero-sum once lengths differ: M4).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import torch
+from torch import Tensor
 
 from exchange.checker import generators
 from exchange.checker.signatures import affine_in_rewards
@@ -18,56 +28,153 @@ from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
 from exchange.checker.properties import shared_cancellation
-from exchange.checker.properties.residuals import cancellation, cancellation_mismatches, tied_groups
-from exchange.checker.tolerances import RTOL_CANCEL
+from exchange.checker.properties.residuals import as_residual, cancellation, cancellation_mismatches, per_event
+from exchange.checker.tolerances import ATOL_REL, RTOL_CANCEL, TINY
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
+from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
 
 NAME = "zero_sum"
 
 
 def layout(d: Draw, regime: str) -> Layout:
-    groups = [generators.identical_group(d) for _ in range(d.integer(1, 4))]
+    """Identical-response groups of one size (the cyclic shifts of their rewards then
+    average every group exactly)."""
+    size = d.integer(generators.DEFAULT_SIZES.min_size, generators.DEFAULT_SIZES.max_size)
+    sizes = replace(generators.DEFAULT_SIZES, min_size=size, max_size=size)
+    groups = [generators.identical_group(d, sizes) for _ in range(d.integer(1, 4))]
     case = Case(groups=tuple(placeholder(g) for g in groups), off_policy=False)
     return Layout(Example(case), (("binary", "continuous"),) * len(groups), (True,) * len(groups))
 
 
+def tied_rewards(rewards: Tensor, rollout: Rollout) -> tuple[Tensor, Tensor]:
+    """Two tied reward vectors of ``rewards [K, N]``'s shape: all 0, and group ``g`` at
+    ``1 + g`` (a centre that is not the group's own moves with the level)."""
+    zeros = torch.zeros_like(rewards)
+    level = (1.0 + rollout.group_index.to(rewards.device, rewards.dtype))[None].expand_as(rewards)
+    return zeros, level
+
+
+def cyclic_shifts(rollout: Rollout) -> list[Tensor]:
+    """Index permutations ``[N]``: for ``k`` in ``range(lcm of the group sizes)``, each
+    response takes the reward of the one ``k`` places later in its group."""
+    gi = rollout.group_index.cpu()
+    sizes = torch.bincount(gi)
+    period = math.lcm(*sizes.tolist())
+    rows = [torch.nonzero(gi == g).flatten() for g in range(len(sizes))]
+    out = []
+    for k in range(period):
+        perm = torch.arange(rollout.n)
+        for r in rows:
+            perm[r] = r.roll(-k)
+        out.append(perm.to(rollout.rewards.device))
+    return out
+
+
+def reward_dependent(kappas: list[Tensor], ev, which: Tensor) -> Tensor:
+    """``[K]``: max over the events in ``which`` of ``max_v |K_e(v) - K_e(0)|`` over the
+    per-event mass (``sum |kappa|`` of the occurrences, the largest over ``v``), for
+    ``kappas``: one ``[K, N, T]`` per reward vector, the drawn one first."""
+    if not bool(which.any()):
+        return torch.zeros(kappas[0].shape[0], dtype=kappas[0].dtype, device=kappas[0].device)
+    Ks, masses = zip(*(per_event(k, ev)[:2] for k in kappas))
+    mass = torch.stack(masses).amax(0)  # [K, E]
+    spread = torch.stack([(K - Ks[0]).abs() for K in Ks[1:]]).amax(0)
+    scale = torch.stack([k.abs().flatten(1).amax(1) for k in kappas]).amax(0)
+    res = as_residual(spread / (mass + (ATOL_REL * scale + TINY)[:, None]))
+    res = torch.where((mass == 0) & (spread == 0), torch.zeros_like(res), res)
+    return torch.where(which[None], res, torch.zeros_like(res)).amax(1)
+
+
+def _identical(case: Case) -> bool:
+    """Every group holds copies of one response (the shifts then permute identical rows)."""
+    return all(len(set(g.responses)) == 1 for g in case.groups)
+
+
+def _variants(rewards: Tensor, rollout: Rollout) -> list[Tensor]:
+    return [rewards, *tied_rewards(rewards, rollout)]
+
+
+def _shift_average(kappa_of, rewards: Tensor, rollout: Rollout) -> Tensor:
+    """The coefficients averaged over the cyclic shifts of the rewards, ``[K, N, T]``."""
+    shifts = cyclic_shifts(rollout)
+    return sum(kappa_of(rewards[:, perm]) for perm in shifts) / len(shifts)
+
+
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     rollout = build(example.case)
-    (kappa,) = engine([rollout])
     ev = events(rollout)
-    res = float(cancellation(kappa[None], ev, ev.shared)[0])
-    tied = tied_groups(rollout.rewards[None], rollout)[0]
-    mism = cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL)
-    return Evaluation(res, not bool(tied.all()), rollout, kappa, mism)
+    rewards = rollout.rewards[None]
+
+    def kappa_of(r: Tensor) -> Tensor:
+        (k,) = engine([rollout.with_fields({"rewards": r[0]})])
+        return k[None]
+
+    kappas = [kappa_of(r) for r in _variants(rewards, rollout)]
+    res = reward_dependent(kappas, ev, ev.shared)
+    if float(res[0]) > RTOL_CANCEL and _identical(example.case):  # identical responses, unequal weights
+        kappas[0] = _shift_average(kappa_of, rewards, rollout)
+        res = reward_dependent(kappas, ev, ev.shared)
+    kappa = kappa_of(rewards)[0]
+    mism = cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL) if float(res[0]) > RTOL_CANCEL else []
+    return Evaluation(float(res[0]), True, rollout, kappa, mism)
 
 
 def evaluate_batch(b: BatchInputs) -> BatchResult:
     rollout, fields = configurations(b.layout.example.case, b.seeds, b.rewards)
-    _, kappa, failed = b.coefficients(rollout, fields)
     ev = events(rollout)
-    res = cancellation(kappa, ev, ev.shared)
-    informative = ~tied_groups(b.rewards, rollout).all(1)
-    return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), informative | failed)
+    failed = torch.zeros(len(b.seeds), dtype=torch.bool, device=b.rewards.device)
+
+    def kappa_of(r: Tensor, flds: dict = fields) -> Tensor:
+        nonlocal failed
+        _, kappa, bad = b.coefficients(rollout, {**flds, "rewards": r})
+        if bad.shape == failed.shape:
+            failed = failed | bad
+        return kappa
+
+    kappas = [kappa_of(r) for r in _variants(b.rewards, rollout)]
+    res = reward_dependent(kappas, ev, ev.shared)
+    again = (res > RTOL_CANCEL).nonzero().flatten()
+    if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses: average over the shifts first
+        sub = {k: v[again] for k, v in fields.items()}
+        sub_kappas = [_shift_average(lambda r: kappa_of(r, sub), b.rewards[again], rollout)]
+        sub_kappas += [k[again] for k in kappas[1:]]
+        res = res.clone()
+        res[again] = reward_dependent(sub_kappas, ev, ev.shared)
+    return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed) | failed)
 
 
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
-    """The probe's group, on-policy; (C) is read from the same evaluation. A signature
-    (unequal lengths: M4 only when the shared columns depend on the reward alone) must
-    fit for the mechanism to be named."""
+    """The probe's group, on-policy. A reward-dependent break names the probe's
+    mechanism when its signature fits (unequal lengths: M4 only when the shared columns
+    depend on the reward alone). A (C) break that every reward vector shares, all rewards
+    0 included, is an additive event term: M6 (THEORY.md section 4, attribution rules)."""
     result = ProbeResult(probe)
     ev = evaluate(engine, Example(probe.case), Regime.ON_POLICY)
-    broke = ev.residual > RTOL_CANCEL and bool(torch.isfinite(ev.kappa).all())
-    mechanism = probe.mechanism if broke else ""
-    if probe.signature is not None:
-        mechanism = probe.signature(engine, probe, ev) if broke else ""
-        if not mechanism:  # the pattern does not fit: left to the other probes and the fuzzer
-            return result
-        ev.note = f"probe {probe.name}: {probe.description}; the break has the mechanism's pattern"
+    finite = bool(torch.isfinite(ev.kappa).all())
+    rollout, kappa = ev.rollout, ev.kappa
+    evs = events(rollout)
+    cancel = Evaluation(float(cancellation(kappa[None], evs, evs.shared)[0]), True, rollout, kappa,
+                        cancellation_mismatches(rollout, kappa, evs, evs.shared, RTOL_CANCEL))
+    if ev.residual > RTOL_CANCEL and finite:
+        mechanism = probe.mechanism
+        if probe.signature is not None:
+            mechanism = probe.signature(engine, probe, ev)
+            if not mechanism:  # the pattern does not fit: left to the other probes and the fuzzer
+                return result
+            ev.note = f"probe {probe.name}: {probe.description}; the break has the mechanism's pattern"
+        result.evaluations[NAME] = ev
+        result.evaluations[shared_cancellation.NAME] = cancel
+        result.mechanism = mechanism
+        return result
     result.evaluations[NAME] = ev
-    result.evaluations[shared_cancellation.NAME] = ev
-    result.mechanism = mechanism
+    if cancel.residual > RTOL_CANCEL and finite:
+        (tied,) = engine([rollout.with_fields({"rewards": torch.zeros_like(rollout.rewards)})])
+        if float(cancellation(tied[None], evs, evs.shared)[0]) > RTOL_CANCEL:
+            cancel.note = f"probe {probe.name}: K_e is the same for every reward vector, all 0 included"
+            result.evaluations[shared_cancellation.NAME] = cancel
+            result.mechanism = "M6"
     return result
 
 
