@@ -14,9 +14,10 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
-from exchange.checker.properties.residuals import as_residual, fmt, tied_groups
-from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_EQUAL, TINY
+from exchange.checker.properties.residuals import as_residual, cancellation, fmt, tied_groups
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_EQUAL, TINY
 from exchange.core.coefficients import Engine
+from exchange.core.events import events
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
 
 NAME = "null_on_equal_rewards"
@@ -64,12 +65,34 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
 
 
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
+    """The tied group beside a mixed one, on-policy. What keeps coefficients on a tied
+    group names the cause (THEORY.md section 2 and section 4, attribution rules): they
+    move with the group's reward level: a centre that is not the group's own (M4); they
+    do not, and the group's shared events keep mass: an additive event term (M6); they do
+    not and the shared events cancel: a reward shaped by the responses' features (M7)."""
     result = ProbeResult(probe)
     ev = evaluate(engine, Example(probe.case), Regime.ON_POLICY)
     result.evaluations[NAME] = ev
-    broke = ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all())
-    result.mechanism = probe.mechanism if broke else ""
+    if not (ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all())):
+        return result
+    result.mechanism = _cause(engine, ev)
     return result
+
+
+def _cause(engine: Engine, ev: Evaluation) -> str:
+    rollout, kappa = ev.rollout, ev.kappa
+    tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
+    level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
+    (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards + level})])
+    scale = float(kappa[tied_rows].abs().max())
+    if float((moved - kappa)[tied_rows].abs().max()) > RTOL_EQUAL * scale:
+        return "M4"
+    evs = events(rollout)
+    tied_events = torch.zeros(evs.count, dtype=torch.bool)
+    tied_events[evs.ids[tied_rows][evs.ids[tied_rows] >= 0]] = True
+    if float(cancellation(kappa[None], evs, evs.shared & tied_events)[0]) > RTOL_CANCEL:
+        return "M6"
+    return "M7"
 
 
 PROBES = (

@@ -2,7 +2,7 @@
 
 Identical responses, on-policy: every event is shared, so the part of ``K_e`` that
 depends on the rewards must vanish (T1/T2). ``K_e`` is compared across reward vectors:
-the drawn one, all rewards 0, and every group tied at its own value. Where identical
+the drawn one, each group shifted by its own level, and the drawn one doubled. Where identical
 responses get different weights (a normaliser per micro-batch, a position weight), ``K_e``
 of the drawn rewards is averaged over the cyclic shifts of each group's rewards first:
 ``mean_pi sum_i A_pi(i) w_i = mean(w) sum_i A_i`` vanishes exactly when the advantages are
@@ -48,12 +48,14 @@ def layout(d: Draw, regime: str) -> Layout:
     return Layout(Example(case), (("binary", "continuous"),) * len(groups), (True,) * len(groups))
 
 
-def tied_rewards(rewards: Tensor, rollout: Rollout) -> tuple[Tensor, Tensor]:
-    """Two tied reward vectors of ``rewards [K, N]``'s shape: all 0, and group ``g`` at
-    ``1 + g`` (a centre that is not the group's own moves with the level)."""
-    zeros = torch.zeros_like(rewards)
-    level = (1.0 + rollout.group_index.to(rewards.device, rewards.dtype))[None].expand_as(rewards)
-    return zeros, level
+def reward_variants(rewards: Tensor, rollout: Rollout) -> tuple[Tensor, Tensor]:
+    """Two more reward vectors of ``rewards [K, N]``'s shape: every group shifted by its
+    own level ``1 + g`` (a centre that is not the group's own moves with it), and every
+    reward doubled (advantages that are not zero-sum scale with it). Neither ties a
+    group the drawn rewards leave mixed, or mixes a tied one, so filters of tied groups
+    (DAPO's dynamic sampling) keep or drop the same groups under all three."""
+    level = (1.0 + rollout.group_index.to(rewards.device, rewards.dtype))[None]
+    return rewards + level, 2.0 * rewards
 
 
 def cyclic_shifts(rollout: Rollout) -> list[Tensor]:
@@ -72,16 +74,19 @@ def cyclic_shifts(rollout: Rollout) -> list[Tensor]:
     return out
 
 
-def reward_dependent(kappas: list[Tensor], ev, which: Tensor) -> Tensor:
-    """``[K]``: max over the events in ``which`` of ``max_v |K_e(v) - K_e(0)|`` over the
+def reward_dependent(kappas: list[Tensor], ev, which: Tensor, scales: list[Tensor] | None = None) -> Tensor:
+    """``[K]``: max over the events in ``which`` of ``max_v |K_e(v) - K_e(r)|`` over the
     per-event mass (``sum |kappa|`` of the occurrences, the largest over ``v``), for
-    ``kappas``: one ``[K, N, T]`` per reward vector, the drawn one first."""
+    ``kappas``: one ``[K, N, T]`` per reward vector, the drawn one ``r`` first.
+    ``scales``: the coefficients that set the mass and the absolute floor, when
+    ``kappas`` are averages that cancel (default ``kappas``)."""
+    scales = kappas if scales is None else scales
     if not bool(which.any()):
         return torch.zeros(kappas[0].shape[0], dtype=kappas[0].dtype, device=kappas[0].device)
-    Ks, masses = zip(*(per_event(k, ev)[:2] for k in kappas))
-    mass = torch.stack(masses).amax(0)  # [K, E]
+    Ks = [per_event(k, ev)[0] for k in kappas]
+    mass = torch.stack([per_event(k, ev)[1] for k in scales]).amax(0)  # [K, E]
     spread = torch.stack([(K - Ks[0]).abs() for K in Ks[1:]]).amax(0)
-    scale = torch.stack([k.abs().flatten(1).amax(1) for k in kappas]).amax(0)
+    scale = torch.stack([k.abs().flatten(1).amax(1) for k in scales]).amax(0)
     res = as_residual(spread / (mass + (ATOL_REL * scale + TINY)[:, None]))
     res = torch.where((mass == 0) & (spread == 0), torch.zeros_like(res), res)
     return torch.where(which[None], res, torch.zeros_like(res)).amax(1)
@@ -93,7 +98,7 @@ def _identical(case: Case) -> bool:
 
 
 def _variants(rewards: Tensor, rollout: Rollout) -> list[Tensor]:
-    return [rewards, *tied_rewards(rewards, rollout)]
+    return [rewards, *reward_variants(rewards, rollout)]
 
 
 def _shift_average(kappa_of, rewards: Tensor, rollout: Rollout) -> Tensor:
@@ -111,11 +116,11 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
         (k,) = engine([rollout.with_fields({"rewards": r[0]})])
         return k[None]
 
-    kappas = [kappa_of(r) for r in _variants(rewards, rollout)]
-    res = reward_dependent(kappas, ev, ev.shared)
+    variants = _variants(rewards, rollout)
+    raw = [kappa_of(r) for r in variants]
+    res = reward_dependent(raw, ev, ev.shared)
     if float(res[0]) > RTOL_CANCEL and _identical(example.case):  # identical responses, unequal weights
-        kappas[0] = _shift_average(kappa_of, rewards, rollout)
-        res = reward_dependent(kappas, ev, ev.shared)
+        res = reward_dependent([_shift_average(kappa_of, r, rollout) for r in variants], ev, ev.shared, raw)
     kappa = kappa_of(rewards)[0]
     mism = cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL) if float(res[0]) > RTOL_CANCEL else []
     return Evaluation(float(res[0]), True, rollout, kappa, mism)
@@ -133,15 +138,15 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
             failed = failed | bad
         return kappa
 
-    kappas = [kappa_of(r) for r in _variants(b.rewards, rollout)]
-    res = reward_dependent(kappas, ev, ev.shared)
+    raw = [kappa_of(r) for r in _variants(b.rewards, rollout)]
+    res = reward_dependent(raw, ev, ev.shared)
     again = (res > RTOL_CANCEL).nonzero().flatten()
     if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses: average over the shifts first
         sub = {k: v[again] for k, v in fields.items()}
-        sub_kappas = [_shift_average(lambda r: kappa_of(r, sub), b.rewards[again], rollout)]
-        sub_kappas += [k[again] for k in kappas[1:]]
+        sub_kappas = [_shift_average(lambda r: kappa_of(r, sub), v[again], rollout)
+                      for v in _variants(b.rewards, rollout)]
         res = res.clone()
-        res[again] = reward_dependent(sub_kappas, ev, ev.shared)
+        res[again] = reward_dependent(sub_kappas, ev, ev.shared, [k[again] for k in raw])
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed) | failed)
 
 
@@ -169,10 +174,14 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
         result.mechanism = mechanism
         return result
     result.evaluations[NAME] = ev
-    if cancel.residual > RTOL_CANCEL and finite:
-        (tied,) = engine([rollout.with_fields({"rewards": torch.zeros_like(rollout.rewards)})])
-        if float(cancellation(tied[None], evs, evs.shared)[0]) > RTOL_CANCEL:
-            cancel.note = f"probe {probe.name}: K_e is the same for every reward vector, all 0 included"
+    if cancel.residual > RTOL_CANCEL and finite and _identical(probe.case):
+        # K_e that neither the rewards nor their assignment to the (identical) responses
+        # move: an additive event term. Unequal weights of identical responses (a
+        # normaliser per micro-batch) move with the assignment and are left to (E)/(P).
+        shifted = cyclic_shifts(rollout)[1]
+        (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards[shifted]})])
+        if float(reward_dependent([kappa[None], moved[None]], evs, evs.shared)[0]) <= RTOL_CANCEL:
+            cancel.note = f"probe {probe.name}: K_e is the same for every reward vector and assignment"
             result.evaluations[shared_cancellation.NAME] = cancel
             result.mechanism = "M6"
     return result
