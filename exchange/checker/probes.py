@@ -7,14 +7,37 @@ The probes and how each runs belong to their property's module
 
 from __future__ import annotations
 
+import torch
+from torch import Tensor
+
 from exchange.checker.properties import PROBES, PROPERTIES, ProbeResult
 from exchange.core.coefficients import Engine
+from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import Regime
 
-__all__ = ["PROBES", "run_probes"]
+__all__ = ["PROBES", "RewardDependent", "run_probes"]
+
+
+class RewardDependent:
+    """An engine for the part of the coefficients that moves with the rewards:
+    ``kappa(R) - kappa(R = 0)`` per rollout (with every advantage 0, only what does not
+    scale with it is left: an additive event term, M6)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.loss_fn = engine.loss_fn
+
+    def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
+        tied = [r.with_fields({"rewards": torch.zeros_like(r.rewards)}) for r in rollouts]
+        kappas = self.engine(list(rollouts) + tied)
+        n = len(rollouts)
+        return [a - b for a, b in zip(kappas[:n], kappas[n:])]
 
 
 def run_probes(engine: Engine, regime: str) -> list[ProbeResult]:
-    """Every probe that applies to ``regime``, run by its property."""
+    """Every probe that applies to ``regime``, run by its property (on the
+    reward-dependent coefficients where the probe asks for them)."""
     off = Regime(regime).off_policy
-    return [PROPERTIES[p.property_name].run_probe(engine, p) for p in PROBES if off or not p.off_policy_only]
+    dependent = RewardDependent(engine)
+    return [PROPERTIES[p.property_name].run_probe(dependent if p.reward_dependent else engine, p)
+            for p in PROBES if off or not p.off_policy_only]

@@ -24,7 +24,7 @@ if tuple(PROPERTIES) != PROPERTY_NAMES:  # the vocabulary fixes the names and th
     raise RuntimeError(f"properties {tuple(PROPERTIES)} differ from the vocabulary's {PROPERTY_NAMES}")
 
 # Every probe, in the order they run.
-PROBES: tuple[Probe, ...] = (zero_sum.PROBES[0], null_on_equal_rewards.PROBES[0], *exchangeable.PROBES,
+PROBES: tuple[Probe, ...] = (zero_sum.PROBES[0], *null_on_equal_rewards.PROBES, *exchangeable.PROBES,
                              zero_sum.PROBES[1])
 
 # Each property's float64 tolerance.

@@ -54,7 +54,7 @@ class Probe:
     ``mechanism``. ``signature``: an extra check that the break has a mechanism's
     pattern, ``(engine, probe, evaluation) -> mechanism id or ""`` (it may name another
     mechanism than ``mechanism``: a common shift is M6, not M2); without one, the break
-    alone names ``mechanism``."""
+    alone names ``mechanism``. ``reward_dependent``: see the field's comment."""
 
     name: str
     description: str
@@ -64,6 +64,10 @@ class Probe:
     mutation: Mutation | None = None
     off_policy_only: bool = False
     signature: Callable | None = None
+    # Run on the reward-dependent part of the coefficients, kappa(R) - kappa(R = 0), so
+    # that an additive event term (M6) does not hide the mechanism this probe names
+    # (THEORY.md section 4: name every mechanism present).
+    reward_dependent: bool = False
 
 
 @dataclass

@@ -160,18 +160,19 @@ PROBES = (
         "suffix_length",
         "shared prefix, one response's suffix made longer, on-policy, every entropy equal",
         NAME, "M3", Case(groups=(_UNEQUAL_LENGTHS,), entropy_all=1.0), Mutation("length", 0, 0, 7),
-        signature=per_response_rescaling,
+        signature=per_response_rescaling, reward_dependent=True,
     ),
     Probe(
         "suffix_entropy",
         "shared prefix, equal lengths, every entropy 1 then one response's suffix entropies 3, on-policy",
         NAME, "M5", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0), Mutation("entropy", 0, 0, 3.0),
+        reward_dependent=True,
     ),
     Probe(
         "suffix_ratio",
         "shared prefix at ratio 1, one response's suffix ratios 1.0 -> 1.1, every entropy 1",
         NAME, "M1", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0), Mutation("ratio", 0, 0, 1.1),
-        off_policy_only=True,
+        off_policy_only=True, reward_dependent=True,
     ),
     Probe(
         "shared_ratio_high",
@@ -185,6 +186,14 @@ PROBES = (
         NAME, "M2", _COMMON_EVENT, Mutation("shared_ratio", 0, 0, 0.25, position=1),
         off_policy_only=True, signature=common_shift,
     ),
+)
+# The clip probes again on the reward-dependent coefficients: with an additive term in
+# the loss the full coefficients show its common shift (M6), which would hide a
+# sign-dependent clip (M2) acting on the same event; both are named.
+PROBES += tuple(
+    replace(p, name=f"{p.name}_reward_dependent", description=f"{p.description}; reward-dependent part",
+            reward_dependent=True)
+    for p in PROBES if p.mechanism == "M2"
 )
 
 PROPERTY = Property(

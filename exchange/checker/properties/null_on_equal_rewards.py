@@ -6,6 +6,8 @@ The probe: a tied group beside a mixed one (a centre that is not the group's own
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from exchange.checker import generators
@@ -76,6 +78,12 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     if not (ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all())):
         return result
     result.mechanism = _cause(engine, ev)
+    if result.mechanism == "M6":
+        # All advantages of the tied group are 0 and its coefficients are not: kappa is not
+        # A_i h(e) there ((E), section 2) and its shared events keep K_e != 0 ((C)).
+        for name in ("exchangeable", "shared_cancellation"):
+            result.evaluations[name] = replace(ev, note=f"probe {probe.name}: a tied group keeps an additive event "
+                                                        "term (all advantages 0, coefficients not)")
     return result
 
 
@@ -102,6 +110,15 @@ PROBES = (
         NAME,
         "M4",
         Case(groups=(GroupConfig(((1, 2), (1, 3)), (1.0, 1.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0)))),
+    ),
+    Probe(
+        "tied_group_off_policy",
+        "the same tied group beside a mixed group, off-policy (terms in log rho vanish on-policy)",
+        NAME,
+        "M4",
+        Case(groups=(GroupConfig(((1, 2), (1, 3)), (1.0, 1.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0))),
+             off_policy=True, ratio=(((0, 1), 1.5), ((0, 1, 2), 0.7), ((0, 1, 3), 1.25))),
+        off_policy_only=True,
     ),
 )
 
