@@ -76,10 +76,10 @@ def batch_sums(kappa: Tensor, rollout: Rollout) -> Tensor:
     """``Tensor[4]`` float64 of additive sums (over groups, hence over processes) behind
     the logged metrics: :func:`~exchange.core.events.shared_residual_parts` (``abs_K``,
     ``mass``, ``events``) and ``sum |kappa|`` over the real tokens."""
-    kappa = kappa.detach().double().cpu()
+    kappa = kappa.detach().double().to(rollout.mask.device)
     parts = shared_residual_parts(kappa, rollout)
     return torch.tensor([parts.abs_K, parts.mass, float(parts.events), float(kappa[rollout.mask].abs().sum())],
-                        dtype=torch.float64)
+                        dtype=torch.float64, device="cpu")  # plain numbers: the caller reduces them
 
 
 def metrics_from_sums(sums: Tensor) -> dict[str, float]:

@@ -170,7 +170,9 @@ def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | N
 def _group_shuffle(batch: dict, group_size: int) -> dict:
     """TRL's ``shuffle_sequence_dict`` over whole groups (consecutive ``group_size`` rows)."""
     n = len(next(v for v in batch.values() if v is not None))
-    perm = (torch.randperm(n // group_size)[:, None] * group_size + torch.arange(group_size)[None, :]).flatten()
+    # on the CPU, as TRL's own shuffle draws it: the same generator stream on every device
+    perm = (torch.randperm(n // group_size, device="cpu")[:, None] * group_size
+            + torch.arange(group_size, device="cpu")[None, :]).flatten()
 
     def permute(v):
         if v is None or (isinstance(v, Tensor) and v.ndim == 0):
