@@ -15,14 +15,15 @@ from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum")
-SCALES = ("group", "none")
+SCALES = ("group", "batch", "none")
 
 
 # ------------------------------------------------------------------ advantages
 def group_advantages(rollout: Rollout, scale: str = "group", eps: float = 1e-4) -> Tensor:
     """GRPO outcome advantage ``A_i = (R_i - mean_g R) / (std_g R + eps)``, ``[N]``.
 
-    ``scale="none"`` drops the std (Dr. GRPO). The std is Bessel-corrected, as in TRL.
+    ``scale="none"`` drops the std (Dr. GRPO); ``scale="batch"`` divides by the std of
+    every reward in the batch (TRL's ``scale_rewards="batch"``; groups of any sizes). The std is Bessel-corrected, as in TRL.
     ``rollout.advantages``, when given, is returned as is (every estimator here does so).
     """
     if scale not in SCALES:
@@ -32,6 +33,8 @@ def group_advantages(rollout: Rollout, scale: str = "group", eps: float = 1e-4) 
     centred = rollout.rewards - rollout.group_mean(rollout.rewards)
     if scale == "none":
         return centred
+    if scale == "batch":  # TRL scale_rewards="batch": one std over the whole batch
+        return centred / (rollout.rewards.std() + eps)
     return centred / (rollout.group_std(rollout.rewards) + eps)
 
 

@@ -42,8 +42,9 @@ def scaled_advantages(rollout: Rollout, p: Params) -> Tensor:
 
 
 def centred_advantages(rollout: Rollout, p: Params) -> Tensor:
-    """Hook: ``R - mean_g R`` (Dr. GRPO: no std)."""
-    return group_advantages(rollout, scale="none")
+    """Hook: ``R - mean_g R`` (Dr. GRPO: no std, ``scale="none"``, the default; TRL's
+    ``loss_type="dr_grpo"`` keeps ``scale_rewards``, whose default "group" std-scales)."""
+    return group_advantages(rollout, scale=p.get("scale", "none"))
 
 
 def grpo_kl(logprobs: Tensor, rollout: Rollout, *, beta: float, loss_agg_mode: str) -> Tensor:
@@ -88,7 +89,7 @@ BNPO = factored_objective(
     Factors(advantages=scaled_advantages, surrogate=ppo_surrogate, norm=fixed_norm("token-mean"), sign_free=ppo_sign_free),
     summary="BNPO (TRL loss_type='bnpo'): GRPO surrogate, one token-mean normaliser for the batch",
     source="TRL GRPOTrainer loss_type='bnpo'; arXiv:2506.02864 [recall, unverified]",
-    defaults={"eps_low": 0.2, "eps_high": 0.2},
+    defaults={"eps_low": 0.2, "eps_high": 0.2, "scale": "group"},
     expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes=(
         "Implements TRL's 'bnpo' aggregation (sum / local batch token count). The BNPO "
@@ -107,7 +108,10 @@ DR_GRPO = factored_objective(
     ),
     summary="Dr. GRPO: no std, token sum over a constant budget (restores (E) on-policy)",
     source="arXiv:2503.20783 (Understanding R1-Zero-Like Training)",
-    defaults={"eps_low": 0.2, "eps_high": 0.2, "max_length": 1024.0},
+    defaults={"eps_low": 0.2, "eps_high": 0.2, "max_length": 1024.0, "scale": "none"},
     expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
-    notes="max_length is the generation budget (TRL: max_completion_length); any constant keeps (E).",
+    notes=(
+        "max_length is the generation budget (TRL: max_completion_length, which ExchangeGRPOTrainer "
+        "passes); any constant keeps (E). scale='group' std-scales as TRL's dr_grpo does by default."
+    ),
 )

@@ -69,7 +69,7 @@ try:
 except ImportError as err:  # pragma: no cover - require() already checked the install
     raise LibraryError(f"library='trl' failed to import ({err}); pip install -e '.[trl]'") from err
 
-__all__ = ["ExchangeGRPOTrainer", "resolve_objective", "config_params", "unhonoured_settings"]
+__all__ = ["ExchangeGRPOTrainer", "resolve_objective", "config_params", "differences", "unhonoured_settings"]
 
 LossFn = Callable[[Tensor, Rollout], Tensor]
 
@@ -92,8 +92,14 @@ def resolve_objective(objective: str | LossFn, params: Mapping[str, Any] | None 
     return resolve(objective, **dict(params or {}))
 
 
-# TRL's name -> the exchange objective's parameter name.
-_MAPPED = {"epsilon": "eps_low", "epsilon_high": "eps_high", "beta": "beta", "scale_rewards": "scale"}
+# TRL's name -> the exchange objective's parameter name. Clip widths and beta pass when
+# the user changed them from TRL's default (a catalog objective keeps its source's own
+# value otherwise, e.g. DAPO's 0.28 or GSPO's 3e-4, and a warning names the difference).
+_MAPPED = {"epsilon": "eps_low", "epsilon_high": "eps_high", "beta": "beta"}
+# Settings whose GRPOConfig value always wins, TRL's defaults included: they describe the
+# run (the generation budget, the reward scaling, the truncation mask), not the objective.
+_ALWAYS = {"scale_rewards": "scale", "max_completion_length": "max_length",
+           "mask_truncated_completions": "mask_truncated"}
 # Loss settings an exchange objective does not see, with TRL's neutral value.
 _NEUTRAL = {
     "beta": 0.0,
@@ -104,6 +110,8 @@ _NEUTRAL = {
     "mask_truncated_completions": False,
     "multi_objective_aggregation": "sum_then_normalize",
     "use_liger_kernel": False,
+    "entropy_coef": 0.0,
+    "use_vllm": False,  # vLLM generation: GRPOTrainer's IS correction (on by default there) is not applied
 }
 
 
@@ -120,31 +128,61 @@ def _trl_defaults() -> dict[str, Any]:
 
     from trl import GRPOConfig
 
-    return {f.name: f.default for f in dataclasses.fields(GRPOConfig) if f.name in _MAPPED}
+    return {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+
+
+def _effective(args, name: str):
+    """A GRPOConfig value as TRL uses it (``epsilon_high=None`` is ``epsilon``)."""
+    value = getattr(args, name)
+    if name == "epsilon_high" and value is None:
+        return args.epsilon
+    return value
 
 
 def _set_in(args) -> dict[str, Any]:
-    """The mapped GRPOConfig settings the user changed from TRL's defaults (after
-    ``__post_init__``: ``scale_rewards=True`` reads "group")."""
+    """The clip/beta settings the user changed from TRL's defaults."""
     defaults = _trl_defaults()
-    defaults["scale_rewards"] = {True: "group", False: "none"}.get(defaults["scale_rewards"], defaults["scale_rewards"])
     return {k: getattr(args, k) for k in _MAPPED if getattr(args, k) != defaults[k]}
 
 
 def config_params(args, objective, objective_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The objective's parameters taken from ``GRPOConfig`` ``args``: each of
-    ``epsilon``/``epsilon_high``/``beta``/``scale_rewards`` that differs from TRL's
-    default becomes the objective's ``eps_low``/``eps_high``/``beta``/``scale`` (TRL's
-    defaults leave the objective's own, e.g. GSPO's 3e-4 clip); ``objective_params`` win."""
+    """The objective's parameters taken from ``GRPOConfig`` ``args``.
+
+    ``scale_rewards`` -> ``scale``, ``max_completion_length`` -> ``max_length`` and
+    ``mask_truncated_completions`` -> ``mask_truncated`` always (TRL's value wins, its
+    defaults included); ``epsilon``/``epsilon_high``/``beta`` -> ``eps_low``/``eps_high``/
+    ``beta`` where they differ from TRL's defaults (the objective keeps its own otherwise:
+    :func:`differences` names it). Only parameters the objective has; ``objective_params``
+    win."""
     defaults = _objective_defaults(objective)
     params: dict[str, Any] = {}
     if defaults is not None:
+        for trl_name, name in _ALWAYS.items():
+            value = getattr(args, trl_name)
+            if name in defaults and not (name == "mask_truncated" and not value):
+                params[name] = float(value) if name == "max_length" else value
         for trl_name, value in _set_in(args).items():
             name = _MAPPED[trl_name]
             if name in defaults and (name != "eps_low" or defaults[name] is not None):
-                params[name] = value
+                params[name] = _effective(args, trl_name)
     params.update(objective_params or {})
     return params
+
+
+def differences(args, objective, objective_params: Mapping[str, Any] | None = None) -> list[str]:
+    """``"eps_high=0.28 (GRPOConfig.epsilon_high gives 0.2)"`` for each clip width or beta
+    where the objective trains with its own value, not the one GRPOTrainer would use."""
+    defaults = _objective_defaults(objective)
+    if defaults is None:
+        return []
+    taken = config_params(args, objective, objective_params)
+    out = []
+    for trl_name, name in _MAPPED.items():
+        if name in defaults and name not in taken and defaults[name] is not None:
+            trl_value = _effective(args, trl_name)
+            if defaults[name] != trl_value:
+                out.append(f"{name}={defaults[name]!r} (GRPOConfig.{trl_name} gives {trl_value!r})")
+    return out
 
 
 def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | None = None) -> list[str]:
@@ -153,15 +191,24 @@ def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | N
         return []
     defaults = _objective_defaults(objective)
     taken = set(config_params(args, objective, objective_params)) if defaults is not None else set()
-    out = [f"loss_type={args.loss_type!r} (the loss is objective={getattr(objective, '__name__', objective)!r})"]
+    out = []
+    if args.loss_type != _trl_defaults()["loss_type"]:  # set by the user: say it is not the loss
+        out.append(f"loss_type={args.loss_type!r} (the loss is objective={getattr(objective, '__name__', objective)!r})")
     changed = _set_in(args)
-    for trl_name in ("epsilon", "epsilon_high", "scale_rewards"):
+    for trl_name in ("epsilon", "epsilon_high"):
         if trl_name in changed and _MAPPED[trl_name] not in taken:
             out.append(f"{trl_name}={changed[trl_name]!r}")
+    for trl_name, name in _ALWAYS.items():
+        neutral = {"scale_rewards": "group", "max_completion_length": None, "mask_truncated_completions": False}[trl_name]
+        value = getattr(args, trl_name)
+        if name not in taken and neutral is not None and value != neutral:
+            out.append(f"{trl_name}={value!r}")
     for name, neutral in _NEUTRAL.items():
         value = getattr(args, name, neutral)
-        if name == "beta" and "beta" in taken:
+        if name in ("beta", "mask_truncated_completions") and _MAPPED.get(name, _ALWAYS.get(name)) in taken:
             continue
+        if name == "mask_truncated_completions":
+            continue  # reported with the _ALWAYS settings above
         if value != neutral:
             out.append(f"{name}={value!r}")
     return out
@@ -217,6 +264,9 @@ class ExchangeGRPOTrainer(GRPOTrainer):
             self.exchange_objective = resolve_objective(objective, config_params(self.args, objective, objective_params))
         for setting in unhonoured_settings(self.args, objective, objective_params):
             warnings.warn(f"ExchangeGRPOTrainer does not honour GRPOConfig.{setting}.", UserWarning, stacklevel=2)
+        for setting in differences(self.args, objective, objective_params):
+            warnings.warn(f"ExchangeGRPOTrainer trains objective={objective!r} with {setting}: the objective's own "
+                          "value; set it in GRPOConfig or objective_params to match GRPOTrainer.", UserWarning, stacklevel=2)
         if objective is not None and self.args.per_device_train_batch_size % self.num_generations:
             raise InvalidArgument(
                 f"per_device_train_batch_size={self.args.per_device_train_batch_size} is not a multiple of "
@@ -232,13 +282,14 @@ class ExchangeGRPOTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._exchange_rewards_per_func = rewards_per_func  # [B, n_funcs], gathered
+        self._exchange_completion_ids = completion_ids_list  # this process's, unpadded
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
         from exchange.libraries.trl.callback import add_batch_keys
 
         output = super()._generate_and_score_completions(inputs)
-        return add_batch_keys(self, output, self._exchange_rewards_per_func)
+        return add_batch_keys(self, output, self._exchange_rewards_per_func, self._exchange_completion_ids)
 
     def _prepare_inputs(self, generation_batch):
         if self.exchange_objective is None or not self.model.training:
