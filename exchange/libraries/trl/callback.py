@@ -43,8 +43,9 @@ a process when ``per_device_train_batch_size * steps_per_generation`` is a multi
 ``num_generations`` (TRL lays each group out as consecutive rows); otherwise a group is
 split between processes and the callback warns once and logs nothing.
 
-Not measured: ``use_liger_kernel=True`` (TRL's fused loss never returns per-token
-log-probs; warned).
+``use_liger_kernel=True`` is measured like any run: TRL 1.16 only patches the model's
+kernels (it turns ``fused_linear_cross_entropy`` off) and computes its loss from the
+same per-token log-probs.
 """
 
 from __future__ import annotations
@@ -204,11 +205,6 @@ class ExchangeCallback(TrainerCallback):
             return self
         self.trainer = trainer
         args = trainer.args
-        if getattr(args, "use_liger_kernel", False):
-            warnings.warn("ExchangeCallback: use_liger_kernel=True: TRL's fused loss returns no per-token "
-                          f"log-probs, so the callback logs nothing ({', '.join(_KEYS)}).", stacklevel=2)
-            self.enabled = False
-            return self
         local_rows = args.per_device_train_batch_size * args.steps_per_generation
         if local_rows % trainer.num_generations:
             warnings.warn(

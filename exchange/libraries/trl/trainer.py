@@ -24,16 +24,23 @@ optimizer, ``accelerate`` processes, gradient accumulation) with two changes:
   groups too); DDP averages the processes' gradients, i.e. each process's objective is
   normalised over its own micro-batch, not over the global token count TRL uses.
 
-Hyperparameters come from ``GRPOConfig`` under TRL's names: ``epsilon`` -> the
-objective's ``eps_low``, ``epsilon_high`` -> ``eps_high``, ``beta`` -> ``beta`` and
-``scale_rewards`` -> ``scale`` where the objective has that parameter and the config
-changes it from TRL's default (TRL's defaults keep the objective's own, e.g. DAPO's
-0.28 or GSPO's 3e-4; ``objective_params`` win). Every other loss setting that the objective
-cannot honour and that is not at TRL's neutral value (``beta != 0``,
+Hyperparameters come from ``GRPOConfig`` under TRL's names (:func:`config_params`), where
+the objective has the parameter: ``scale_rewards`` -> ``scale``,
+``max_completion_length`` -> ``max_length`` and ``mask_truncated_completions`` ->
+``mask_truncated`` always (TRL's value wins, defaults included); ``epsilon`` ->
+``eps_low``, ``epsilon_high`` -> ``eps_high`` and ``beta`` -> ``beta`` when changed from
+TRL's defaults (otherwise the objective keeps its own, e.g. DAPO's 0.28 or GSPO's 3e-4,
+and a ``UserWarning`` names the value GRPOTrainer would use: :func:`differences`);
+``objective_params`` win. Every other loss setting the objective cannot honour and that
+is not at TRL's neutral value (``beta != 0`` without a KL term,
 ``importance_sampling_level``, ``delta``, ``top_entropy_quantile``,
-``off_policy_mask_threshold``, ``mask_truncated_completions``,
-``multi_objective_aggregation``, ``use_liger_kernel``, and ``loss_type`` itself) is
-named in a ``UserWarning`` at construction.
+``off_policy_mask_threshold``, ``multi_objective_aggregation``, ``entropy_coef``,
+``use_vllm`` (its IS correction), and ``loss_type`` when the user set it) is named in a
+``UserWarning`` at construction.
+
+Truncated completions (``mask_truncated_completions``) stay in the rollout as data
+(``Rollout.truncated``; :func:`~exchange.libraries.trl.callback.add_batch_keys`) and the
+objective masks them after centring, as TRL does.
 
 With ``dump_batches="dir"`` every micro-batch is also written to ``dir/`` for
 ``exchange inspect dir/train-step000010-0003.pt dapo`` (format:
@@ -109,7 +116,6 @@ _NEUTRAL = {
     "off_policy_mask_threshold": None,
     "mask_truncated_completions": False,
     "multi_objective_aggregation": "sum_then_normalize",
-    "use_liger_kernel": False,
     "entropy_coef": 0.0,
     "use_vllm": False,  # vLLM generation: GRPOTrainer's IS correction (on by default there) is not applied
 }

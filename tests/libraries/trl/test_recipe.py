@@ -57,3 +57,45 @@ def test_cli_trl_config(tmp_path, capsys):
     assert code in (0, 1)
     assert out["objective"].startswith("trl:grpo")
     assert "--trl-config" in out["reproduce"]
+
+
+def test_a_misspelt_key_is_exit_2_naming_it(tmp_path, capsys):
+    from exchange.cli import main
+
+    path = tmp_path / "typo.yaml"
+    path.write_text("loss_type: dapo\nepsilon_hihg: 0.28\n")  # TRL's TrlParser rejects it
+    assert main(["check", "--trl-config", str(path), "--max-examples", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "epsilon_hihg" in err[0], err
+
+
+def test_a_run_llm_recipe_reports_the_objectives_its_arms_train(tmp_path):
+    from pathlib import Path
+
+    from exchange.cli.cmd_check import recipe_targets
+
+    root = Path(__file__).resolve().parents[3]
+    targets = recipe_targets(str(root / "experiments/llm/recipes/grpo_norm_llama25m.yaml"))
+    names = [t.name.split(" ")[0] for t in targets]
+    assert names == ["grpo", "grpo+group_constant_norm"]  # not trl:dapo, TRL's default loss_type
+    # bound from the recipe's GRPOConfig as the trainer binds it (max_completion_length 9 ...)
+    assert all("as ExchangeGRPOTrainer binds it" in t.name for t in targets)
+
+
+def test_run_llm_keys_are_run_llms_own_options():
+    import dataclasses
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from exchange.libraries.trl.recipe import RUN_LLM_KEYS
+
+    root = Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("run_llm_script", root / "experiments/llm/run_llm.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    assert set(RUN_LLM_KEYS) == {f.name for f in dataclasses.fields(module.LLMArguments)}
