@@ -203,6 +203,9 @@ class ExchangeCallback(TrainerCallback):
         """Wrap ``trainer``'s methods (instance attributes) so the callback sees each batch."""
         if self.trainer is trainer:
             return self
+        from exchange.libraries.trl.contact import require_contacts
+
+        require_contacts()  # a TRL whose private methods moved fails here, naming them
         self.trainer = trainer
         args = trainer.args
         local_rows = args.per_device_train_batch_size * args.steps_per_generation

@@ -258,6 +258,9 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         dump_batches: str | None = None,
         **kwargs: Any,
     ) -> None:
+        from exchange.libraries.trl.contact import require_contacts
+
+        require_contacts()  # a TRL whose private methods moved fails here, naming them
         self._exchange_spec = objective
         self._exchange_params = objective_params
         self.exchange_learning_tax = learning_tax
