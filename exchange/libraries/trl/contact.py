@@ -33,7 +33,7 @@ METHODS: dict[str, tuple[str, ...]] = {
 # Private attributes GRPOTrainer sets (read or replaced on the trainer shell).
 ATTRIBUTES: tuple[str, ...] = (
     "_buffered_inputs", "_step", "_metrics", "_tokenizer", "_logs", "_pending_extra_logs", "_pending_metrics",
-    "_entropy_bonus_enabled",
+    "_entropy_bonus_enabled", "_last_world_entropy",
 )
 # Functions of trl.trainer.grpo_trainer the whole-group split reuses.
 MODULE_FUNCTIONS: tuple[str, ...] = ("split_pixel_values_by_grid", "split_tensor_dict", "unsplit_pixel_values_by_grid")

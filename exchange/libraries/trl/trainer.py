@@ -106,7 +106,7 @@ _MAPPED = {"epsilon": "eps_low", "epsilon_high": "eps_high", "beta": "beta"}
 # Settings whose GRPOConfig value always wins, TRL's defaults included: they describe the
 # run (the generation budget, the reward scaling, the truncation mask), not the objective.
 _ALWAYS = {"scale_rewards": "scale", "max_completion_length": "max_length",
-           "mask_truncated_completions": "mask_truncated"}
+           "mask_truncated_completions": "mask_truncated", "use_bias_correction_kl": "bias_correction_kl"}
 # Loss settings an exchange objective does not see, with TRL's neutral value.
 _NEUTRAL = {
     "beta": 0.0,
@@ -116,9 +116,13 @@ _NEUTRAL = {
     "off_policy_mask_threshold": None,
     "mask_truncated_completions": False,
     "multi_objective_aggregation": "sum_then_normalize",
-    "entropy_coef": 0.0,
     "use_vllm": False,  # vLLM generation: GRPOTrainer's IS correction (on by default there) is not applied
 }
+
+
+# Catalog families whose token-mean TRL takes over the whole generation batch
+# (``num_items_in_batch``, loss types dapo and cispo), not over each micro-batch (bnpo).
+GLOBAL_TOKEN_MEAN = ("dapo", "cispo", "cispo_verl")
 
 
 def _objective_defaults(objective) -> dict[str, Any] | None:
@@ -165,7 +169,7 @@ def config_params(args, objective, objective_params: Mapping[str, Any] | None = 
     if defaults is not None:
         for trl_name, name in _ALWAYS.items():
             value = getattr(args, trl_name)
-            if name in defaults and not (name == "mask_truncated" and not value):
+            if name in defaults and not (name in ("mask_truncated", "bias_correction_kl") and not value):
                 params[name] = float(value) if name == "max_length" else value
         for trl_name, value in _set_in(args).items():
             name = _MAPPED[trl_name]
@@ -205,7 +209,8 @@ def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | N
         if trl_name in changed and _MAPPED[trl_name] not in taken:
             out.append(f"{trl_name}={changed[trl_name]!r}")
     for trl_name, name in _ALWAYS.items():
-        neutral = {"scale_rewards": "group", "max_completion_length": None, "mask_truncated_completions": False}[trl_name]
+        neutral = {"scale_rewards": "group", "max_completion_length": None, "mask_truncated_completions": False,
+                   "use_bias_correction_kl": None}[trl_name]
         value = getattr(args, trl_name)
         if name not in taken and neutral is not None and value != neutral:
             out.append(f"{trl_name}={value!r}")
@@ -267,10 +272,19 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         self.exchange_dump_batches = dump_batches
         self._exchange_dumped = 0
         super().__init__(*args, **kwargs)
+        self.exchange_regularizer = None
         if objective is None:
             self.exchange_objective = None
         else:
-            self.exchange_objective = resolve_objective(objective, config_params(self.args, objective, objective_params))
+            params = config_params(self.args, objective, objective_params)
+            self.exchange_objective = resolve_objective(objective, params)
+            if _objective_defaults(objective) is not None:
+                from exchange.objectives import get
+
+                self.exchange_regularizer = get(objective).bind_regularizer(**params)
+        # objectives whose normaliser TRL takes over the generation batch (loss_type dapo, cispo)
+        self._exchange_global_tokens = (isinstance(objective, str) and ":" not in objective
+                                        and objective.split("+")[0] in GLOBAL_TOKEN_MEAN)
         for setting in unhonoured_settings(self.args, objective, objective_params):
             warnings.warn(f"ExchangeGRPOTrainer does not honour GRPOConfig.{setting}.", UserWarning, stacklevel=2)
         for setting in differences(self.args, objective, objective_params):
@@ -323,12 +337,14 @@ class ExchangeGRPOTrainer(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         if self.exchange_objective is None:
             return super()._compute_loss(model, inputs)
-        captured: list[Tensor] = []
+        mode = "train" if self.model.training else "eval"
+        entropy_coef = self._exchange_entropy_coef()  # read before TRL's adaptive controller moves it
+        captured: list[tuple] = []
         original = self._get_per_token_logps_and_entropies
 
         def capture(*a, **k):
             out = original(*a, **k)
-            captured.append(out[0])
+            captured.append(out)
             return out
 
         self._get_per_token_logps_and_entropies = capture
@@ -336,17 +352,39 @@ class ExchangeGRPOTrainer(GRPOTrainer):
             super()._compute_loss(model, inputs)  # TRL's metrics; its loss is dropped
         finally:
             self._get_per_token_logps_and_entropies = original
-        per_token_logps = captured[-1]
+        per_token_logps, entropies = captured[-1][0], captured[-1][1]
         rollout = self._exchange_rollout(inputs, per_token_logps)
         loss = self.exchange_objective(per_token_logps, rollout)
-        mode = "train" if self.model.training else "eval"
+        if self.exchange_regularizer is not None:  # the objective's KL (beta), as TRL adds its own
+            loss = loss + self.exchange_regularizer(per_token_logps, rollout)
         if self.exchange_dump_batches:
             self._exchange_dump(mode, rollout, per_token_logps)
-        if mode == "train":
-            if self.exchange_learning_tax:
-                self._exchange_learning_tax(model, rollout)
-            loss = loss / self.current_gradient_accumulation_steps
+        mask = inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
+        accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
+        if self._exchange_global_tokens:
+            # TRL's dapo/cispo: sum over the micro-batch / the generation batch's token count
+            # (num_items_in_batch) per accumulation window; the objective divided by this
+            # micro-batch's count, and is linear in that constant.
+            normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if mode == "train":
+                normalizer = normalizer * accumulation / self.args.steps_per_generation
+            loss = loss * mask.sum().clamp(min=1.0) / normalizer
+        else:
+            loss = loss / accumulation
+        if entropy_coef:  # TRL's entropy bonus, exactly: the mean token entropy over the loss mask
+            entropy = (entropies * mask).sum() / mask.sum().clamp(min=1.0) / accumulation
+            loss = loss - entropy_coef * entropy
+        if mode == "train" and self.exchange_learning_tax:
+            self._exchange_learning_tax(model, rollout)
         return loss
+
+    def _exchange_entropy_coef(self) -> float:
+        """The entropy coefficient TRL applies to this micro-batch (0 when its bonus is off)."""
+        if not self._entropy_bonus_enabled:
+            return 0.0
+        if self.use_adaptive_entropy and self._last_world_entropy > self.args.entropy_target:
+            return 0.0
+        return float(self.entropy_coef)
 
     def _exchange_dump(self, mode: str, rollout: Rollout, per_token_logps: Tensor) -> None:
         from pathlib import Path

@@ -40,12 +40,21 @@ def _first_step_gradient(tmp_path, exchange: bool, loss_type: str, ga: int, **se
         max_grad_norm=0.0, weight_decay=0.0, save_strategy="no", seed=0, bf16=False, loss_type=loss_type,
         generation_kwargs={"sequence_bias": {(1,): 2.0}}, **settings,
     )
-    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+    if settings.get("beta"):
+        # TRL loads the reference model from the policy's name: save the model there, then
+        # move the policy away from it, so the KL has a gradient at the first step
+        model.save_pretrained(tmp_path / "tiny")
+        model.config._name_or_path = str(tmp_path / "tiny")
+        gen = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.5 * torch.randn(p.shape, generator=gen))
     kwargs = dict(model=model, reward_funcs=_reward, args=args, processing_class=tokenizer,
                   train_dataset=Dataset.from_dict({"prompt": PROMPTS}))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = ExchangeGRPOTrainer(**kwargs, objective=loss_type) if exchange else GRPOTrainer(**kwargs)
+    before = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
     trainer.train()
     after = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
     clipped = next(h["completions/clipped_ratio"] for h in trainer.state.log_history if "completions/clipped_ratio" in h)
@@ -65,6 +74,12 @@ ROWS = [
     ("dr_grpo", 1, {}),
     ("dr_grpo", 1, {"scale_rewards": "none"}),
     ("dr_grpo", 2, {"mask_truncated_completions": True}),
+    ("dapo", 2, {"epsilon_high": 0.28}),
+    ("dapo", 2, {"epsilon_high": 0.28, "mask_truncated_completions": True}),
+    ("grpo", 1, {"beta": 0.04}),
+    ("grpo", 2, {"beta": 0.04, "mask_truncated_completions": True}),
+    ("dapo", 1, {"epsilon_high": 0.28, "entropy_coef": 0.05}),
+    ("grpo", 2, {"entropy_coef": 0.05}),
 ]
 
 

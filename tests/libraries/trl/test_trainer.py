@@ -191,7 +191,8 @@ def test_hyperparameters_come_from_grpo_config(tmp_path):
     from exchange.libraries.trl.trainer import config_params, differences, unhonoured_settings
 
     args = _config(tmp_path, epsilon=0.1, epsilon_high=0.3, beta=0.04, scale_rewards="batch")
-    assert config_params(args, "grpo") == {"eps_low": 0.1, "eps_high": 0.3, "beta": 0.04, "scale": "batch"}
+    assert config_params(args, "grpo") == {"eps_low": 0.1, "eps_high": 0.3, "beta": 0.04, "scale": "batch",
+                                           "bias_correction_kl": True}  # TRL's default: the KL times the ratio
     assert config_params(args, "dapo", {"eps_high": 0.5}) == {"eps_low": 0.1, "eps_high": 0.5, "scale": "batch"}
     names = " ".join(unhonoured_settings(args, "dapo"))
     assert "beta=0.04" in names and "scale_rewards" not in names
@@ -209,7 +210,7 @@ def test_hyperparameters_come_from_grpo_config(tmp_path):
     assert differences(plain, "dapo") == ["eps_high=0.28 (GRPOConfig.epsilon_high gives 0.2)"]
     assert differences(_config(tmp_path, epsilon_high=0.28), "dapo") == []
     assert unhonoured_settings(plain, "rloo") == []
-    assert unhonoured_settings(_config(tmp_path, entropy_coef=0.01), "dapo") == ["entropy_coef=0.01"]
+    assert unhonoured_settings(_config(tmp_path, entropy_coef=0.01), "dapo") == []  # applied as TRL does
 
 
 def test_partial_groups_are_refused_naming_the_setting(tmp_path):
