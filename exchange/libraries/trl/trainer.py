@@ -10,8 +10,9 @@ optimizer, ``accelerate`` processes, gradient accumulation) with two changes:
 
 - **The loss.** ``_compute_loss`` runs TRL's own ``_compute_loss`` (one forward pass;
   TRL logs ``entropy``, ``clip_ratio/*``, ``kl`` ... as always), keeps the log-probs of
-  that forward pass and returns ``objective(logprobs, rollout)`` instead of TRL's loss,
-  divided by the gradient-accumulation steps as TRL divides its own. The rollout is the
+  that forward pass and returns ``objective(logprobs, rollout)`` (plus its KL term and
+  TRL's entropy bonus) instead of TRL's loss, normalised as TRL normalises its own under
+  gradient accumulation (see below). The rollout is the
   micro-batch: completion ids and mask, each row's group and reward (TRL's weighted
   sum), old and reference log-probs. The objective computes its own advantages.
   ``objective=None`` keeps TRL's loss (then this class is GRPOTrainer plus
@@ -21,8 +22,7 @@ optimizer, ``accelerate`` processes, gradient accumulation) with two changes:
   groups instead, so every micro-batch holds whole groups. That needs
   ``per_device_train_batch_size % num_generations == 0`` (checked; the error names it).
   Several processes work (each process's slice of the generation batch is then whole
-  groups too); DDP averages the processes' gradients, i.e. each process's objective is
-  normalised over its own micro-batch, not over the global token count TRL uses.
+  groups too); DDP averages the processes' gradients, as for TRL's own loss.
 
 Hyperparameters come from ``GRPOConfig`` under TRL's names (:func:`config_params`), where
 the objective has the parameter: ``scale_rewards`` -> ``scale``,
@@ -34,9 +34,15 @@ and a ``UserWarning`` names the value GRPOTrainer would use: :func:`differences`
 ``objective_params`` win. Every other loss setting the objective cannot honour and that
 is not at TRL's neutral value (``beta != 0`` without a KL term,
 ``importance_sampling_level``, ``delta``, ``top_entropy_quantile``,
-``off_policy_mask_threshold``, ``multi_objective_aggregation``, ``entropy_coef``,
-``use_vllm`` (its IS correction), and ``loss_type`` when the user set it) is named in a
+``off_policy_mask_threshold``, ``multi_objective_aggregation``, ``use_vllm`` (its IS
+correction), and ``loss_type`` when the user set it) is named in a
 ``UserWarning`` at construction.
+
+As TRL applies them: the objective's KL regulariser (``beta``, ``use_bias_correction_kl``),
+TRL's entropy bonus (``entropy_coef``, adaptive included), and for the dapo/cispo
+families TRL's generation-batch token count as the normaliser under gradient
+accumulation (:data:`GLOBAL_TOKEN_MEAN`); other objectives are divided by the
+accumulation steps, as TRL divides grpo, bnpo and dr_grpo.
 
 Truncated completions (``mask_truncated_completions``) stay in the rollout as data
 (``Rollout.truncated``; :func:`~exchange.libraries.trl.callback.add_batch_keys`) and the
