@@ -29,7 +29,7 @@ __all__ = ["RUN_LLM_KEYS", "load_config", "config_target", "loss_of_config", "pa
 # run_llm.py's own options (experiments/llm/run_llm.py, LLMArguments): allowed in a
 # recipe next to TRL's; tests/libraries/trl/test_recipe.py keeps the two lists equal.
 RUN_LLM_KEYS = ("experiment", "model", "model_config", "data", "out", "device", "sft_steps", "sft_lr",
-                "sft_batch", "seeds", "arms")
+                "sft_batch", "seeds", "arms", "time_budget_s")
 
 
 def _parse_recipe(path: Path):
