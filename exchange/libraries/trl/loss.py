@@ -28,8 +28,9 @@ accumulation is 1, so ``current_gradient_accumulation_steps = steps_per_generati
 Group layout: TRL assumes each group is ``num_generations`` consecutive rows. Rows are
 sorted by group (stable) before the call and the result is put back in rollout order.
 When group sizes differ, TRL's advantage code runs once per group size (exact for
-``scale_rewards`` "group"/"none"; "batch" then raises, since TRL itself cannot batch
-unequal groups).
+``scale_rewards`` "group"/"none"; for "batch", which TRL itself cannot run on unequal
+groups, TRL's centring per size divided by the std of every reward in the batch plus
+1e-4, TRL's batch formula).
 
 The shell relies on private attributes of trl 1.16.0, hence the version pin.
 """
@@ -240,11 +241,16 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
     """
     order = torch.sort(rollout.group_index, stable=True).indices  # groups contiguous
     sizes = rollout.group_sizes[order]
+    batch_std = None
     if config.scale_rewards == "batch" and int(sizes.min()) != int(sizes.max()):
-        raise RolloutError(
-            f"trl scale_rewards='batch' needs equal group sizes, got sizes={sorted(set(sizes.tolist()))}: "
-            "TRL lays groups out as num_generations consecutive rows. Use equal groups or scale_rewards=group."
-        )
+        # TRL runs one group size per batch; its "batch" scaling is (R - group mean) / (nanstd
+        # of every reward + 1e-4): centre per size with TRL's code, then divide by the std of
+        # the whole batch (torch.std is Bessel-corrected, as TRL's nanstd)
+        import copy
+
+        config = copy.copy(config)
+        config.scale_rewards = "none"
+        batch_std = rollout.rewards.detach().to(torch.float64).std()
     eos_id = _eos_id(rollout)
     adv = torch.zeros(rollout.n, dtype=rollout.rewards.dtype)
     mask = torch.zeros_like(rollout.mask, dtype=torch.long)
@@ -254,6 +260,8 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
         adv[rows] = out["advantages"].to(adv.dtype)
         width = out["completion_mask"].shape[1]
         mask[rows, :width] = out["completion_mask"].long()
+    if batch_std is not None:
+        adv = adv / (batch_std.to(adv.dtype) + 1e-4)
     return adv, mask.bool() & rollout.mask
 
 

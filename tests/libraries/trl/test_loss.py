@@ -172,10 +172,17 @@ def test_entropy_mask_uses_the_rollout_entropy():
     assert bool((kappa[kept] != 0).any())
 
 
-def test_batch_scaling_with_unequal_groups_is_refused():
-    rollout = build(CASE)
-    with pytest.raises(ExchangeError, match="equal group sizes"):
-        _kappa("trl:dapo", rollout, scale_rewards="batch")
+def test_batch_scaling_with_unequal_groups_is_tr_ls_formula():
+    """TRL cannot run unequal groups; its "batch" formula, (R - group mean) / (std of every
+    reward + 1e-4), is what the adapter applies, and equals the catalog's scale="batch"."""
+    rollout = build(CASE)  # groups of 3 and 2
+    kappa = _kappa("trl:dapo", rollout, scale_rewards="batch", epsilon_high=0.28)
+    centred = rollout.rewards - rollout.group_mean(rollout.rewards)
+    want_adv = centred / (rollout.rewards.std() + 1e-4)
+    torch.testing.assert_close(kappa, (want_adv / float(rollout.n_tokens))[:, None] * rollout.fmask,
+                               rtol=1e-9, atol=1e-12)
+    ours = token_coefficients(get("dapo").bind(scale="batch"), rollout.logprobs, rollout)
+    torch.testing.assert_close(kappa, ours, rtol=1e-9, atol=1e-12)
 
 
 def test_bad_parameters_are_named():
