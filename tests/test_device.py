@@ -52,7 +52,6 @@ def _on(rollout: Rollout, dev: torch.device) -> Rollout:
 
 def _rollout(dev, context, **extra) -> Rollout:
     r = build(CASE).to(torch.float64)
-    n, t = r.mask.shape
     truncated = r.lengths >= int(r.lengths.max())
     ref = r.old_logprobs - 0.1 * r.mask.to(torch.float64)
     r = r.replace(ref_logprobs=ref, truncated=truncated, **extra)
@@ -104,8 +103,8 @@ def test_precomputed_advantages_follow_the_device(spec, device):
 
 
 def test_group_helpers_events_and_shared_residual_follow_the_device(device):
-    from exchange.core.events import events, shared_residual_parts
     from exchange.core.coefficients import token_coefficients
+    from exchange.core.events import events, shared_residual_parts
     from exchange.objectives import resolve
 
     dev, context = device
@@ -125,7 +124,11 @@ def test_group_helpers_events_and_shared_residual_follow_the_device(device):
 
 def test_trl_callback_analysis_follows_the_device(device):
     pytest.importorskip("trl")
-    from exchange.libraries.trl.callback import batch_sums, metrics_from_sums, rollout_of
+    from exchange.libraries.trl.callback import (
+        batch_sums,
+        metrics_from_sums,
+        rollout_of,
+    )
     from exchange.libraries.trl.trainer import _group_shuffle
 
     dev, context = device
@@ -163,5 +166,5 @@ def test_verl_policy_losses_follow_the_device(rows, device):
             continue
         fn = policy_loss(resolve(name), f"exchange_{name}", objective=name)
         with context():
-            loss, grad = _loss_and_grad(lambda x: fn(old, x, adv, mask, "token-mean", None)[0], lp)
+            loss, _ = _loss_and_grad(lambda x, fn=fn: fn(old, x, adv, mask, "token-mean", None)[0], lp)
         assert loss.device == dev and torch.isfinite(loss.detach())

@@ -19,7 +19,7 @@ import inspect
 
 from exchange.libraries.versions import LibraryError
 
-__all__ = ["METHODS", "ATTRIBUTES", "MODULE_FUNCTIONS", "broken_contacts", "require_contacts"]
+__all__ = ["ATTRIBUTES", "METHODS", "MODULE_FUNCTIONS", "broken_contacts", "require_contacts"]
 
 # Private methods, with the leading parameters the integration relies on.
 METHODS: dict[str, tuple[str, ...]] = {

@@ -32,9 +32,9 @@ def test_every_private_trl_name_the_integration_uses_is_listed():
     used = set()
     for path in INTEGRATION:
         for node in ast.walk(ast.parse((ROOT / path).read_text())):
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
-                if node.attr in trl_private or f"self.{node.attr} =" in source:
-                    used.add(node.attr)
+            private = isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+            if private and (node.attr in trl_private or f"self.{node.attr} =" in source):
+                used.add(node.attr)
     listed = set(METHODS) | set(ATTRIBUTES) | set(MODULE_FUNCTIONS)
     assert used <= listed, sorted(used - listed)
     assert {"_compute_loss", "_prepare_inputs", "_metrics"} <= used  # the walk sees them

@@ -128,7 +128,11 @@ def test_the_callback_measures_bnpos_micro_batch_residual(tmp_path):
 
     from exchange.core.metric_keys import SHARED_EVENTS, SHARED_RESIDUAL
     from exchange.libraries.trl.callback import ExchangeCallback
-    from tests.libraries.trl.test_trainer import _config, _reward, _tiny_model_and_tokenizer
+    from tests.libraries.trl.test_trainer import (
+        _config,
+        _reward,
+        _tiny_model_and_tokenizer,
+    )
 
     residuals = {}
     for ga in (1, 2):

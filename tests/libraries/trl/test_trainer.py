@@ -188,7 +188,11 @@ def test_exchange_trainer_keeps_trl_metrics_whole_groups_and_warns(tmp_path):
 
 
 def test_hyperparameters_come_from_grpo_config(tmp_path):
-    from exchange.libraries.trl.trainer import config_params, differences, unhonoured_settings
+    from exchange.libraries.trl.trainer import (
+        config_params,
+        differences,
+        unhonoured_settings,
+    )
 
     args = _config(tmp_path, epsilon=0.1, epsilon_high=0.3, beta=0.04, scale_rewards="batch")
     assert config_params(args, "grpo") == {"eps_low": 0.1, "eps_high": 0.3, "beta": 0.04, "scale": "batch",
