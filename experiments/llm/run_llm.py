@@ -104,6 +104,11 @@ def parse(argv: list[str] | None = None):
         script, args = parser.parse_args_and_config(argv)
     except ValueError as err:  # GRPOConfig.__post_init__ or an unknown YAML key
         raise InvalidArgument(f"the GRPOConfig arguments are rejected: {err}") from None
+    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    if "--model" in given and "--model_config" not in given:
+        script.model_config = None  # --model PATH on the command line replaces the recipe's model_config
+    if "--model_config" in given and "--model" not in given:
+        script.model = None
     sft = {k: getattr(script, f"sft_{k}") for k in ("steps", "lr", "batch") if getattr(script, f"sft_{k}") is not None}
     if sft:
         import dataclasses

@@ -354,3 +354,14 @@ def test_the_kl_instrument_reads_float32_logits_under_bf16_autocast(llm_stack_re
                                  .double(), -1)[:, 3:-1]
     torch.testing.assert_close(inside, plain, rtol=0, atol=1e-6)
     assert float((bf16 - plain).abs().max()) > 1e-4  # what the instrument read before issue 32
+
+
+def test_model_on_the_command_line_replaces_the_recipes_model_config(tmp_path, llm_stack_ready, trl_ready):
+    """The committed recipes name model_config: llama-25m; --model PATH must still work."""
+    run_llm = _load_run_llm()
+    recipe = REPO / "experiments" / "llm" / "recipes" / "grpo_norm_llama25m.yaml"
+    script, _, _ = run_llm.parse(["--config", str(recipe), "--model", str(tmp_path), "--use_cpu", "true",
+                                  "--bf16", "false"])
+    assert script.model == str(tmp_path) and script.model_config is None
+    script, _, _ = run_llm.parse(["--config", str(recipe), "--use_cpu", "true", "--bf16", "false"])
+    assert script.model is None and script.model_config == "llama-25m"
