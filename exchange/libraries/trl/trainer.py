@@ -120,7 +120,6 @@ _NEUTRAL = {
     "delta": None,
     "top_entropy_quantile": 1.0,
     "off_policy_mask_threshold": None,
-    "mask_truncated_completions": False,
     "multi_objective_aggregation": "sum_then_normalize",
     "use_vllm": False,  # vLLM generation: GRPOTrainer's IS correction (on by default there) is not applied
 }
@@ -164,9 +163,9 @@ def _set_in(args) -> dict[str, Any]:
 def config_params(args, objective, objective_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The objective's parameters taken from ``GRPOConfig`` ``args``.
 
-    ``scale_rewards`` -> ``scale``, ``max_completion_length`` -> ``max_length`` and
-    ``mask_truncated_completions`` -> ``mask_truncated`` always (TRL's value wins, its
-    defaults included); ``epsilon``/``epsilon_high``/``beta`` -> ``eps_low``/``eps_high``/
+    ``scale_rewards`` -> ``scale``, ``max_completion_length`` -> ``max_length``,
+    ``mask_truncated_completions`` -> ``mask_truncated`` and ``use_bias_correction_kl`` ->
+    ``bias_correction_kl`` always (TRL's value wins, its defaults included); ``epsilon``/``epsilon_high``/``beta`` -> ``eps_low``/``eps_high``/
     ``beta`` where they differ from TRL's defaults (the objective keeps its own otherwise:
     :func:`differences` names it). Only parameters the objective has; ``objective_params``
     win."""
@@ -175,7 +174,9 @@ def config_params(args, objective, objective_params: Mapping[str, Any] | None = 
     if defaults is not None:
         for trl_name, name in _ALWAYS.items():
             value = getattr(args, trl_name)
-            if name in defaults and not (name in ("mask_truncated", "bias_correction_kl") and not value):
+            if value is None or (name in ("mask_truncated", "bias_correction_kl") and not value):
+                continue  # off (or unset): the objective's own default is the same
+            if name in defaults:
                 params[name] = float(value) if name == "max_length" else value
         for trl_name, value in _set_in(args).items():
             name = _MAPPED[trl_name]
@@ -222,10 +223,8 @@ def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | N
             out.append(f"{trl_name}={value!r}")
     for name, neutral in _NEUTRAL.items():
         value = getattr(args, name, neutral)
-        if name in ("beta", "mask_truncated_completions") and _MAPPED.get(name, _ALWAYS.get(name)) in taken:
+        if name == "beta" and "beta" in taken:
             continue
-        if name == "mask_truncated_completions":
-            continue  # reported with the _ALWAYS settings above
         if value != neutral:
             out.append(f"{name}={value!r}")
     return out
