@@ -120,7 +120,7 @@ def add_batch_keys(trainer, output: dict, per_func: Tensor, completion_ids: list
         device = output["completion_ids"].device
         eos_and_pad = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}  # as TRL tests it
         output["exchange_lengths"] = torch.tensor([len(ids) for ids in completion_ids], device=device)
-        output["exchange_truncated"] = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids],
+        output["exchange_truncated"] = torch.tensor([bool(ids) and ids[-1] not in eos_and_pad for ids in completion_ids],
                                                     dtype=torch.bool, device=device)
     return output
 

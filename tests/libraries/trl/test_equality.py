@@ -2,7 +2,7 @@
 
 Both trainers start from the same tiny model (seeded), sample the same completions (same
 seed; EOS made likely with ``sequence_bias`` so that some completions end and some are
-truncated) and take one plain SGD step (``lr=1``, no clipping, no weight decay), so the
+truncated; the plain GRPOTrainer carries ``ExchangeCallback``, which must log on those rows) and take one plain SGD step (``lr=1``, no clipping, no weight decay), so the
 parameter change *is* the gradient. Margins: ratio ``|g_x| / |g_trl|`` within 1e-4 of 1
 and cosine > 0.9999, as the issue asks; the two losses are the same arithmetic in float32
 on the same tensors, so both hold to about 1e-6 when the objective equals TRL's loss, and a
@@ -30,6 +30,8 @@ def _first_step_gradient(tmp_path, exchange: bool, loss_type: str, ga: int, **se
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from exchange.core.metric_keys import SHARED_RESIDUAL
+    from exchange.libraries.trl.callback import ExchangeCallback
     from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
 
     model, tokenizer = _tiny_model_and_tokenizer()
@@ -53,11 +55,14 @@ def _first_step_gradient(tmp_path, exchange: bool, loss_type: str, ga: int, **se
                   train_dataset=Dataset.from_dict({"prompt": PROMPTS}))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer = ExchangeGRPOTrainer(**kwargs, objective=loss_type) if exchange else GRPOTrainer(**kwargs)
+        # the plain trainer carries the callback: both integrations see the same (truncated) rows
+        trainer = (ExchangeGRPOTrainer(**kwargs, objective=loss_type) if exchange
+                   else GRPOTrainer(**kwargs, callbacks=[ExchangeCallback()]))
     before = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
     trainer.train()
     after = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
     clipped = next(h["completions/clipped_ratio"] for h in trainer.state.log_history if "completions/clipped_ratio" in h)
+    assert any(SHARED_RESIDUAL in h for h in trainer.state.log_history)  # the callback measured the step
     return (before - after).double(), clipped  # SGD, lr 1: the gradient; the truncated share
 
 
