@@ -126,7 +126,9 @@ def kl_match(runs: dict[str, dict[int, RunData]], tolerance: float = 0.10) -> di
 def certificates(runs: dict[str, dict[int, RunData]]) -> dict[str, Any]:
     """Zero-credit certificate at the warm start and at the end of every run."""
     start = [bool(r.init.get("cert/filler_flat", False)) for rr in runs.values() for r in rr.values()]
-    end = [bool(r.rows[-1].get("cert/filler_flat", False)) for rr in runs.values() for r in rr.values()]
+    # the last row that logged it: a metric may be sparse (logged at rollout starts only)
+    end = [bool(next((row["cert/filler_flat"] for row in reversed(r.rows) if "cert/filler_flat" in row), False))
+           for rr in runs.values() for r in rr.values()]
     accs = [r.init.get("cert/filler_accuracy") for r in runs["baseline"].values()]
     return {"flat_at_start": sum(start), "flat_at_end": sum(end), "runs": len(start), "start_accuracy_by_filler": accs}
 

@@ -218,7 +218,11 @@ def _trainer_class():
             ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
             att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
             p = inputs["prompt_ids"].shape[1]
-            logits = model(input_ids=ids, attention_mask=att).logits[:, p - 1: -1]
+            # float32 whatever the training precision: the "before" pass runs inside TRL's
+            # bf16 autocast (in _compute_loss), the "after" pass outside it, and bf16
+            # logits would put noise of ~1e-5 per step into a KL compared at 10%
+            with torch.autocast(device_type=ids.device.type, enabled=False):
+                logits = model(input_ids=ids, attention_mask=att).logits[:, p - 1: -1]
             return torch.log_softmax(logits.double(), -1).cpu()
 
         def exchange_end_step(self) -> dict[str, Any]:
@@ -244,10 +248,13 @@ def _trainer_class():
     return InstrumentedGRPOTrainer
 
 
-def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: int, wall_start: float):
+def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: int, wall_start: float,
+                      deadline: float | None = None):
     """Writes the harness's ``metrics.jsonl`` rows (one per step, ``step`` 0-based) from
     TRL's logs, the trainer's instruments and ``evaluate_fn(model, last) -> dict`` (the
-    held-out evaluation, every ``eval_steps`` steps and after the last)."""
+    held-out evaluation, every ``eval_steps`` steps and after the last). Past ``deadline``
+    (``time.time()``), it stops training after the step with a checkpoint, so a later
+    call resumes there."""
     from transformers import TrainerCallback
 
     class RunLogCallback(TrainerCallback):
@@ -284,6 +291,9 @@ def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: in
                 model.train(was)
             self.pending = row
             self.wall += time.perf_counter() - (self.t0 or time.perf_counter())
+            if deadline is not None and time.time() >= deadline and step < state.max_steps:
+                control.should_save = True  # the next call resumes from this step
+                control.should_training_stop = True
 
         def on_log(self, args, state, control, logs=None, **kw):
             if not state.is_world_process_zero or not logs or "train_runtime" in logs or not self.pending:
@@ -352,10 +362,12 @@ def _newest_checkpoint(out: Path) -> tuple[Path | None, int]:
 
 
 def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, model_config: str | None = None,
-            data: str | None = None, device: str = "cpu") -> Path:
+            data: str | None = None, device: str = "cpu", deadline: float | None = None) -> Path:
     """Train one (arm, seed) into ``exp_dir/<arm>/seed<k>``; resumes from the newest TRL
     checkpoint there (a finished run with fewer steps than ``args.max_steps`` is
-    extended). ``args`` is the parsed GRPOConfig; ``data`` selects the text mode."""
+    extended). ``args`` is the parsed GRPOConfig; ``data`` selects the text mode.
+    ``deadline`` (``time.time()``): stop after the step that passes it, with a checkpoint
+    and without ``done.json``."""
     from datasets import Dataset
 
     out = exp_dir / run.arm.name / f"seed{run.seed}"
@@ -403,7 +415,7 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
         if setup.instruments:  # the grammar inside the forward needs the whole prefix at every generation step
             rargs.generation_kwargs = {**(rargs.generation_kwargs or {}), "use_cache": False}
         rows_per_step = rargs.per_device_train_batch_size * rargs.gradient_accumulation_steps * rargs.world_size
-        callback = _run_log_callback(out, setup.evaluate, rargs.eval_steps, rows_per_step, wall_start)
+        callback = _run_log_callback(out, setup.evaluate, rargs.eval_steps, rows_per_step, wall_start, deadline)
         cls = _trainer_class()
         trainer = cls(model=setup.policy, reward_funcs=[setup.reward], args=rargs,
                       train_dataset=Dataset.from_list(setup.prompts), processing_class=setup.tokenizer,
@@ -411,7 +423,7 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
                       measure_update_norm=run.train.measure_update_norm, instruments=setup.instruments)
         callback.trainer = trainer
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
-        if trainer.accelerator.is_main_process:
+        if trainer.accelerator.is_main_process and trainer.state.global_step >= args.max_steps:
             finish_run(out, args.max_steps, fingerprint=fingerprint, arm=run.arm.name, objective=run.arm.objective,
                        seed=run.seed, wall_s=callback.wall)
         return out
@@ -443,12 +455,15 @@ def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
 
 def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, model: str | None = None,
                        model_config: str | None = None, data: str | None = None, device: str | None = None,
-                       seeds=None, arms=None, source: str | None = None) -> Path:
+                       seeds=None, arms=None, source: str | None = None, time_budget_s: float | None = None) -> Path:
     """Every (seed, arm) of ``cfg`` through TRL; returns ``out_root/<experiment>``.
 
     On the TOML's synthetic task (``data=None``) that directory is one ``exchange
     experiment report`` reads. ``model`` is a local model folder, ``model_config`` a
-    built-in one (exactly one of them); ``data`` (text mode) needs ``model``."""
+    built-in one (exactly one of them); ``data`` (text mode) needs ``model``.
+    ``time_budget_s``: stop (with a checkpoint) once that much wall time has passed and
+    start no further run; calling again resumes (experiments/llm/device_kit.py)."""
+    deadline = None if time_budget_s is None else time.time() + float(time_budget_s)
     if (model is None) == (model_config is None):
         raise InvalidArgument("give exactly one of model=PATH (a local model folder) and model_config=NAME "
                               f"({', '.join(_model_names())}).")
@@ -472,11 +487,18 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
     try:
         if _main_process():
             _write_meta(cfg, args, exp_dir, seeds, model or model_config, data, source)
+        trained = False
         for seed in seeds:
             for arm in chosen:
+                finished = (exp_dir / arm.name / f"seed{seed}" / "done.json").exists()
+                if deadline is not None and time.time() >= deadline and trained and not finished:
+                    print(f"[run_llm] time budget spent: arm={arm.name} seed={seed} waits for the next call", flush=True)
+                    continue
                 run = dataclasses.replace(cfg.runs()[0], arm=arm, seed=seed)
                 print(f"[run_llm] {cfg.name} arm={arm.name} objective={arm.objective} seed={seed}", flush=True)
-                run_arm(run, args, exp_dir, model=model, model_config=model_config, data=data, device=device)
+                run_arm(run, args, exp_dir, model=model, model_config=model_config, data=data, device=device,
+                        deadline=deadline)
+                trained = trained or not finished  # every call trains at least one step of one run
     finally:
         if lock is not None:
             lock.__exit__(None, None, None)
@@ -502,6 +524,9 @@ def _write_meta(cfg: ExperimentConfig, args, exp_dir: Path, seeds: list[int], mo
         max_response_len=args.max_completion_length, eval_every=args.eval_steps, eval_prompts=n_eval,
         prompts_per_step=args.generation_batch_size // args.num_generations,
         optimizer=str(getattr(args.optim, "value", args.optim)))
+    previous = exp_dir / "experiment.json"
+    if previous.exists():  # runs split over calls: keep the seeds earlier calls ran
+        seeds = sorted(set(seeds) | set(json.loads(previous.read_text()).get("seeds", [])))
     meta = dataclasses.replace(cfg, seeds=tuple(seeds), train=tc,
                                model=dataclasses.replace(cfg.model, kind=f"hf:{model_spec}"))
     write_experiment_json(meta, exp_dir, source, engine="trl", model_spec=model_spec, data=data,

@@ -52,9 +52,13 @@ class RunData:
 
     def series(self, key: str) -> np.ndarray:
         """``[S]`` values of ``key`` on the rows that have it (None dropped). Empty when
-        the metric was never defined (e.g. no group ever had two different rewards)."""
-        if self.rows and key not in self.rows[-1] and key not in self.init:
-            raise InvalidArgument(f"run {self.where}: no metric {key!r}; known: {', '.join(sorted(self.rows[-1]))}.")
+        the metric was never defined (e.g. no group ever had two different rewards).
+
+        A key counts as known when *any* row logged it: TRL logs some metrics (``reward``)
+        only on the first optimizer step of each rollout, so the last row may lack them."""
+        if self.rows and key not in self.init and not any(key in r for r in self.rows):
+            known = sorted({k for r in self.rows for k in r})
+            raise InvalidArgument(f"run {self.where}: no metric {key!r}; known: {', '.join(known)}.")
         return np.asarray([r[key] for r in self.rows if r.get(key) is not None], dtype=np.float64)
 
     def final(self, key: str) -> float:

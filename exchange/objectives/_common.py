@@ -15,25 +15,33 @@ from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum")
-SCALES = ("group", "none")
+SCALES = ("group", "batch", "none")
 
 
 # ------------------------------------------------------------------ advantages
 def group_advantages(rollout: Rollout, scale: str = "group", eps: float = 1e-4) -> Tensor:
     """GRPO outcome advantage ``A_i = (R_i - mean_g R) / (std_g R + eps)``, ``[N]``.
 
-    ``scale="none"`` drops the std (Dr. GRPO). The std is Bessel-corrected, as in TRL.
+    ``scale="none"`` drops the std (Dr. GRPO); ``scale="batch"`` divides by the std of
+    every reward in the batch (TRL's ``scale_rewards="batch"``; groups of any sizes). The std is Bessel-corrected, as in TRL.
+    ``rollout.advantages``, when given, is returned as is (every estimator here does so).
     """
     if scale not in SCALES:
         raise InvalidArgument(f"scale={scale!r} is not one of {SCALES}.")
+    if rollout.advantages is not None:
+        return rollout.advantages
     centred = rollout.rewards - rollout.group_mean(rollout.rewards)
     if scale == "none":
         return centred
+    if scale == "batch":  # TRL scale_rewards="batch": one std over the whole batch
+        return centred / (rollout.rewards.std() + eps)
     return centred / (rollout.group_std(rollout.rewards) + eps)
 
 
 def rloo_advantages(rollout: Rollout) -> Tensor:
     """Leave-one-out baseline ``A_i = R_i - mean_{j != i} R_j = G/(G-1) (R_i - mean R)``."""
+    if rollout.advantages is not None:
+        return rollout.advantages
     g = rollout.group_sizes.to(rollout.rewards.dtype)
     return g / (g - 1) * (rollout.rewards - rollout.group_mean(rollout.rewards))
 
@@ -75,7 +83,8 @@ def unit_ratio(logprobs: Tensor) -> Tensor:
 def sequence_log_ratio(logprobs: Tensor, rollout: Rollout) -> Tensor:
     """GSPO's ``log s_i = 1/L_i sum_t (l - l_old)``, ``[N]`` (gradient flows through the mean)."""
     m = rollout.fmask.to(logprobs.dtype)
-    return ((logprobs - rollout.old_logprobs) * m).sum(dim=1) / m.sum(dim=1)
+    # clamp: a row the loss masks out (mask_truncated) has no token; TRL clamps alike
+    return ((logprobs - rollout.old_logprobs) * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
 
 
 # -------------------------------------------------------------------- clipping
@@ -120,12 +129,16 @@ def aggregation_weight(rollout: Rollout, mode: str, max_length: float | None = N
     - ``seq-mean-token-sum-norm``: ``1 / (B * max_length)`` (Dr. GRPO; default
       ``max_length`` = padded width ``T``);
     - ``token-sum``: ``1``.
+
+    Counts are clamped at 1, as TRL and verl clamp them: they only matter for a rollout
+    whose loss mask drops whole rows (``mask_truncated``), where a dropped row's weight
+    multiplies no token.
     """
     dtype = rollout.old_logprobs.dtype
-    lengths = rollout.lengths.to(dtype)
+    lengths = rollout.lengths.to(dtype).clamp(min=1.0)
     n = float(rollout.n)
     if mode == "token-mean":
-        return torch.ones_like(lengths) / lengths.sum()
+        return torch.ones_like(lengths) / rollout.lengths.to(dtype).sum().clamp(min=1.0)
     if mode == "seq-mean-token-mean":
         return 1.0 / (n * lengths)
     if mode == "seq-mean-token-sum":
