@@ -30,7 +30,7 @@ For SGD both modes are ``-lr d_t``. The same bookkeeping with the real step
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn

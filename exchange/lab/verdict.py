@@ -39,8 +39,20 @@ import numpy as np
 
 from exchange.errors import InvalidArgument
 
-__all__ = ["Verdict", "Size", "Pilot", "Decision", "Orientation", "orient", "design_mde", "interval",
-           "decide_signed", "decide_p4", "ACCEPT_RATIO", "ROUNDOFF_FLOOR"]
+__all__ = [
+    "ACCEPT_RATIO",
+    "ROUNDOFF_FLOOR",
+    "Decision",
+    "Orientation",
+    "Pilot",
+    "Size",
+    "Verdict",
+    "decide_p4",
+    "decide_signed",
+    "design_mde",
+    "interval",
+    "orient",
+]
 
 ACCEPT_RATIO = 3.0
 """A design is accepted only when ``delta_hat >= ACCEPT_RATIO * MDE``."""
@@ -206,8 +218,8 @@ def decide_signed(key: str, diffs, pilot: Pilot, *, alpha: float = 0.05, power: 
              f"dose ({pilot.source}; pilot seeds {list(pilot.seeds)})")
     accepted = pilot.accepted(n, alpha=alpha, power=power)
     npos = int((np.asarray(diffs) > 0).sum())
-    common = dict(key=key, mean=mean, low=low, high=high, n=n, mde=mde, delta_hat=dh, sesoi=sesoi,
-                  sesoi_derivation=deriv, accepted=accepted, n_positive=npos)
+    common = {"key": key, "mean": mean, "low": low, "high": high, "n": n, "mde": mde, "delta_hat": dh,
+              "sesoi": sesoi, "sesoi_derivation": deriv, "accepted": accepted, "n_positive": npos}
     if not accepted:
         return Decision(verdict=Verdict.UNINFORMATIVE, **common)
     verdict = _rule(low, high, sesoi)

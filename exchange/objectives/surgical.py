@@ -35,7 +35,7 @@ from exchange.core.coefficients import LossFn, token_coefficients
 from exchange.core.events import event_coefficients, events
 from exchange.core.rollout import Rollout
 
-__all__ = ["surgical", "shared_correction", "SURGICAL"]
+__all__ = ["SURGICAL", "shared_correction", "surgical"]
 
 SURGICAL = "surgical"
 """The spec suffix: ``resolve("grpo+surgical")`` is ``surgical(resolve("grpo"))``."""

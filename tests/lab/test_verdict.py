@@ -11,14 +11,21 @@ import pytest
 
 from exchange.errors import InvalidArgument
 from exchange.lab.verdict import (
-    Pilot, Size, Verdict, decide_p4, decide_signed, design_mde, interval, orient,
+    Pilot,
+    Size,
+    Verdict,
+    decide_p4,
+    decide_signed,
+    design_mde,
+    interval,
+    orient,
 )
 
 
 def diffs_with(mean: float, half_width: float, n: int = 12) -> np.ndarray:
     """``n`` differences whose 95% t-interval is ``mean +- half_width``."""
     base = np.tile([-1.0, 1.0], n // 2)
-    _, lo, hi, _, _ = interval(base)
+    hi = interval(base)[2]
     return mean + base * (half_width / hi)
 
 

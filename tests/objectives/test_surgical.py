@@ -15,7 +15,6 @@ from exchange import token_coefficients
 from exchange.core.events import events, shared_event_coefficients
 from exchange.errors import InvalidArgument
 from exchange.objectives import resolve, surgical
-
 from tests.objectives.catalog_cases import make_rollout
 
 GROUPS = [
