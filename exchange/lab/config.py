@@ -99,6 +99,15 @@ class TrainConfig:
     measure_prop31: bool = True
     """On eval steps: Prop. 3.1's predicted KL of the step against the measured one
     (needs exchange.paramspace; one JVP and one forward)."""
+    kl_target: float = 0.0
+    """> 0: the KL-normalised step (exchange.lab.klstep): after each rollout's updates the
+    whole parameter change is rescaled so that the mean KL on the control contexts
+    (neither shared nor probe contexts) equals this; same optimiser and lr in both arms.
+    0: off."""
+    attribute: bool = False
+    """Record the attribution instrument (exchange.lab.attribution) per step: the first-order
+    change of the P2/P3 probes along the path (``attr/<probe>/path``) and the part the
+    shared-event residual sent through the optimiser caused (``attr/<probe>/shared``)."""
 
 
 @dataclass(frozen=True)
@@ -274,6 +283,8 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
         )
     if cfg.model.kind not in ("transformer", "tabular"):
         raise InvalidArgument(f"{source}: [model] kind={cfg.model.kind!r}; choose transformer or tabular.")
+    if cfg.train.kl_target < 0:
+        raise InvalidArgument(f"{source}: [train] kl_target={cfg.train.kl_target} must be >= 0 (0 = off).")
     if cfg.train.optimizer not in ("adam", "sgd"):
         raise InvalidArgument(f"{source}: [train] optimizer={cfg.train.optimizer!r}; choose adam or sgd.")
     if not 0.0 <= cfg.target_accuracy <= 1.0:

@@ -30,26 +30,57 @@ import torch
 from torch import nn
 
 from exchange.core.coefficients import token_coefficients
-from exchange.errors import InvalidArgument
 from exchange.core.events import events
-from exchange.lab.config import RunConfig
-from exchange.lab.drift import make_probes, probe_logprobs
-from exchange.lab.instruments import (
-    clip_fractions, coefficient_tax, context_kl, entropy_by_role, prop31_kl, reward_length_covariance,
-    shared_coefficients, update_share, zero_credit_gradient, zero_credit_mask,
-)
-from exchange.lab.runlog import (
-    MetricsLog, RunLock, atomic_torch_save, atomic_write_text, check_steps, finish_run, read_metrics, record_environment,
-)
-from exchange.lab.generation import greedy_accuracy, sample_group_rollout
-from exchange.lab.sft import sft_warm_start
-from exchange.lab.tasks import VOCAB_SIZE, GrammarLM, Task, certify_zero_credit, filler_accuracy, get_task
-from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 from exchange.core.rollout import Rollout
+from exchange.errors import InvalidArgument
+from exchange.lab.attribution import ProbeAttribution
+from exchange.lab.config import RunConfig
+from exchange.lab.drift import make_probes, probe_logprobs, probe_scalars
+from exchange.lab.generation import greedy_accuracy, sample_group_rollout
+from exchange.lab.instruments import (
+    clip_fractions,
+    coefficient_tax,
+    context_kl,
+    entropy_by_role,
+    prop31_kl,
+    reward_length_covariance,
+    shared_coefficients,
+    update_share,
+    zero_credit_gradient,
+    zero_credit_mask,
+)
+from exchange.lab.klstep import control_contexts, normalise_step
+from exchange.lab.runlog import (
+    MetricsLog,
+    RunLock,
+    atomic_torch_save,
+    atomic_write_text,
+    check_steps,
+    finish_run,
+    read_metrics,
+    record_environment,
+)
+from exchange.lab.sft import sft_warm_start
 from exchange.lab.tabular import TabularLM
+from exchange.lab.tasks import (
+    VOCAB_SIZE,
+    GrammarLM,
+    Task,
+    certify_zero_credit,
+    filler_accuracy,
+    get_task,
+)
+from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 
-__all__ = ["train_run", "warm_started_policy", "evaluate", "certificate", "initial_metrics", "fixed_eval_set",
-           "measure_minibatch"]
+__all__ = [
+    "certificate",
+    "evaluate",
+    "fixed_eval_set",
+    "initial_metrics",
+    "measure_minibatch",
+    "train_run",
+    "warm_started_policy",
+]
 
 _STREAMS = ("prompts", "sample", "minibatch")  # independent RNG streams of one run
 
@@ -65,6 +96,9 @@ class _State:
     probes: Rollout
     step: int = 0
     wall_s: float = 0.0
+    cumulative_kl: float = 0.0
+    """Sum over steps of the KL on the control contexts (curves against cumulative KL)."""
+    att: ProbeAttribution | None = None
 
 
 # ----------------------------------------------------------------- set-up
@@ -115,7 +149,14 @@ def _fresh_state(cfg: RunConfig, task: Task, sft_cache: Path | None) -> _State:
     model = warm_started_policy(cfg, task, sft_cache)
     gens = {name: torch.Generator().manual_seed(1_000 * cfg.seed + k) for k, name in enumerate(_STREAMS)}
     eval_prompts, probes = fixed_eval_set(cfg, task)
-    return _State(model=model, opt=_optimizer(model, cfg), gens=gens, eval_prompts=eval_prompts, probes=probes)
+    st = _State(model=model, opt=_optimizer(model, cfg), gens=gens, eval_prompts=eval_prompts, probes=probes)
+    return _with_attribution(st, cfg)
+
+
+def _with_attribution(st: _State, cfg: RunConfig) -> _State:
+    if cfg.train.attribute:
+        st.att = ProbeAttribution(st.model, st.opt, probe_scalars(st.probes))
+    return st
 
 
 def _save(path: Path, st: _State) -> None:
@@ -127,6 +168,8 @@ def _save(path: Path, st: _State) -> None:
         "probes": st.probes.to_dict(),
         "step": st.step,
         "wall_s": st.wall_s,
+        "cumulative_kl": st.cumulative_kl,
+        "attribution": None if st.att is None else st.att.tangent.state_dict(),
     }, path)
 
 
@@ -140,7 +183,12 @@ def _load(path: Path, cfg: RunConfig, task: Task) -> _State:
     for k, state in ck["gens"].items():
         gens[k] = torch.Generator()
         gens[k].set_state(state)
-    return _State(model, opt, gens, ck["eval_prompts"], Rollout.from_dict(ck["probes"]), ck["step"], ck["wall_s"])
+    st = _State(model, opt, gens, ck["eval_prompts"], Rollout.from_dict(ck["probes"]), ck["step"], ck["wall_s"],
+                ck.get("cumulative_kl", 0.0))
+    st = _with_attribution(st, cfg)
+    if st.att is not None and ck.get("attribution") is not None:
+        st.att.tangent.load_state_dict(ck["attribution"])
+    return st
 
 
 # ------------------------------------------------------------- one update
@@ -193,12 +241,15 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
     with torch.no_grad():
         before = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)  # [N, T, V]
     acc: dict[str, list] = defaultdict(list)
+    theta0 = [p.detach().clone() for p in st.model.parameters()] if tc.kl_target > 0 else None
+    shared_since = st.att.peek() if st.att is not None else None
+    need_shared = tc.measure_update_norm or st.att is not None
     for epoch, rows in _reuse(rollout, tc.epochs, tc.minibatches, st.gens["minibatch"]):
         mb = rollout.select(rows)
         ev_mb = dataclasses.replace(ev, ids=ev.ids[rows])  # groups are whole: events stay valid
         logprobs = response_logprobs(st.model, mb).double()  # [n, T], graph to theta
         measured, g_shared, kappa = measure_minibatch(loss_fn, logprobs, mb, ev_mb, zc[rows], shared_occ[rows], params,
-                                               tc.measure_update_norm)
+                                               need_shared)
         for key, value in measured.items():
             acc[key].append(value)
         loss = loss_fn(logprobs, mb)
@@ -207,13 +258,35 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
         if tc.measure_update_norm:  # -grad(loss) = sum kappa grad l
             acc["tax/shared_update_share"].append(
                 update_share(g_shared, [-p.grad for p in params], mass=float(kappa.abs().sum())))
-        st.opt.step()
+        if st.att is not None:  # the shared part of the loss gradient is -g_shared
+            before_step = st.att.before_step()
+            st.opt.step()
+            st.att.after_step(before_step, [-g for g in g_shared])
+        else:
+            st.opt.step()
         acc["losses/loss"].append(float(loss.detach()))
+    control = control_contexts(rollout)
+    if theta0 is not None:
+        def kl_now() -> float | None:
+            with torch.no_grad():
+                now = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)
+            return context_kl(before, now, control)
+
+        theta1 = [p.detach().clone() for p in st.model.parameters()]
+        scale, _ = normalise_step(st.model, theta0, kl_now, tc.kl_target)
+        acc["kl/scale"].append(scale)
+        if st.att is not None:
+            st.att.rescale(scale, shared_since, theta0, theta1)
     with torch.no_grad():
         after = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)
     acc["kl/shared_contexts"].append(context_kl(before, after, shared_occ))
     acc["kl/all_contexts"].append(context_kl(before, after, rollout.mask))
+    acc["kl/control_contexts"].append(context_kl(before, after, control))
     out = _mean_rows(acc)
+    st.cumulative_kl += out["kl/control_contexts"] or 0.0
+    out["kl/cumulative"] = st.cumulative_kl
+    if st.att is not None:
+        out.update(st.att.take())
     if theta_before is not None:
         out.update(prop31_kl(st.model, rollout, theta_before))
     return out
