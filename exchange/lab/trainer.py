@@ -34,6 +34,7 @@ from exchange.core.events import events
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
 from exchange.lab.attribution import ProbeAttribution
+from exchange.lab.certificate import style_credit
 from exchange.lab.config import RunConfig
 from exchange.lab.drift import make_probes, probe_logprobs, probe_scalars
 from exchange.lab.generation import greedy_accuracy, sample_group_rollout
@@ -306,11 +307,15 @@ def initial_metrics(model: nn.Module, task: Task, eval_prompts: torch.Tensor, pr
 
 
 def certificate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, max_len: int) -> dict[str, Any]:
-    """The zero-credit certificate: greedy accuracy by forced filler count and the
-    homogeneity p-value (flat = filler carries no credit; tasks.certify_zero_credit)."""
+    """The zero-credit certificates: greedy accuracy by forced filler count and its
+    homogeneity p-value (flat = filler carries no credit; tasks.certify_zero_credit), and
+    the forced-prefix credit of the probe S (exchange.lab.certificate.style_credit:
+    exact P(correct) with S forced vs banned on the held-out eval prompts; the report
+    certifies it against the bound derived from delta_hat)."""
     accs, n = filler_accuracy(model, task, eval_prompts, max_len)
     flat, p = certify_zero_credit(accs, n)
-    return {"cert/filler_accuracy": accs, "cert/filler_flat": flat, "cert/filler_p": p}
+    style = {f"cert/style_{k}": v for k, v in style_credit(model, task, eval_prompts).to_dict().items()}
+    return {"cert/filler_accuracy": accs, "cert/filler_flat": flat, "cert/filler_p": p, **style}
 
 
 # --------------------------------------------------------------- the loop
