@@ -35,6 +35,7 @@ transformers, trl and datasets are imported inside the functions.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -50,7 +51,7 @@ from exchange.core.metric_keys import INTEGRATION_KEYS
 from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
 from exchange.lab.runlog import (
-    MetricsLog, RunLock, atomic_write_text, check_steps, finish_run, read_metrics, record_environment,
+    MetricsLog, RunDir, RunLock, atomic_write_text, check_steps, read_metrics, record_environment,
 )
 from exchange.core.events import events
 from exchange.lab.experiment import write_experiment_json
@@ -365,26 +366,9 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
         {**run.to_dict(), "train": {**dataclasses.asdict(run.train), "steps": None}, **spec},
         sort_keys=True).encode()).hexdigest()[:16]
     main = _main_process()
-    lock = RunLock(out) if main else None
-    if lock is not None:
-        lock.__enter__()
-    try:
-        old = json.loads((out / "config.json").read_text()).get("fingerprint") if (out / "config.json").exists() else None
-        if old is not None and old != fingerprint:
-            raise InvalidArgument(
-                f"run_dir={str(out)!r} holds a run of another config or model (fingerprint={old}, this one "
-                f"{fingerprint}); delete the directory or choose another --out.")
-        if (out / "done.json").exists():
-            done = json.loads((out / "done.json").read_text())
-            if done["steps"] == args.max_steps:
-                check_steps(read_metrics(out / "metrics.jsonl"), args.max_steps, str(out))
-                return out
-            if done["steps"] > args.max_steps:
-                raise InvalidArgument(
-                    f"run_dir={str(out)!r} already has {done['steps']} steps, more than max_steps={args.max_steps}; "
-                    "raise max_steps or choose another --out.")
-            if main:
-                (out / "done.json").unlink()  # extended: resume from its last checkpoint
+    with RunDir(out, fingerprint, lock=main) as rd:  # non-main processes never write
+        if rd.finished(args.max_steps):
+            return out
         setup = (_text_setup(run, args, data, model, device) if data is not None
                  else _synthetic_setup(run, args, exp_dir, model, model_config, device))
         if main and not (out / "init.json").exists():
@@ -392,9 +376,7 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
             atomic_write_text(out / "init.json", json.dumps(setup.init(setup.policy)))
             setup.policy.train()
         if main:
-            atomic_write_text(out / "config.json", json.dumps({
-                "fingerprint": fingerprint, **run.to_dict(), **spec, "grpo_config": json.loads(args.to_json_string())},
-                indent=2))
+            rd.write_config(**{**run.to_dict(), **spec, "grpo_config": json.loads(args.to_json_string())})
         ckpt, ckpt_step = _newest_checkpoint(out)
         wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}
         wall_start = float(wall.get("wall_s", 0.0)) if wall.get("step") == ckpt_step else 0.0
@@ -412,12 +394,9 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
         callback.trainer = trainer
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
         if trainer.accelerator.is_main_process:
-            finish_run(out, args.max_steps, fingerprint=fingerprint, arm=run.arm.name, objective=run.arm.objective,
-                       seed=run.seed, wall_s=callback.wall)
+            rd.finish(args.max_steps, arm=run.arm.name, objective=run.arm.objective, seed=run.seed,
+                      wall_s=callback.wall)
         return out
-    finally:
-        if lock is not None:
-            lock.__exit__(None, None, None)
 
 
 def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
@@ -466,10 +445,8 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
         raise InvalidArgument(f"arms={list(arms)}: unknown arm; the config has {[a.name for a in cfg.arms]}.")
     exp_dir = Path(out_root) / cfg.name
     exp_dir.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(exp_dir) if _main_process() else None  # a second run_llm on this --out is refused
-    if lock is not None:
-        lock.__enter__()
-    try:
+    # a second run_llm on this --out is refused (only the main process holds the lock)
+    with RunLock(exp_dir) if _main_process() else contextlib.nullcontext():
         if _main_process():
             _write_meta(cfg, args, exp_dir, seeds, model or model_config, data, source)
         for seed in seeds:
@@ -477,9 +454,6 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
                 run = dataclasses.replace(cfg.runs()[0], arm=arm, seed=seed)
                 print(f"[run_llm] {cfg.name} arm={arm.name} objective={arm.objective} seed={seed}", flush=True)
                 run_arm(run, args, exp_dir, model=model, model_config=model_config, data=data, device=device)
-    finally:
-        if lock is not None:
-            lock.__exit__(None, None, None)
     return exp_dir
 
 

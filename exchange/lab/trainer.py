@@ -32,7 +32,6 @@ from torch import nn
 from exchange.core.coefficients import token_coefficients
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
-from exchange.errors import InvalidArgument
 from exchange.lab.attribution import ProbeAttribution
 from exchange.lab.certificate import style_credit
 from exchange.lab.config import RunConfig
@@ -53,11 +52,10 @@ from exchange.lab.instruments import (
 from exchange.lab.klstep import control_contexts, normalise_step
 from exchange.lab.runlog import (
     MetricsLog,
-    RunLock,
+    RunDir,
     atomic_torch_save,
     atomic_write_text,
     check_steps,
-    finish_run,
     read_metrics,
     record_environment,
 )
@@ -319,19 +317,6 @@ def certificate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, max_le
 
 
 # --------------------------------------------------------------- the loop
-def _check_run_dir(out_dir: Path, cfg: RunConfig) -> None:
-    path = out_dir / "config.json"
-    if path.exists():
-        old = json.loads(path.read_text()).get("fingerprint")
-        if old != cfg.fingerprint():
-            raise InvalidArgument(
-                f"run_dir={str(out_dir)!r} holds a run of another config (fingerprint={old}, "
-                f"this one {cfg.fingerprint()}); delete the directory or choose another --out."
-            )
-    else:
-        atomic_write_text(path, json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
-
-
 def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | None = None,
               progress: bool = True) -> Path:
     """Train one (arm, seed) into ``out_dir``; resume from ``out_dir/ckpt.pt`` if present.
@@ -348,17 +333,16 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
     task = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p)
     loss_fn = cfg.arm.loss_fn()
     tc = cfg.train
-    _check_run_dir(out_dir, cfg)
-    with RunLock(out_dir):  # refuses a second trainer of this directory
-        if (out_dir / "done.json").exists():
-            check_steps(read_metrics(out_dir / "metrics.jsonl"), tc.steps, str(out_dir))
+    with RunDir(out_dir, cfg.fingerprint(), config=cfg.to_dict()) as rd:  # refuses a second trainer
+        if rd.finished(tc.steps):
             return out_dir
-        return _train_locked(cfg, out_dir, task, loss_fn, sft_cache, progress)
+        return _train_locked(cfg, rd, task, loss_fn, sft_cache, progress)
 
 
-def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache, progress: bool) -> Path:
+def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, progress: bool) -> Path:
     from tqdm.auto import tqdm
 
+    out_dir = rd.path
     tc = cfg.train
     ckpt = out_dir / "ckpt.pt"
     st = _load(ckpt, cfg, task) if ckpt.exists() else _fresh_state(cfg, task, Path(sft_cache) if sft_cache else None)
@@ -398,5 +382,5 @@ def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache,
         if st.step % tc.ckpt_every == 0 or st.step == tc.steps:
             _save(ckpt, st)
         bar.set_postfix(reward=f"{row['charts/reward']:.2f}")
-    finish_run(out_dir, tc.steps, fingerprint=cfg.fingerprint(), wall_s=st.wall_s)
+    rd.finish(tc.steps, wall_s=st.wall_s)
     return out_dir
