@@ -6,6 +6,9 @@ Layout under ``out_root / config.name``::
     _sft/sft-<key>.pt          one warm start per seed, shared by both arms
     <arm name>/seed<k>/        one run directory (see exchange.lab.trainer.train_run)
 
+    pilot/<arm name>/seed<k>/  the pilot's runs (config ``pilot_seeds``), then
+    pilot.json                 the frozen prediction (exchange.lab.pilot), before any test seed
+
 Runs already finished (``done.json``) are skipped; interrupted ones resume.
 """
 
@@ -19,11 +22,13 @@ from typing import Any
 import torch
 
 from exchange.lab.config import ExperimentConfig, RunConfig
+from exchange.lab.pilot import SENSITIVITY_BONUS, FrozenPilot, freeze
+from exchange.lab.predictions import RunData, read_run
 from exchange.lab.runlog import RunLock, atomic_write_text
 from exchange.lab.tasks import get_task
 from exchange.lab.trainer import train_run, warm_started_policy
 
-__all__ = ["run_dir", "run_experiment", "write_experiment_json"]
+__all__ = ["run_dir", "run_experiment", "write_experiment_json", "pilot_runs"]
 
 
 def run_dir(out_root: str | Path, run: RunConfig) -> Path:
@@ -53,6 +58,23 @@ def _one(args: tuple[RunConfig, str, bool]) -> str:
     return str(train_run(run, run_dir(out_root, run), sft_cache=exp_dir / "_sft", progress=progress))
 
 
+def pilot_runs(cfg: ExperimentConfig) -> list[RunConfig]:
+    """The pilot's runs (experiment ``<name>/pilot``): every arm on ``pilot_seeds``, the
+    baseline with the attribution instrument on, and per seed one baseline run with the
+    S reward bonus (arm ``<baseline>+style_bonus``) for the certificate's sensitivity."""
+    out = []
+    for run in cfg.runs(cfg.pilot_seeds):
+        run = dataclasses.replace(run, experiment=f"{cfg.name}/pilot")
+        if run.arm.role == "baseline":
+            out.append(dataclasses.replace(run, train=dataclasses.replace(run.train, attribute=True)))
+            bonus = dataclasses.replace(run.train, style_bonus=SENSITIVITY_BONUS)
+            out.append(dataclasses.replace(run, arm=dataclasses.replace(run.arm, name=f"{run.arm.name}+style_bonus",
+                                                                        role="sensitivity"), train=bonus))
+        else:
+            out.append(run)
+    return out
+
+
 def run_experiment(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int = 1,
                    progress: bool = True, source: str | None = None) -> Path:
     """Train all ``len(seeds) * 2`` runs of ``cfg``; returns the experiment directory.
@@ -78,19 +100,39 @@ def write_experiment_json(cfg: ExperimentConfig, exp_dir: str | Path, source: st
 
 def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
     write_experiment_json(cfg, exp_dir, source)
-    work = [(run, str(out_root), progress) for run in cfg.runs()]
+    if cfg.pilot_seeds and not (exp_dir / "pilot.json").exists():
+        runs = pilot_runs(cfg)
+        _train_all(runs, out_root, jobs, progress)
+        atomic_write_text(exp_dir / "pilot.json", _freeze(cfg, runs, out_root).to_json())
+    _train_all(cfg.runs(), out_root, jobs, progress)
+
+
+def _freeze(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> FrozenPilot:
+    by_role: dict[str, dict[int, RunData]] = {}
+    for run in runs:
+        by_role.setdefault(run.arm.role, {})[run.seed] = read_run(run_dir(out_root, run))
+    sens = by_role.pop("sensitivity", {})
+    return freeze(cfg.name, by_role, sens)
+
+
+def _train_all(runs: list[RunConfig], out_root, jobs: int, progress: bool) -> None:
+    work = [(run, str(out_root), progress) for run in runs]
     if jobs <= 1:
         torch.set_num_threads(1)
         for item in work:
             _one(item)
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
 
-        # Warm starts first (one per seed), so two arms never both build the same one.
-        torch.set_num_threads(1)
-        for run in cfg.runs()[:: len(cfg.arms)]:
-            warm_started_policy(run, get_task(run.task.name, run.task.max_filler, run.task.style_p), exp_dir / "_sft")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                                 initializer=_die_with_parent) as pool:
-            list(pool.map(_one, work))
+    # Warm starts first (one per seed), so two arms never both build the same one.
+    torch.set_num_threads(1)
+    seen = set()
+    for run in runs:
+        if run.sft_key() not in seen:
+            seen.add(run.sft_key())
+            warm_started_policy(run, get_task(run.task.name, run.task.max_filler, run.task.style_p),
+                                Path(out_root) / run.experiment / "_sft")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                             initializer=_die_with_parent) as pool:
+        list(pool.map(_one, work))

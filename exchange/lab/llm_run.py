@@ -55,6 +55,7 @@ from exchange.lab.runlog import (
 )
 from exchange.core.events import events
 from exchange.lab.experiment import write_experiment_json
+from exchange.lab.klstep import control_contexts
 from exchange.lab.instruments import (
     context_kl, reward_length_covariance, update_share, zero_credit_gradient, zero_credit_mask,
 )
@@ -212,7 +213,8 @@ def _trainer_class():
             for key, value in metrics.items():
                 self.exchange_step_metrics.setdefault(key, []).append(value)
             with torch.no_grad():  # KL(pi_before || pi_after) of this step at the micro-batch's contexts
-                self.exchange_kl_pending.append((inputs, self._exchange_context_logp(inputs), shared_occ, mb.mask))
+                self.exchange_kl_pending.append((inputs, self._exchange_context_logp(inputs), shared_occ, mb.mask,
+                                                 control_contexts(mb)))
 
         def _exchange_context_logp(self, inputs) -> torch.Tensor:
             model = self.accelerator.unwrap_model(self.model)
@@ -228,11 +230,12 @@ def _trainer_class():
             for key, values in self.exchange_step_metrics.items():
                 vals = [v for v in values if v is not None]
                 row[key] = sum(vals) / len(vals) if vals else None
-            kl = {"kl/all_contexts": [], "kl/shared_contexts": []}
+            kl = {"kl/all_contexts": [], "kl/shared_contexts": [], "kl/control_contexts": []}
             with torch.no_grad():
-                for inputs, before, shared_occ, mask in self.exchange_kl_pending:
+                for inputs, before, shared_occ, mask, control in self.exchange_kl_pending:
                     after = self._exchange_context_logp(inputs)
-                    for key, where in (("kl/all_contexts", mask), ("kl/shared_contexts", shared_occ)):
+                    for key, where in (("kl/all_contexts", mask), ("kl/shared_contexts", shared_occ),
+                                       ("kl/control_contexts", control)):
                         value = context_kl(before, after, where)
                         if value is not None:
                             kl[key].append((value, int(where.sum())))

@@ -62,6 +62,7 @@ from exchange.lab.runlog import (
 from exchange.lab.sft import sft_warm_start
 from exchange.lab.tabular import TabularLM
 from exchange.lab.tasks import (
+    STYLE,
     VOCAB_SIZE,
     GrammarLM,
     Task,
@@ -361,6 +362,9 @@ def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, pr
         prompts = task.sample_prompts(tc.prompts_per_step, st.gens["prompts"])
         rollout = sample_group_rollout(st.model, task, prompts, tc.group_size, tc.max_response_len,
                                        tc.temperature, st.gens["sample"])
+        if tc.style_bonus:  # injected credit for S (the pilot's sensitivity runs only)
+            has_s = (rollout.tokens == STYLE).any(1) & rollout.mask.any(1)
+            rollout = rollout.with_fields({"rewards": rollout.rewards + tc.style_bonus * has_s.double()})
         row: dict[str, Any] = {
             "step": step,
             "charts/samples": (step + 1) * rollout.n,
