@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
 from exchange.lab.pilot import SENSITIVITY_BONUS, FrozenPilot, freeze
 from exchange.lab.predictions import RunData, read_run
@@ -28,7 +29,7 @@ from exchange.lab.runlog import RunLock, atomic_write_text
 from exchange.lab.tasks import get_task
 from exchange.lab.trainer import train_run, warm_started_policy
 
-__all__ = ["run_dir", "run_experiment", "write_experiment_json", "pilot_runs"]
+__all__ = ["pilot_runs", "run_dir", "run_experiment", "run_pilot", "write_experiment_json"]
 
 
 def run_dir(out_root: str | Path, run: RunConfig) -> Path:
@@ -101,10 +102,21 @@ def write_experiment_json(cfg: ExperimentConfig, exp_dir: str | Path, source: st
 def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
     write_experiment_json(cfg, exp_dir, source)
     if cfg.pilot_seeds and not (exp_dir / "pilot.json").exists():
-        runs = pilot_runs(cfg)
-        _train_all(runs, out_root, jobs, progress)
-        atomic_write_text(exp_dir / "pilot.json", _freeze(cfg, runs, out_root).to_json())
+        atomic_write_text(exp_dir / "pilot.json", run_pilot(cfg, out_root, jobs=jobs, progress=progress).to_json())
     _train_all(cfg.runs(), out_root, jobs, progress)
+
+
+def run_pilot(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int = 1,
+              progress: bool = True) -> FrozenPilot:
+    """Train the pilot's runs (:func:`pilot_runs`, resumable) and freeze them
+    (:func:`exchange.lab.pilot.freeze`); writes nothing else. ``experiment run`` calls it
+    before the test seeds and stores the result as ``pilot.json``; a lever study
+    (experiments/levers.py) calls it on variants of a config."""
+    if not cfg.pilot_seeds:
+        raise InvalidArgument(f"experiment {cfg.name!r} has no pilot_seeds; add pilot_seeds = [...] to its config.")
+    runs = pilot_runs(cfg)
+    _train_all(runs, out_root, jobs, progress)
+    return _freeze(cfg, runs, out_root)
 
 
 def _freeze(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> FrozenPilot:
