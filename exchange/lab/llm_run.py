@@ -441,6 +441,12 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
         raise InvalidArgument(f"data={data!r} (text mode) needs model=PATH, a local model with its own tokenizer; "
                               "model_config builds a model for the synthetic task only.")
     _check_args(cfg, args, data is not None)
+    if cfg.train.kl_target > 0 or cfg.train.attribute or cfg.pilot_seeds:
+        raise InvalidArgument(
+            f"{cfg.name}: [train] kl_target={cfg.train.kl_target}, attribute={cfg.train.attribute}, "
+            f"pilot_seeds={list(cfg.pilot_seeds)}: the KL-normalised step, the attribution and the pilot run in the "
+            "CPU harness only (exchange experiment run); set them to 0/false/[] for the TRL run. The surgical arm "
+            "(objective '<spec>+surgical') runs through TRL as any objective does.")
     device = device or str(args.device)  # this process's device (cuda:<local rank> under accelerate)
     seeds = list(seeds or cfg.seeds)
     chosen = [a for a in cfg.arms if not arms or a.name in arms]

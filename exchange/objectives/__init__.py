@@ -31,6 +31,7 @@ from exchange.objectives.surgical import SURGICAL, surgical
 
 __all__ = [
     "REGIMES",
+    "SURGICAL",
     "TRANSFORMS",
     "VARIANTS",
     "Expected",

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from exchange.core.coefficients import LossFn, token_coefficients
-from exchange.core.events import event_coefficients, events
+from exchange.core.events import events
 from exchange.core.rollout import Rollout
 
 __all__ = ["SURGICAL", "shared_correction", "surgical"]
@@ -46,11 +46,13 @@ def shared_correction(kappa: Tensor, rollout: Rollout) -> Tensor:
     shared event of ``rollout``, 0 elsewhere (padding included). ``kappa - c`` is the
     surgical coefficient."""
     ev = events(rollout)
-    K = event_coefficients(kappa.to(torch.float64).cpu(), ev)  # [E]
-    per_occ = K / ev.occurrences.to(torch.float64).clamp(min=1)
-    valid = ev.ids >= 0
-    ids = ev.ids.clamp(min=0)
-    c = torch.where(valid & ev.shared[ids], per_occ[ids], torch.zeros((), dtype=torch.float64))
+    ids_all = ev.ids.cpu()  # the bookkeeping runs on the CPU in float64, whatever the rollout's device
+    k64 = kappa.detach().to(device="cpu", dtype=torch.float64)
+    valid = ids_all >= 0
+    K = torch.zeros(ev.count, dtype=torch.float64).index_add(0, ids_all[valid], k64[valid])  # [E]
+    per_occ = K / ev.occurrences.cpu().to(torch.float64).clamp(min=1)
+    ids = ids_all.clamp(min=0)
+    c = torch.where(valid & ev.shared.cpu()[ids], per_occ[ids], torch.zeros((), dtype=torch.float64))
     return c.to(device=kappa.device, dtype=kappa.dtype)
 
 

@@ -328,3 +328,23 @@ def test_committed_recipes_parse(monkeypatch, llm_stack_ready, trl_ready):
         assert cfg is not None and (script.model_config or script.model), recipe
         assert args.per_device_train_batch_size % args.num_generations == 0, recipe
         assert args.logging_steps == 1 and args.max_steps >= 1, recipe
+
+
+@pytest.mark.slow
+def test_surgical_arm_runs_through_trl_and_cancels(tmp_path, llm_stack_ready, trl_ready):
+    """Issue 31 on the LLM path: the pathway arm ('grpo+surgical') trains through TRL at
+    CPU scale with the harness's instruments, and its shared residual is round-off; the
+    CPU-only options are refused with the field named."""
+    run_llm = _load_run_llm()
+    three = PAIR.replace('role = "treatment"', 'role = "treatment"\n[[arms]]\nname = "grpo+surgical"\n'
+                                                'objective = "grpo+surgical"\nrole = "surgical"')
+    (tmp_path / "three.toml").write_text(three)
+    out = tmp_path / "out"
+    assert run_llm.main(["--experiment", str(tmp_path / "three.toml"), "--model_config", "llama-tiny", "--use_cpu",
+                         "true", "--out", str(out), "--max_steps", "2"]) == 0
+    rows = _rows(out / "llm_pair" / "grpo+surgical" / "seed0")
+    res = [r["tax/shared_residual"] for r in rows if r["tax/shared_residual"] is not None]
+    assert res and max(res) < 1e-9 and all(r["kl/control_contexts"] is not None for r in rows)
+    (tmp_path / "kl.toml").write_text(three.replace("[train]", "[train]\nkl_target = 0.001"))
+    assert run_llm.main(["--experiment", str(tmp_path / "kl.toml"), "--model_config", "llama-tiny", "--use_cpu",
+                         "true", "--out", str(out), "--max_steps", "2"]) == 2
