@@ -126,7 +126,8 @@ class ExperimentResult:
         vs = [next((r.decision for r in self.rows if r.prediction.key == k and r.prediction.primary), None)
               for k in ("P2", "P3")]
         if any(d is None for d in vs):
-            return "undecided: P2 or P3 not tested (no surgical arm, no pilot, or an uncertified probe)"
+            keys = [k for k, d in zip(("P2", "P3"), vs) if d is None]
+            return f"undecided: {' and '.join(keys)} not tested (the reasons are in their rows)"
         kinds = [d.verdict for d in vs]
         if all(v is Verdict.EFFECT for v in kinds):
             return "survives: removing only the shared-event residual moved P2 and P3 as predicted"
@@ -180,10 +181,13 @@ def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: floa
         return Row(pred, against, base, other, diffs, decide_p4(diffs, sesoi=eval_se, sesoi_source=src))
     if pilot is None:
         return Row(pred, against, base, other, diffs, None, "no pilot: no delta_hat")
-    reason = ""
     if pred.key in PROBES and not pilot.certified:
-        return Row(pred, against, base, other, diffs, None, "the probe S is not certified zero-credit")
-    return Row(pred, against, base, other, diffs, decide_signed(pred.key, diffs, pilot.pilots[pred.key]), reason)
+        pl = pilot.pilots[pred.key]
+        dose = "" if pl.accepted(len(diffs)) else (
+            f"; the design is also uninformative at this dose (delta_hat {pl.delta_hat:.3g} = "
+            f"{pl.delta_hat / pl.mde(len(diffs)):.2f} MDE)")
+        return Row(pred, against, base, other, diffs, None, "the probe S is not certified zero-credit" + dose)
+    return Row(pred, against, base, other, diffs, decide_signed(pred.key, diffs, pilot.pilots[pred.key]))
 
 
 def decide_experiment(exp_dir: str | Path) -> ExperimentResult:

@@ -8,11 +8,14 @@
             kappa    = token_coefficients(loss_fn, ...)     # exchange.core.coefficients
             measure(kappa, ...)                             # exchange.lab.instruments
             loss_fn(logprobs, mb).backward(); opt.step()    # exchange.objectives.resolve(spec)
+        rescale the rollout's change to [train] kl_target   # exchange.lab.klstep (optional)
         evaluate(model) every eval_every steps              # greedy accuracy + drift probes
         append metrics row; checkpoint every ckpt_every steps
 
+With ``[train] attribute`` each optimiser step also feeds the attribution instrument
+(:mod:`exchange.lab.attribution`: ``attr/<probe>/path`` and ``attr/<probe>/shared``).
 Metric keys are namespaced (``charts/``, ``tax/``, ``clip/``, ``entropy/``, ``drift/``,
-``kl/``, ``losses/``, ``eval/``); one JSON row per step in ``metrics.jsonl``. No
+``kl/``, ``attr/``, ``cert/``, ``losses/``, ``eval/``); one JSON row per step in ``metrics.jsonl``. No
 wall-clock value enters the metrics, so a resumed run reproduces them exactly.
 """
 
