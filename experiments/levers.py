@@ -46,8 +46,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     cfg = load_experiment(args.config)
     print("| lever | P1 dh/MDE | P2 sign, delta_hat, SD, MDE, dh/MDE | P3 sign, delta_hat, SD, MDE, dh/MDE | "
-          "S certified | sensitivity |")
-    print("|---|---|---|---|---|---|")
+          "S certified | sensitivity | zero-spread groups |")
+    print("|---|---|---|---|---|---|---|")
     for lever in args.lever:
         label, _, overrides = lever.partition(":")
         p = run_pilot(_variant(cfg, label, overrides), args.out, jobs=args.jobs, progress=False)
@@ -61,7 +61,8 @@ def main(argv=None) -> int:
             else:
                 cells.append(f"{p.orientation[key]:+d}, {pl.delta_hat:.3g}, {pl.sd:.3g}, {mde:.3g}, {ratio:.2f}")
         sens = "n/a" if p.sensitivity is None else f"{p.sensitivity:.3g}"
-        print(f"| {label} {overrides} | " + " | ".join(cells) + f" | {p.certified} | {sens} |", flush=True)
+        zs = "n/a" if p.zero_spread is None else f"{100 * p.zero_spread:.0f}%" + (" (refused)" if p.refused else "")
+        print(f"| {label} {overrides} | " + " | ".join(cells) + f" | {p.certified} | {sens} | {zs} |", flush=True)
     return 0
 
 

@@ -23,7 +23,7 @@ import torch
 
 from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
-from exchange.lab.pilot import SENSITIVITY_BONUS, FrozenPilot, freeze
+from exchange.lab.pilot import SENSITIVITY_BONUS, ZERO_SPREAD_LIMIT, FrozenPilot, freeze, load_pilot
 from exchange.lab.predictions import RunData, read_run
 from exchange.lab.runlog import RunLock, atomic_write_text
 from exchange.lab.tasks import get_task
@@ -103,6 +103,14 @@ def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
     write_experiment_json(cfg, exp_dir, source)
     if cfg.pilot_seeds and not (exp_dir / "pilot.json").exists():
         atomic_write_text(exp_dir / "pilot.json", run_pilot(cfg, out_root, jobs=jobs, progress=progress).to_json())
+    if cfg.pilot_seeds:
+        pilot = load_pilot(exp_dir / "pilot.json")
+        if pilot.refused:
+            raise InvalidArgument(
+                f"experiment {cfg.name!r}: the pilot refused the design: {100 * pilot.zero_spread:.0f}% of its groups "
+                f"have zero reward spread (> {100 * ZERO_SPREAD_LIMIT:.0f}%); the test seeds do not run. Raise the "
+                f"group size or choose a warm start at moderate accuracy ({exp_dir / 'pilot.json'} has the pilot)."
+            )
     _train_all(cfg.runs(), out_root, jobs, progress)
 
 

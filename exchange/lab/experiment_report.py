@@ -181,6 +181,9 @@ def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: floa
         return Row(pred, against, base, other, diffs, decide_p4(diffs, sesoi=eval_se, sesoi_source=src))
     if pilot is None:
         return Row(pred, against, base, other, diffs, None, "no pilot: no delta_hat")
+    if pilot.refused:
+        return Row(pred, against, base, other, diffs, None,
+                   f"design refused: {100 * pilot.zero_spread:.0f}% of the pilot's groups have zero reward spread")
     if pred.key in PROBES and not pilot.certified:
         pl = pilot.pilots[pred.key]
         dose = "" if pl.accepted(len(diffs)) else (

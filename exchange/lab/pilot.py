@@ -39,10 +39,14 @@ from exchange.lab.certificate import StyleCredit, certify, credit_bound
 from exchange.lab.predictions import RunData
 from exchange.lab.verdict import Orientation, Pilot, orient
 
-__all__ = ["SENSITIVITY_BONUS", "PROBES", "FrozenPilot", "freeze", "load_pilot"]
+__all__ = ["PROBES", "SENSITIVITY_BONUS", "ZERO_SPREAD_LIMIT", "FrozenPilot", "freeze", "load_pilot"]
 
 SENSITIVITY_BONUS = 0.2
 """Injected credit of the sensitivity runs (reward units = P(correct) units, binary reward)."""
+ZERO_SPREAD_LIMIT = 0.5
+"""A design whose pilot baseline has more than this share of groups with zero reward
+spread (every response equally rewarded: no learning signal, only the residual's
+absence) is refused: its test seeds do not run."""
 PROBES = {"P2": "drift/style_logp", "P3": "entropy/fixed_weak_credit"}
 """The primary probe of each signed prediction (fixed contexts, :mod:`exchange.lab.drift`)."""
 
@@ -62,6 +66,12 @@ class FrozenPilot:
     certified: bool
     certificates: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    zero_spread: float | None = None
+    """mean share of the pilot baseline's groups with zero reward spread"""
+
+    @property
+    def refused(self) -> bool:
+        return self.zero_spread is not None and self.zero_spread > ZERO_SPREAD_LIMIT
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -74,7 +84,7 @@ class FrozenPilot:
             pilots={k: Pilot(v["delta_hat"], v["sd"], tuple(v["seeds"]), v["source"]) for k, v in d["pilots"].items()},
             orientation=dict(d["orientation"]), style_orientation=Orientation(**d["style_orientation"]),
             p_style=d["p_style"], sensitivity=d["sensitivity"], bound=d["bound"], certified=d["certified"],
-            certificates=list(d["certificates"]), notes=list(d["notes"]),
+            certificates=list(d["certificates"]), notes=list(d["notes"]), zero_spread=d.get("zero_spread"),
         )
 
 
@@ -152,5 +162,12 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
                     certified &= c.certified
     else:
         notes.append(f"certificate: no bound (sensitivity={sens}, delta_hat_P2={dh:.3g}); the probe is not certified.")
+    zs = [float(base[s].series("charts/zero_spread_groups").mean()) for s in seeds
+          if any("charts/zero_spread_groups" in r for r in base[s].rows)]
+    zero_spread = float(np.mean(zs)) if zs else None
+    if zero_spread is not None:
+        notes.append(f"{100 * zero_spread:.0f}% of the baseline's groups have zero reward spread"
+                     + (f" (> {100 * ZERO_SPREAD_LIMIT:.0f}%: the design is refused)." if zero_spread > ZERO_SPREAD_LIMIT
+                        else "."))
     return FrozenPilot(name, seeds, pilots, {"P1": 1, "P2": s2, "P3": s3}, o, p_style, sens, bound, certified,
-                       certs, notes)
+                       certs, notes, zero_spread)

@@ -365,6 +365,8 @@ def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, pr
         prompts = task.sample_prompts(tc.prompts_per_step, st.gens["prompts"])
         rollout = sample_group_rollout(st.model, task, prompts, tc.group_size, tc.max_response_len,
                                        tc.temperature, st.gens["sample"])
+        spread = rollout.group_max(rollout.rewards) > rollout.group_min(rollout.rewards)  # [N], per group
+        zero_spread = 1.0 - float(spread.double().mean())  # rows weight groups equally: groups have G rows each
         if tc.style_bonus:  # injected credit for S (the pilot's sensitivity runs only)
             has_s = (rollout.tokens == STYLE).any(1) & rollout.mask.any(1)
             rollout = rollout.with_fields({"rewards": rollout.rewards + tc.style_bonus * has_s.double()})
@@ -374,6 +376,7 @@ def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, pr
             "charts/reward": float(rollout.rewards.mean()),
             "charts/length": float(rollout.lengths.double().mean()),
             "charts/truncated": float(rollout.truncated.double().mean()),
+            "charts/zero_spread_groups": zero_spread,
             "len/cov_reward_inv_len": reward_length_covariance(rollout),
             **entropy_by_role(rollout),
         }

@@ -3,9 +3,8 @@ rule, claims rows and the one markdown-section helper."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,13 +13,17 @@ from exchange.errors import InvalidArgument
 from exchange.lab.config import load_experiment
 from exchange.lab.experiment import run_experiment
 from exchange.lab.experiment_report import (
-    CLAIMS_BEGIN, CLAIMS_END, ExperimentResult, Row, claims_rows, replace_section, report_experiments,
+    CLAIMS_BEGIN,
+    CLAIMS_END,
+    ExperimentResult,
+    Row,
+    claims_rows,
+    replace_section,
+    report_experiments,
 )
 from exchange.lab.pilot import FrozenPilot
 from exchange.lab.predictions import PREDICTIONS
 from exchange.lab.verdict import Orientation, Pilot, decide_signed
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 THREE_ARMS = """
 name = "tiny3"
@@ -123,3 +126,20 @@ def test_three_arm_experiment_freezes_the_pilot_first_and_reports(tmp_path):
     assert [r["prediction"] for r in summary["rows"]] == [p.key for p in PREDICTIONS]
     assert summary["dose"]["surgical"]["tax/shared_residual"] < 1e-12  # the surgical arm cancels
     assert "tiny3" in lines[0] and CLAIMS_BEGIN in (tmp_path / "claims.md").read_text()
+
+
+def test_a_pilot_with_mostly_zero_spread_groups_refuses_the_design(tmp_path):
+    """The frozen pilot refuses a design whose groups mostly carry no reward spread:
+    `experiment run` stops before any test seed, and a report gives no P1-P3 verdict."""
+    fp = FrozenPilot("tiny3", (10, 11), {k: Pilot(1.0, 0.1, (10, 11)) for k in ("P1", "P2", "P3")},
+                     {"P1": 1, "P2": 1, "P3": 1}, Orientation(1, 4, 4, 4), 0.5, 1.0, 0.1, True, zero_spread=0.7)
+    assert fp.refused and FrozenPilot.from_dict(json.loads(fp.to_json())).refused
+    assert not dataclasses.replace(fp, zero_spread=0.3).refused
+    cfg_path = tmp_path / "tiny3.toml"
+    cfg_path.write_text(THREE_ARMS)
+    exp = tmp_path / "runs" / "tiny3"
+    exp.mkdir(parents=True)
+    (exp / "pilot.json").write_text(fp.to_json())
+    with pytest.raises(InvalidArgument, match="refused the design: 70% of its groups have zero reward spread"):
+        run_experiment(load_experiment(cfg_path), tmp_path / "runs", progress=False)
+    assert not (exp / "grpo").exists()
