@@ -337,7 +337,8 @@ def claims_rows(results: list[ExperimentResult]) -> str:
                 continue
             d = r.decision
             ev = (f"{_fmt(d.mean)} [{_fmt(d.low)}, {_fmt(d.high)}], delta_hat {_fmt(d.delta_hat)}, SESOI "
-                  f"{_fmt(d.sesoi)}, MDE {_fmt(d.mde)}" if d is not None else r.reason)
+                  f"{_fmt(d.sesoi)} ({'delta_hat / 2' if d.delta_hat is not None else d.sesoi_derivation}), "
+                  f"MDE {_fmt(d.mde)}" if d is not None else r.reason)
             verdict = r.label if r.decision is None or res.falsifier().split(":")[0] not in (
                 "not readable", "confounded") else f"{r.label} (pair {res.falsifier().split(':')[0]})"
             lines.append(f"| {r.prediction.key}: {r.prediction.claim} | {name} (baseline vs {r.against}) | "
