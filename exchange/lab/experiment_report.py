@@ -23,7 +23,14 @@ import numpy as np
 
 from exchange.errors import InvalidArgument
 from exchange.lab.pilot import PROBES, FrozenPilot, load_pilot
-from exchange.lab.predictions import KL_KEY, MANIPULATION_KEY, PREDICTIONS, Prediction, RunData, read_run
+from exchange.lab.predictions import (
+    KL_KEY,
+    MANIPULATION_KEY,
+    PREDICTIONS,
+    Prediction,
+    RunData,
+    read_run,
+)
 from exchange.lab.runlog import atomic_write_text, read_metrics
 from exchange.lab.verdict import Decision, Verdict, decide_p4, decide_signed, interval
 

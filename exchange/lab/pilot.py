@@ -78,7 +78,7 @@ class FrozenPilot:
         return json.dumps(d, indent=2)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "FrozenPilot":
+    def from_dict(cls, d: dict[str, Any]) -> FrozenPilot:
         return cls(
             experiment=d["experiment"], seeds=tuple(d["seeds"]),
             pilots={k: Pilot(v["delta_hat"], v["sd"], tuple(v["seeds"]), v["source"]) for k, v in d["pilots"].items()},

@@ -92,7 +92,7 @@ def test_normalise_step_hits_the_target_and_refuses_a_bad_one():
         after = torch.log_softmax(lin(x), -1)
         return float((before.exp() * (before - after)).sum(-1).mean())
 
-    c, got = normalise_step(lin, theta0, kl, 1e-3)
+    _, got = normalise_step(lin, theta0, kl, 1e-3)
     assert got == pytest.approx(1e-3, rel=KL_TOLERANCE) and kl() == pytest.approx(got)
     with pytest.raises(InvalidArgument, match="kl_target"):
         normalise_step(lin, theta0, kl, 0.0)
