@@ -35,6 +35,7 @@ transformers, trl and datasets are imported inside the functions.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -50,10 +51,11 @@ from exchange.core.metric_keys import INTEGRATION_KEYS
 from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
 from exchange.lab.runlog import (
-    MetricsLog, RunLock, atomic_write_text, check_steps, finish_run, read_metrics, record_environment,
+    MetricsLog, RunDir, RunLock, atomic_write_text, check_steps, read_metrics, record_environment,
 )
 from exchange.core.events import events
 from exchange.lab.experiment import write_experiment_json
+from exchange.lab.klstep import control_contexts
 from exchange.lab.instruments import (
     context_kl, reward_length_covariance, update_share, zero_credit_gradient, zero_credit_mask,
 )
@@ -211,7 +213,8 @@ def _trainer_class():
             for key, value in metrics.items():
                 self.exchange_step_metrics.setdefault(key, []).append(value)
             with torch.no_grad():  # KL(pi_before || pi_after) of this step at the micro-batch's contexts
-                self.exchange_kl_pending.append((inputs, self._exchange_context_logp(inputs), shared_occ, mb.mask))
+                self.exchange_kl_pending.append((inputs, self._exchange_context_logp(inputs), shared_occ, mb.mask,
+                                                 control_contexts(mb)))
 
         def _exchange_context_logp(self, inputs) -> torch.Tensor:
             model = self.accelerator.unwrap_model(self.model)
@@ -231,11 +234,12 @@ def _trainer_class():
             for key, values in self.exchange_step_metrics.items():
                 vals = [v for v in values if v is not None]
                 row[key] = sum(vals) / len(vals) if vals else None
-            kl = {"kl/all_contexts": [], "kl/shared_contexts": []}
+            kl = {"kl/all_contexts": [], "kl/shared_contexts": [], "kl/control_contexts": []}
             with torch.no_grad():
-                for inputs, before, shared_occ, mask in self.exchange_kl_pending:
+                for inputs, before, shared_occ, mask, control in self.exchange_kl_pending:
                     after = self._exchange_context_logp(inputs)
-                    for key, where in (("kl/all_contexts", mask), ("kl/shared_contexts", shared_occ)):
+                    for key, where in (("kl/all_contexts", mask), ("kl/shared_contexts", shared_occ),
+                                       ("kl/control_contexts", control)):
                         value = context_kl(before, after, where)
                         if value is not None:
                             kl[key].append((value, int(where.sum())))
@@ -377,26 +381,9 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
         {**run.to_dict(), "train": {**dataclasses.asdict(run.train), "steps": None}, **spec},
         sort_keys=True).encode()).hexdigest()[:16]
     main = _main_process()
-    lock = RunLock(out) if main else None
-    if lock is not None:
-        lock.__enter__()
-    try:
-        old = json.loads((out / "config.json").read_text()).get("fingerprint") if (out / "config.json").exists() else None
-        if old is not None and old != fingerprint:
-            raise InvalidArgument(
-                f"run_dir={str(out)!r} holds a run of another config or model (fingerprint={old}, this one "
-                f"{fingerprint}); delete the directory or choose another --out.")
-        if (out / "done.json").exists():
-            done = json.loads((out / "done.json").read_text())
-            if done["steps"] == args.max_steps:
-                check_steps(read_metrics(out / "metrics.jsonl"), args.max_steps, str(out))
-                return out
-            if done["steps"] > args.max_steps:
-                raise InvalidArgument(
-                    f"run_dir={str(out)!r} already has {done['steps']} steps, more than max_steps={args.max_steps}; "
-                    "raise max_steps or choose another --out.")
-            if main:
-                (out / "done.json").unlink()  # extended: resume from its last checkpoint
+    with RunDir(out, fingerprint, lock=main) as rd:  # non-main processes never write
+        if rd.finished(args.max_steps):
+            return out
         setup = (_text_setup(run, args, data, model, device) if data is not None
                  else _synthetic_setup(run, args, exp_dir, model, model_config, device))
         if main and not (out / "init.json").exists():
@@ -404,9 +391,7 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
             atomic_write_text(out / "init.json", json.dumps(setup.init(setup.policy)))
             setup.policy.train()
         if main:
-            atomic_write_text(out / "config.json", json.dumps({
-                "fingerprint": fingerprint, **run.to_dict(), **spec, "grpo_config": json.loads(args.to_json_string())},
-                indent=2))
+            rd.write_config(**{**run.to_dict(), **spec, "grpo_config": json.loads(args.to_json_string())})
         ckpt, ckpt_step = _newest_checkpoint(out)
         wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}
         wall_start = float(wall.get("wall_s", 0.0)) if wall.get("step") == ckpt_step else 0.0
@@ -423,13 +408,11 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
                       measure_update_norm=run.train.measure_update_norm, instruments=setup.instruments)
         callback.trainer = trainer
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+        # a run stopped by the time budget keeps its checkpoint and no done.json: it resumes
         if trainer.accelerator.is_main_process and trainer.state.global_step >= args.max_steps:
-            finish_run(out, args.max_steps, fingerprint=fingerprint, arm=run.arm.name, objective=run.arm.objective,
-                       seed=run.seed, wall_s=callback.wall)
+            rd.finish(args.max_steps, arm=run.arm.name, objective=run.arm.objective, seed=run.seed,
+                      wall_s=callback.wall)
         return out
-    finally:
-        if lock is not None:
-            lock.__exit__(None, None, None)
 
 
 def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
@@ -474,6 +457,12 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
         raise InvalidArgument(f"data={data!r} (text mode) needs model=PATH, a local model with its own tokenizer; "
                               "model_config builds a model for the synthetic task only.")
     _check_args(cfg, args, data is not None)
+    if cfg.train.kl_target > 0 or cfg.train.attribute or cfg.pilot_seeds:
+        raise InvalidArgument(
+            f"{cfg.name}: [train] kl_target={cfg.train.kl_target}, attribute={cfg.train.attribute}, "
+            f"pilot_seeds={list(cfg.pilot_seeds)}: the KL-normalised step, the attribution and the pilot run in the "
+            "CPU harness only (exchange experiment run); set them to 0/false/[] for the TRL run. The surgical arm "
+            "(objective '<spec>+surgical') runs through TRL as any objective does.")
     device = device or str(args.device)  # this process's device (cuda:<local rank> under accelerate)
     seeds = list(seeds or cfg.seeds)
     chosen = [a for a in cfg.arms if not arms or a.name in arms]
@@ -481,10 +470,8 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
         raise InvalidArgument(f"arms={list(arms)}: unknown arm; the config has {[a.name for a in cfg.arms]}.")
     exp_dir = Path(out_root) / cfg.name
     exp_dir.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(exp_dir) if _main_process() else None  # a second run_llm on this --out is refused
-    if lock is not None:
-        lock.__enter__()
-    try:
+    # a second run_llm on this --out is refused (only the main process holds the lock)
+    with RunLock(exp_dir) if _main_process() else contextlib.nullcontext():
         if _main_process():
             _write_meta(cfg, args, exp_dir, seeds, model or model_config, data, source)
         trained = False
@@ -499,9 +486,6 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
                 run_arm(run, args, exp_dir, model=model, model_config=model_config, data=data, device=device,
                         deadline=deadline)
                 trained = trained or not finished  # every call trains at least one step of one run
-    finally:
-        if lock is not None:
-            lock.__exit__(None, None, None)
     return exp_dir
 
 

@@ -133,9 +133,10 @@ GLOBAL_TOKEN_MEAN = ("dapo", "cispo", "cispo_verl")
 def _objective_defaults(objective) -> dict[str, Any] | None:
     if not isinstance(objective, str) or ":" in objective:
         return None
-    from exchange.objectives import get
+    from exchange.objectives import SURGICAL, get
 
-    return dict(get(objective).defaults)
+    # "<spec>+surgical" wraps <spec>'s loss and keeps its parameters (exchange.objectives.surgical)
+    return dict(get(objective.removesuffix(f"+{SURGICAL}")).defaults)
 
 
 def _trl_defaults() -> dict[str, Any]:
