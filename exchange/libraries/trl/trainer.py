@@ -285,9 +285,11 @@ class ExchangeGRPOTrainer(GRPOTrainer):
             params = config_params(self.args, objective, objective_params)
             self.exchange_objective = resolve_objective(objective, params)
             if _objective_defaults(objective) is not None:
-                from exchange.objectives import get
+                from exchange.objectives import SURGICAL, get
 
-                self.exchange_regularizer = get(objective).bind_regularizer(**params)
+                # the surgical arm keeps its objective's regulariser (the transform touches
+                # only the shared-event coefficients of the reward-driven loss)
+                self.exchange_regularizer = get(objective.removesuffix(f"+{SURGICAL}")).bind_regularizer(**params)
         # objectives whose normaliser TRL takes over the generation batch (loss_type dapo, cispo)
         self._exchange_global_tokens = (isinstance(objective, str) and ":" not in objective
                                         and objective.split("+")[0] in GLOBAL_TOKEN_MEAN)

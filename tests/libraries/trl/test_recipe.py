@@ -77,7 +77,7 @@ def test_a_run_llm_recipe_reports_the_objectives_its_arms_train(tmp_path):
     root = Path(__file__).resolve().parents[3]
     targets = recipe_targets(str(root / "experiments/llm/recipes/grpo_norm_llama25m.yaml"))
     names = [t.name.split(" ")[0] for t in targets]
-    assert names == ["grpo", "grpo+group_constant_norm"]  # not trl:dapo, TRL's default loss_type
+    assert names == ["grpo", "grpo+surgical", "grpo+group_constant_norm"]  # not trl:dapo, TRL's default loss_type
     # bound from the recipe's GRPOConfig as the trainer binds it (max_completion_length 9 ...)
     assert all("as ExchangeGRPOTrainer binds it" in t.name for t in targets)
 
