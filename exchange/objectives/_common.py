@@ -95,7 +95,11 @@ def ppo_dual_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float, c
     (A<0, r>c), where it is 0: every rule depends on the sign of A (M2).
     """
     clipped = ppo_clip(ratio, adv, eps_low, eps_high)
-    return torch.where(adv < 0, torch.maximum(clipped, clip_c * adv), clipped)
+    # max(clipped, c A) for A < 0, with the floor taken only where it is strictly above:
+    # at r = c exactly torch.maximum would split the gradient in half; this keeps it
+    # whole, the rule T4_dual_above_c states (the coefficient is 0 only for r > c).
+    floor = clip_c * adv
+    return torch.where((adv < 0) & (floor > clipped), floor.expand_as(clipped), clipped)
 
 
 def sign_free_trust_region(ratio: Tensor, adv: Tensor, low: Tensor | float, high: Tensor | float) -> Tensor:

@@ -27,6 +27,7 @@ __all__ = [
     "PROPERTY_NOTES",
     "MECHANISM_NOTES",
     "NO_HYPOTHESES",
+    "SPEC_SHA256",
     "for_property",
     "for_mechanism",
     "note_for",
@@ -92,6 +93,13 @@ THEOREMS: dict[str, Theorem] = dict(
              "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2.", witness="W_M1_two_responses"),
         _coq("Cancellation", "M4_nonzero_sum_breaks",
              "M4: with equal weights w0 != 0, K = w0*sum_i A_i != 0 when sum_i A_i != 0.", witness="W_M4_nonzero_sum_breaks"),
+        # THEORY.md section 4, M6: an additive event term survives zero-sum advantages.
+        _coq("Cancellation", "M6_additive_term",
+             "M6: with zero-sum advantages and equal weights, a per-occurrence term phi "
+             "gives K = G*phi (one occurrence per response).", witness="W_T5_zero_sum"),
+        _coq("Cancellation", "M6_does_not_vanish",
+             "M6: G > 0, phi != 0 and zero-sum advantages: K = sum_i (A_i*w0 + phi) != 0.",
+             witness="W_M6_does_not_vanish"),
         _coq("Cancellation", "null_on_equal_rewards",
              "Equal rewards give zero group-mean advantages, so every A_i*w_i = 0.", witness="W_null_on_equal_rewards"),
         # THEORY.md T3 length normalisation.
@@ -114,6 +122,16 @@ THEOREMS: dict[str, Theorem] = dict(
              "T4: 0 < rho < 1-eps_low and some A_i > 0: K > 0.", witness="W_T4_below"),
         _coq("Clipping", "T4_inside_cancels",
              "T4: inside the trust region nothing is clipped and zero-sum advantages cancel.", witness="W_T4_inside_cancels"),
+        # The dual clip c of the package's ppo (verl 'vanilla'): T4 holds up to c.
+        _coq("Clipping", "T4_dual_agrees_up_to_c",
+             "T4 dual clip: for rho <= c the dual-clipped coefficient is PPO-clip's.",
+             witness="W_T4_dual_agrees_up_to_c"),
+        _coq("Clipping", "T4_dual_above_negative",
+             "T4 dual clip: 1+eps_high < rho <= c and some A_i < 0: K < 0.",
+             witness="W_T4_dual_above"),
+        _coq("Clipping", "T4_dual_above_c",
+             "T4 dual clip: rho > c >= 1+eps_high: every coefficient is 0, so K = 0.",
+             witness="W_T4_dual_above_c"),
         # THEORY.md T5 restoration (section 4b).
         _coq("Restoration", "T5_min_replace",
              "T5: Min-Replace weights (group minimum) cancel for zero-sum advantages.", witness="W_T5_zero_sum"),
@@ -134,6 +152,9 @@ THEOREMS: dict[str, Theorem] = dict(
              "T5: Adv-Orthogonal's result is orthogonal to A and differs from w by a "
              "multiple of A (the orthogonal projection), for A != 0.",
              witness="W_T5_adv_orthogonal"),
+        _coq("Restoration", "T5_adv_orthogonal_unequal",
+             "T5: Adv-Orthogonal restores (C), not (E): on A=(1,1,-2), w=(1,3,2) its "
+             "weights cancel and stay unequal."),
         _coq("Restoration", "T5_event_clip",
              "T5: a clip decision that is any function of the event alone (its ratio), "
              "with any event weight h(rho), cancels for zero-sum advantages.",
@@ -151,6 +172,10 @@ THEOREMS: dict[str, Theorem] = dict(
              "T2 over R with GRPO's std (sqrt of the population variance) as the divisor, "
              "G >= 2: cancellation on the one-hot rewards forces equal weights.",
              witness="W_R_T2_necessity_std"),
+        _coq("Real", "R_T2_necessity_reals",
+             "T2 over real reward vectors, G >= 2: K = 0 for every non-constant real reward "
+             "vector, advantages divided by any group constant positive on those, forces "
+             "equal weights.", witness="W_R_T2_necessity_reals"),
         _coq("Real", "R_null_on_equal_rewards",
              "Over R: equal rewards and a positive scale give every A_i*w_i = 0.",
              witness="W_R_null_on_equal_rewards"),
@@ -189,12 +214,18 @@ THEOREMS: dict[str, Theorem] = dict(
     ]
 )
 
+# The reviewed record (proofs/spec/Spec.v, exchange.theory.record): its sha256. Every
+# registered theorem and witness is checked by the kernel against the statement of the
+# same name there. Changing this line is a re-pin: `exchange proofs --write-statements
+# --accept` does it and logs the diff in proofs/CHANGES.
+SPEC_SHA256 = "cdc68294be9953df061656fddc280cb51695f96b00eb1abcd6facf2b7097cece"
+
 # Theorems with no hypotheses (an identity, an iff between two statements, or a closed
 # proposition), so no witness is needed; a test checks that each registered theorem is
 # either here or has a witness.
 NO_HYPOTHESES: frozenset[str] = frozenset(
     {"T1_event_coefficient", "T2_characterisation", "Cor33_cancellation_unequal_weights",
-     "T3_covariance"}
+     "T3_covariance", "T5_adv_orthogonal_unequal"}
 )
 
 # Why a property or mechanism has no (or only partial) machine-checked backing.

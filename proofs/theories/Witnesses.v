@@ -96,6 +96,34 @@ Proof.
   repeat split; try (vm_compute; discriminate); try reflexivity.
 Qed.
 
+(** The dual clip: [eps = 0.2], [c = 3]; [rho = 2] between [1 + eps_high] and [c],
+    [rho = 4] above [c]. *)
+Lemma W_T4_dual_above : exists G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\ rho <= c /\
+  (exists j, (j < G)%nat /\ A j < 0) /\ sum G A == 0.
+Proof.
+  exists 3%nat, A3, 3, (1#5), (1#5), 2.
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+  exists 2%nat. split; [lia|reflexivity].
+Qed.
+
+Lemma W_T4_dual_above_c : exists G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  1 + eps_high <= c /\ c < rho /\ 0 <= eps_low /\ sum G A == 0 /\ ~ A O == 0.
+Proof.
+  exists 3%nat, A3, 3, (1#5), (1#5), 4.
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+Qed.
+
+Lemma W_T4_dual_agrees_up_to_c : exists c rho : Q, rho <= c /\ 1 < rho.
+Proof. exists 3, 2. split; [vm_compute; discriminate | reflexivity]. Qed.
+
+(** M6: a zero-sum group and a non-zero event term. *)
+Lemma W_M6_does_not_vanish : exists G (A : nat -> Q) (phi : Q),
+  (0 < G)%nat /\ ~ phi == 0 /\ sum G A == 0 /\ ~ A O == 0.
+Proof.
+  exists 3%nat, A3, 1. split; [lia|split; [discriminate|split; [exact A3_zero_sum|discriminate]]].
+Qed.
+
 (** T5: the same zero-sum group serves Min-Replace, the constant normaliser, the
     sign-free and truncated weights; Adv-Orthogonal needs one non-zero advantage. *)
 Lemma W_T5_zero_sum : exists G (A : nat -> Q),
@@ -128,6 +156,16 @@ Lemma W_R_T2_necessity_onehot : exists G (w : nat -> R) (sigma : (nat -> R) -> R
 Proof.
   exists 2%nat, (fun _ => 1), (fun _ => 1). repeat split; [lia| intros; lra |].
   intros j _. apply (R_T1_sufficiency 2 _ _ 1); [apply Radv_zero_sum | reflexivity].
+Qed.
+
+Lemma W_R_T2_necessity_reals : exists G (w : nat -> R) (sigma : (nat -> R) -> R),
+  (2 <= G)%nat /\
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) -> 0 < sigma r) /\
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) ->
+     RK G (Radv G (sigma r) r) w = 0).
+Proof.
+  exists 2%nat, (fun _ => 1), (fun _ => 1). repeat split; [lia| intros; lra |].
+  intros r _. apply (R_T1_sufficiency 2 _ _ 1); [apply Radv_zero_sum | reflexivity].
 Qed.
 
 Lemma W_R_T2_necessity_std : exists G (w : nat -> R), (2 <= G)%nat /\

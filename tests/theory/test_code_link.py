@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from exchange.core.coefficients import token_coefficients
-from exchange.theory.coq import _load_path, default_proofs_dir
+from exchange.theory.coq import load_path_flags, default_proofs_dir
 import exchange.objectives as objectives
 
 from .conftest import require_coqc
@@ -58,7 +58,7 @@ def coq_eval(coqc: str, terms: list[str]) -> list[list[Fraction]]:
     with tempfile.TemporaryDirectory() as tmp:
         v = Path(tmp) / "ExchangeEval.v"
         v.write_text("\n".join(lines) + "\n")
-        proc = subprocess.run([coqc, *_load_path(default_proofs_dir()), str(v)],
+        proc = subprocess.run([coqc, *load_path_flags(default_proofs_dir()), str(v)],
                               capture_output=True, text=True, cwd=tmp, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = []
