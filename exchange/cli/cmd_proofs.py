@@ -117,7 +117,11 @@ def run(args: argparse.Namespace) -> int:
     # First line: which tree is checked (a console script may come from another clone).
     print(f"checking proofs in {proofs_dir.resolve()}")
     if args.accept and not args.write_statements:
-        raise SystemExit("exchange proofs: error: --accept only goes with --write-statements")
+        from exchange.errors import InvalidArgument
+
+        raise InvalidArgument("--accept records a re-pin and only goes with "
+                              "--write-statements: run `exchange proofs --write-statements "
+                              "--accept` after reviewing the diff")
     check_proofs_dir(proofs_dir)
     if args.write_statements:
         return _write_statements(args, proofs_dir, console)

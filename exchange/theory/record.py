@@ -69,20 +69,27 @@ def _expected_names(theorems: dict[str, Theorem]) -> set[str]:
 
 
 def _reviewed_text(proof_dir: Path, sha: str) -> str | None:
-    """The text whose hash is ``sha``: a snapshot a passing run kept, or git's HEAD."""
-    snap = Path(proof_dir) / ".cache" / _SNAPSHOT.format(sha)
-    try:
-        text = snap.read_text()
-        if _sha(text) == sha:
-            return text
-    except OSError:
-        pass
-    try:
-        proc = subprocess.run(["git", "show", f"HEAD:./{SPEC_FILE}"], cwd=proof_dir,
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout if proc.returncode == 0 and _sha(proc.stdout) == sha else None
+    """The text whose hash is ``sha``: a snapshot a passing run kept, or git's HEAD, of
+    this proofs folder or else of the package's own (a copy being checked)."""
+    from exchange.theory.coq import default_proofs_dir
+
+    folders = list(dict.fromkeys([Path(proof_dir).resolve(), default_proofs_dir()]))
+    for folder in folders:
+        try:
+            text = (folder / ".cache" / _SNAPSHOT.format(sha)).read_text()
+            if _sha(text) == sha:
+                return text
+        except OSError:
+            pass
+    for folder in folders:
+        try:
+            proc = subprocess.run(["git", "show", f"HEAD:./{SPEC_FILE}"], cwd=folder,
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if proc.returncode == 0 and _sha(proc.stdout) == sha:
+            return proc.stdout
+    return None
 
 
 def _keep_snapshot(proof_dir: Path, text: str) -> None:
