@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     for s in failed:
         console.print(f"[red]FAILED[/red] {s.name}: {s.detail}", markup=True, highlight=False)
     problems = _whole_development(proofs_dir, find_coqc(), built=not any(
-        "make -C" in s.detail for s in failed), link=not args.no_link)
+        "make -C" in s.detail for s in failed), link=not args.no_link, cache=not args.no_cache)
     for problem in problems:
         console.print(f"[red]FAILED[/red] {problem}", markup=True, highlight=False)
     if failed or problems:
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _whole_development(proofs_dir, coqc, built: bool, link: bool) -> list[str]:
+def _whole_development(proofs_dir, coqc, built: bool, link: bool, cache: bool) -> list[str]:
     """The checks of the development as a whole: the record, flags, scan, coqchk, link."""
     from exchange.theory.development import development_problems, project_flags
     from exchange.theory.record import check_record
@@ -180,5 +180,5 @@ def _whole_development(proofs_dir, coqc, built: bool, link: bool) -> list[str]:
     if link:
         from exchange.theory.link import link_problems
 
-        problems += link_problems(proofs_dir, coqc)
+        problems += link_problems(proofs_dir, coqc, cache=cache)
     return problems

@@ -21,6 +21,8 @@ at, just below and just above it, with asymmetric clips.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import random
 import re
@@ -36,7 +38,11 @@ from exchange.core.coefficients import token_coefficients
 from exchange.core.rollout import Rollout
 
 __all__ = ["REL_TOL", "LinkCase", "cases", "groups", "coq_eval", "python_kappa",
-           "compare", "link_problems"]
+           "compare", "link_problems", "LINK_MODULES"]
+
+# The modules the Coq terms use (a change elsewhere, Real.v or Witnesses.v, cannot
+# change the link's outcome).
+LINK_MODULES = ("Sums", "Cancellation", "LengthNorm", "Clipping", "Restoration")
 
 # float64 autograd against exact rationals: the coefficients are a few flops deep, so
 # 1e-9 of the group's largest coefficient is far above round-off (~1e-15) and far below
@@ -109,7 +115,7 @@ def coq_eval(proof_dir: Path, coqc: str, terms: list[str]) -> list[list[Fraction
     from exchange.theory.coq import load_path_flags
 
     lines = ["From Coq Require Import QArith List.",
-             "From Exchange Require Import Sums Cancellation LengthNorm Clipping Restoration.",
+             f"From Exchange Require Import {' '.join(LINK_MODULES)}.",
              "Import ListNotations.", "Open Scope Q_scope."]
     # Numerator and denominator as integers: Coq prints some rationals in hexadecimal.
     lines += [f"Eval vm_compute in List.map (fun q => (Qnum q, Zpos (Qden q))) "
@@ -219,16 +225,44 @@ def cases(group_list=None) -> list[LinkCase]:
     return out
 
 
-def link_problems(proof_dir: Path, coqc: str | None = None, case_list=None) -> list[str]:
-    """Every comparison that fails (empty: the package computes what the theorems define)."""
+def _cache_key(proof_dir: Path, coqc: str) -> str:
+    """A hash of everything the outcome depends on: the linked .v files, every source
+    file of the package (the objectives, the core, this module), coqc and REL_TOL."""
+    import exchange
+    from exchange.theory.coq import vfiles
+
+    h = hashlib.sha256(json.dumps([coqc, REL_TOL, sorted(LINK_MODULES)]).encode())
+    for vfile, module in vfiles(proof_dir):
+        if module.rsplit(".", 1)[-1] in LINK_MODULES:
+            h.update(module.encode() + vfile.read_bytes())
+    for py in sorted(Path(exchange.__file__).parent.rglob("*.py")):
+        h.update(str(py.relative_to(Path(exchange.__file__).parent)).encode() + py.read_bytes())
+    return h.hexdigest()
+
+
+def link_problems(proof_dir: Path, coqc: str | None = None, case_list=None,
+                  cache: bool = True) -> list[str]:
+    """Every comparison that fails (empty: the package computes what the theorems define).
+
+    With ``cache`` and the default cases, a pass is remembered in ``<proofs>/.cache``
+    under a hash of the linked .v files and of every source file of the package
+    (``_cache_key``); a failure is never cached. Code changed in memory (a monkeypatch)
+    is not in the key: pass ``cache=False`` or explicit cases.
+    """
     from exchange.theory.coq import find_coqc
 
     coqc = coqc or find_coqc()
     if coqc is None:
         return ["code link: coqc not found"]
+    proof_dir = Path(proof_dir).resolve()
+    marker = None
+    if cache and case_list is None:
+        marker = proof_dir / ".cache" / f"link-{_cache_key(proof_dir, coqc)}.json"
+        if marker.is_file():
+            return []
     case_list = cases() if case_list is None else case_list
     try:
-        values = coq_eval(Path(proof_dir).resolve(), coqc, [_term(c) for c in case_list])
+        values = coq_eval(proof_dir, coqc, [_term(c) for c in case_list])
     except RuntimeError as exc:
         return [f"code link: {exc}"]
     problems = []
@@ -236,4 +270,10 @@ def link_problems(proof_dir: Path, coqc: str | None = None, case_list=None) -> l
         why = compare(case, python_kappa(case), coq)
         if why:
             problems.append(f"code link: {why}")
+    if marker is not None and not problems:
+        try:
+            marker.parent.mkdir(exist_ok=True)
+            marker.write_text(json.dumps({"cases": len(case_list), "problems": []}))
+        except OSError:
+            pass  # a read-only tree: the link is only checked again next time
     return problems
