@@ -125,6 +125,16 @@ def run(args: argparse.Namespace) -> int:
     check_proofs_dir(proofs_dir)
     if args.write_statements:
         return _write_statements(args, proofs_dir, console)
+    if not args.no_compile:
+        from exchange.theory.development import project_flags
+        from exchange.theory.record import check_record
+
+        flags = project_flags(proofs_dir)
+        if flags:  # a development built under another logic is not worth checking
+            for problem in check_record(proofs_dir) + flags:
+                console.print(f"[red]FAILED[/red] {problem}", markup=True, highlight=False)
+            console.print("not built: fix _CoqProject first", markup=False, highlight=False)
+            return 1
     if args.no_compile:
         statuses = None
     else:
@@ -170,12 +180,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _whole_development(proofs_dir, coqc, built: bool, link: bool, cache: bool) -> list[str]:
     """The checks of the development as a whole: the record, flags, scan, coqchk, link."""
-    from exchange.theory.development import development_problems, project_flags
+    from exchange.theory.development import development_problems
     from exchange.theory.record import check_record
 
     problems = check_record(proofs_dir)
-    if not built:  # coqchk and the link need the build; the flags may say why it failed
-        return problems + project_flags(proofs_dir)
+    if not built:  # coqchk and the link need the build
+        return problems
     problems += development_problems(proofs_dir, coqc)
     if link:
         from exchange.theory.link import link_problems

@@ -318,7 +318,7 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
         units.append(_Unit("guard", "0", guarded))
     units += [_Unit("theorem", n, (n,)) for n in todo if n not in set(together)]
     if pins:
-        units += [_Unit("pin", n) for n in names]
+        units += [_Unit("pin", n, (n,)) for n in names]
     errors: list[str] = []
     unresolved: set[str] = set()
     pinned: dict[str, str] = {}
@@ -349,8 +349,8 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
                 if unit.kind == "theorem":  # a name coqc cannot resolve: reported, not retried
                     errors.append(f"{unit.label}: {proc.stderr.strip()}")
                     unresolved.add(unit.label)
-                elif unit.kind in ("group", "guard"):  # find out which member, one by one
-                    retry += [_Unit("theorem", n, (n,)) for n in unit.members]
+                elif unit.kind in ("group", "guard"):  # find out which member: halve it
+                    retry += _halves(unit)
                 else:  # the kernel refused the theorem at its recorded type
                     pinned[unit.label] = proc.stderr.strip() or "coqc failed"
                 retry += units[index + 1:]
@@ -363,7 +363,7 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
                 if lines is not None and [x.strip() for x in lines if x.strip()] == [CLOSED]:
                     found.update({n: () for n in unit.members})
                 else:
-                    retry += [_Unit("theorem", n, (n,)) for n in unit.members]
+                    retry += _halves(unit)
             elif unit.kind == "guard":
                 expected = {a for n in unit.members for a in reused[n]}
                 if lines is not None and set(_assumptions_of(unit.label, lines)) == expected:
@@ -375,6 +375,18 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
         # Theorems coqc could not resolve cannot be pinned either.
         units = [u for u in retry if not (u.kind == "pin" and u.label in unresolved)]
     return _CoqRun(found, "\n".join(errors), pinned, clean, passes)
+
+
+def _halves(unit: _Unit) -> list[_Unit]:
+    """A group that is not closed (or stopped coqc), asked again as two halves, so one
+    theorem with an axiom among many costs a few passes, not one question per member;
+    a guard (answers reused from the cache) and groups of two go one by one."""
+    members = unit.members
+    if unit.kind == "guard" or len(members) <= 2:
+        return [_Unit("theorem", n, (n,)) for n in members]
+    mid = len(members) // 2
+    return [_Unit("group", f"{unit.label}_0", members[:mid]),
+            _Unit("group", f"{unit.label}_1", members[mid:])]
 
 
 def _expect_closed(theorems: dict[str, Theorem]):

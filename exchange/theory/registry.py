@@ -40,17 +40,19 @@ class Theorem:
     statement: str  # one line, in words
     backend: str = "coq"
     file: str = ""  # path under proofs/
-    # Short name of the non-vacuity witness in proofs/theories/Witnesses.v: a lemma that
+    # Short name of the non-vacuity witness in proofs/theories/Witnesses.v (RealWitnesses.v
+    # for the theorems over R, module witness_module): a lemma that
     # the theorem's hypotheses can all hold at once. "" only for theorems without
     # hypotheses (NO_HYPOTHESES says which, and a test checks the pinned statements).
     witness: str = ""
+    witness_module: str = "Witnesses"
 
     @property
     def witness_name(self) -> str:
         """Qualified name of the witness lemma ("" when none)."""
         if not self.witness:
             return ""
-        return self.witness if "." in self.witness else f"Exchange.Witnesses.{self.witness}"
+        return f"Exchange.{self.witness_module}.{self.witness}"
 
     @property
     def short(self) -> str:
@@ -66,6 +68,7 @@ def _coq(module: str, short: str, statement: str, witness: str = "") -> tuple[st
         statement=statement,
         file=f"theories/{module}.v",
         witness=witness,
+        witness_module="RealWitnesses" if module == "Real" else "Witnesses",
     )
 
 

@@ -158,7 +158,7 @@ def main_help(capsys) -> str:
 # --- the shortcuts of the single pass fall back to asking one by one -------------------
 
 @pytest.mark.coq
-def test_a_group_that_is_not_closed_is_asked_one_by_one(coqc, tmp_path):
+def test_a_group_that_is_not_closed_is_asked_again_in_halves(coqc, tmp_path):
     dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
     assert _check(dev, cache=False)  # builds it
     names = [t.name for t in REGISTRY.values()] + ["Fake.C.missing"]
@@ -167,7 +167,9 @@ def test_a_group_that_is_not_closed_is_asked_one_by_one(coqc, tmp_path):
     assert together.found == alone.found and together.pinned == alone.pinned == {}
     assert alone.found["Fake.A.a"] == ("A.cheat",) and alone.found["Fake.C.c"] == ()
     assert "Fake.C.missing" not in alone.found and "Fake.C.missing" in together.errors
-    assert alone.passes == 2 and together.passes == 3  # the group, then one by one
+    # Alone: one pass (the unresolved name is last). Together: the group stops at the
+    # unresolved name, its halves are asked (one not closed, one stopping), then singles.
+    assert alone.passes == 1 and together.passes == 3
 
 
 @pytest.mark.coq
