@@ -66,8 +66,13 @@ def _backs(key: str) -> str:
 def _links_table():
     from rich.table import Table
 
-    from exchange.theory.registry import (MECHANISM_THEOREMS, MECHANISMS, PROPERTY_NAMES,
-                                   PROPERTY_THEOREMS, note_for)
+    from exchange.theory.registry import (
+        MECHANISM_THEOREMS,
+        MECHANISMS,
+        PROPERTY_NAMES,
+        PROPERTY_THEOREMS,
+        note_for,
+    )
 
     table = Table(title="Properties and mechanisms -> theorems")
     table.add_column("property / mechanism", overflow="fold")
@@ -108,8 +113,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from exchange.theory.coq import (CHECKED, COQC_MISSING, check_proofs_dir, compile_proofs,
-                                     find_coqc, proofs_dir_for_cwd)
+    from exchange.theory.coq import (
+        CHECKED,
+        COQC_MISSING,
+        check_proofs_dir,
+        compile_proofs,
+        find_coqc,
+        proofs_dir_for_cwd,
+    )
     from exchange.theory.registry import THEOREMS
 
     console = Console()

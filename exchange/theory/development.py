@@ -23,9 +23,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from exchange.theory.coq import check_proofs_dir, load_path_flags, vfiles, forbidden_commands
+from exchange.theory.coq import (
+    check_proofs_dir,
+    forbidden_commands,
+    load_path_flags,
+    vfiles,
+)
 
-__all__ = ["project_flags", "coqchk_problems", "find_coqchk", "development_problems"]
+__all__ = ["coqchk_problems", "development_problems", "find_coqchk", "project_flags"]
 
 
 def project_flags(proof_dir: Path) -> list[str]:
@@ -83,7 +88,7 @@ def coqchk_problems(proof_dir: Path, coqc: str | None = None) -> list[str]:
     args = [coqchk, "-silent", "-o", *load_path_flags(proof_dir)]
     for module in modules:
         args += ["-norec", module]
-    proc = subprocess.run(args, capture_output=True, text=True, cwd=proof_dir, timeout=1200)
+    proc = subprocess.run(args, capture_output=True, text=True, cwd=proof_dir, timeout=1200, check=False)
     out = proc.stdout + proc.stderr
     if proc.returncode != 0 or "CONTEXT SUMMARY" not in out:
         tail = "\n".join(out.strip().splitlines()[-10:])

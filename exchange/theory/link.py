@@ -37,8 +37,17 @@ import torch
 from exchange.core.coefficients import token_coefficients
 from exchange.core.rollout import Rollout
 
-__all__ = ["REL_TOL", "LinkCase", "cases", "groups", "coq_eval", "python_kappa",
-           "compare", "link_problems", "LINK_MODULES"]
+__all__ = [
+    "LINK_MODULES",
+    "REL_TOL",
+    "LinkCase",
+    "cases",
+    "compare",
+    "coq_eval",
+    "groups",
+    "link_problems",
+    "python_kappa",
+]
 
 # The modules the Coq terms use (a change elsewhere, LengthNorm.v, Real.v or the
 # witnesses, cannot change the link's outcome).
@@ -124,11 +133,11 @@ def coq_eval(proof_dir: Path, coqc: str, terms: list[str]) -> list[list[Fraction
         v = Path(tmp) / "ExchangeEval.v"
         v.write_text("\n".join(lines) + "\n")
         proc = subprocess.run([coqc, *load_path_flags(proof_dir), str(v)],
-                              capture_output=True, text=True, cwd=tmp, timeout=600)
+                              capture_output=True, text=True, cwd=tmp, timeout=600, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"coqc could not evaluate the link terms: {proc.stderr.strip()[-2000:]}")
     out = []
-    for block in re.findall(r"=\s*\[(.*?)\]\s*:\s*list \(Z \* Z\)", proc.stdout, re.S):
+    for block in re.findall(r"=\s*\[(.*?)\]\s*:\s*list \(Z \* Z\)", proc.stdout, re.DOTALL):
         pairs = re.findall(r"\(\s*\(?(-?\d+)\)?%Z,\s*(\d+)%Z\s*\)", block)
         out.append([Fraction(int(n), int(d)) for n, d in pairs])
     if len(out) != len(terms):
@@ -202,7 +211,8 @@ def cases(group_list=None) -> list[LinkCase]:
     ppo_default = tuple(sorted(objectives.get("ppo").defaults.items()))
     asym = (("clip_c", 2.5), ("eps_high", 0.25), ("eps_low", 0.125))
     for gi, (rewards, lengths) in enumerate(group_list or groups()):
-        def add(label, objective, params, coq, factor, log_rho=0.0):
+        def add(label, objective, params, coq, factor, log_rho=0.0,
+                gi=gi, rewards=rewards, lengths=lengths):
             out.append(LinkCase(f"{objective} {label} group {gi} r={rewards} L={lengths}",
                                 objective, params, rewards, lengths, log_rho, coq, factor))
 
@@ -228,15 +238,15 @@ def cases(group_list=None) -> list[LinkCase]:
 def _cache_key(proof_dir: Path, coqc: str) -> str:
     """A hash of everything the outcome depends on: the linked .v files, every source
     file of the package (the objectives, the core, this module), coqc and REL_TOL."""
-    import exchange
     from exchange.theory.coq import vfiles
 
     h = hashlib.sha256(json.dumps([coqc, REL_TOL, sorted(LINK_MODULES)]).encode())
     for vfile, module in vfiles(proof_dir):
         if module.rsplit(".", 1)[-1] in LINK_MODULES:
             h.update(module.encode() + vfile.read_bytes())
-    for py in sorted(Path(exchange.__file__).parent.rglob("*.py")):
-        h.update(str(py.relative_to(Path(exchange.__file__).parent)).encode() + py.read_bytes())
+    package = Path(__file__).resolve().parents[1]  # exchange/
+    for py in sorted(package.rglob("*.py")):
+        h.update(str(py.relative_to(package)).encode() + py.read_bytes())
     return h.hexdigest()
 
 

@@ -29,13 +29,20 @@ from pathlib import Path
 from exchange.theory.coq import strip_comments
 from exchange.theory.registry import SPEC_SHA256, THEOREMS, Theorem
 
-__all__ = ["SPEC_FILE", "CHANGES_FILE", "spec_sha256", "record_statements", "check_record",
-           "record_diff", "accept_record"]
+__all__ = [
+    "CHANGES_FILE",
+    "SPEC_FILE",
+    "accept_record",
+    "check_record",
+    "record_diff",
+    "record_statements",
+    "spec_sha256",
+]
 
 SPEC_FILE = "spec/Spec.v"
 CHANGES_FILE = "CHANGES"
 _SNAPSHOT = "reviewed-spec-{}.v"  # under <proofs>/.cache: the reviewed text, for diffs
-_STATEMENT = re.compile(r"^Definition\s+([A-Za-z_][\w']*)\s*:\s*Prop\s*:=", re.M)
+_STATEMENT = re.compile(r"^Definition\s+([A-Za-z_][\w']*)\s*:\s*Prop\s*:=", re.MULTILINE)
 _REQUIRE = re.compile(r"(?:From\s+([\w.']+)\s+)?Require\s+(?:(?:Import|Export)\s+)?"
                       r"((?:[\w'.]+\s+)*?[\w'.]+?)\s*\.(?=\s|$)")
 
@@ -84,7 +91,7 @@ def _reviewed_text(proof_dir: Path, sha: str) -> str | None:
     for folder in folders:
         try:
             proc = subprocess.run(["git", "show", f"HEAD:./{SPEC_FILE}"], cwd=folder,
-                                  capture_output=True, text=True, timeout=60)
+                                  capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.SubprocessError):
             continue
         if proc.returncode == 0 and _sha(proc.stdout) == sha:
@@ -112,8 +119,9 @@ def record_diff(proof_dir: Path, expected: str = SPEC_SHA256) -> tuple[list[str]
         return [], ""
     old = _reviewed_text(proof_dir, expected)
     if old is None:
-        return ([f"the reviewed text (sha256 {expected[:12]}...) is not at hand; compare "
-                 f"with `git log -p -- proofs/{SPEC_FILE}` and proofs/{CHANGES_FILE}"], "")
+        why = (f"the reviewed text (sha256 {expected[:12]}...) is not at hand; compare "
+               f"with `git log -p -- proofs/{SPEC_FILE}` and proofs/{CHANGES_FILE}")
+        return [why], ""
     before, after = _blocks(old), _blocks(current)
     summary = [f"statement {n} removed from the record" for n in sorted(set(before) - set(after))]
     summary += [f"statement {n} added to the record" for n in sorted(set(after) - set(before))]
@@ -173,7 +181,7 @@ def accept_record(proof_dir: Path, registry_file: Path | None = None,
     new = spec_sha256(proof_dir)
     summary, diff = record_diff(proof_dir, expected)
     source = registry_file.read_text()
-    pattern = re.compile(r'^SPEC_SHA256 = "[0-9a-f]*"$', re.M)
+    pattern = re.compile(r'^SPEC_SHA256 = "[0-9a-f]*"$', re.MULTILINE)
     if not pattern.search(source):
         raise ValueError(f"{registry_file} has no SPEC_SHA256 line to update")
     registry_file.write_text(pattern.sub(f'SPEC_SHA256 = "{new}"', source, count=1))

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import exchange.objectives._common as common
-import exchange.objectives.restoring as restoring
 from exchange.core.rollout import Rollout
+from exchange.objectives import restoring
 from exchange.theory import link
 from exchange.theory.coq import default_proofs_dir
 
@@ -126,7 +126,7 @@ def test_adv_orthogonal_scaled_projection_is_caught(built, monkeypatch):
 def test_dual_clip_removed_from_ppo_is_caught(built, monkeypatch):
     monkeypatch.setattr(common, "ppo_dual_clip",
                         lambda ratio, adv, el, eh, c: common.ppo_clip(ratio, adv, el, eh))
-    import exchange.objectives.ppo as ppo
+    from exchange.objectives import ppo
 
     monkeypatch.setattr(ppo, "ppo_dual_clip",
                         lambda ratio, adv, el, eh, c: common.ppo_clip(ratio, adv, el, eh))

@@ -10,9 +10,15 @@ import shutil
 from pathlib import Path
 
 from exchange.cli import main
-from exchange.theory.coq import default_proofs_dir, strip_comments
-from exchange.theory.record import (SPEC_FILE, accept_record, check_record, record_diff,
-                                    record_statements, spec_sha256)
+from exchange.theory.coq import coq_theorem_names, default_proofs_dir, strip_comments
+from exchange.theory.record import (
+    SPEC_FILE,
+    accept_record,
+    check_record,
+    record_diff,
+    record_statements,
+    spec_sha256,
+)
 from exchange.theory.registry import NO_HYPOTHESES, SPEC_SHA256, THEOREMS
 
 
@@ -55,8 +61,8 @@ def test_an_edited_definition_is_a_change_of_the_record(tmp_path):
 def test_a_deleted_or_renamed_theorem_is_visible():
     registry = {k: t for k, t in THEOREMS.items() if k != "T3_sign"}
     problems = check_record(default_proofs_dir(), registry)
-    assert problems == ["T3_sign is in the reviewed record but not registered: a theorem "
-                        "deleted or renamed (exchange/theory/registry.py)"]
+    assert problems == [("T3_sign is in the reviewed record but not registered: a theorem "
+                         "deleted or renamed (exchange/theory/registry.py)")]
     renamed = dict(registry, T3_sign_renamed=THEOREMS["T3_sign"])
     problems = check_record(default_proofs_dir(), renamed)
     assert any("T3_sign_renamed is registered but has no statement" in p for p in problems)
@@ -69,8 +75,8 @@ def test_the_record_may_not_require_the_development(tmp_path):
                                              "From Coq Require Import Reals Lra.\n"
                                              "From Exchange Require Import Real.", 1))
     problems = check_record(dev, expected=spec_sha256(dev))
-    assert problems == [f"proofs/{SPEC_FILE} requires Exchange.Real: the record may use "
-                        "Coq's standard library only, never the development"]
+    assert problems == [(f"proofs/{SPEC_FILE} requires Exchange.Real: the record may use "
+                         "Coq's standard library only, never the development")]
 
 
 def test_write_statements_shows_the_diff_and_records_only_with_accept(tmp_path, capsys):
@@ -141,3 +147,11 @@ def test_comments_and_strings_are_stripped_like_coq_does():
     code = strip_comments('Definition x := "(*". Axiom cheat : False.')
     assert "Axiom cheat" in code
     assert "Admitted" not in strip_comments('(* (* nested *) Admitted *) Qed.')
+
+
+def test_every_theorem_has_a_witness_or_no_hypotheses():
+    declared = coq_theorem_names()
+    for key, thm in THEOREMS.items():
+        assert bool(thm.witness) != (key in NO_HYPOTHESES), key
+        if thm.witness:
+            assert thm.witness_name in declared, thm.witness_name
