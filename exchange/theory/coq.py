@@ -394,7 +394,8 @@ def _expect_closed(theorems: dict[str, Theorem]):
     decides how much one pass does, never a status)."""
     rule = {}
     for thm in theorems.values():
-        rule[thm.name] = rule[thm.witness_name] = not allowed_axioms(thm)
+        for name in (thm.name, *_witnesses(thm)):
+            rule[name] = not allowed_axioms(thm)
     return lambda name: rule.get(name, True)
 
 
@@ -457,12 +458,16 @@ def compile_proofs(
     return statuses
 
 
+def _witnesses(thm: Theorem) -> list[str]:
+    """Qualified names of the theorem's witnesses (hypotheses; both sides of an iff false)."""
+    return [n for n in (getattr(thm, "witness_name", ""), getattr(thm, "false_witness_name", ""))
+            if n]
+
+
 def _all_names(theorems: dict[str, Theorem]) -> list[str]:
     names = []
     for thm in theorems.values():
-        names.append(thm.name)
-        if getattr(thm, "witness_name", ""):
-            names.append(thm.witness_name)
+        names += [thm.name, *_witnesses(thm)]
     return list(dict.fromkeys(names))
 
 
@@ -473,8 +478,8 @@ def _full_status(key, thm, found, errors, pinned) -> TheoremStatus:
         why = _pin_mismatch(thm.name, pinned)
         if why:
             return TheoremStatus(key, thm.name, FAILED, why, status.axioms)
-    witness = getattr(thm, "witness_name", "")
-    if status.ok and witness:
+    axioms = status.axioms
+    for witness in _witnesses(thm) if status.ok else []:
         wshort = witness.rsplit(".", 1)[-1]
         wthm = Theorem(name=witness, statement="witness")
         wstatus = _status(wshort, wthm, found, errors, allowed)
@@ -484,9 +489,8 @@ def _full_status(key, thm, found, errors, pinned) -> TheoremStatus:
         if why:
             return TheoremStatus(key, thm.name, FAILED,
                                  f"non-vacuity witness {witness}: {why}", status.axioms)
-        axioms = tuple(dict.fromkeys(status.axioms + wstatus.axioms))
-        return TheoremStatus(key, thm.name, CHECKED, status.detail, axioms)
-    return status
+        axioms = tuple(dict.fromkeys(axioms + wstatus.axioms))
+    return TheoremStatus(key, thm.name, status.status, status.detail, axioms)
 
 
 def _status(key: str, thm: Theorem, found: dict, errors: str,

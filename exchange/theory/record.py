@@ -72,7 +72,8 @@ def record_statements(proof_dir: Path) -> dict[str, str]:
 
 
 def _expected_names(theorems: dict[str, Theorem]) -> set[str]:
-    return set(theorems) | {t.witness for t in theorems.values() if t.witness}
+    return (set(theorems) | {t.witness for t in theorems.values() if t.witness}
+            | {t.false_witness for t in theorems.values() if getattr(t, "false_witness", "")})
 
 
 def _reviewed_text(proof_dir: Path, sha: str) -> str | None:

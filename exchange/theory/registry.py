@@ -46,6 +46,9 @@ class Theorem:
     # hypotheses (NO_HYPOTHESES says which, and a test checks the pinned statements).
     witness: str = ""
     witness_module: str = "Witnesses"
+    # For an iff theorem: a lemma F_<theorem> in Witnesses.v, arguments meeting the
+    # hypotheses at which both sides of the iff are false ("" for the others).
+    false_witness: str = ""
 
     @property
     def witness_name(self) -> str:
@@ -55,12 +58,17 @@ class Theorem:
         return f"Exchange.{self.witness_module}.{self.witness}"
 
     @property
+    def false_witness_name(self) -> str:
+        return f"Exchange.Witnesses.{self.false_witness}" if self.false_witness else ""
+
+    @property
     def short(self) -> str:
         """The theorem's name without its module path (the registry key)."""
         return self.name.rsplit(".", 1)[-1]
 
 
-def _coq(module: str, short: str, statement: str, witness: str = "") -> tuple[str, Theorem]:
+def _coq(module: str, short: str, statement: str, witness: str = "",
+         false_witness: str = "") -> tuple[str, Theorem]:
     # The registry key is the Coq short name, so the key, the qualified name and the
     # file can never disagree (a test parses the .v files to confirm the name exists).
     return short, Theorem(
@@ -69,6 +77,7 @@ def _coq(module: str, short: str, statement: str, witness: str = "") -> tuple[st
         file=f"theories/{module}.v",
         witness=witness,
         witness_module="RealWitnesses" if module == "Real" else "Witnesses",
+        false_witness=false_witness,
     )
 
 
@@ -88,12 +97,14 @@ THEOREMS: dict[str, Theorem] = dict(
         _coq("Cancellation", "T2_necessity_zero_sum",
              "T2 (general): K = 0 for every zero-sum advantage vector forces equal weights.", witness="W_T2_necessity_zero_sum"),
         _coq("Cancellation", "T2_characterisation",
-             "T1+T2: K = 0 for all zero-sum advantages iff all weights are equal."),
+             "T1+T2: K = 0 for all zero-sum advantages iff all weights are equal.",
+             false_witness="F_T2_characterisation"),
         # THEORY.md section 4 subtlety / Cor 3.3.
         _coq("Cancellation", "Cor33_cancellation_unequal_weights",
              "Cor 3.3: A=(1,1,-2), w=(1,3,2) is zero-sum and cancels with unequal weights."),
         _coq("Cancellation", "M1_two_responses",
-             "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2.", witness="W_M1_two_responses"),
+             "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2.", witness="W_M1_two_responses",
+             false_witness="F_M1_two_responses"),
         _coq("Cancellation", "M4_nonzero_sum_breaks",
              "M4: with equal weights w0 != 0, K = w0*sum_i A_i != 0 when sum_i A_i != 0.", witness="W_M4_nonzero_sum_breaks"),
         # THEORY.md section 4, M6: an additive event term survives zero-sum advantages.
@@ -111,9 +122,11 @@ THEOREMS: dict[str, Theorem] = dict(
         _coq("LengthNorm", "T3_one_correct",
              "T3: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - (1/G) sum_i 1/L_i.", witness="W_T3_one_correct"),
         _coq("LengthNorm", "T3_sign",
-             "T3: K > 0 iff 1/L_c exceeds the mean of 1/L_i.", witness="W_T3_one_correct"),
+             "T3: K > 0 iff 1/L_c exceeds the mean of 1/L_i.", witness="W_T3_one_correct",
+             false_witness="F_T3_sign"),
         _coq("LengthNorm", "T3_harmonic_mean",
-             "T3: with positive lengths, K > 0 iff L_c is below the harmonic mean of the L_i.", witness="W_T3_harmonic_mean"),
+             "T3: with positive lengths, K > 0 iff L_c is below the harmonic mean of the L_i.", witness="W_T3_harmonic_mean",
+             false_witness="F_T3_harmonic_mean"),
         # THEORY.md T4 sign-dependent clipping.
         _coq("Clipping", "T4_above_event_coefficient",
              "T4: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip.", witness="W_T4_above"),
@@ -221,7 +234,7 @@ THEOREMS: dict[str, Theorem] = dict(
 # registered theorem and witness is checked by the kernel against the statement of the
 # same name there. Changing this line is a re-pin: `exchange proofs --write-statements
 # --accept` does it and logs the diff in proofs/CHANGES.
-SPEC_SHA256 = "cdc68294be9953df061656fddc280cb51695f96b00eb1abcd6facf2b7097cece"
+SPEC_SHA256 = "68c021351a9c5ea49dd664d4b0a9990c961c6127363f47cf81dc7e7a68e8b628"
 
 # Theorems with no hypotheses (an identity, an iff between two statements, or a closed
 # proposition), so no witness is needed; a test checks that each registered theorem is

@@ -285,6 +285,25 @@ Definition W_T4_dual_agrees_up_to_c : Prop := exists c rho : Q, rho <= c /\ 1 < 
 Definition W_M6_does_not_vanish : Prop := exists G (A : nat -> Q) (phi : Q),
   (0 < G)%nat /\ ~ phi == 0 /\ sum G A == 0 /\ ~ A O == 0.
 
+(** ** Iff theorems over Q: an input where each side is false *)
+
+Definition L12 (i : nat) : Q := match i with O => 1 | _ => 2 end.
+
+Definition F_T2_characterisation : Prop :=
+  ~ (forall A, sum 2 A == 0 -> K 2 A (pair 1 2) == 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> pair 1 2 i == pair 1 2 j).
+
+Definition F_T3_sign : Prop :=
+  ~ (0 < K 2 (adv 2 1 (ind 1)) (fun i => / L12 i)) /\
+  ~ (mean 2 (fun i => / L12 i) < / L12 1%nat).
+
+Definition F_T3_harmonic_mean : Prop :=
+  ~ (0 < K 2 (adv 2 1 (ind 1)) (fun i => / L12 i)) /\
+  ~ (L12 1%nat < / mean 2 (fun i => / L12 i)).
+
+Definition F_M1_two_responses : Prop :=
+  ~ (K 2 (pair 1 (- 1)) (pair 1 2) == 0) /\ ~ (1 == 2).
+
 (** ** Definitions over R (Coq's standard Reals) *)
 Open Scope R_scope.
 

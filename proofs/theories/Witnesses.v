@@ -139,3 +139,50 @@ Open Scope Q_scope.
 Lemma W_T5_min_replace_general : exists G (w : nat -> Q),
   (0 < G)%nat /\ ~ w O == w 1%nat /\ (1 < G)%nat.
 Proof. exists 3%nat, cor33_w. split; [lia|split; [vm_compute; discriminate|lia]]. Qed.
+
+(** ** Iff theorems: an input where each side is false
+
+    An iff whose sides were both [True] (or both [False]) would prove nothing; these
+    exhibit, for each iff theorem over Q, arguments meeting its hypotheses at which
+    both sides are false (the left side through the theorem). *)
+Open Scope Q_scope.
+
+Definition L12 (i : nat) : Q := match i with O => 1 | _ => 2 end.
+
+Lemma F_T2_characterisation :
+  ~ (forall A, sum 2 A == 0 -> K 2 A (pair 1 2) == 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> pair 1 2 i == pair 1 2 j).
+Proof.
+  assert (HR : ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> pair 1 2 i == pair 1 2 j)).
+  { intro H. specialize (H 0%nat 1%nat ltac:(lia) ltac:(lia)). vm_compute in H. discriminate. }
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (T2_characterisation 2 (pair 1 2))), H.
+Qed.
+
+Lemma F_T3_sign :
+  ~ (0 < K 2 (adv 2 1 (ind 1)) (fun i => / L12 i)) /\
+  ~ (mean 2 (fun i => / L12 i) < / L12 1%nat).
+Proof.
+  assert (HR : ~ (mean 2 (fun i => / L12 i) < / L12 1%nat)) by (vm_compute; discriminate).
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (T3_sign 2 L12 1 ltac:(lia))), H.
+Qed.
+
+Lemma F_T3_harmonic_mean :
+  ~ (0 < K 2 (adv 2 1 (ind 1)) (fun i => / L12 i)) /\
+  ~ (L12 1%nat < / mean 2 (fun i => / L12 i)).
+Proof.
+  assert (HL : forall i, (i < 2)%nat -> 0 < L12 i).
+  { intros [|i] _; reflexivity. }
+  assert (HR : ~ (L12 1%nat < / mean 2 (fun i => / L12 i))) by (vm_compute; discriminate).
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (T3_harmonic_mean 2 L12 1 ltac:(lia) HL)), H.
+Qed.
+
+Lemma F_M1_two_responses :
+  ~ (K 2 (pair 1 (- 1)) (pair 1 2) == 0) /\ ~ (1 == 2).
+Proof.
+  assert (HR : ~ (1 == 2)) by discriminate.
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (M1_two_responses 1 1 2 ltac:(discriminate))), H.
+Qed.

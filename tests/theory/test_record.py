@@ -6,6 +6,7 @@ theorem against the record is in test_coq.py, the mutations in test_mutations.py
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def test_the_record_is_the_reviewed_one_and_lists_exactly_the_registry():
     assert spec_sha256(default_proofs_dir()) == SPEC_SHA256
     assert check_record(default_proofs_dir()) == []
     wanted = set(THEOREMS) | {t.witness for t in THEOREMS.values() if t.witness}
+    wanted |= {t.false_witness for t in THEOREMS.values() if t.false_witness}
     assert set(record_statements(default_proofs_dir())) == wanted
 
 
@@ -59,13 +61,13 @@ def test_an_edited_definition_is_a_change_of_the_record(tmp_path):
 
 
 def test_a_deleted_or_renamed_theorem_is_visible():
-    registry = {k: t for k, t in THEOREMS.items() if k != "T3_sign"}
+    registry = {k: t for k, t in THEOREMS.items() if k != "T3_one_correct"}
     problems = check_record(default_proofs_dir(), registry)
-    assert problems == [("T3_sign is in the reviewed record but not registered: a theorem "
+    assert problems == [("T3_one_correct is in the reviewed record but not registered: a theorem "
                          "deleted or renamed (exchange/theory/registry.py)")]
-    renamed = dict(registry, T3_sign_renamed=THEOREMS["T3_sign"])
+    renamed = dict(registry, T3_one_correct_renamed=THEOREMS["T3_one_correct"])
     problems = check_record(default_proofs_dir(), renamed)
-    assert any("T3_sign_renamed is registered but has no statement" in p for p in problems)
+    assert any("T3_one_correct_renamed is registered but has no statement" in p for p in problems)
 
 
 def test_the_record_may_not_require_the_development(tmp_path):
@@ -155,3 +157,36 @@ def test_every_theorem_has_a_witness_or_no_hypotheses():
         assert bool(thm.witness) != (key in NO_HYPOTHESES), key
         if thm.witness:
             assert thm.witness_name in declared, thm.witness_name
+
+
+def _concludes_with_an_iff(statement: str) -> bool:
+    """The part after the last top-level ``->`` is (in parentheses or not) an iff."""
+    body = statement.split(":=", 1)[1].strip()
+    depth, last = 0, 0
+    for k, ch in enumerate(body):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and body.startswith("->", k) and body[k - 1:k] != "<":
+            last = k + 2
+    conclusion = body[last:].strip().rstrip(".")
+    if conclusion.startswith("(") and conclusion.endswith(")"):
+        conclusion = conclusion[1:-1]
+    return "<->" in _top_level_arrows("x := " + conclusion)
+
+
+# Iff theorems over R without such a witness yet (docs/proofs.md says so).
+IFF_WITHOUT_FALSE_SIDES = {"R_T3_harmonic_mean", "R_M1_gspo", "R_M1_gspo_equal_lengths"}
+
+
+def test_every_iff_theorem_has_an_input_where_both_sides_are_false():
+    statements = record_statements(default_proofs_dir())
+    iffs = {k for k in THEOREMS if _concludes_with_an_iff(statements[k])}
+    assert iffs >= {"T2_characterisation", "T3_sign", "M1_two_responses"}, iffs
+    with_witness = {k for k, t in THEOREMS.items() if t.false_witness}
+    assert with_witness == iffs - IFF_WITHOUT_FALSE_SIDES
+    declared = coq_theorem_names()
+    for key in with_witness:
+        name = THEOREMS[key].false_witness
+        assert THEOREMS[key].false_witness_name in declared
+        # Both sides negated: "~ (...) /\ ~ (...)".
+        assert re.fullmatch(r"Definition \S+ : Prop := ~ .* /\\ ~ .*", statements[name]), name
