@@ -206,7 +206,7 @@ def print_assumptions(
     return run.found, run.errors
 
 
-# --- one coqc pass: Print Assumptions and Check in a single generated file ------------
+# --- one coqc pass: Print Assumptions and the pins in a single generated file --------
 #
 # ``Print Assumptions`` is what costs: each call walks the whole closure of its theorem
 # (QArith, lra's certificates, the Reals construction), 0.3-0.5 s a theorem, and
