@@ -163,12 +163,27 @@ def check_record(proof_dir: Path, theorems: dict[str, Theorem] | None = None,
                         "deleted or renamed (exchange/theory/registry.py)")
     for name in sorted(wanted - names):
         problems.append(f"{name} is registered but has no statement in proofs/{SPEC_FILE}")
+    if theorems is THEOREMS:  # the package's own links (a test registry has none)
+        problems += _link_problems(theorems)
     for lib, mod in _REQUIRE.findall(strip_comments(text)):
         for m in mod.split():
             full = f"{lib}.{m}" if lib else m
             if not full.startswith("Coq."):
                 problems.append(f"proofs/{SPEC_FILE} requires {full}: the record may use "
                                 "Coq's standard library only, never the development")
+    return problems
+
+
+def _link_problems(theorems: dict[str, Theorem]) -> list[str]:
+    """Every property/mechanism link names a registered theorem; none is orphaned."""
+    from exchange.core.vocabulary import MECHANISM_THEOREMS, PROPERTY_THEOREMS
+
+    linked = {t for links in (PROPERTY_THEOREMS, MECHANISM_THEOREMS)
+              for ts in links.values() for t in ts}
+    problems = [f"exchange/core/vocabulary.py links {t}, which is not registered"
+                for t in sorted(linked - set(theorems))]
+    problems += [f"{t} is registered but backs no property or mechanism "
+                 "(exchange/core/vocabulary.py)" for t in sorted(set(theorems) - linked)]
     return problems
 
 

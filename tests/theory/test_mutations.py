@@ -326,3 +326,17 @@ def test_benign_change_passes_without_a_repin(copy, kind):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
     assert "theorems checked" in proc.stdout
     assert ((copy / SPEC).read_text(), (copy / "exchange/theory/registry.py").read_text()) == before
+
+
+# The CI test path runs the whole command too (test_cli_proofs.test_all_theorems_checked):
+# on a copy with a mutation it fails, so CI and `exchange proofs` agree.
+@pytest.mark.parametrize("kind", ["std_constant", "min_replace_takes_max", "theorem_deleted"])
+def test_mutation_fails_the_ci_test_path(copy, kind):
+    MUTATIONS[kind][0](copy)
+    env = {**os.environ, "CI": "true", "PYTHONPATH": str(copy),
+           "EXCHANGE_PROOFS_DIR": str(copy / "proofs")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         str(REPO / "tests/theory/test_cli_proofs.py") + "::test_all_theorems_checked"],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 1, proc.stdout[-3000:]

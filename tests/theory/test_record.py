@@ -190,3 +190,14 @@ def test_every_iff_theorem_has_an_input_where_both_sides_are_false():
         assert THEOREMS[key].false_witness_name in declared
         # Both sides negated: "~ (...) /\ ~ (...)".
         assert re.fullmatch(r"Definition \S+ : Prop := ~ .* /\\ ~ .*", statements[name]), name
+
+
+def test_an_orphaned_or_dangling_link_is_reported(monkeypatch):
+    from exchange.core import vocabulary
+
+    monkeypatch.setitem(vocabulary.MECHANISM_THEOREMS, "M6",
+                        ("M6_additive_term", "T1_event_coefficient", "M6_gone"))
+    assert check_record(default_proofs_dir()) == [
+        "exchange/core/vocabulary.py links M6_gone, which is not registered",
+        ("M6_does_not_vanish is registered but backs no property or mechanism "
+         "(exchange/core/vocabulary.py)")]
