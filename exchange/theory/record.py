@@ -202,7 +202,7 @@ def accept_record(proof_dir: Path, registry_file: Path | None = None,
         raise ValueError(f"{registry_file} has no SPEC_SHA256 line to update")
     registry_file.write_text(pattern.sub(f'SPEC_SHA256 = "{new}"', source, count=1))
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    entry = [f"## {stamp}: {expected[:12]} -> {new[:12]}", *[f"- {s}" for s in summary], "",
+    entry = ["", f"## {stamp}: {expected[:12]} -> {new[:12]}", *[f"- {s}" for s in summary], "",
              "```diff", diff, "```", ""]
     with open(Path(proof_dir) / CHANGES_FILE, "a") as log:
         log.write("\n".join(entry) + "\n")
