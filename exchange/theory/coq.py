@@ -437,9 +437,11 @@ def compile_proofs(
         ["make", "-C", str(proof_dir)], capture_output=True, text=True, timeout=1800
     )
     if make.returncode != 0:
-        tail = "\n".join((make.stdout + make.stderr).strip().splitlines()[-15:])
+        output = make.stdout + make.stderr
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        where = _failed_declaration(proof_dir, output)
         return [
-            TheoremStatus(k, t.name, FAILED, f"make -C {proof_dir} failed:\n{tail}")
+            TheoremStatus(k, t.name, FAILED, f"make -C {proof_dir} failed{where}:\n{tail}")
             for k, t in theorems.items()
         ]
     if store is not None:
@@ -462,6 +464,24 @@ def _witnesses(thm: Theorem) -> list[str]:
     """Qualified names of the theorem's witnesses (hypotheses; both sides of an iff false)."""
     return [n for n in (getattr(thm, "witness_name", ""), getattr(thm, "false_witness_name", ""))
             if n]
+
+
+_ANY_DECL = re.compile(r"^\s*(?:Theorem|Lemma|Corollary|Proposition|Fact|Remark|Example|"
+                       r"Definition|Fixpoint)\s+([A-Za-z_][\w']*)")
+
+
+def _failed_declaration(proof_dir: Path, output: str) -> str:
+    """`` in <file> at <declaration> (line N)`` for coqc's last located error, else ""."""
+    located = re.findall(r'File "\./?([^"]+)", line (\d+)', output)
+    if not located:
+        return ""
+    file, line = located[-1][0], int(located[-1][1])
+    try:
+        lines = (proof_dir / file).read_text().splitlines()[:line]
+    except OSError:
+        return f" in {file} (line {line})"
+    names = [m.group(1) for m in map(_ANY_DECL.match, lines) if m]
+    return f" in {file} at {names[-1]} (line {line})" if names else f" in {file} (line {line})"
 
 
 def _all_names(theorems: dict[str, Theorem]) -> list[str]:

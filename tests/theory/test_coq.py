@@ -133,3 +133,4 @@ def test_broken_proof_fails_every_theorem(coqc, tmp_path):
     dev = _cheating_dev(tmp_path, "Lemma wrong : 1 = 2.\nProof. reflexivity. Qed.\n")
     (status,) = compile_proofs(dev, theorems={"wrong": _thm("wrong")}, pin=False)
     assert status.status == FAILED and "make" in status.detail
+    assert "failed in theories/Cheat.v at wrong (line 2)" in status.detail

@@ -249,7 +249,8 @@ MUTATIONS = {
     "statement_true_repinned": (m_statement_true_repinned,
                                 ["not the reviewed record", "statement T2_necessity_binary changed"]),
     "extra_hypothesis": (m_extra_hypothesis, ["statement of T5_event_clip differs"]),
-    "contradictory_hypotheses": (m_contradictory, ["statement of T3_harmonic_mean differs"]),
+    # The iff witness F_T3_harmonic_mean applies the theorem: it no longer builds.
+    "contradictory_hypotheses": (m_contradictory, ["theories/Witnesses.v at F_T3_harmonic_mean"]),
     "witness_weakened": (m_witness_weakened, ["non-vacuity witness Exchange.Witnesses.W_T4_above",
                                               "statement of W_T4_above differs"]),
     "theorem_deleted": (m_theorem_deleted, ["T5_truncated_ratio is in the reviewed record but not registered"]),
