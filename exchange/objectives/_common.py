@@ -94,7 +94,12 @@ def ppo_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float) -> Ten
     ``adv`` broadcasts against ``ratio`` (``[N, 1]`` or ``[N, T]``). The gradient vanishes
     when ``A > 0, r > 1+eps_high`` or ``A < 0, r < 1-eps_low``: sign-dependent (M2, T4).
     """
-    return torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)
+    # The value of min(r A, clip(r) A), with the clip decided on the ratio itself, as
+    # T4 states it: torch.minimum would decide on the two products, which round to the
+    # same float one ulp outside a bound and then split the gradient in half.
+    clipped = ((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low))
+    bound = torch.clamp(ratio, 1 - eps_low, 1 + eps_high).detach()
+    return torch.where(clipped, bound * adv, ratio * adv)
 
 
 def ppo_dual_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float, clip_c: float) -> Tensor:
@@ -104,7 +109,11 @@ def ppo_dual_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float, c
     (A<0, r>c), where it is 0: every rule depends on the sign of A (M2).
     """
     clipped = ppo_clip(ratio, adv, eps_low, eps_high)
-    return torch.where(adv < 0, torch.maximum(clipped, clip_c * adv), clipped)
+    # max(clipped, c A) for A < 0 when c >= 1 + eps_high (verl requires c > 1), decided
+    # on the ratio as T4_dual_above_c states it (the coefficient is 0 only for r > c):
+    # torch.maximum would split the gradient in half where the products tie.
+    floor = (clip_c * adv).expand_as(clipped)
+    return torch.where((adv < 0) & (ratio > clip_c), floor, clipped)
 
 
 def sign_free_trust_region(ratio: Tensor, adv: Tensor, low: Tensor | float, high: Tensor | float) -> Tensor:
