@@ -136,6 +136,7 @@ def test_a_malformed_entry_is_a_miss(coqc, tmp_path):
     assert all(json.loads(e.read_text()) for e in cache_dir(dev).glob("*.json"))
 
 
+@pytest.mark.slow  # ~5 s: a full coqc pass; the full suite (CI) runs it
 def test_no_cache_flag_reaches_compile_proofs(monkeypatch, capsys):
     seen = []
 
