@@ -25,6 +25,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 
+def pytest_runtest_setup(item) -> None:
+    """``@pytest.mark.cuda`` tests run where CUDA is present and skip elsewhere (CI has no
+    GPU), with the reason."""
+    if item.get_closest_marker("cuda") is not None and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: torch.cuda.is_available() is False")
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_torch_defaults():
     """A test that changes torch's global default dtype would silently change every test

@@ -19,10 +19,11 @@ def _libraries_missing() -> str | None:
     return "; ".join(reasons) or None
 
 
-# docs/audit-libraries.md regenerates 67 rows of library code (~19 s): the slow tier,
-# which the README's command (the full suite, what CI runs) includes.
-@pytest.mark.parametrize("path", [pytest.param(p, marks=[pytest.mark.slow] if "libraries" in p else [])
-                                  for p in sorted(DOCS)])
+# Regenerating docs/audit-libraries.md (67 rows of library code, ~19 s) and docs/audit.md
+# (~6 s) belongs to the slow tier, which the README's command (the full suite, what CI
+# runs) includes.
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(DOCS))
 def test_committed_audit_is_fresh(path, capsys):
     if "libraries" in path:
         missing = _libraries_missing()

@@ -64,25 +64,56 @@ def _progress_display():
 
 
 def run(args) -> int:
-    from rich.console import Console
-
-    from exchange.checker import check
-    from exchange.targets import parse_param_items, resolve_target
-
     from exchange.errors import InvalidArgument
+    from exchange.targets import parse_param_items, resolve_target
 
     if (args.target is None) == (args.trl_config is None):
         raise InvalidArgument("give either TARGET or --trl-config RECIPE.yaml (exactly one); see exchange check --help")
     if args.trl_config is not None:
         if args.param:
             raise InvalidArgument("--param does not apply with --trl-config; put the setting in the recipe.")
-        from exchange.libraries.trl.recipe import config_target, loss_of_config
-        from exchange.targets import Target
-
-        lib_target, _ = config_target(args.trl_config)
-        target = Target(f"{lib_target} (from {args.trl_config})", loss_of_config(args.trl_config), source="trl")
+        targets = recipe_targets(args.trl_config)
     else:
-        target = resolve_target(args.target, parse_param_items(args.param))
+        targets = [resolve_target(args.target, parse_param_items(args.param))]
+    code = 0
+    for target in targets:
+        code = max(code, _check_one(args, target))
+    return code
+
+
+def recipe_targets(path: str) -> list:
+    """What a recipe trains, as targets: a TRL recipe, ``trl:<loss_type>`` with every loss
+    setting; a run_llm.py recipe (it names an ``experiment``), each arm's exchange
+    objective bound as ``ExchangeGRPOTrainer`` binds it from the recipe's GRPOConfig."""
+    from pathlib import Path
+
+    from exchange.libraries.trl.recipe import config_target, loss_of_config, parse_recipe
+    from exchange.targets import Target
+
+    config, data = parse_recipe(path)
+    if "experiment" not in data:
+        lib_target, _ = config_target(config)
+        return [Target(f"{lib_target} (from {path})", loss_of_config(config), source="trl")]
+    from exchange.lab.config import load_experiment
+    from exchange.libraries.trl.trainer import config_params, resolve_objective
+
+    experiment = Path(str(data["experiment"]))
+    if not experiment.is_file() and (Path(path).parent / experiment).is_file():
+        experiment = Path(path).parent / experiment
+    out = []
+    for arm in load_experiment(experiment).arms:
+        params = config_params(config, arm.objective, arm.params or None)
+        out.append(Target(f"{arm.objective} (arm {arm.name!r} of {path}, as ExchangeGRPOTrainer binds it)",
+                          resolve_objective(arm.objective, params), source="catalog"))
+    return out
+
+
+def _check_one(args, target) -> int:
+    from rich.console import Console
+
+    from exchange.checker import check
+    from exchange.targets import resolve_target
+
     regularizer = target.regularizer
     if args.regularizer:
         regularizer = resolve_target(args.regularizer).loss_fn

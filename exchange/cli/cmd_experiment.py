@@ -1,9 +1,12 @@
 """``exchange experiment run CONFIG`` / ``exchange experiment report RUN_DIR``.
 
-``run`` trains both arms of a paired experiment for every seed (resumable: run it
-again after an interruption); ``report`` computes the P1-P4 statistics with paired
-t-intervals, sign tests, Holm correction and equivalence tests, writes ``summary.json``, ``summary.md`` and PNG plots, and
-optionally renders several experiments into one markdown page.
+``run`` trains the config's pilot seeds first (when it has ``pilot_seeds``) and freezes
+the prediction (``pilot.json``: delta_hat, its sign, the paired SD, the probe's
+certificate), then every arm on the test seeds (resumable: run it again after an
+interruption); ``report`` decides P1-P4 by the verdict rule of exchange.lab.verdict
+(SESOI = delta_hat / 2, designs accepted only at delta_hat >= 3 MDE), writes
+``summary.json``, ``summary.md`` and a PNG of the curves, and optionally renders several
+experiments into one markdown page and the claims table.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ def add_parser(subparsers) -> None:
     rep.add_argument("--img-dir", help="also copy the plots here (e.g. docs/img) as exp_<name>_*.png")
     rep.add_argument("--markdown", help="write one markdown page with every experiment (e.g. docs/experiments.md)")
     rep.add_argument("--claims", help="rewrite the 'Training experiments' section of this file (docs/claims.md)")
-    rep.add_argument("--reduced", help="label the runs as reduced (fewer seeds/steps than the design), e.g. '4 seeds'")
     rep.set_defaults(func=run)
 
 
@@ -52,13 +54,12 @@ def run(args) -> int:
         from exchange.lab.experiment import run_experiment
 
         exp_dir = run_experiment(cfg, args.out, jobs=args.jobs, progress=not args.no_progress, source=args.config)
-        print(f"experiment {cfg.name}: {len(cfg.seeds)} seeds x 2 arms done in {exp_dir}")
+        print(f"experiment {cfg.name}: {len(cfg.seeds)} seeds x {len(cfg.arms)} arms done in {exp_dir}")
         print(f"next: python -m exchange experiment report {exp_dir}")
         return 0
     from exchange.lab.experiment_report import report_experiments
 
-    verdicts = report_experiments(args.run_dirs, img_dir=args.img_dir, markdown=args.markdown,
-                                  claims=args.claims, reduced=args.reduced)
+    verdicts = report_experiments(args.run_dirs, img_dir=args.img_dir, markdown=args.markdown, claims=args.claims)
     for line in verdicts:
         print(line)
     return 0

@@ -1,8 +1,10 @@
 """``exchange proofs``: compile the Coq proofs and list each theorem with its status.
 
-Exit codes: 0 every theorem checked, 1 a proof failed (build error, missing name or an
-axiom outside the allow-list), 2 coqc missing or a usage error. See docs/proofs.md and
-THEORY.md section 3.
+Exit codes: 0 everything checked, 1 a check failed (build error, missing name, an axiom
+the theorem's module does not allow, a statement that differs from the reviewed record
+proofs/spec/Spec.v, the record's hash or inventory, _CoqProject flags, coqchk, the source
+scan, the code link), 2 coqc missing or a usage error. See docs/proofs.md and THEORY.md
+section 3.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ def add_parser(subparsers) -> None:
         "proofs",
         help="compile the machine-checked proofs (Coq) and list each theorem's status",
         description="Build proofs/ with `make`, run Print Assumptions on every registered "
-        "theorem, and show which properties and mechanisms each one backs. Results are "
-        "cached by a hash of everything they depend on (--no-cache to check from scratch).",
+        "theorem (per-module axiom rules), have the kernel check each theorem against the "
+        "reviewed record proofs/spec/Spec.v, check the record's hash and inventory, "
+        "_CoqProject's flags, coqchk, the source scan and the link to the package's code, "
+        "and show which properties and mechanisms each theorem backs. Per-theorem results "
+        "are cached by a hash of everything they depend on (--no-cache to check from scratch).",
     )
     parser.add_argument(
         "--proofs-dir", default=None,
@@ -25,8 +30,18 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--write-statements", action="store_true",
-        help="build, then pin every theorem's and witness's compiled statement in "
-        "<proofs-dir>/statements.txt (review the diff before committing it)",
+        help="show how proofs/spec/Spec.v differs from the reviewed record (the statements "
+        "added, removed or changed, and the diff); with --accept, record it: rewrite "
+        "SPEC_SHA256 in exchange/theory/registry.py and append the diff to proofs/CHANGES",
+    )
+    parser.add_argument(
+        "--accept", action="store_true",
+        help="with --write-statements: record the current Spec.v as reviewed (a re-pin)",
+    )
+    parser.add_argument(
+        "--no-link", action="store_true",
+        help="skip the link to the package's code (the objectives' coefficients compared "
+        "with the Coq definitions); the summary says it was skipped",
     )
     parser.add_argument(
         "--no-compile", action="store_true",
@@ -51,8 +66,13 @@ def _backs(key: str) -> str:
 def _links_table():
     from rich.table import Table
 
-    from exchange.theory.registry import (MECHANISM_THEOREMS, MECHANISMS, PROPERTY_NAMES,
-                                   PROPERTY_THEOREMS, note_for)
+    from exchange.theory.registry import (
+        MECHANISM_THEOREMS,
+        MECHANISMS,
+        PROPERTY_NAMES,
+        PROPERTY_THEOREMS,
+        note_for,
+    )
 
     table = Table(title="Properties and mechanisms -> theorems")
     table.add_column("property / mechanism", overflow="fold")
@@ -65,31 +85,67 @@ def _links_table():
     return table
 
 
+def _write_statements(args, proofs_dir, console) -> int:
+    from exchange.theory.record import accept_record, record_diff
+
+    summary, diff = record_diff(proofs_dir)
+    if not summary:
+        console.print("proofs/spec/Spec.v is the reviewed record; nothing to record",
+                      markup=False, highlight=False)
+        return 0
+    console.print("\n".join(["proofs/spec/Spec.v differs from the reviewed record:",
+                             *[f"  {line}" for line in summary], diff]),
+                  markup=False, highlight=False)
+    if not args.accept:
+        console.print("not recorded: review the diff, then rerun with --write-statements "
+                      "--accept", markup=False, highlight=False)
+        return 1
+    new = accept_record(proofs_dir)
+    console.print(f"recorded: SPEC_SHA256 = {new} in exchange/theory/registry.py, entry "
+                  "appended to proofs/CHANGES; commit both with Spec.v",
+                  markup=False, highlight=False)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from rich.console import Console
     from rich.table import Table
 
-    from pathlib import Path
-
-    from exchange.theory.coq import (CHECKED, COQC_MISSING, compile_proofs, proofs_dir_for_cwd,
-                                     write_statements)
+    from exchange.theory.coq import (
+        CHECKED,
+        COQC_MISSING,
+        check_proofs_dir,
+        compile_proofs,
+        find_coqc,
+        proofs_dir_for_cwd,
+    )
     from exchange.theory.registry import THEOREMS
 
     console = Console()
     proofs_dir = Path(args.proofs_dir) if args.proofs_dir else proofs_dir_for_cwd()
     # First line: which tree is checked (a console script may come from another clone).
     print(f"checking proofs in {proofs_dir.resolve()}")
-    if args.write_statements:
-        import subprocess
+    if args.accept and not args.write_statements:
+        from exchange.errors import InvalidArgument
 
-        make = subprocess.run(["make", "-C", str(proofs_dir)], capture_output=True, text=True)
-        if make.returncode != 0:
-            console.print(make.stdout + make.stderr, markup=False, highlight=False)
+        raise InvalidArgument("--accept records a re-pin and only goes with "
+                              "--write-statements: run `exchange proofs --write-statements "
+                              "--accept` after reviewing the diff")
+    check_proofs_dir(proofs_dir)
+    if args.write_statements:
+        return _write_statements(args, proofs_dir, console)
+    if not args.no_compile:
+        from exchange.theory.development import project_flags
+        from exchange.theory.record import check_record
+
+        flags = project_flags(proofs_dir)
+        if flags:  # a development built under another logic is not worth checking
+            for problem in check_record(proofs_dir) + flags:
+                console.print(f"[red]FAILED[/red] {problem}", markup=True, highlight=False)
+            console.print("not built: fix _CoqProject first", markup=False, highlight=False)
             return 1
-        path = write_statements(proofs_dir)
-        console.print(f"pinned statements written to {path}; review `git diff` before "
-                      "committing", markup=False, highlight=False)
-        return 0
     if args.no_compile:
         statuses = None
     else:
@@ -111,16 +167,39 @@ def run(args: argparse.Namespace) -> int:
 
     if statuses is None:
         return 0
-    failed = [s for s in statuses.values() if s.status not in (CHECKED, COQC_MISSING)]
-    for s in failed:
-        console.print(f"[red]FAILED[/red] {s.name}: {s.detail}", markup=True, highlight=False)
-    if failed:
-        return 1
     if any(s.status == COQC_MISSING for s in statuses.values()):
         console.print("[yellow]coqc not found: nothing was checked.[/yellow] Install Coq 8.16 "
                       "(apt-get install -y coq) and rerun `exchange proofs`.")
         return 2
-    console.print(f"[green]all {len(statuses)} theorems checked[/green]; "
-                  "statements as pinned, witnesses checked, Print Assumptions within the "
-                  "allow-list (docs/proofs.md).")
+    failed = [s for s in statuses.values() if s.status != CHECKED]
+    for s in failed:
+        console.print(f"[red]FAILED[/red] {s.name}: {s.detail}", markup=True, highlight=False)
+    problems = _whole_development(proofs_dir, find_coqc(), built=not any(
+        "make -C" in s.detail for s in failed), link=not args.no_link, cache=not args.no_cache)
+    for problem in problems:
+        console.print(f"[red]FAILED[/red] {problem}", markup=True, highlight=False)
+    if failed or problems:
+        return 1
+    console.print(f"[green]all {len(statuses)} theorems checked[/green]; each has the type "
+                  "of its statement in the reviewed record (kernel), its witness too, "
+                  "Print Assumptions within its module's rule; record hash and inventory, "
+                  "_CoqProject, coqchk, source scan"
+                  + (", code link" if not args.no_link else " (code link skipped: --no-link)")
+                  + " checked (docs/proofs.md).")
     return 0
+
+
+def _whole_development(proofs_dir, coqc, built: bool, link: bool, cache: bool) -> list[str]:
+    """The checks of the development as a whole: the record, flags, scan, coqchk, link."""
+    from exchange.theory.development import development_problems
+    from exchange.theory.record import check_record
+
+    problems = check_record(proofs_dir)
+    if not built:  # coqchk and the link need the build
+        return problems
+    problems += development_problems(proofs_dir, coqc)
+    if link:
+        from exchange.theory.link import link_problems
+
+        problems += link_problems(proofs_dir, coqc, cache=cache)
+    return problems

@@ -12,7 +12,8 @@ are :class:`Rollout` constructor fields (:data:`BATCH_FIELDS`, taken from the da
   ``rewards [N]``, ``group [N]`` (integer), ``old_logprobs [N,T]``;
 - optional: ``ref_logprobs [N,T]``, ``entropy [N,T]``, ``logprobs [N,T]`` (the current
   policy; ``exchange inspect`` defaults to ``old_logprobs``, on-policy),
-  ``baseline_rewards [N]``, ``truncated [N]`` (bool), ``prompt_tokens [N,P]`` (integer)
+  ``baseline_rewards [N]``, ``advantages [N]`` or ``[N,T]`` (precomputed, e.g. verl's),
+  ``truncated [N]`` (bool), ``prompt_tokens [N,P]`` (integer)
   and ``prompt_mask [N,P]`` (bool).
 
 Each tensor is read back as its field's :data:`~exchange.core.rollout.FIELD_DTYPES`

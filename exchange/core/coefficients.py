@@ -92,7 +92,7 @@ def loss_and_coefficients(loss_fn: LossFn, logprobs: Tensor, rollout: Rollout) -
         (grad,) = torch.autograd.grad(loss, lp, allow_unused=True)
     if grad is None:
         grad = torch.zeros_like(lp)
-    kappa = torch.where(rollout64.mask, -grad, torch.zeros((), dtype=torch.float64))
+    kappa = torch.where(rollout64.mask, -grad, torch.zeros((), dtype=torch.float64, device=grad.device))
     return loss.detach().to(torch.float64), kappa
 
 
@@ -146,7 +146,7 @@ def _vmapped(loss_fn: LossFn, logprobs: list[Tensor], rollouts: list[Rollout]) -
     except Exception as err:  # vmap refuses data-dependent code; the loop path handles it
         raise _CannotVmap from err
     masks = torch.stack([r.mask for r in rollouts])
-    grads = torch.where(masks, grads, torch.zeros((), dtype=torch.float64))
+    grads = torch.where(masks, grads, torch.zeros((), dtype=torch.float64, device=grads.device))
     return list(grads.unbind(0))
 
 

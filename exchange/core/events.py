@@ -65,18 +65,18 @@ def events(rollout: Rollout) -> Events:
     tokens, mask, gidx = rollout.tokens, rollout.mask, rollout.group_index
     n, t_max = tokens.shape
     lengths = mask.sum(dim=1)
-    rows = torch.arange(n)
+    rows = torch.arange(n, device=tokens.device)
     pairs = ((gidx[:, None] == gidx[None, :]) & (rows[None, :] < rows[:, None])).nonzero()
     i, j = pairs[:, 0], pairs[:, 1]
     shortest = torch.minimum(lengths[i], lengths[j])
     # common[p]: length of the common prefix of responses i[p] and j[p], found chunk by
     # chunk on the still-undecided pairs (real responses diverge early).
     common = shortest.clone()
-    active = torch.arange(len(pairs))
+    active = torch.arange(len(pairs), device=tokens.device)
     start, width = 0, 32
     while len(active) and start < t_max:
         stop = min(start + width, t_max)
-        cols = torch.arange(start, stop)
+        cols = torch.arange(start, stop, device=tokens.device)
         differ = tokens[i[active], start:stop] != tokens[j[active], start:stop]
         differ |= cols[None, :] >= shortest[active, None]
         hit = differ.any(dim=1)
@@ -85,7 +85,7 @@ def events(rollout: Rollout) -> Events:
         start, width = stop, width * 4
     head = int(common.max()) if len(pairs) else 0  # columns where events can be shared
     # rep[i, t] (t < head): the smallest row j <= i of i's group with the same prefix through t
-    pos = torch.arange(head)
+    pos = torch.arange(head, device=tokens.device)
     rep = rows[:, None].expand(n, head).clone()
     if head:
         cand = torch.where(pos[None, :] < common[:, None], j[:, None], n)

@@ -43,7 +43,19 @@ class Rollout:
             reproduces with ``token_coefficients(fn, r.logprobs, r)``.
         baseline_rewards: ``Tensor[N] | None`` a per-response baseline reward (ReMax's
             greedy-response reward).
+        advantages: ``Tensor[N] | Tensor[N, T] | None`` precomputed advantages (per
+            response or per token), e.g. verl's, which hands a policy loss advantages and
+            no group ids. Every catalog objective with an estimator then uses them as
+            given, in place of its own (no re-centring, no std scaling; what the objective
+            does on top of its estimator, e.g. HAPO's entropy shift, still applies), and
+            groups may be partial or single rows, since the baseline was taken elsewhere.
         truncated: ``BoolTensor[N] | None`` True where the response hit the length limit.
+            A truncated response keeps its tokens: it is data (it counts in its group's
+            advantages). An objective bound with ``mask_truncated=True`` (TRL's
+            ``mask_truncated_completions``) drops its tokens from the loss *after* the
+            group's advantages were centred over all responses, and its normaliser counts
+            only the tokens it keeps (THEORY.md sections 2 and 4: a mask after centring,
+            M4 when a group mixes truncated and complete responses).
         prompt_tokens: ``LongTensor[N, P] | None`` prompt ids, left-padded, so a model can
             recompute log-probs; ``prompt_mask`` ``BoolTensor[N, P]`` marks real tokens.
     """
@@ -58,6 +70,7 @@ class Rollout:
     entropy: Tensor | None = field(default=None, metadata={"kind": "float"})
     logprobs: Tensor | None = field(default=None, metadata={"kind": "float"})
     baseline_rewards: Tensor | None = field(default=None, metadata={"kind": "float"})
+    advantages: Tensor | None = field(default=None, metadata={"kind": "float"})
     truncated: Tensor | None = field(default=None, metadata={"kind": "bool"})
     prompt_tokens: Tensor | None = field(default=None, metadata={"kind": "integer"})
     prompt_mask: Tensor | None = field(default=None, metadata={"kind": "bool"})
@@ -115,6 +128,18 @@ class Rollout:
             object.__setattr__(r, f.name, value)
         return r
 
+    def dropping(self, rows: Tensor, **fields: Tensor) -> "Rollout":
+        """A view whose mask drops the responses where ``rows`` (``BoolTensor[N]``) is
+        True, with ``fields`` replaced: the loss mask of an objective that masks after
+        centring (``mask_truncated``). Not validated (a dropped row has no token left);
+        tokens, values and the group structure are this rollout's. For the loss only:
+        compute the advantages on ``self`` first and pass them as ``advantages``."""
+        r = object.__new__(type(self))
+        for f in dataclasses.fields(self):
+            object.__setattr__(r, f.name, fields.get(f.name, getattr(self, f.name)))
+        object.__setattr__(r, "mask", self.mask & ~rows.to(self.mask.device)[:, None])
+        return r
+
     # ------------------------------------------------------------------ sizes
     @property
     def n(self) -> int:
@@ -154,7 +179,7 @@ class Rollout:
     # ------------------------------------------------------------ group math
     def group_sum(self, x: Tensor) -> Tensor:
         """Per-group sum of ``x: [N]``, broadcast back to ``[N]``."""
-        totals = torch.zeros(self.n_groups, dtype=x.dtype).index_add(0, self._group_index, x)
+        totals = torch.zeros(self.n_groups, dtype=x.dtype, device=x.device).index_add(0, self._group_index, x)
         return totals[self._group_index]
 
     def group_mean(self, x: Tensor) -> Tensor:
@@ -170,7 +195,7 @@ class Rollout:
 
     def group_max(self, x: Tensor) -> Tensor:
         """Per-group maximum of ``x: [N]``, broadcast back to ``[N]``."""
-        out = torch.full((self.n_groups,), -torch.inf, dtype=x.dtype)
+        out = torch.full((self.n_groups,), -torch.inf, dtype=x.dtype, device=x.device)
         out = out.scatter_reduce(0, self._group_index, x, reduce="amax")
         return out[self._group_index]
 
@@ -194,7 +219,7 @@ class Rollout:
 
     def select(self, rows: Tensor | list[int]) -> "Rollout":
         """The sub-batch of responses ``rows`` (in that order)."""
-        idx = torch.as_tensor(rows, dtype=torch.long)
+        idx = torch.as_tensor(rows, dtype=torch.long, device=self.tokens.device)
         changes = {}
         for f in dataclasses.fields(self):
             if not f.init:
@@ -280,6 +305,9 @@ def _validate(r: Rollout) -> None:
         value = getattr(r, name)
         if value is not None and tuple(value.shape) != (n, t):
             raise _fail(name, f"shape={_shape(value)} differs from tokens [{n}, {t}]", f"Give {name} the same [N, T] shape as tokens.")
+    if r.advantages is not None and tuple(r.advantages.shape) not in ((n,), (n, t)):
+        raise _fail("advantages", f"shape={_shape(r.advantages)} is neither [N]=[{n}] nor [N, T]=[{n}, {t}]",
+                    "Give one advantage per response, or one per token like tokens.")
     for name in ("rewards", "group", "baseline_rewards", "truncated"):
         value = getattr(r, name)
         if value is not None and tuple(value.shape) != (n,):
@@ -314,7 +342,7 @@ def _validate(r: Rollout) -> None:
             f"response {int(empty[0])} has no real token (lengths={lengths.tolist()})",
             "Drop empty responses before building the Rollout; every response needs at least 1 token.",
         )
-    positions = torch.arange(t).expand(n, t)
+    positions = torch.arange(t, device=r.mask.device).expand(n, t)
     if not torch.equal(r.mask, positions < lengths[:, None]):
         row = int((r.mask != (positions < lengths[:, None])).any(dim=1).nonzero()[0])
         raise _fail(
@@ -326,11 +354,12 @@ def _validate(r: Rollout) -> None:
         raise _fail("group", f"has negative ids ({r.group.min().item()})", "Use non-negative prompt indices.")
     ids, counts = torch.unique(r.group, return_counts=True)
     single = ids[counts < 2]
-    if single.numel():
+    if single.numel() and r.advantages is None:
         raise _fail(
             "group",
             f"group {int(single[0])} has a single response (sizes={dict(zip(ids.tolist(), counts.tolist()))})",
-            "Group-relative objectives need G >= 2 responses per prompt; drop singleton groups or sample more.",
+            "Group-relative objectives need G >= 2 responses per prompt; drop singleton groups or sample more "
+            "(or pass the advantages, computed over the whole group, as Rollout.advantages).",
         )
     for name in ("old_logprobs", "ref_logprobs", "logprobs"):
         value = getattr(r, name)

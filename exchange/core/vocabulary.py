@@ -278,6 +278,7 @@ PROPERTY_THEOREMS: dict[str, tuple[str, ...]] = {
         "R_T1_sufficiency",
         "R_T2_necessity_onehot",
         "R_T2_necessity_std",
+        "R_T2_necessity_reals",
         "R_Cor33_hyperplane",
     ),
     "null_on_equal_rewards": ("null_on_equal_rewards", "R_null_on_equal_rewards"),
@@ -289,7 +290,7 @@ MECHANISM_THEOREMS: dict[str, tuple[str, ...]] = {
     # Each mechanism: the theorem that explains the break, then the one that repairs it.
     "M1": ("M1_two_responses", "R_M1_gspo", "R_M1_gspo_equal_lengths", "T2_necessity_binary",
            "T5_min_replace", "T5_adv_orthogonal", "T5_min_replace_general",
-           "T5_adv_orthogonal_projection"),
+           "T5_adv_orthogonal_projection", "T5_adv_orthogonal_unequal"),
     "M2": (
         "T4_above_event_coefficient",
         "T4_above_negative",
@@ -301,6 +302,10 @@ MECHANISM_THEOREMS: dict[str, tuple[str, ...]] = {
         "R_T4_below_event_coefficient",
         "R_T4_below_positive",
         "R_T4_inside_cancels",
+        # The package's PPO has the dual clip c: T4_above_negative holds up to c only.
+        "T4_dual_agrees_up_to_c",
+        "T4_dual_above_negative",
+        "T4_dual_above_c",
         "T5_sign_free_weight",
         "T5_truncated_ratio",
         "T5_event_clip",
@@ -319,7 +324,7 @@ MECHANISM_THEOREMS: dict[str, tuple[str, ...]] = {
     "M5": ("T2_necessity_binary", "T2_necessity_zero_sum", "T5_min_replace"),
     # An event term adds m_e*phi(rho_e) to K_e whatever the advantages: T1's sum A = 0
     # cannot remove it.
-    "M6": ("T1_event_coefficient",),
+    "M6": ("M6_additive_term", "M6_does_not_vanish", "T1_event_coefficient"),
     # Exchangeable in the shaped reward: T1 still gives (C) when the shaped advantages
     # are zero-sum.
     "M7": ("T1_sufficiency_exchangeable",),

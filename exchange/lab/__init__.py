@@ -11,8 +11,11 @@ package (``exchange.core.coefficients``, ``exchange.core.events``, ``exchange.ob
   clipping by sign, entropy, KL, fixed-context probes;
 - ``runlog``: atomic writes, metrics log, checkpoints, run lock, step checks, environment;
 - ``config``, ``trainer``, ``experiment``: TOML experiments, one run, all runs;
-- ``predictions``, ``stats``, ``experiment_report``, ``plots``: P1-P4 statistics, paired
-  t/sign/Holm/equivalence tests, manipulation check, KL match, plots and markdown;
+- ``surgical`` arms (``exchange.objectives.surgical``), ``klstep`` (the KL-normalised
+  step), ``attribution`` (the shared part sent through the optimiser: delta_hat),
+  ``certificate`` (the forced-prefix credit of S), ``pilot`` (frozen predictions),
+  ``verdict`` (the verdict rule), ``predictions``, ``experiment_report``, ``plots``:
+  predict, then test, and report from typed results;
 - ``llm``, ``llm_run``: the LLM-scale runner's pieces (the task as text through a task
   tokenizer, the grammar inside a HF model, Llama/Qwen2 built in code, the text-mode
   verifier) and the paired runs through TRL with the harness's own instruments, eval and
@@ -25,13 +28,13 @@ use them.
 from exchange.lab.config import Arm, ExperimentConfig, RunConfig, load_experiment, parse_experiment
 from exchange.lab.experiment import run_dir, run_experiment
 from exchange.lab.experiment_report import report_experiment, report_experiments
-from exchange.lab.stats import PairedEffect, paired_effect
+from exchange.lab.verdict import Decision, Pilot, Verdict, decide_p4, decide_signed
 from exchange.lab.tasks import TASKS, Task, get_task, verify
 from exchange.lab.trainer import train_run
 
 __all__ = [
     "Arm", "ExperimentConfig", "RunConfig", "load_experiment", "parse_experiment",
     "run_dir", "run_experiment", "train_run",
-    "report_experiment", "report_experiments", "PairedEffect", "paired_effect",
+    "report_experiment", "report_experiments", "Decision", "Pilot", "Verdict", "decide_signed", "decide_p4",
     "TASKS", "Task", "get_task", "verify",
 ]

@@ -41,7 +41,11 @@ __all__ = [
     "RunConfig", "load_experiment", "parse_experiment",
 ]
 
-ROLES = ("baseline", "treatment")
+ROLES = ("baseline", "surgical", "treatment")
+"""baseline: the objective that breaks (E); surgical: the same objective with only its
+shared-event residual removed (``"<spec>+surgical"``, the pathway test of P1-P3);
+treatment: the restoring transformation (the method test of P4). An experiment has a
+baseline and at least one of the other two."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,19 @@ class TrainConfig:
     measure_prop31: bool = True
     """On eval steps: Prop. 3.1's predicted KL of the step against the measured one
     (needs exchange.paramspace; one JVP and one forward)."""
+    kl_target: float = 0.0
+    """> 0: the KL-normalised step (exchange.lab.klstep): after each rollout's updates the
+    whole parameter change is rescaled so that the mean KL on the control contexts
+    (neither shared nor probe contexts) equals this; same optimiser and lr in both arms.
+    0: off."""
+    style_bonus: float = 0.0
+    """Reward bonus for responses that contain S (0 = none). Only the pilot's sensitivity
+    runs set it: the measured drift of log p(S) per unit of injected credit converts
+    delta_hat into the forced-prefix certificate's bound (exchange.lab.certificate)."""
+    attribute: bool = False
+    """Record the attribution instrument (exchange.lab.attribution) per step: the first-order
+    change of the P2/P3 probes along the path (``attr/<probe>/path``) and the part the
+    shared-event residual sent through the optimiser caused (``attr/<probe>/shared``)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +139,9 @@ class ExperimentConfig:
     name: str
     arms: tuple[Arm, ...]
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    pilot_seeds: tuple[int, ...] = ()
+    """Seeds of the pilot (disjoint from ``seeds``): they freeze delta_hat, its sign and the
+    paired SD (``pilot.json``) before the test seeds run (exchange.lab.pilot)."""
     description: str = ""
     mechanism: str = ""
     """The mechanism the pair toggles (M1..M7), for the report."""
@@ -137,14 +157,18 @@ class ExperimentConfig:
         return next(a for a in self.arms if a.role == "baseline")
 
     @property
-    def treatment(self) -> Arm:
-        return next(a for a in self.arms if a.role == "treatment")
+    def treatment(self) -> Arm | None:
+        return next((a for a in self.arms if a.role == "treatment"), None)
 
-    def runs(self) -> list["RunConfig"]:
+    @property
+    def surgical(self) -> Arm | None:
+        return next((a for a in self.arms if a.role == "surgical"), None)
+
+    def runs(self, seeds: tuple[int, ...] | None = None) -> list["RunConfig"]:
         """One ``RunConfig`` per (seed, arm), seeds outermost so pairs finish together."""
         return [
             RunConfig(self.name, arm, seed, self.task, self.model, self.sft, self.train)
-            for seed in self.seeds
+            for seed in (self.seeds if seeds is None else seeds)
             for arm in self.arms
         ]
 
@@ -215,10 +239,11 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
     if not isinstance(data.get("name"), str) or not data["name"]:
         raise InvalidArgument(f"{source}: name={data.get('name')!r} must be a non-empty string.")
     arms_raw = data.get("arms")
-    if not isinstance(arms_raw, list) or len(arms_raw) != 2:
+    if not isinstance(arms_raw, list) or len(arms_raw) not in (2, 3):
         n = len(arms_raw) if isinstance(arms_raw, list) else arms_raw
         raise InvalidArgument(
-            f"{source}: arms={n!r}; an experiment is a pair: two [[arms]] tables, one role = \"baseline\" and one role = \"treatment\"."
+            f"{source}: arms={n!r}; an experiment has two or three [[arms]] tables: role = \"baseline\" and "
+            "role = \"surgical\" and/or role = \"treatment\"."
         )
     arms = []
     for i, raw in enumerate(arms_raw):
@@ -231,19 +256,36 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
             raise InvalidArgument(f"{source}: [[arms]] name={arm.name!r} params={arm.params!r} must be a table.")
         arm.loss_fn()  # resolve now: a bad spec fails before any training
         arms.append(arm)
-    if sorted(a.role for a in arms) != sorted(ROLES):
-        raise InvalidArgument(f"{source}: arm roles={[a.role for a in arms]}; need one baseline and one treatment.")
-    if arms[0].name == arms[1].name:
-        raise InvalidArgument(f"{source}: both arms are named {arms[0].name!r}; give them distinct names.")
+    roles = [a.role for a in arms]
+    if roles.count("baseline") != 1 or len(set(roles)) != len(roles):
+        raise InvalidArgument(f"{source}: arm roles={roles}; need one baseline and at most one of each other role.")
+    if len({a.name for a in arms}) != len(arms):
+        raise InvalidArgument(f"{source}: arm names={[a.name for a in arms]} repeat; give the arms distinct names.")
+    surg = next((a for a in arms if a.role == "surgical"), None)
+    base = next(a for a in arms if a.role == "baseline")
+    if surg is not None and (surg.objective != f"{base.objective}+surgical" or surg.params != base.params):
+        raise InvalidArgument(
+            f"{source}: [[arms]] name={surg.name!r} role=\"surgical\" objective={surg.objective!r}; it must be the "
+            f"baseline's objective with +surgical and the same params: objective = \"{base.objective}+surgical\"."
+        )
+    pilot = data.get("pilot_seeds", [])
+    if not isinstance(pilot, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in pilot):
+        raise InvalidArgument(f"{source}: pilot_seeds={pilot!r} must be a list of integers.")
+    if pilot and len(pilot) < 2:
+        raise InvalidArgument(f"{source}: pilot_seeds={pilot!r}: a pilot needs >= 2 seeds (its paired SD).")
     seeds = data.get("seeds", [0, 1, 2, 3, 4])
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise InvalidArgument(f"{source}: seeds={seeds!r} must be a non-empty list of integers.")
     if len(set(seeds)) != len(seeds):
         raise InvalidArgument(f"{source}: seeds={seeds!r} has duplicates.")
+    if set(seeds) & set(pilot):
+        raise InvalidArgument(f"{source}: pilot_seeds {sorted(set(seeds) & set(pilot))} are also test seeds; "
+                              "the test must not use the seeds that froze delta_hat.")
     cfg = ExperimentConfig(
         name=data["name"],
         arms=tuple(arms),
         seeds=tuple(seeds),
+        pilot_seeds=tuple(pilot),
         description=str(data.get("description", "")),
         mechanism=str(data.get("mechanism", "")),
         target_accuracy=float(data.get("target_accuracy", 0.8)),
@@ -274,6 +316,8 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
         )
     if cfg.model.kind not in ("transformer", "tabular"):
         raise InvalidArgument(f"{source}: [model] kind={cfg.model.kind!r}; choose transformer or tabular.")
+    if cfg.train.kl_target < 0:
+        raise InvalidArgument(f"{source}: [train] kl_target={cfg.train.kl_target} must be >= 0 (0 = off).")
     if cfg.train.optimizer not in ("adam", "sgd"):
         raise InvalidArgument(f"{source}: [train] optimizer={cfg.train.optimizer!r}; choose adam or sgd.")
     if not 0.0 <= cfg.target_accuracy <= 1.0:

@@ -11,6 +11,8 @@ whatever positions a rollout happened to sample.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor, nn
 
@@ -18,7 +20,7 @@ from exchange.lab.tasks import PAD, ROLE_DECISION, ROLE_FILLER, ROLE_STYLE, ROLE
 from exchange.models import sequence_logits
 from exchange.core.rollout import Rollout
 
-__all__ = ["make_probes", "probe_logprobs"]
+__all__ = ["make_probes", "probe_logprobs", "probe_scalars"]
 
 
 def make_probes(task: Task, n_prompts: int, gen: torch.Generator) -> Rollout:
@@ -70,3 +72,25 @@ def probe_logprobs(model: nn.Module, probes: Rollout) -> dict[str, float | None]
         "entropy/fixed_weak_credit": _mean(ent, weak),
         "entropy/fixed_style": _mean(ent, m & (roles == ROLE_STYLE)),
     }
+
+
+def probe_scalars(probes: Rollout) -> dict[str, Callable[[nn.Module], Tensor]]:
+    """Differentiable versions of two primary probes of :func:`probe_logprobs`, for the
+    attribution instrument (:mod:`exchange.lab.attribution`): ``drift/style_logp`` (P2)
+    and ``entropy/fixed_weak_credit`` (P3), each ``f(model) -> scalar Tensor``."""
+    roles, m = token_roles(probes.tokens), probes.mask
+    style, weak = m & (roles == ROLE_STYLE), m & (roles != ROLE_DECISION)
+
+    def logp(model: nn.Module) -> tuple[Tensor, Tensor]:
+        logits, _ = sequence_logits(model, probes)
+        lp_all = torch.log_softmax(logits.double(), -1)  # [2n, T, V]
+        return lp_all, lp_all.gather(-1, probes.tokens.clamp(min=0)[..., None]).squeeze(-1)
+
+    def style_logp(model: nn.Module) -> Tensor:
+        return logp(model)[1][style].mean()
+
+    def weak_entropy(model: nn.Module) -> Tensor:
+        lp_all = logp(model)[0]
+        return (-(lp_all.exp() * lp_all).sum(-1))[weak].mean()
+
+    return {"drift/style_logp": style_logp, "entropy/fixed_weak_credit": weak_entropy}

@@ -6,6 +6,9 @@ Layout under ``out_root / config.name``::
     _sft/sft-<key>.pt          one warm start per seed, shared by both arms
     <arm name>/seed<k>/        one run directory (see exchange.lab.trainer.train_run)
 
+    pilot/<arm name>/seed<k>/  the pilot's runs (config ``pilot_seeds``), then
+    pilot.json                 the frozen prediction (exchange.lab.pilot), before any test seed
+
 Runs already finished (``done.json``) are skipped; interrupted ones resume.
 """
 
@@ -18,12 +21,15 @@ from typing import Any
 
 import torch
 
+from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
+from exchange.lab.pilot import SENSITIVITY_BONUS, ZERO_SPREAD_LIMIT, FrozenPilot, freeze, load_pilot
+from exchange.lab.predictions import RunData, read_run
 from exchange.lab.runlog import RunLock, atomic_write_text
 from exchange.lab.tasks import get_task
 from exchange.lab.trainer import train_run, warm_started_policy
 
-__all__ = ["run_dir", "run_experiment", "write_experiment_json"]
+__all__ = ["pilot_runs", "run_dir", "run_experiment", "run_pilot", "write_experiment_json"]
 
 
 def run_dir(out_root: str | Path, run: RunConfig) -> Path:
@@ -53,6 +59,23 @@ def _one(args: tuple[RunConfig, str, bool]) -> str:
     return str(train_run(run, run_dir(out_root, run), sft_cache=exp_dir / "_sft", progress=progress))
 
 
+def pilot_runs(cfg: ExperimentConfig) -> list[RunConfig]:
+    """The pilot's runs (experiment ``<name>/pilot``): every arm on ``pilot_seeds``, the
+    baseline with the attribution instrument on, and per seed one baseline run with the
+    S reward bonus (arm ``<baseline>+style_bonus``) for the certificate's sensitivity."""
+    out = []
+    for run in cfg.runs(cfg.pilot_seeds):
+        run = dataclasses.replace(run, experiment=f"{cfg.name}/pilot")
+        if run.arm.role == "baseline":
+            out.append(dataclasses.replace(run, train=dataclasses.replace(run.train, attribute=True)))
+            bonus = dataclasses.replace(run.train, style_bonus=SENSITIVITY_BONUS)
+            out.append(dataclasses.replace(run, arm=dataclasses.replace(run.arm, name=f"{run.arm.name}+style_bonus",
+                                                                        role="sensitivity"), train=bonus))
+        else:
+            out.append(run)
+    return out
+
+
 def run_experiment(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int = 1,
                    progress: bool = True, source: str | None = None) -> Path:
     """Train all ``len(seeds) * 2`` runs of ``cfg``; returns the experiment directory.
@@ -78,19 +101,58 @@ def write_experiment_json(cfg: ExperimentConfig, exp_dir: str | Path, source: st
 
 def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
     write_experiment_json(cfg, exp_dir, source)
-    work = [(run, str(out_root), progress) for run in cfg.runs()]
+    if cfg.pilot_seeds and not (exp_dir / "pilot.json").exists():
+        atomic_write_text(exp_dir / "pilot.json", run_pilot(cfg, out_root, jobs=jobs, progress=progress).to_json())
+    if cfg.pilot_seeds:
+        pilot = load_pilot(exp_dir / "pilot.json")
+        if pilot.refused:
+            raise InvalidArgument(
+                f"experiment {cfg.name!r}: the pilot refused the design: {100 * pilot.zero_spread:.0f}% of its groups "
+                f"have zero reward spread (> {100 * ZERO_SPREAD_LIMIT:.0f}%); the test seeds do not run. Raise the "
+                f"group size or choose a warm start at moderate accuracy ({exp_dir / 'pilot.json'} has the pilot)."
+            )
+    _train_all(cfg.runs(), out_root, jobs, progress)
+
+
+def run_pilot(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int = 1,
+              progress: bool = True) -> FrozenPilot:
+    """Train the pilot's runs (:func:`pilot_runs`, resumable) and freeze them
+    (:func:`exchange.lab.pilot.freeze`); writes nothing else. ``experiment run`` calls it
+    before the test seeds and stores the result as ``pilot.json``; a lever study
+    (experiments/levers.py) calls it on variants of a config."""
+    if not cfg.pilot_seeds:
+        raise InvalidArgument(f"experiment {cfg.name!r} has no pilot_seeds; add pilot_seeds = [...] to its config.")
+    runs = pilot_runs(cfg)
+    _train_all(runs, out_root, jobs, progress)
+    return _freeze(cfg, runs, out_root)
+
+
+def _freeze(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> FrozenPilot:
+    by_role: dict[str, dict[int, RunData]] = {}
+    for run in runs:
+        by_role.setdefault(run.arm.role, {})[run.seed] = read_run(run_dir(out_root, run))
+    sens = by_role.pop("sensitivity", {})
+    return freeze(cfg.name, by_role, sens)
+
+
+def _train_all(runs: list[RunConfig], out_root, jobs: int, progress: bool) -> None:
+    work = [(run, str(out_root), progress) for run in runs]
     if jobs <= 1:
         torch.set_num_threads(1)
         for item in work:
             _one(item)
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
 
-        # Warm starts first (one per seed), so two arms never both build the same one.
-        torch.set_num_threads(1)
-        for run in cfg.runs()[:: len(cfg.arms)]:
-            warm_started_policy(run, get_task(run.task.name, run.task.max_filler, run.task.style_p), exp_dir / "_sft")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                                 initializer=_die_with_parent) as pool:
-            list(pool.map(_one, work))
+    # Warm starts first (one per seed), so two arms never both build the same one.
+    torch.set_num_threads(1)
+    seen = set()
+    for run in runs:
+        if run.sft_key() not in seen:
+            seen.add(run.sft_key())
+            warm_started_policy(run, get_task(run.task.name, run.task.max_filler, run.task.style_p),
+                                Path(out_root) / run.experiment / "_sft")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                             initializer=_die_with_parent) as pool:
+        list(pool.map(_one, work))

@@ -1,11 +1,13 @@
-"""Experiment reports: paired statistics per prediction, verdicts, plots, markdown.
+"""Experiment reports built from typed results: verdicts, manipulation checks, markdown.
 
-``report_experiment(exp_dir)`` reads every run of one experiment directory (written
-by ``exchange experiment run``), computes each prediction's paired effect over seeds
-(:mod:`exchange.lab.predictions`, :mod:`exchange.lab.stats`), writes
-``summary.json``, ``summary.md`` and the plots into ``exp_dir``, and returns the
-summary. ``report_experiments`` does this for several directories and can render one
-markdown page (between generated-section markers) and the claims rows.
+``report_experiment(exp_dir)`` reads every run of one experiment directory (written by
+``exchange experiment run``) and its frozen pilot (``pilot.json``), decides each
+prediction of :data:`exchange.lab.predictions.PREDICTIONS` by the rule of
+:mod:`exchange.lab.verdict` (delta_hat from the pilot, SESOI = delta_hat / 2, designs
+accepted only at delta_hat >= 3 MDE), and writes ``summary.json``, ``summary.md`` and
+the plots. Everything printed comes from the typed :class:`ExperimentResult`; nothing
+is parsed back from prose. :func:`replace_section` is the one helper that rewrites a
+generated section of a markdown file (docs/experiments.md, docs/claims.md).
 """
 
 from __future__ import annotations
@@ -13,22 +15,35 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exchange.errors import InvalidArgument
 import numpy as np
 
-from exchange.lab.predictions import KL_KEY, MANIPULATION_KEY, PREDICTIONS, RunData, predicted_drift_sign
-from exchange.lab.runlog import atomic_write_text, check_steps, read_metrics
-from exchange.lab.stats import decide, paired_effect
+from exchange.errors import InvalidArgument
+from exchange.lab.pilot import PROBES, FrozenPilot, load_pilot
+from exchange.lab.predictions import (
+    KL_KEY,
+    MANIPULATION_KEY,
+    PREDICTIONS,
+    Prediction,
+    RunData,
+    read_run,
+)
+from exchange.lab.runlog import atomic_write_text, read_metrics
+from exchange.lab.verdict import Decision, Verdict, decide_p4, decide_signed, interval
 
-__all__ = ["load_runs", "report_experiment", "report_experiments", "overall_verdicts", "claims_rows",
-           "write_claims_section"]
+__all__ = ["BEGIN", "CLAIMS_BEGIN", "CLAIMS_END", "END", "ExperimentResult", "Row", "claims_rows", "decide_experiment",
+           "load_runs", "replace_section", "report_experiment", "report_experiments"]
 
-DESIGN_SEEDS = 12
-"""Paired seeds the design asks for; a report on fewer says it is reduced."""
 BEGIN, END = "<!-- BEGIN GENERATED RESULTS -->", "<!-- END GENERATED RESULTS -->"
+CLAIMS_BEGIN, CLAIMS_END = "<!-- BEGIN GENERATED CLAIMS -->", "<!-- END GENERATED CLAIMS -->"
+KL_TOLERANCE = 0.10
+"""Arms whose mean control-context KL per step differ by more than this (relative) are
+confounded by step size."""
+RESIDUAL_THRESHOLD = 0.01
+"""Manipulation check: the surgical arm's shared residual must be below it (T1: ~0)."""
 
 
 def load_runs(exp_dir: str | Path) -> tuple[dict[str, Any], dict[str, dict[int, RunData]]]:
@@ -52,120 +67,165 @@ def load_runs(exp_dir: str | Path) -> tuple[dict[str, Any], dict[str, dict[int, 
                     f"run_dir={str(d)!r} is unfinished ({n}/{meta['train']['steps']} steps); finish it with "
                     "`exchange experiment run CONFIG` (it resumes)."
                 )
-            rows = read_metrics(d / "metrics.jsonl")
-            check_steps(rows, meta["train"]["steps"], str(d))  # duplicate/missing steps: refuse
-            out[arm["role"]][seed] = RunData(
-                init=json.loads((d / "init.json").read_text()), rows=rows,
-                target_accuracy=meta["target_accuracy"], where=str(d), mechanism=meta.get("mechanism", ""),
-            )
+            run = read_run(d)
+            out[arm["role"]][seed] = RunData(run.init, run.rows, meta["target_accuracy"], str(d),
+                                             meta.get("mechanism", ""))
     return meta, out
 
 
-def _effects(meta: dict[str, Any], runs: dict[str, dict[int, RunData]]) -> list[dict[str, Any]]:
-    """One row per prediction; the primary rows are decided together (Holm)."""
-    seeds = meta["seeds"]
-    rows, tested = [], []
-    for pred in PREDICTIONS:
-        base = [pred.per_run(runs["baseline"][s]) for s in seeds]
-        treat = [pred.per_run(runs["treatment"][s]) for s in seeds]
-        signs = None
-        if pred.better == "signed":
-            signs = [predicted_drift_sign(runs["baseline"][s]) for s in seeds]
-            diffs = [g * (b - t) for g, b, t in zip(signs, base, treat)]
-        elif pred.better == "lower":
-            diffs = [b - t for b, t in zip(base, treat)]
-        else:
-            diffs = [t - b for b, t in zip(base, treat)]
-        row = {"prediction": pred.key, "claim": pred.claim, "statistic": pred.statistic, "primary": pred.primary,
-               "exchangeable_should_be": pred.better, "baseline": base, "treatment": treat, "diffs": diffs,
-               "predicted_signs": signs, "sesoi": pred.sesoi, "n_seeds": len(diffs)}
-        if signs is not None:  # does the baseline drift the way T3/T4 predict?
-            row["baseline_in_predicted_sign"] = sum(g * b > 0 for g, b in zip(signs, base))
-        if len(diffs) < 2:
-            row.update(verdict="not tested", reason="one seed: no paired statistics (need >= 2 seeds)")
-        elif not all(math.isfinite(d) for d in diffs):  # a metric undefined in some run
-            row.update(verdict="not measured", reason="the statistic is undefined in some run")
-        else:
-            tested.append((row, paired_effect(diffs, sesoi=pred.sesoi)))
-        rows.append(row)
-    primary = [(r, e) for r, e in tested if r["primary"]]
-    decided = decide([e for _, e in primary]) if primary else []
-    for (r, _), e in zip(primary, decided):
-        r["_effect"] = e
-    for r, e in tested:
-        e = r.pop("_effect", e)
-        r.update(diff_mean=e.mean, ci_low=e.low, ci_high=e.high, confidence=e.confidence, sd=e.sd,
-                 p_t=e.p_t, p_t_holm=e.p_t_adj, p_sign=e.p_sign, p_equiv=e.p_equiv, p_equiv_holm=e.p_equiv_adj,
-                 mde=None if e.sd == 0 and e.mean == 0 else e.mde, n_predicted_direction=e.n_positive,
-                 verdict=e.verdict if r["primary"] else f"{e.verdict} (uncorrected)", reason=e.reason)
-    return rows
+@dataclass(frozen=True)
+class Row:
+    """One prediction's comparison: per-seed values, oriented differences, decision."""
+
+    prediction: Prediction
+    against: str
+    baseline: list[float]
+    other: list[float]
+    diffs: list[float]
+    decision: Decision | None
+    reason: str = ""
+    """why there is no decision, or what qualifies it"""
+
+    @property
+    def label(self) -> str:
+        if self.decision is None:
+            return Verdict.NOT_TESTED.value
+        if not self.prediction.primary:
+            return "supporting (no verdict)"
+        return self.decision.label
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.prediction
+        return {"prediction": p.key, "claim": p.claim, "statistic": p.statistic, "primary": p.primary,
+                "against": self.against, "baseline": self.baseline, "other": self.other, "diffs": self.diffs,
+                "decision": None if self.decision is None else self.decision.to_dict(), "label": self.label,
+                "reason": self.reason}
 
 
-def manipulation_check(runs: dict[str, dict[int, RunData]], threshold: float = 0.01) -> dict[str, Any]:
-    """Did the treatment remove the mechanism? Mean shared residual (``MANIPULATION_KEY``) per arm:
-    the treatment's must be below ``threshold`` (~0, Theorem T1) and the baseline's above
-    it. Without this the pair does not test the mechanism at all."""
-    out: dict[str, Any] = {"threshold": threshold}
-    for role in ("baseline", "treatment"):
-        vals = [_mean_key(r, MANIPULATION_KEY) for r in runs[role].values()]
-        out[role] = float(np.mean(vals))
-    out["passed"] = bool(out["treatment"] < threshold <= out["baseline"])
-    return out
+@dataclass(frozen=True)
+class ExperimentResult:
+    meta: dict[str, Any]
+    pilot: FrozenPilot | None
+    rows: list[Row]
+    dose: dict[str, dict[str, float | None]]
+    """per role: mean shared residual, residual and signed K at the probe event S"""
+    kl: dict[str, float | None]
+    """per role: mean KL per step on the control contexts"""
+    kl_matched: dict[str, bool]
+    """per non-baseline role: its KL per step within ``KL_TOLERANCE`` of the baseline's"""
+    manipulation_passed: bool
+    eval_se: float
+    mean_wall_s: float
+    notes: list[str] = field(default_factory=list)
+
+    def verdict(self, key: str) -> str:
+        rows = [r for r in self.rows if r.prediction.key == key and r.prediction.primary]
+        return rows[0].label if rows else Verdict.NOT_TESTED.value
+
+    def falsifier(self) -> str:
+        """THEORY.md's falsifier, read only on a readable pathway pair."""
+        if not self.manipulation_passed:
+            return "not readable: the manipulation check failed (see the dose at the probe event)"
+        pathway = "surgical" if "surgical" in self.kl_matched else "treatment"
+        if not self.kl_matched.get(pathway, False):
+            return (f"confounded: baseline and {pathway} KL per step on the control contexts differ by more than "
+                    f"{100 * KL_TOLERANCE:.0f}%")
+        vs = [next((r.decision for r in self.rows if r.prediction.key == k and r.prediction.primary), None)
+              for k in ("P2", "P3")]
+        if any(d is None for d in vs):
+            keys = [k for k, d in zip(("P2", "P3"), vs) if d is None]
+            return f"undecided: {' and '.join(keys)} not tested (the reasons are in their rows)"
+        kinds = [d.verdict for d in vs]
+        if all(v is Verdict.EFFECT for v in kinds):
+            return "survives: removing only the shared-event residual moved P2 and P3 as predicted"
+        if all(v in (Verdict.NEGLIGIBLE, Verdict.NEGLIGIBLE_BUT_REAL, Verdict.OPPOSITE) for v in kinds):
+            return "supported at this dose: removing the residual left P2 and P3 negligible or opposite"
+        return "undecided: " + ", ".join(f"{k} {d.label}" for k, d in zip(("P2", "P3"), vs))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"experiment": self.meta, "pilot": None if self.pilot is None else json.loads(self.pilot.to_json()),
+                "rows": [r.to_dict() for r in self.rows], "dose": self.dose, "kl": self.kl,
+                "kl_matched": self.kl_matched, "manipulation_passed": self.manipulation_passed,
+                "eval_se": self.eval_se, "mean_wall_s": self.mean_wall_s, "notes": self.notes,
+                "verdicts": {k: self.verdict(k) for k in ("P1", "P2", "P3", "P4")}, "falsifier": self.falsifier()}
 
 
-def kl_match(runs: dict[str, dict[int, RunData]], tolerance: float = 0.10) -> dict[str, Any]:
-    """Matched trust regions: mean KL per step of each arm; ``matched`` within ``tolerance``
-    (relative to the baseline), else the pair is ``confounded`` by step size."""
-    base = float(np.mean([_mean_key(r, KL_KEY) for r in runs["baseline"].values()]))
-    treat = float(np.mean([_mean_key(r, KL_KEY) for r in runs["treatment"].values()]))
-    rel = (treat - base) / base if base > 0 else float("inf")
-    return {"baseline": base, "treatment": treat, "relative": rel, "tolerance": tolerance,
-            "matched": bool(abs(rel) <= tolerance)}
-
-
-def certificates(runs: dict[str, dict[int, RunData]]) -> dict[str, Any]:
-    """Zero-credit certificate at the warm start and at the end of every run."""
-    start = [bool(r.init.get("cert/filler_flat", False)) for rr in runs.values() for r in rr.values()]
-    end = [bool(r.rows[-1].get("cert/filler_flat", False)) for rr in runs.values() for r in rr.values()]
-    accs = [r.init.get("cert/filler_accuracy") for r in runs["baseline"].values()]
-    return {"flat_at_start": sum(start), "flat_at_end": sum(end), "runs": len(start), "start_accuracy_by_filler": accs}
-
-
-def _mean_key(run: RunData, key: str) -> float:
+def _mean_key(run: RunData, key: str) -> float | None:
+    if not any(key in r for r in run.rows):
+        return None
     s = run.series(key)
-    return float(s.mean()) if len(s) else float("nan")
+    return float(s.mean()) if len(s) else None
 
 
-def overall_verdicts(effects: list[dict[str, Any]], manipulation: dict[str, Any] | None = None,
-                     kl: dict[str, Any] | None = None) -> dict[str, str]:
-    """One verdict per prediction (its primary row) and the falsifier's reading.
+def _avg(values: list[float | None]) -> float | None:
+    v = [x for x in values if x is not None]
+    return float(np.mean(v)) if v else None
 
-    The falsifier is read only when the manipulation check passed (the treatment removed
-    the mechanism) and the arms' KL per step match; otherwise it says why not.
-    """
-    out: dict[str, str] = {}
-    for key in ("P1", "P2", "P3", "P4"):
-        vs = [e["verdict"] for e in effects if e["prediction"] == key and e["primary"]]
-        out[key] = vs[0] if vs else "not tested"
-    if manipulation is not None and not manipulation["passed"]:
-        out["falsifier"] = ("not readable: the manipulation check failed (treatment residual "
-                            f"{manipulation['treatment']:.3g}, baseline {manipulation['baseline']:.3g})")
-        return out
-    if kl is not None and not kl["matched"]:
-        out["falsifier"] = (f"confounded: KL per step differs by {100 * kl['relative']:+.0f}% between arms "
-                            f"(> {100 * kl['tolerance']:.0f}%); tune the treatment's clip")
-        return out
-    vs = [out[p] for p in ("P1", "P2", "P3")]
-    k = vs.count("confirmed")
-    if k == 3:
-        out["falsifier"] = "survives: the mechanism toggle alone moved P1, P2 and P3 as predicted"
-    elif vs.count("refuted") == 3:
-        out["falsifier"] = "supported: toggling only the mechanism left P1-P3 unchanged or moved them the other way"
-    elif "inconclusive" in vs or "not tested" in vs or "not measured" in vs:
-        out["falsifier"] = f"undecided: {k} of P1-P3 confirmed, the rest refuted or inconclusive (see their MDEs)"
+
+def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: float) -> Row:
+    against = pred.against if pred.against in runs else ("surgical" if "surgical" in runs else "treatment")
+    if against not in runs:
+        return Row(pred, against, [], [], [], None, f"no {pred.against} arm")
+    base = [pred.per_run(runs["baseline"][s]) for s in seeds]
+    other = [pred.per_run(runs[against][s]) for s in seeds]
+    if pred.orient == "pilot":
+        if pilot is None:
+            return Row(pred, against, base, other, [], None, "no pilot: no frozen sign or delta_hat")
+        sign = pilot.orientation[pred.key]
+        if sign == 0:
+            return Row(pred, against, base, other, [], None, "the pilot found no sign above round-off at S")
+        if pred.against == "surgical" and against != "surgical":
+            return Row(pred, against, base, other, [], None, "no surgical arm: the pathway is not isolated")
+        diffs = [sign * (b - o) for b, o in zip(base, other)]
+    elif pred.orient == "lower":
+        diffs = [b - o for b, o in zip(base, other)]
     else:
-        out["falsifier"] = f"partly: {k} of P1-P3 confirmed, {vs.count('refuted')} refuted"
-    return out
+        diffs = [o - b for b, o in zip(base, other)]
+    if len(diffs) < 2 or not all(math.isfinite(d) for d in diffs):
+        return Row(pred, against, base, other, diffs, None, "fewer than 2 seeds or an undefined statistic")
+    if pred.key == "P4":
+        src = f"one standard error of the greedy accuracy on the fixed eval set ({eval_se:.3g})"
+        return Row(pred, against, base, other, diffs, decide_p4(diffs, sesoi=eval_se, sesoi_source=src))
+    if pilot is None:
+        return Row(pred, against, base, other, diffs, None, "no pilot: no delta_hat")
+    if pilot.refused:
+        return Row(pred, against, base, other, diffs, None,
+                   f"design refused: {100 * pilot.zero_spread:.0f}% of the pilot's groups have zero reward spread")
+    if pred.key in PROBES and not pilot.certified:
+        pl = pilot.pilots[pred.key]
+        dose = "" if pl.accepted(len(diffs)) else (
+            f"; the design is also uninformative at this dose (delta_hat {pl.delta_hat:.3g} = "
+            f"{pl.delta_hat / pl.mde(len(diffs)):.2f} MDE)")
+        return Row(pred, against, base, other, diffs, None, "the probe S is not certified zero-credit" + dose)
+    return Row(pred, against, base, other, diffs, decide_signed(pred.key, diffs, pilot.pilots[pred.key]))
+
+
+def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
+    """Typed results of one experiment directory (its runs and ``pilot.json``)."""
+    exp_dir = Path(exp_dir)
+    meta, runs = load_runs(exp_dir)
+    pilot = load_pilot(exp_dir / "pilot.json") if (exp_dir / "pilot.json").exists() else None
+    seeds = meta["seeds"]
+    if pilot is not None and set(pilot.seeds) & set(seeds):
+        raise InvalidArgument(f"{exp_dir}: the test seeds {sorted(set(pilot.seeds) & set(seeds))} froze the pilot.")
+    acc = float(np.mean([r.init["eval/accuracy"] for r in runs["baseline"].values()]))
+    n_eval = meta["train"]["eval_prompts"]
+    eval_se = math.sqrt(max(acc * (1 - acc), 0.25 / n_eval) / n_eval)
+    rows = [_row(p, runs, seeds, pilot, eval_se) for p in PREDICTIONS]
+    dose = {role: {MANIPULATION_KEY: _avg([_mean_key(r, MANIPULATION_KEY) for r in rr.values()]),
+                   "tax/style_residual": _avg([_mean_key(r, "tax/style_residual") for r in rr.values()]),
+                   "tax/style_K_signed": _avg([_mean_key(r, "tax/style_K_signed") for r in rr.values()])}
+            for role, rr in runs.items()}
+    kl = {role: _avg([_mean_key(r, KL_KEY) for r in rr.values()]) for role, rr in runs.items()}
+    b = kl["baseline"]
+    matched = {role: bool(v is not None and b is not None and b > 0 and abs(v / b - 1) <= KL_TOLERANCE)
+               for role, v in kl.items() if role != "baseline"}
+    base_res = dose["baseline"]["tax/style_residual"]
+    passed = "surgical" not in runs or (
+        (dose["surgical"][MANIPULATION_KEY] or 0.0) < RESIDUAL_THRESHOLD and base_res is not None and base_res > 0)
+    walls = [json.loads((exp_dir / a["name"] / f"seed{s}" / "done.json").read_text())["wall_s"]
+             for a in meta["arms"] for s in seeds]
+    return ExperimentResult(meta, pilot, rows, dose, kl, matched, passed, eval_se, sum(walls) / len(walls))
 
 
 def _fmt(x: float | None) -> str:
@@ -175,209 +235,144 @@ def _fmt(x: float | None) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text safe inside a markdown table cell."""
     return text.replace("|", "\\|")
 
 
-def _markdown(summary: dict[str, Any], img_prefix: str) -> str:
-    m = summary["experiment"]
-    base, treat = summary["baseline"], summary["treatment"]
-    n = len(m["seeds"])
-    lines = [
-        f"### {m['name']}: `{base}` vs `{treat}`",
-        "",
-        "Arms: " + "; ".join(f"{a['role']} `{a['name']}` = objective `{a['objective']}`"
-                             + (f" with {a['params']}" if a["params"] else "") for a in m["arms"]) + ".",
-        "",
-        f"{m['description']}".strip(),
-        "",
-        f"Mechanism toggled: {m['mechanism'] or '(not stated)'}. Task `{m['task']['name']}`, model "
-        f"`{m['model'].get('kind', 'transformer')}`, {n} seeds, {m['train']['steps']} steps x "
-        f"{m['train']['prompts_per_step']} prompts x G={m['train']['group_size']}, {m['train']['epochs']} epochs x "
-        f"{m['train']['minibatches']} minibatches per rollout, {m['train']['optimizer']} lr={m['train']['lr']}. "
-        f"Mean wall time per run: {summary['mean_wall_s']:.1f} s.",
-        "",
-    ]
-    if n < 2:
-        lines += [f"**One seed: no paired statistics and no verdicts** (need >= 2 seeds; the design asks for >= 12).", ""]
-    if summary.get("reduced"):
-        lines += [f"**Reduced run** ({summary['reduced']}): not the design's power; verdicts below are provisional.", ""]
-    man, kl, cert = summary["manipulation"], summary["kl_match"], summary["certificate"]
-    lines += [
-        f"1. **Manipulation check** (mean `{MANIPULATION_KEY}`, must be < {man['threshold']} for the treatment and not "
-        f"for the baseline): baseline {_fmt(man['baseline'])}, treatment {_fmt(man['treatment'])}: "
-        f"**{'passed' if man['passed'] else 'FAILED'}**.",
-        f"2. **Trust regions** (mean `{KL_KEY}` per step): baseline {_fmt(kl['baseline'])}, treatment "
-        f"{_fmt(kl['treatment'])} ({100 * kl['relative']:+.0f}%): **{'matched' if kl['matched'] else 'CONFOUNDED'}** "
-        f"(tolerance {100 * kl['tolerance']:.0f}%).",
-        f"3. **Zero-credit certificate** (greedy accuracy flat across forced filler counts, chi-square p >= 0.01): "
-        f"{cert['flat_at_start']}/{cert['runs']} runs at the warm start, {cert['flat_at_end']}/{cert['runs']} at the end.",
-        f"4. **Eval standard error**: {summary['eval_se']:.3f} per accuracy point ({m['train']['eval_prompts']} prompts).",
-        "",
-        "Each difference is oriented so that the prediction is > 0. Paired t-interval "
-        "(95%), exact sign test, TOST equivalence against the stated smallest effect of interest (SESOI), "
-        "Holm across the primary rows; MDE = minimum detectable effect at 80% power. "
-        "Supporting rows are uncorrected.",
-        "",
-        "| pred. | statistic | baseline | treatment | diff | 95% CI | seeds > 0 | sign p | Holm p | SESOI | MDE | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for e in summary["effects"]:
-        b = sum(e["baseline"]) / len(e["baseline"])
-        t = sum(e["treatment"]) / len(e["treatment"])
-        tag = "" if e["primary"] else " (supporting)"
-        if "diff_mean" in e:
-            cells = (f"{_fmt(e['diff_mean'])} | [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}] | "
-                     f"{e['n_predicted_direction']}/{e['n_seeds']} | {_fmt(e['p_sign'])} | {_fmt(e.get('p_t_holm'))} | "
-                     f"{_fmt(e['sesoi'])} | {_fmt(e['mde'])}")
+def _reproduce(res: ExperimentResult) -> str:
+    cfg = res.meta.get("source") or "CONFIG"
+    return (f"`python -m exchange experiment run {cfg} && python -m exchange experiment report "
+            f"runs/{res.meta['name']}`")
+
+
+def _markdown(res: ExperimentResult, img_prefix: str) -> str:
+    m = res.meta
+    arms = "; ".join(f"{a['role']} `{a['name']}` = `{a['objective']}`" + (f" with {a['params']}" if a["params"] else "")
+                     for a in m["arms"])
+    t = m["train"]
+    lines = [f"### {m['name']}", "", f"Arms: {arms}.", "", m["description"].strip(), "",
+             f"Mechanism: {m['mechanism'] or '(not stated)'}. Task `{m['task']['name']}` (style_p "
+             f"{m['task']['style_p']}), model `{m['model'].get('kind', 'transformer')}`, test seeds {m['seeds']}, "
+             f"pilot seeds {m.get('pilot_seeds', [])}, {t['steps']} steps x {t['prompts_per_step']} prompts x "
+             f"G={t['group_size']}, {t['epochs']} epochs x {t['minibatches']} minibatches, {t['optimizer']} "
+             f"lr={t['lr']}, KL target {t.get('kl_target', 0) or 'off'}. Mean wall time per run: "
+             f"{res.mean_wall_s:.1f} s.", ""]
+    p = res.pilot
+    if p is None:
+        lines += ["**No pilot**: no delta_hat, so no P1-P3 verdict (the design cannot be judged).", ""]
+    else:
+        lines += ["**Pilot** (frozen before the test seeds): " + " ".join(p.notes), "",
+                  "| prediction | sign | delta_hat | pilot SD | MDE at the test's seeds | delta_hat / MDE | design |",
+                  "|---|---|---|---|---|---|---|"]
+        n = len(m["seeds"])
+        for key, pl in p.pilots.items():
+            mde = pl.mde(n) if n >= 2 else float("nan")
+            ratio = pl.delta_hat / mde if mde and mde > 0 else float("nan")
+            lines.append(f"| {key} | {p.orientation[key]:+d} | {_fmt(pl.delta_hat)} | {_fmt(pl.sd)} | {_fmt(mde)} | "
+                         f"{_fmt(ratio)} | {'accepted' if n >= 2 and pl.accepted(n) else 'uninformative at this dose'} |")
+        cert = (f"bound ±{_fmt(p.bound)} P(correct) from delta_hat_P2/3 and the measured sensitivity "
+                f"{_fmt(p.sensitivity)} nats per unit credit" if p.bound is not None else "no bound")
+        ok = sum(c["certified"] for c in p.certificates)
+        lines += ["", f"**Forced-prefix certificate of S** ({cert}): {ok}/{len(p.certificates)} checks certified "
+                  f"(warm start and end, pilot baseline and surgical runs): "
+                  f"**{'certified' if p.certified else 'NOT certified'}**; warm-start p(S) = {p.p_style:.2f}.", ""]
+    dose = "; ".join(f"{role} residual {_fmt(d[MANIPULATION_KEY])}, at S {_fmt(d['tax/style_residual'])} "
+                     f"(signed K {_fmt(d['tax/style_K_signed'])})" for role, d in res.dose.items())
+    kl = ", ".join(f"{role} {_fmt(v)}" for role, v in res.kl.items()) + "; " + ", ".join(
+        f"{role} {'matched' if ok else 'CONFOUNDED'}" for role, ok in res.kl_matched.items())
+    lines += [f"1. **Manipulation check** (dose at the probe event S): {dose}: "
+              f"**{'passed' if res.manipulation_passed else 'FAILED'}**.",
+              f"2. **KL per step on the control contexts** (against the baseline, tolerance "
+              f"{100 * KL_TOLERANCE:.0f}%): {kl}.",
+              f"3. **Eval standard error** (P4's SESOI): {res.eval_se:.3g}.", "",
+              "Differences are oriented so that the prediction is > 0. 95% paired t-interval; MDE at 80% power; "
+              "SESOI = delta_hat / 2 (half the predicted effect); verdict rule of issue 31.", "",
+              "| pred. | vs | statistic | diff | 95% CI | seeds > 0 | delta_hat | SESOI | MDE | verdict |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res.rows:
+        tag = "" if r.prediction.primary else " (supporting)"
+        d = r.decision
+        if d is None and len(r.diffs) >= 2 and all(math.isfinite(x) for x in r.diffs):
+            mean, lo, hi, _, n = interval(r.diffs)
+            cells = f"{_fmt(mean)} | [{_fmt(lo)}, {_fmt(hi)}] | {sum(x > 0 for x in r.diffs)}/{n} | n/a | n/a | n/a"
+        elif d is None:
+            cells = "n/a | n/a | n/a | n/a | n/a | n/a"
         else:
-            cells = "n/a | n/a | n/a | n/a | n/a | n/a | n/a"
-        lines.append(f"| {e['prediction']}{tag} | {_cell(e['statistic'])} | {_fmt(b)} | {_fmt(t)} | {cells} | "
-                     f"{e['verdict']} |")
-    signed = [e for e in summary["effects"] if e.get("predicted_signs") is not None and e["primary"]]
-    for e in signed:
-        sg = e["predicted_signs"]
-        lines += ["", f"P2 direction: predicted sign of the baseline's drift (T3 from its own cov(R, 1/L) for M3, "
-                      f"else the sign of its shared-event coefficient at S): {sum(x > 0 for x in sg)} seeds +, "
-                      f"{sum(x < 0 for x in sg)} -; the baseline drifted in the predicted sign in "
-                      f"{e['baseline_in_predicted_sign']}/{len(sg)} seeds."]
-    notes = [f"{e['prediction']}: {e['reason']}." for e in summary["effects"] if e["primary"] and e.get("reason")]
-    if notes:
-        lines += ["", "Primary rows: " + " ".join(notes)]
-    v = summary["verdicts"]
-    lines += [
-        "",
-        "Verdicts: " + ", ".join(f"{k} {v[k]}" for k in ("P1", "P2", "P3", "P4")) + f". Falsifier: {v['falsifier']}.",
-        "",
-        f"![{m['name']} curves]({img_prefix}exp_{m['name']}_curves.png)",
-        f"![{m['name']} effects]({img_prefix}exp_{m['name']}_effects.png)",
-        "",
-    ]
+            cells = (f"{_fmt(d.mean)} | [{_fmt(d.low)}, {_fmt(d.high)}] | {d.n_positive}/{d.n} | {_fmt(d.delta_hat)} | "
+                     f"{_fmt(d.sesoi)} | {_fmt(d.mde)}")
+        verdict = r.label + (f" ({r.reason})" if r.reason else "")
+        lines.append(f"| {r.prediction.key}{tag} | {r.against} | {_cell(r.prediction.statistic)} | {cells} | "
+                     f"{_cell(verdict)} |")
+    lines += ["", f"Falsifier: {res.falsifier()}.", "", f"Reproduce: {_reproduce(res)}.", "",
+              f"![{m['name']} curves]({img_prefix}exp_{m['name']}_curves.png)", ""]
     return "\n".join(lines)
 
 
-def report_experiment(exp_dir: str | Path, *, reduced: str | None = None) -> dict[str, Any]:
-    """Compute, write (``summary.json``, ``summary.md``, plots) and return the summary.
-
-    ``reduced``: a note that the runs are smaller than the design (fewer seeds/steps)."""
-    from exchange.lab.plots import plot_curves, plot_effects
+def report_experiment(exp_dir: str | Path) -> ExperimentResult:
+    """Decide, write (``summary.json``, ``summary.md``, the curves plot) and return the result."""
+    from exchange.lab.plots import plot_curves
 
     exp_dir = Path(exp_dir)
-    meta, runs = load_runs(exp_dir)
-    if reduced is None and 1 < len(meta["seeds"]) < DESIGN_SEEDS:
-        reduced = f"{len(meta['seeds'])} seeds, fewer than the design's {DESIGN_SEEDS}"
-    effects = _effects(meta, runs)
-    walls = [json.loads((exp_dir / a["name"] / f"seed{s}" / "done.json").read_text())["wall_s"]
-             for a in meta["arms"] for s in meta["seeds"]]
-    manipulation, kl = manipulation_check(runs), kl_match(runs)
-    acc = float(np.mean([r.init["eval/accuracy"] for r in runs["baseline"].values()]))
-    summary = {
-        "experiment": meta,
-        "baseline": next(a["name"] for a in meta["arms"] if a["role"] == "baseline"),
-        "treatment": next(a["name"] for a in meta["arms"] if a["role"] == "treatment"),
-        "effects": effects,
-        "manipulation": manipulation,
-        "kl_match": kl,
-        "certificate": certificates(runs),
-        "eval_se": math.sqrt(max(acc * (1 - acc), 0.25 / meta["train"]["eval_prompts"]) / meta["train"]["eval_prompts"]),
-        "verdicts": overall_verdicts(effects, manipulation, kl),
-        "mean_wall_s": sum(walls) / len(walls),
-        "reduced": reduced,
-    }
-    plot_curves(meta, runs, exp_dir / f"exp_{meta['name']}_curves.png")
-    plot_effects(summary, exp_dir / f"exp_{meta['name']}_effects.png")
-    atomic_write_text(exp_dir / "summary.json", json.dumps(summary, indent=2))
-    atomic_write_text(exp_dir / "summary.md", _markdown(summary, ""))
-    return summary
+    res = decide_experiment(exp_dir)
+    _, runs = load_runs(exp_dir)
+    plot_curves(res.meta, runs, exp_dir / f"exp_{res.meta['name']}_curves.png")
+    atomic_write_text(exp_dir / "summary.json", json.dumps(res.to_dict(), indent=2))
+    atomic_write_text(exp_dir / "summary.md", _markdown(res, ""))
+    return res
 
 
-def _replace_between(text: str, begin: str, end: str, body: str) -> str:
+def replace_section(path: str | Path, begin: str, end: str, body: str, *, title: str = "") -> None:
+    """Rewrite the text between the markers ``begin`` and ``end`` of ``path`` with ``body``
+    (appended, markers included, when absent; the file is created with ``title``)."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else (f"{title}\n" if title else "")
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
-        return head + begin + "\n" + body + "\n" + end + rest.split(end, 1)[1]
-    return text.rstrip() + "\n\n" + begin + "\n" + body + "\n" + end + "\n"
+        text = head + begin + "\n" + body.strip() + "\n" + end + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + begin + "\n" + body.strip() + "\n" + end + "\n"
+    atomic_write_text(path, text)
 
 
-CLAIMS_SECTION = "## Training experiments"
-
-
-def claims_rows(summaries: list[dict[str, Any]], configs: list[str]) -> str:
-    """Markdown table rows (one per experiment x prediction) for docs/claims.md."""
-    # The interval shown is the unadjusted 95% t-interval; the verdict is taken at the
-    # Holm-adjusted level, so each row also says which test decided it (a small effect
-    # whose raw interval excludes 0 can still be "refuted" by the equivalence route).
-    lines = ["| claim | experiment | verdict | evidence (paired diff, unadjusted 95% t-CI, seeds in predicted direction, MDE; the test that decided, Holm-adjusted) | reproduce |",
+def claims_rows(results: list[ExperimentResult]) -> str:
+    """Markdown table rows (one per experiment x primary prediction) for docs/claims.md."""
+    lines = ["| claim | experiment | verdict | evidence (oriented paired diff, 95% CI, delta_hat, SESOI, MDE) | reproduce |",
              "|---|---|---|---|---|"]
-    claims = {"P1": "P1 learning tax", "P2": "P2 solution-probability drift", "P3": "P3 entropy collapse",
-              "P4": "P4 sample efficiency / final accuracy"}
-    for s, cfg in zip(summaries, configs):
-        name = s["experiment"]["name"]
-        run = f"`python -m exchange experiment run {cfg}` then `python -m exchange experiment report runs/{name}`"
-        tag = f" (provisional: {s['reduced']})" if s.get("reduced") else ""
-        # A row of a pair whose falsifier cannot be read is not evidence about the
-        # mechanism; say so in the verdict cell, where a reader skimming the table looks.
-        unread = s["verdicts"]["falsifier"].split(":")[0]
-        if unread in ("not readable", "confounded"):
-            tag += f" (pair {unread}: not evidence about the mechanism)"
-        for key, claim in claims.items():
-            ev = "; ".join(
-                f"{e['claim']}: {_fmt(e['diff_mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}], "
-                f"{e['n_predicted_direction']}/{e['n_seeds']}, MDE {_fmt(e['mde'])}; {e['reason']}" if "diff_mean" in e else
-                f"{e['claim']}: {e['reason']}"
-                for e in s["effects"] if e["prediction"] == key and e["primary"]
-            )
-            lines.append(f"| {claim} | {name} ({s['baseline']} vs {s['treatment']}) | {s['verdicts'][key]}{tag} | "
-                         f"{_cell(ev)} | {run} |")
-        lines.append(f"| Falsifier (THEORY.md 5) | {name} | {s['verdicts']['falsifier'].split(':')[0]} | "
-                     f"{s['verdicts']['falsifier']} | {run} |")
+    for res in results:
+        name = res.meta["name"]
+        for r in res.rows:
+            if not r.prediction.primary:
+                continue
+            d = r.decision
+            ev = (f"{_fmt(d.mean)} [{_fmt(d.low)}, {_fmt(d.high)}], delta_hat {_fmt(d.delta_hat)}, SESOI "
+                  f"{_fmt(d.sesoi)} ({'delta_hat / 2' if d.delta_hat is not None else d.sesoi_derivation}), "
+                  f"MDE {_fmt(d.mde)}" if d is not None else r.reason)
+            verdict = r.label if r.decision is None or res.falsifier().split(":")[0] not in (
+                "not readable", "confounded") else f"{r.label} (pair {res.falsifier().split(':')[0]})"
+            lines.append(f"| {r.prediction.key}: {r.prediction.claim} | {name} (baseline vs {r.against}) | "
+                         f"{_cell(verdict)} | {_cell(ev)} | {_reproduce(res)} |")
+        lines.append(f"| Falsifier (THEORY.md 5) | {name} | {res.falsifier().split(':')[0]} | "
+                     f"{_cell(res.falsifier())} | {_reproduce(res)} |")
     return "\n".join(lines)
-
-
-def write_claims_section(path: str | Path, body: str) -> None:
-    """Replace the content of the "## Training experiments" section of ``path``."""
-    path = Path(path)
-    text = path.read_text() if path.exists() else f"# Claims and verdicts\n\n{CLAIMS_SECTION}\n"
-    if CLAIMS_SECTION not in text:
-        text = text.rstrip() + f"\n\n{CLAIMS_SECTION}\n"
-    head, rest = text.split(CLAIMS_SECTION, 1)
-    nxt = rest.find("\n## ")
-    tail = rest[nxt:] if nxt >= 0 else "\n"
-    atomic_write_text(path, head + CLAIMS_SECTION + "\n\n" + body.strip() + "\n" + tail)
 
 
 def report_experiments(exp_dirs: list[str | Path], *, img_dir: str | Path | None = None,
-                       markdown: str | Path | None = None, claims: str | Path | None = None,
-                       reduced: str | None = None) -> list[str]:
-    """Report each experiment; optionally copy plots to ``img_dir``, render all of
-    them into ``markdown`` between the generated-section markers, and rewrite the
-    "Training experiments" section of ``claims``. Returns one verdict line per
-    experiment."""
-    summaries = [report_experiment(d, reduced=reduced) for d in exp_dirs]
+                       markdown: str | Path | None = None, claims: str | Path | None = None) -> list[str]:
+    """Report each experiment; optionally copy plots to ``img_dir``, render all of them
+    into ``markdown`` and the claims rows into ``claims`` (each between its generated
+    markers, :func:`replace_section`). Returns one verdict line per experiment."""
+    results = [report_experiment(d) for d in exp_dirs]
     if img_dir is not None:
         Path(img_dir).mkdir(parents=True, exist_ok=True)
-        for d, s in zip(exp_dirs, summaries):
-            for kind in ("curves", "effects"):
-                name = f"exp_{s['experiment']['name']}_{kind}.png"
-                shutil.copyfile(Path(d) / name, Path(img_dir) / name)
+        for d, res in zip(exp_dirs, results):
+            name = f"exp_{res.meta['name']}_curves.png"
+            shutil.copyfile(Path(d) / name, Path(img_dir) / name)
     if markdown is not None:
         md = Path(markdown)
         prefix = ""
         if img_dir is not None:
             prefix = Path(img_dir).resolve().relative_to(md.resolve().parent).as_posix() + "/"
-        body = "\n".join(_markdown(s, prefix) for s in summaries)
-        text = md.read_text() if md.exists() else "# Training experiments\n"
-        atomic_write_text(md, _replace_between(text, BEGIN, END, body))
+        replace_section(md, BEGIN, END, "\n".join(_markdown(r, prefix) for r in results), title="# Training experiments")
     if claims is not None:
-        configs = [s["experiment"].get("source") or "CONFIG" for s in summaries]
-        intro = ("Paired CPU experiments (exchange.lab): each row toggles only the objective's mechanism; "
-                 "verdicts come from `exchange experiment report` (paired t-interval, sign test, Holm across a "
-                 "pair's predictions; confirmed = interval above 0, refuted = interval below 0 or equivalence "
-                 "within the stated SESOI, inconclusive otherwise with its MDE). Details and plots: "
-                 "docs/experiments.md.")
-        write_claims_section(claims, intro + "\n\n" + claims_rows(summaries, configs))
-    lines = []
-    for s in summaries:
-        v = s["verdicts"]
-        lines.append(f"{s['experiment']['name']} ({s['baseline']} vs {s['treatment']}): "
-                     + ", ".join(f"{k} {v[k]}" for k in ("P1", "P2", "P3", "P4")) + f"; falsifier {v['falsifier']}")
-    return lines
+        replace_section(claims, CLAIMS_BEGIN, CLAIMS_END, claims_rows(results), title="# Claims and verdicts")
+    return [f"{r.meta['name']}: " + ", ".join(f"{k} {r.verdict(k)}" for k in ("P1", "P2", "P3", "P4"))
+            + f"; falsifier {r.falsifier()}" for r in results]

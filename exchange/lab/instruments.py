@@ -181,7 +181,10 @@ def shared_coefficients(kappa: Tensor, rollout: Rollout, ev: Events) -> dict[str
 
     - ``tax/shared_K_signed``: ``sum_{e shared} K_e / sum_{e shared} sum_occ |kappa|``
       (in [-1, 1]; 0 when shared events cancel);
-    - ``tax/style_K_signed``: the same over shared events whose token is the style token S.
+    - ``tax/style_K_signed``: the same over shared events whose token is the style token S
+      (the probe event: its sign orients P2, :func:`exchange.lab.verdict.orient`);
+    - ``tax/style_residual``: ``sum |K_e| / mass`` over those S events: the dose **at the
+      probe event**, not pooled with the template's shared mass.
     """
     ids, K, mass = shared_event_coefficients(kappa, ev)  # [S] each
     tok = torch.zeros(ev.count, dtype=torch.long, device=rollout.tokens.device)
@@ -191,6 +194,9 @@ def shared_coefficients(kappa: Tensor, rollout: Rollout, ev: Events) -> dict[str
     for key, sel in (("tax/shared_K_signed", slice(None)), ("tax/style_K_signed", tok[ids] == STYLE)):
         m = float(mass[sel].sum())
         out[key] = float(K[sel].sum()) / m if m > 0 else None
+    style = tok[ids] == STYLE
+    m = float(mass[style].sum())
+    out["tax/style_residual"] = float(K[style].abs().sum()) / m if m > 0 else None
     return out
 
 

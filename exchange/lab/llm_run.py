@@ -35,6 +35,7 @@ transformers, trl and datasets are imported inside the functions.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -50,10 +51,11 @@ from exchange.core.metric_keys import INTEGRATION_KEYS
 from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
 from exchange.lab.runlog import (
-    MetricsLog, RunLock, atomic_write_text, check_steps, finish_run, read_metrics, record_environment,
+    MetricsLog, RunDir, RunLock, atomic_write_text, check_steps, read_metrics, record_environment,
 )
 from exchange.core.events import events
 from exchange.lab.experiment import write_experiment_json
+from exchange.lab.klstep import control_contexts
 from exchange.lab.instruments import (
     context_kl, reward_length_covariance, update_share, zero_credit_gradient, zero_credit_mask,
 )
@@ -211,14 +213,19 @@ def _trainer_class():
             for key, value in metrics.items():
                 self.exchange_step_metrics.setdefault(key, []).append(value)
             with torch.no_grad():  # KL(pi_before || pi_after) of this step at the micro-batch's contexts
-                self.exchange_kl_pending.append((inputs, self._exchange_context_logp(inputs), shared_occ, mb.mask))
+                self.exchange_kl_pending.append((inputs, self._exchange_context_logp(inputs), shared_occ, mb.mask,
+                                                 control_contexts(mb)))
 
         def _exchange_context_logp(self, inputs) -> torch.Tensor:
             model = self.accelerator.unwrap_model(self.model)
             ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
             att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
             p = inputs["prompt_ids"].shape[1]
-            logits = model(input_ids=ids, attention_mask=att).logits[:, p - 1: -1]
+            # float32 whatever the training precision: the "before" pass runs inside TRL's
+            # bf16 autocast (in _compute_loss), the "after" pass outside it, and bf16
+            # logits would put noise of ~1e-5 per step into a KL compared at 10%
+            with torch.autocast(device_type=ids.device.type, enabled=False):
+                logits = model(input_ids=ids, attention_mask=att).logits[:, p - 1: -1]
             return torch.log_softmax(logits.double(), -1).cpu()
 
         def exchange_end_step(self) -> dict[str, Any]:
@@ -227,11 +234,12 @@ def _trainer_class():
             for key, values in self.exchange_step_metrics.items():
                 vals = [v for v in values if v is not None]
                 row[key] = sum(vals) / len(vals) if vals else None
-            kl = {"kl/all_contexts": [], "kl/shared_contexts": []}
+            kl = {"kl/all_contexts": [], "kl/shared_contexts": [], "kl/control_contexts": []}
             with torch.no_grad():
-                for inputs, before, shared_occ, mask in self.exchange_kl_pending:
+                for inputs, before, shared_occ, mask, control in self.exchange_kl_pending:
                     after = self._exchange_context_logp(inputs)
-                    for key, where in (("kl/all_contexts", mask), ("kl/shared_contexts", shared_occ)):
+                    for key, where in (("kl/all_contexts", mask), ("kl/shared_contexts", shared_occ),
+                                       ("kl/control_contexts", control)):
                         value = context_kl(before, after, where)
                         if value is not None:
                             kl[key].append((value, int(where.sum())))
@@ -244,10 +252,13 @@ def _trainer_class():
     return InstrumentedGRPOTrainer
 
 
-def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: int, wall_start: float):
+def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: int, wall_start: float,
+                      deadline: float | None = None):
     """Writes the harness's ``metrics.jsonl`` rows (one per step, ``step`` 0-based) from
     TRL's logs, the trainer's instruments and ``evaluate_fn(model, last) -> dict`` (the
-    held-out evaluation, every ``eval_steps`` steps and after the last)."""
+    held-out evaluation, every ``eval_steps`` steps and after the last). Past ``deadline``
+    (``time.time()``), it stops training after the step with a checkpoint, so a later
+    call resumes there."""
     from transformers import TrainerCallback
 
     class RunLogCallback(TrainerCallback):
@@ -284,6 +295,9 @@ def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: in
                 model.train(was)
             self.pending = row
             self.wall += time.perf_counter() - (self.t0 or time.perf_counter())
+            if deadline is not None and time.time() >= deadline and step < state.max_steps:
+                control.should_save = True  # the next call resumes from this step
+                control.should_training_stop = True
 
         def on_log(self, args, state, control, logs=None, **kw):
             if not state.is_world_process_zero or not logs or "train_runtime" in logs or not self.pending:
@@ -352,10 +366,12 @@ def _newest_checkpoint(out: Path) -> tuple[Path | None, int]:
 
 
 def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, model_config: str | None = None,
-            data: str | None = None, device: str = "cpu") -> Path:
+            data: str | None = None, device: str = "cpu", deadline: float | None = None) -> Path:
     """Train one (arm, seed) into ``exp_dir/<arm>/seed<k>``; resumes from the newest TRL
     checkpoint there (a finished run with fewer steps than ``args.max_steps`` is
-    extended). ``args`` is the parsed GRPOConfig; ``data`` selects the text mode."""
+    extended). ``args`` is the parsed GRPOConfig; ``data`` selects the text mode.
+    ``deadline`` (``time.time()``): stop after the step that passes it, with a checkpoint
+    and without ``done.json``."""
     from datasets import Dataset
 
     out = exp_dir / run.arm.name / f"seed{run.seed}"
@@ -365,26 +381,9 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
         {**run.to_dict(), "train": {**dataclasses.asdict(run.train), "steps": None}, **spec},
         sort_keys=True).encode()).hexdigest()[:16]
     main = _main_process()
-    lock = RunLock(out) if main else None
-    if lock is not None:
-        lock.__enter__()
-    try:
-        old = json.loads((out / "config.json").read_text()).get("fingerprint") if (out / "config.json").exists() else None
-        if old is not None and old != fingerprint:
-            raise InvalidArgument(
-                f"run_dir={str(out)!r} holds a run of another config or model (fingerprint={old}, this one "
-                f"{fingerprint}); delete the directory or choose another --out.")
-        if (out / "done.json").exists():
-            done = json.loads((out / "done.json").read_text())
-            if done["steps"] == args.max_steps:
-                check_steps(read_metrics(out / "metrics.jsonl"), args.max_steps, str(out))
-                return out
-            if done["steps"] > args.max_steps:
-                raise InvalidArgument(
-                    f"run_dir={str(out)!r} already has {done['steps']} steps, more than max_steps={args.max_steps}; "
-                    "raise max_steps or choose another --out.")
-            if main:
-                (out / "done.json").unlink()  # extended: resume from its last checkpoint
+    with RunDir(out, fingerprint, lock=main) as rd:  # non-main processes never write
+        if rd.finished(args.max_steps):
+            return out
         setup = (_text_setup(run, args, data, model, device) if data is not None
                  else _synthetic_setup(run, args, exp_dir, model, model_config, device))
         if main and not (out / "init.json").exists():
@@ -392,9 +391,7 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
             atomic_write_text(out / "init.json", json.dumps(setup.init(setup.policy)))
             setup.policy.train()
         if main:
-            atomic_write_text(out / "config.json", json.dumps({
-                "fingerprint": fingerprint, **run.to_dict(), **spec, "grpo_config": json.loads(args.to_json_string())},
-                indent=2))
+            rd.write_config(**{**run.to_dict(), **spec, "grpo_config": json.loads(args.to_json_string())})
         ckpt, ckpt_step = _newest_checkpoint(out)
         wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}
         wall_start = float(wall.get("wall_s", 0.0)) if wall.get("step") == ckpt_step else 0.0
@@ -403,7 +400,7 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
         if setup.instruments:  # the grammar inside the forward needs the whole prefix at every generation step
             rargs.generation_kwargs = {**(rargs.generation_kwargs or {}), "use_cache": False}
         rows_per_step = rargs.per_device_train_batch_size * rargs.gradient_accumulation_steps * rargs.world_size
-        callback = _run_log_callback(out, setup.evaluate, rargs.eval_steps, rows_per_step, wall_start)
+        callback = _run_log_callback(out, setup.evaluate, rargs.eval_steps, rows_per_step, wall_start, deadline)
         cls = _trainer_class()
         trainer = cls(model=setup.policy, reward_funcs=[setup.reward], args=rargs,
                       train_dataset=Dataset.from_list(setup.prompts), processing_class=setup.tokenizer,
@@ -411,13 +408,11 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
                       measure_update_norm=run.train.measure_update_norm, instruments=setup.instruments)
         callback.trainer = trainer
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
-        if trainer.accelerator.is_main_process:
-            finish_run(out, args.max_steps, fingerprint=fingerprint, arm=run.arm.name, objective=run.arm.objective,
-                       seed=run.seed, wall_s=callback.wall)
+        # a run stopped by the time budget keeps its checkpoint and no done.json: it resumes
+        if trainer.accelerator.is_main_process and trainer.state.global_step >= args.max_steps:
+            rd.finish(args.max_steps, arm=run.arm.name, objective=run.arm.objective, seed=run.seed,
+                      wall_s=callback.wall)
         return out
-    finally:
-        if lock is not None:
-            lock.__exit__(None, None, None)
 
 
 def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
@@ -443,12 +438,15 @@ def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
 
 def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, model: str | None = None,
                        model_config: str | None = None, data: str | None = None, device: str | None = None,
-                       seeds=None, arms=None, source: str | None = None) -> Path:
+                       seeds=None, arms=None, source: str | None = None, time_budget_s: float | None = None) -> Path:
     """Every (seed, arm) of ``cfg`` through TRL; returns ``out_root/<experiment>``.
 
     On the TOML's synthetic task (``data=None``) that directory is one ``exchange
     experiment report`` reads. ``model`` is a local model folder, ``model_config`` a
-    built-in one (exactly one of them); ``data`` (text mode) needs ``model``."""
+    built-in one (exactly one of them); ``data`` (text mode) needs ``model``.
+    ``time_budget_s``: stop (with a checkpoint) once that much wall time has passed and
+    start no further run; calling again resumes (experiments/llm/device_kit.py)."""
+    deadline = None if time_budget_s is None else time.time() + float(time_budget_s)
     if (model is None) == (model_config is None):
         raise InvalidArgument("give exactly one of model=PATH (a local model folder) and model_config=NAME "
                               f"({', '.join(_model_names())}).")
@@ -459,6 +457,12 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
         raise InvalidArgument(f"data={data!r} (text mode) needs model=PATH, a local model with its own tokenizer; "
                               "model_config builds a model for the synthetic task only.")
     _check_args(cfg, args, data is not None)
+    if cfg.train.kl_target > 0 or cfg.train.attribute or cfg.pilot_seeds:
+        raise InvalidArgument(
+            f"{cfg.name}: [train] kl_target={cfg.train.kl_target}, attribute={cfg.train.attribute}, "
+            f"pilot_seeds={list(cfg.pilot_seeds)}: the KL-normalised step, the attribution and the pilot run in the "
+            "CPU harness only (exchange experiment run); set them to 0/false/[] for the TRL run. The surgical arm "
+            "(objective '<spec>+surgical') runs through TRL as any objective does.")
     device = device or str(args.device)  # this process's device (cuda:<local rank> under accelerate)
     seeds = list(seeds or cfg.seeds)
     chosen = [a for a in cfg.arms if not arms or a.name in arms]
@@ -466,20 +470,22 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
         raise InvalidArgument(f"arms={list(arms)}: unknown arm; the config has {[a.name for a in cfg.arms]}.")
     exp_dir = Path(out_root) / cfg.name
     exp_dir.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(exp_dir) if _main_process() else None  # a second run_llm on this --out is refused
-    if lock is not None:
-        lock.__enter__()
-    try:
+    # a second run_llm on this --out is refused (only the main process holds the lock)
+    with RunLock(exp_dir) if _main_process() else contextlib.nullcontext():
         if _main_process():
             _write_meta(cfg, args, exp_dir, seeds, model or model_config, data, source)
+        trained = False
         for seed in seeds:
             for arm in chosen:
+                finished = (exp_dir / arm.name / f"seed{seed}" / "done.json").exists()
+                if deadline is not None and time.time() >= deadline and trained and not finished:
+                    print(f"[run_llm] time budget spent: arm={arm.name} seed={seed} waits for the next call", flush=True)
+                    continue
                 run = dataclasses.replace(cfg.runs()[0], arm=arm, seed=seed)
                 print(f"[run_llm] {cfg.name} arm={arm.name} objective={arm.objective} seed={seed}", flush=True)
-                run_arm(run, args, exp_dir, model=model, model_config=model_config, data=data, device=device)
-    finally:
-        if lock is not None:
-            lock.__exit__(None, None, None)
+                run_arm(run, args, exp_dir, model=model, model_config=model_config, data=data, device=device,
+                        deadline=deadline)
+                trained = trained or not finished  # every call trains at least one step of one run
     return exp_dir
 
 
@@ -502,6 +508,9 @@ def _write_meta(cfg: ExperimentConfig, args, exp_dir: Path, seeds: list[int], mo
         max_response_len=args.max_completion_length, eval_every=args.eval_steps, eval_prompts=n_eval,
         prompts_per_step=args.generation_batch_size // args.num_generations,
         optimizer=str(getattr(args.optim, "value", args.optim)))
+    previous = exp_dir / "experiment.json"
+    if previous.exists():  # runs split over calls: keep the seeds earlier calls ran
+        seeds = sorted(set(seeds) | set(json.loads(previous.read_text()).get("seeds", [])))
     meta = dataclasses.replace(cfg, seeds=tuple(seeds), train=tc,
                                model=dataclasses.replace(cfg.model, kind=f"hf:{model_spec}"))
     write_experiment_json(meta, exp_dir, source, engine="trl", model_spec=model_spec, data=data,

@@ -18,7 +18,7 @@ import torch
 from exchange.errors import InvalidArgument
 
 __all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_torch_save", "MetricsLog", "read_metrics", "check_steps",
-           "RunLock", "environment", "record_environment", "finish_run"]
+           "RunLock", "RunDir", "environment", "record_environment", "finish_run"]
 
 
 def _atomic(path: Path, write) -> None:
@@ -203,3 +203,79 @@ def finish_run(out_dir: str | Path, steps: int, **fields: Any) -> dict[str, Any]
         done["wall_s"] = round(float(done["wall_s"]), 3)
     atomic_write_text(out_dir / "done.json", json.dumps(done))
     return done
+
+
+class RunDir:
+    """One run directory: its fingerprint (``config.json``), lock, ``done.json`` and resume.
+
+    The one owner of a run directory's life cycle, for the CPU trainer and the TRL run
+    alike::
+
+        with RunDir(out, fingerprint, config=cfg_dict, lock=is_main) as rd:
+            if rd.finished(steps):      # done at exactly `steps`: nothing to do
+                return out
+            ...train, resuming from the directory's checkpoint...
+            rd.finish(steps, wall_s=...)
+
+    On entry it takes the lock (:class:`RunLock`; ``lock=False`` for the non-main processes
+    of a distributed run, which never write), refuses a directory whose ``config.json``
+    holds another fingerprint, and writes ``config.json`` when ``config`` is given and none
+    exists. :meth:`finished` reads ``done.json``: equal steps (log checked) -> True; more
+    -> refused; fewer -> ``done.json`` removed so the run extends from its checkpoint.
+    """
+
+    def __init__(self, path: str | Path, fingerprint: str, *, config: dict[str, Any] | None = None,
+                 lock: bool = True) -> None:
+        self.path = Path(path)
+        self.fingerprint = fingerprint
+        self._config = config
+        self._lock = RunLock(self.path) if lock else None
+
+    def __enter__(self) -> "RunDir":
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self._lock is not None:
+            self._lock.__enter__()
+        try:
+            cfg = self.path / "config.json"
+            old = json.loads(cfg.read_text()).get("fingerprint") if cfg.exists() else None
+            if old is not None and old != self.fingerprint:
+                raise InvalidArgument(
+                    f"run_dir={str(self.path)!r} holds a run of another config (fingerprint={old}, this one "
+                    f"{self.fingerprint}); delete the directory or choose another --out."
+                )
+            if old is None and self._config is not None:
+                self.write_config(**self._config)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._lock is not None:
+            self._lock.__exit__(*exc)
+
+    def write_config(self, **fields: Any) -> None:
+        """``config.json`` = ``{"fingerprint": ..., **fields}`` (atomic)."""
+        atomic_write_text(self.path / "config.json", json.dumps({"fingerprint": self.fingerprint, **fields}, indent=2))
+
+    def finished(self, steps: int) -> bool:
+        """Whether the run is done at exactly ``steps`` (see the class)."""
+        done_path = self.path / "done.json"
+        if not done_path.exists():
+            return False
+        done = json.loads(done_path.read_text())
+        if done["steps"] == steps:
+            check_steps(read_metrics(self.path / "metrics.jsonl"), steps, str(self.path))
+            return True
+        if done["steps"] > steps:
+            raise InvalidArgument(
+                f"run_dir={str(self.path)!r} already has {done['steps']} steps, more than steps={steps}; "
+                "raise the step count or choose another --out."
+            )
+        if self._lock is not None:  # only the writer removes it
+            done_path.unlink()  # extended: resume from the last checkpoint
+        return False
+
+    def finish(self, steps: int, **fields: Any) -> dict[str, Any]:
+        """:func:`finish_run`: check the log has steps ``0..steps-1`` and write ``done.json``."""
+        return finish_run(self.path, steps, fingerprint=self.fingerprint, **fields)

@@ -19,11 +19,18 @@ Decision tokens (the answer and EOS) carry all of the credit.
 
 Shared events: the template is emitted by every response once warm-started
 (near-deterministic), and the **style token S** follows it with probability
-``style_p`` (0.9) in the warm-start data, so its event is shared by most groups while
-its Fisher information ``p (1 - p)`` is far from 0: a non-cancelling ``K_e`` moves it.
-The filler count varies, which gives responses of one group different lengths L_i (the
-lever of M3, T3); truncated responses (no EOS) are always wrong and longest, so reward
-and 1/L co-vary positively and T3 predicts that GRPO pushes shared tokens *up*.
+``style_p`` in the warm-start data (the issue-31 configs use 0.5, so the warm start
+trains the answer branch with and without S equally and S's Fisher information
+``p (1 - p)`` is at its maximum); S is shared by a group when every response emits it,
+and a non-cancelling ``K_e`` there moves it. The filler count varies, which gives
+responses of one group different lengths L_i (the lever of M3, T3). Whether reward and
+``1/L`` co-vary, and with which sign, is not fixed by the grammar: truncated responses
+are wrong and longest, while filler counts are independent of the reward by
+construction. The harness measures the link per step (``len/cov_reward_inv_len``), and
+the predicted direction of S's drift is taken from the signed coefficient **at S**,
+frozen by the pilot (:mod:`exchange.lab.pilot`), never from a pooled covariance. Whether
+S itself carries credit is measured by the forced-prefix certificate
+(:mod:`exchange.lab.certificate`).
 
 Tasks (``TASKS``):
     arithmetic: ``Q a + b =`` -> the two base-7 digits (carry, units) of ``a + b``.

@@ -8,11 +8,14 @@
             kappa    = token_coefficients(loss_fn, ...)     # exchange.core.coefficients
             measure(kappa, ...)                             # exchange.lab.instruments
             loss_fn(logprobs, mb).backward(); opt.step()    # exchange.objectives.resolve(spec)
+        rescale the rollout's change to [train] kl_target   # exchange.lab.klstep (optional)
         evaluate(model) every eval_every steps              # greedy accuracy + drift probes
         append metrics row; checkpoint every ckpt_every steps
 
+With ``[train] attribute`` each optimiser step also feeds the attribution instrument
+(:mod:`exchange.lab.attribution`: ``attr/<probe>/path`` and ``attr/<probe>/shared``).
 Metric keys are namespaced (``charts/``, ``tax/``, ``clip/``, ``entropy/``, ``drift/``,
-``kl/``, ``losses/``, ``eval/``); one JSON row per step in ``metrics.jsonl``. No
+``kl/``, ``attr/``, ``cert/``, ``losses/``, ``eval/``); one JSON row per step in ``metrics.jsonl``. No
 wall-clock value enters the metrics, so a resumed run reproduces them exactly.
 """
 
@@ -30,26 +33,57 @@ import torch
 from torch import nn
 
 from exchange.core.coefficients import token_coefficients
-from exchange.errors import InvalidArgument
 from exchange.core.events import events
-from exchange.lab.config import RunConfig
-from exchange.lab.drift import make_probes, probe_logprobs
-from exchange.lab.instruments import (
-    clip_fractions, coefficient_tax, context_kl, entropy_by_role, prop31_kl, reward_length_covariance,
-    shared_coefficients, update_share, zero_credit_gradient, zero_credit_mask,
-)
-from exchange.lab.runlog import (
-    MetricsLog, RunLock, atomic_torch_save, atomic_write_text, check_steps, finish_run, read_metrics, record_environment,
-)
-from exchange.lab.generation import greedy_accuracy, sample_group_rollout
-from exchange.lab.sft import sft_warm_start
-from exchange.lab.tasks import VOCAB_SIZE, GrammarLM, Task, certify_zero_credit, filler_accuracy, get_task
-from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 from exchange.core.rollout import Rollout
+from exchange.lab.attribution import ProbeAttribution
+from exchange.lab.certificate import style_credit
+from exchange.lab.config import RunConfig
+from exchange.lab.drift import make_probes, probe_logprobs, probe_scalars
+from exchange.lab.generation import greedy_accuracy, sample_group_rollout
+from exchange.lab.instruments import (
+    clip_fractions,
+    coefficient_tax,
+    context_kl,
+    entropy_by_role,
+    prop31_kl,
+    reward_length_covariance,
+    shared_coefficients,
+    update_share,
+    zero_credit_gradient,
+    zero_credit_mask,
+)
+from exchange.lab.klstep import control_contexts, normalise_step
+from exchange.lab.runlog import (
+    MetricsLog,
+    RunDir,
+    atomic_torch_save,
+    atomic_write_text,
+    check_steps,
+    read_metrics,
+    record_environment,
+)
+from exchange.lab.sft import sft_warm_start
 from exchange.lab.tabular import TabularLM
+from exchange.lab.tasks import (
+    STYLE,
+    VOCAB_SIZE,
+    GrammarLM,
+    Task,
+    certify_zero_credit,
+    filler_accuracy,
+    get_task,
+)
+from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 
-__all__ = ["train_run", "warm_started_policy", "evaluate", "certificate", "initial_metrics", "fixed_eval_set",
-           "measure_minibatch"]
+__all__ = [
+    "certificate",
+    "evaluate",
+    "fixed_eval_set",
+    "initial_metrics",
+    "measure_minibatch",
+    "train_run",
+    "warm_started_policy",
+]
 
 _STREAMS = ("prompts", "sample", "minibatch")  # independent RNG streams of one run
 
@@ -65,6 +99,9 @@ class _State:
     probes: Rollout
     step: int = 0
     wall_s: float = 0.0
+    cumulative_kl: float = 0.0
+    """Sum over steps of the KL on the control contexts (curves against cumulative KL)."""
+    att: ProbeAttribution | None = None
 
 
 # ----------------------------------------------------------------- set-up
@@ -115,7 +152,14 @@ def _fresh_state(cfg: RunConfig, task: Task, sft_cache: Path | None) -> _State:
     model = warm_started_policy(cfg, task, sft_cache)
     gens = {name: torch.Generator().manual_seed(1_000 * cfg.seed + k) for k, name in enumerate(_STREAMS)}
     eval_prompts, probes = fixed_eval_set(cfg, task)
-    return _State(model=model, opt=_optimizer(model, cfg), gens=gens, eval_prompts=eval_prompts, probes=probes)
+    st = _State(model=model, opt=_optimizer(model, cfg), gens=gens, eval_prompts=eval_prompts, probes=probes)
+    return _with_attribution(st, cfg)
+
+
+def _with_attribution(st: _State, cfg: RunConfig) -> _State:
+    if cfg.train.attribute:
+        st.att = ProbeAttribution(st.model, st.opt, probe_scalars(st.probes))
+    return st
 
 
 def _save(path: Path, st: _State) -> None:
@@ -127,6 +171,8 @@ def _save(path: Path, st: _State) -> None:
         "probes": st.probes.to_dict(),
         "step": st.step,
         "wall_s": st.wall_s,
+        "cumulative_kl": st.cumulative_kl,
+        "attribution": None if st.att is None else st.att.tangent.state_dict(),
     }, path)
 
 
@@ -140,7 +186,12 @@ def _load(path: Path, cfg: RunConfig, task: Task) -> _State:
     for k, state in ck["gens"].items():
         gens[k] = torch.Generator()
         gens[k].set_state(state)
-    return _State(model, opt, gens, ck["eval_prompts"], Rollout.from_dict(ck["probes"]), ck["step"], ck["wall_s"])
+    st = _State(model, opt, gens, ck["eval_prompts"], Rollout.from_dict(ck["probes"]), ck["step"], ck["wall_s"],
+                ck.get("cumulative_kl", 0.0))
+    st = _with_attribution(st, cfg)
+    if st.att is not None and ck.get("attribution") is not None:
+        st.att.tangent.load_state_dict(ck["attribution"])
+    return st
 
 
 # ------------------------------------------------------------- one update
@@ -193,12 +244,15 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
     with torch.no_grad():
         before = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)  # [N, T, V]
     acc: dict[str, list] = defaultdict(list)
+    theta0 = [p.detach().clone() for p in st.model.parameters()] if tc.kl_target > 0 else None
+    shared_since = st.att.peek() if st.att is not None else None
+    need_shared = tc.measure_update_norm or st.att is not None
     for epoch, rows in _reuse(rollout, tc.epochs, tc.minibatches, st.gens["minibatch"]):
         mb = rollout.select(rows)
         ev_mb = dataclasses.replace(ev, ids=ev.ids[rows])  # groups are whole: events stay valid
         logprobs = response_logprobs(st.model, mb).double()  # [n, T], graph to theta
         measured, g_shared, kappa = measure_minibatch(loss_fn, logprobs, mb, ev_mb, zc[rows], shared_occ[rows], params,
-                                               tc.measure_update_norm)
+                                               need_shared)
         for key, value in measured.items():
             acc[key].append(value)
         loss = loss_fn(logprobs, mb)
@@ -207,13 +261,35 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
         if tc.measure_update_norm:  # -grad(loss) = sum kappa grad l
             acc["tax/shared_update_share"].append(
                 update_share(g_shared, [-p.grad for p in params], mass=float(kappa.abs().sum())))
-        st.opt.step()
+        if st.att is not None:  # the shared part of the loss gradient is -g_shared
+            before_step = st.att.before_step()
+            st.opt.step()
+            st.att.after_step(before_step, [-g for g in g_shared])
+        else:
+            st.opt.step()
         acc["losses/loss"].append(float(loss.detach()))
+    control = control_contexts(rollout)
+    if theta0 is not None:
+        def kl_now() -> float | None:
+            with torch.no_grad():
+                now = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)
+            return context_kl(before, now, control)
+
+        theta1 = [p.detach().clone() for p in st.model.parameters()]
+        scale, _ = normalise_step(st.model, theta0, kl_now, tc.kl_target)
+        acc["kl/scale"].append(scale)
+        if st.att is not None:
+            st.att.rescale(scale, shared_since, theta0, theta1)
     with torch.no_grad():
         after = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)
     acc["kl/shared_contexts"].append(context_kl(before, after, shared_occ))
     acc["kl/all_contexts"].append(context_kl(before, after, rollout.mask))
+    acc["kl/control_contexts"].append(context_kl(before, after, control))
     out = _mean_rows(acc)
+    st.cumulative_kl += out["kl/control_contexts"] or 0.0
+    out["kl/cumulative"] = st.cumulative_kl
+    if st.att is not None:
+        out.update(st.att.take())
     if theta_before is not None:
         out.update(prop31_kl(st.model, rollout, theta_before))
     return out
@@ -233,27 +309,18 @@ def initial_metrics(model: nn.Module, task: Task, eval_prompts: torch.Tensor, pr
 
 
 def certificate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, max_len: int) -> dict[str, Any]:
-    """The zero-credit certificate: greedy accuracy by forced filler count and the
-    homogeneity p-value (flat = filler carries no credit; tasks.certify_zero_credit)."""
+    """The zero-credit certificates: greedy accuracy by forced filler count and its
+    homogeneity p-value (flat = filler carries no credit; tasks.certify_zero_credit), and
+    the forced-prefix credit of the probe S (exchange.lab.certificate.style_credit:
+    exact P(correct) with S forced vs banned on the held-out eval prompts; the report
+    certifies it against the bound derived from delta_hat)."""
     accs, n = filler_accuracy(model, task, eval_prompts, max_len)
     flat, p = certify_zero_credit(accs, n)
-    return {"cert/filler_accuracy": accs, "cert/filler_flat": flat, "cert/filler_p": p}
+    style = {f"cert/style_{k}": v for k, v in style_credit(model, task, eval_prompts).to_dict().items()}
+    return {"cert/filler_accuracy": accs, "cert/filler_flat": flat, "cert/filler_p": p, **style}
 
 
 # --------------------------------------------------------------- the loop
-def _check_run_dir(out_dir: Path, cfg: RunConfig) -> None:
-    path = out_dir / "config.json"
-    if path.exists():
-        old = json.loads(path.read_text()).get("fingerprint")
-        if old != cfg.fingerprint():
-            raise InvalidArgument(
-                f"run_dir={str(out_dir)!r} holds a run of another config (fingerprint={old}, "
-                f"this one {cfg.fingerprint()}); delete the directory or choose another --out."
-            )
-    else:
-        atomic_write_text(path, json.dumps({"fingerprint": cfg.fingerprint(), **cfg.to_dict()}, indent=2))
-
-
 def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | None = None,
               progress: bool = True) -> Path:
     """Train one (arm, seed) into ``out_dir``; resume from ``out_dir/ckpt.pt`` if present.
@@ -270,17 +337,16 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
     task = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p)
     loss_fn = cfg.arm.loss_fn()
     tc = cfg.train
-    _check_run_dir(out_dir, cfg)
-    with RunLock(out_dir):  # refuses a second trainer of this directory
-        if (out_dir / "done.json").exists():
-            check_steps(read_metrics(out_dir / "metrics.jsonl"), tc.steps, str(out_dir))
+    with RunDir(out_dir, cfg.fingerprint(), config=cfg.to_dict()) as rd:  # refuses a second trainer
+        if rd.finished(tc.steps):
             return out_dir
-        return _train_locked(cfg, out_dir, task, loss_fn, sft_cache, progress)
+        return _train_locked(cfg, rd, task, loss_fn, sft_cache, progress)
 
 
-def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache, progress: bool) -> Path:
+def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, progress: bool) -> Path:
     from tqdm.auto import tqdm
 
+    out_dir = rd.path
     tc = cfg.train
     ckpt = out_dir / "ckpt.pt"
     st = _load(ckpt, cfg, task) if ckpt.exists() else _fresh_state(cfg, task, Path(sft_cache) if sft_cache else None)
@@ -299,12 +365,18 @@ def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache,
         prompts = task.sample_prompts(tc.prompts_per_step, st.gens["prompts"])
         rollout = sample_group_rollout(st.model, task, prompts, tc.group_size, tc.max_response_len,
                                        tc.temperature, st.gens["sample"])
+        spread = rollout.group_max(rollout.rewards) > rollout.group_min(rollout.rewards)  # [N], per group
+        zero_spread = 1.0 - float(spread.double().mean())  # rows weight groups equally: groups have G rows each
+        if tc.style_bonus:  # injected credit for S (the pilot's sensitivity runs only)
+            has_s = (rollout.tokens == STYLE).any(1) & rollout.mask.any(1)
+            rollout = rollout.with_fields({"rewards": rollout.rewards + tc.style_bonus * has_s.double()})
         row: dict[str, Any] = {
             "step": step,
             "charts/samples": (step + 1) * rollout.n,
             "charts/reward": float(rollout.rewards.mean()),
             "charts/length": float(rollout.lengths.double().mean()),
             "charts/truncated": float(rollout.truncated.double().mean()),
+            "charts/zero_spread_groups": zero_spread,
             "len/cov_reward_inv_len": reward_length_covariance(rollout),
             **entropy_by_role(rollout),
         }
@@ -320,5 +392,5 @@ def _train_locked(cfg: RunConfig, out_dir: Path, task: Task, loss_fn, sft_cache,
         if st.step % tc.ckpt_every == 0 or st.step == tc.steps:
             _save(ckpt, st)
         bar.set_postfix(reward=f"{row['charts/reward']:.2f}")
-    finish_run(out_dir, tc.steps, fingerprint=cfg.fingerprint(), wall_s=st.wall_s)
+    rd.finish(tc.steps, wall_s=st.wall_s)
     return out_dir

@@ -4,6 +4,8 @@ One way to do each thing: ``names()`` lists the catalog families (``VARIANTS`` t
 documented transformed ones); ``get(name)`` returns an :class:`Objective` (a family or
 ``"base+transform..."``); ``resolve(name, **params)`` returns the bound ``loss_fn``. Restoring transformations (``min_replace``, ``adv_orthogonal``,
 ``group_constant_norm``, ``sign_free_clip``, ``token_trust_region``) live in :mod:`exchange.objectives.restoring`;
+the surgical transform (only the shared-event residual removed, the pathway arm of an
+experiment) in :mod:`exchange.objectives.surgical`.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from exchange.objectives.ppo import PPO
 from exchange.objectives.reinforce import REINFORCE_PP, REMAX, RLOO
 from exchange.objectives.sapo import SAPO, SAPO_VERL
 from exchange.objectives.restoring import TRANSFORMS, apply_transforms, supports
+from exchange.objectives.surgical import SURGICAL, surgical
 
 __all__ = [
     "REGIMES",
+    "SURGICAL",
     "TRANSFORMS",
     "VARIANTS",
     "Expected",
@@ -37,6 +41,7 @@ __all__ = [
     "names",
     "resolve",
     "supports",
+    "surgical",
 ]
 
 _REGISTRY: dict[str, Objective] = {
@@ -115,6 +120,16 @@ def resolve(spec: str, **params: Any):
     gspo+min_replace --param eps_high=0.01``). Transformations: ``min_replace``,
     ``adv_orthogonal``, ``group_constant_norm``, ``sign_free_clip``; applying one to an
     objective without the hook it needs raises :class:`InvalidArgument` listing the
-    objectives that support it.
+    objectives that support it. A final ``+surgical`` wraps the result in
+    :func:`exchange.objectives.surgical.surgical` (only the shared-event residual removed):
+    ``"grpo+surgical"``, ``"gspo+surgical"``.
     """
+    parts = [part.strip() for part in spec.split("+")]
+    if SURGICAL in parts:
+        if parts.index(SURGICAL) != len(parts) - 1 or len(parts) < 2:
+            raise InvalidArgument(
+                f"objective={spec!r}: surgical acts on a whole loss, so it comes last and once "
+                "(e.g. 'grpo+surgical', 'gspo+min_replace+surgical')."
+            )
+        return surgical(get("+".join(parts[:-1])).bind(**params))
     return get(spec).bind(**params)

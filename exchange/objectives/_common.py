@@ -15,25 +15,33 @@ from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum")
-SCALES = ("group", "none")
+SCALES = ("group", "batch", "none")
 
 
 # ------------------------------------------------------------------ advantages
 def group_advantages(rollout: Rollout, scale: str = "group", eps: float = 1e-4) -> Tensor:
     """GRPO outcome advantage ``A_i = (R_i - mean_g R) / (std_g R + eps)``, ``[N]``.
 
-    ``scale="none"`` drops the std (Dr. GRPO). The std is Bessel-corrected, as in TRL.
+    ``scale="none"`` drops the std (Dr. GRPO); ``scale="batch"`` divides by the std of
+    every reward in the batch (TRL's ``scale_rewards="batch"``; groups of any sizes). The std is Bessel-corrected, as in TRL.
+    ``rollout.advantages``, when given, is returned as is (every estimator here does so).
     """
     if scale not in SCALES:
         raise InvalidArgument(f"scale={scale!r} is not one of {SCALES}.")
+    if rollout.advantages is not None:
+        return rollout.advantages
     centred = rollout.rewards - rollout.group_mean(rollout.rewards)
     if scale == "none":
         return centred
+    if scale == "batch":  # TRL scale_rewards="batch": one std over the whole batch
+        return centred / (rollout.rewards.std() + eps)
     return centred / (rollout.group_std(rollout.rewards) + eps)
 
 
 def rloo_advantages(rollout: Rollout) -> Tensor:
     """Leave-one-out baseline ``A_i = R_i - mean_{j != i} R_j = G/(G-1) (R_i - mean R)``."""
+    if rollout.advantages is not None:
+        return rollout.advantages
     g = rollout.group_sizes.to(rollout.rewards.dtype)
     return g / (g - 1) * (rollout.rewards - rollout.group_mean(rollout.rewards))
 
@@ -75,7 +83,8 @@ def unit_ratio(logprobs: Tensor) -> Tensor:
 def sequence_log_ratio(logprobs: Tensor, rollout: Rollout) -> Tensor:
     """GSPO's ``log s_i = 1/L_i sum_t (l - l_old)``, ``[N]`` (gradient flows through the mean)."""
     m = rollout.fmask.to(logprobs.dtype)
-    return ((logprobs - rollout.old_logprobs) * m).sum(dim=1) / m.sum(dim=1)
+    # clamp: a row the loss masks out (mask_truncated) has no token; TRL clamps alike
+    return ((logprobs - rollout.old_logprobs) * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
 
 
 # -------------------------------------------------------------------- clipping
@@ -85,7 +94,12 @@ def ppo_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float) -> Ten
     ``adv`` broadcasts against ``ratio`` (``[N, 1]`` or ``[N, T]``). The gradient vanishes
     when ``A > 0, r > 1+eps_high`` or ``A < 0, r < 1-eps_low``: sign-dependent (M2, T4).
     """
-    return torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)
+    # The value of min(r A, clip(r) A), with the clip decided on the ratio itself, as
+    # T4 states it: torch.minimum would decide on the two products, which round to the
+    # same float one ulp outside a bound and then split the gradient in half.
+    clipped = ((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low))
+    bound = torch.clamp(ratio, 1 - eps_low, 1 + eps_high).detach()
+    return torch.where(clipped, bound * adv, ratio * adv)
 
 
 def ppo_dual_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float, clip_c: float) -> Tensor:
@@ -95,7 +109,11 @@ def ppo_dual_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float, c
     (A<0, r>c), where it is 0: every rule depends on the sign of A (M2).
     """
     clipped = ppo_clip(ratio, adv, eps_low, eps_high)
-    return torch.where(adv < 0, torch.maximum(clipped, clip_c * adv), clipped)
+    # max(clipped, c A) for A < 0 when c >= 1 + eps_high (verl requires c > 1), decided
+    # on the ratio as T4_dual_above_c states it (the coefficient is 0 only for r > c):
+    # torch.maximum would split the gradient in half where the products tie.
+    floor = (clip_c * adv).expand_as(clipped)
+    return torch.where((adv < 0) & (ratio > clip_c), floor, clipped)
 
 
 def sign_free_trust_region(ratio: Tensor, adv: Tensor, low: Tensor | float, high: Tensor | float) -> Tensor:
@@ -120,12 +138,16 @@ def aggregation_weight(rollout: Rollout, mode: str, max_length: float | None = N
     - ``seq-mean-token-sum-norm``: ``1 / (B * max_length)`` (Dr. GRPO; default
       ``max_length`` = padded width ``T``);
     - ``token-sum``: ``1``.
+
+    Counts are clamped at 1, as TRL and verl clamp them: they only matter for a rollout
+    whose loss mask drops whole rows (``mask_truncated``), where a dropped row's weight
+    multiplies no token.
     """
     dtype = rollout.old_logprobs.dtype
-    lengths = rollout.lengths.to(dtype)
+    lengths = rollout.lengths.to(dtype).clamp(min=1.0)
     n = float(rollout.n)
     if mode == "token-mean":
-        return torch.ones_like(lengths) / lengths.sum()
+        return torch.ones_like(lengths) / rollout.lengths.to(dtype).sum().clamp(min=1.0)
     if mode == "seq-mean-token-mean":
         return 1.0 / (n * lengths)
     if mode == "seq-mean-token-sum":

@@ -111,8 +111,16 @@ class Factors:
 
 
 def factored_loss(factors: Factors, logprobs: Tensor, rollout: Rollout, **p: Any) -> Tensor:
-    """``-sum mask * norm_i * S(rho, A)``: the loss of a factored family, a scalar."""
-    adv = per_token(factors.advantages(rollout, p).detach(), rollout)  # [N, T]
+    """``-sum mask * norm_i * S(rho, A)``: the loss of a factored family, a scalar.
+
+    ``mask_truncated=True`` (TRL's ``mask_truncated_completions``): the advantages are
+    computed over every response, then the truncated ones (``rollout.truncated``) leave
+    the loss mask, and the normaliser counts the tokens kept (:meth:`Rollout.dropping`).
+    """
+    adv = factors.advantages(rollout, p).detach()  # [N] or [N, T], centred over all responses
+    if p.get("mask_truncated") and rollout.truncated is not None:
+        rollout = rollout.dropping(rollout.truncated, advantages=adv)
+    adv = per_token(adv, rollout)  # [N, T]
     rho = factors.ratio(logprobs, rollout, p)  # [N, T]
     surrogate = factors.surrogate(rho, adv, rollout, p)  # [N, T]
     norm = factors.norm(logprobs, rollout, p)  # [N]
@@ -126,6 +134,8 @@ def factored_objective(name: str, factors: Factors, **fields: Any):
     """An :class:`~exchange.objectives.Objective` whose loss is ``factored_loss(factors, ...)``."""
     import functools
 
+    # every factored family can mask truncated responses after centring (factored_loss)
+    fields["defaults"] = {**fields.get("defaults", {}), "mask_truncated": False}
     return Objective(name=name, loss=functools.partial(factored_loss, factors), factors=factors, **fields)
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from exchange.objectives._common import aggregate, group_advantages, policy_ratio
+from exchange.objectives._common import aggregate, group_advantages, per_token, policy_ratio
 from exchange.objectives.objective import Objective
 from exchange.core.vocabulary import per_regime, verdict_of
 from exchange.core.rollout import Rollout
@@ -36,7 +36,7 @@ from exchange.core.rollout import Rollout
 def token_covariance(logprobs: Tensor, adv: Tensor, rollout: Rollout) -> Tensor:
     """Detached ``(A - mean A)(l - mean l)`` over the real tokens, ``[N, T]`` (``-inf`` on padding)."""
     m = rollout.mask
-    a = adv[:, None].expand(logprobs.shape)
+    a = per_token(adv, rollout)
     lp = logprobs.detach()
     cov = (a - a[m].mean()) * (lp - lp[m].mean())
     return torch.where(m, cov, torch.full_like(cov, -torch.inf))
@@ -59,18 +59,21 @@ def clip_cov_loss(
 ) -> Tensor:
     adv = group_advantages(rollout)  # [N]
     ratio = policy_ratio(logprobs, rollout)  # [N, T]
-    a = adv[:, None]
+    a = per_token(adv, rollout)
     pg1 = -a * ratio
     pg2 = -a * torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
     cov = token_covariance(logprobs, adv, rollout)
     cov = torch.where(pg2 > pg1, torch.full_like(cov, -torch.inf), cov)  # already clipped
     eligible = ((cov > clip_cov_lb) & (cov < clip_cov_ub) & rollout.mask).flatten().nonzero().flatten()
-    gen = torch.Generator().manual_seed(int(seed))
-    pick = eligible[torch.randperm(eligible.numel(), generator=gen)[: _n_selected(rollout, clip_cov_ratio)]]
-    keep = torch.ones(logprobs.numel(), dtype=logprobs.dtype)
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    # the pick is drawn on the CPU generator whatever the device: the same seed picks
+    # the same tokens on every device
+    order = torch.randperm(eligible.numel(), generator=gen, device="cpu").to(eligible.device)
+    pick = eligible[order[: _n_selected(rollout, clip_cov_ratio)]]
+    keep = torch.ones(logprobs.numel(), dtype=logprobs.dtype, device=logprobs.device)
     keep[pick] = 0.0
-    per_token = torch.maximum(pg1, pg2) * keep.view(logprobs.shape)
-    return aggregate(per_token, rollout, "token-mean")
+    per_token_loss = torch.maximum(pg1, pg2) * keep.view(logprobs.shape)
+    return aggregate(per_token_loss, rollout, "token-mean")
 
 
 def kl_cov_loss(
@@ -82,13 +85,13 @@ def kl_cov_loss(
 ) -> Tensor:
     adv = group_advantages(rollout)  # [N]
     ratio = policy_ratio(logprobs, rollout)  # [N, T]
-    per_token = -adv[:, None] * ratio
+    per_token_loss = -per_token(adv, rollout) * ratio
     cov = token_covariance(logprobs, adv, rollout).flatten()
     top = torch.topk(cov, _n_selected(rollout, kl_cov_ratio)).indices
-    penalty = torch.zeros(logprobs.numel(), dtype=logprobs.dtype)
+    penalty = torch.zeros(logprobs.numel(), dtype=logprobs.dtype, device=logprobs.device)
     penalty[top] = 1.0
-    per_token = per_token + kl_coef * penalty.view(logprobs.shape) * (logprobs - rollout.old_logprobs).abs()
-    return aggregate(per_token, rollout, "token-mean")
+    per_token_loss = per_token_loss + kl_coef * penalty.view(logprobs.shape) * (logprobs - rollout.old_logprobs).abs()
+    return aggregate(per_token_loss, rollout, "token-mean")
 
 
 # THEORY.md section 4 (attribution rules): a selection by the advantage is M2, and what

@@ -109,7 +109,8 @@ def standardised_entropy(rollout: Rollout, scope: str, eps: float = 1e-6) -> Ten
 
 def hapo_advantages(rollout: Rollout, p: Params) -> Tensor:
     """Hook: ``A + alpha sign(A) sg(clip(z_H, -|A|/phi, |A|/phi))``, ``[N, T]``."""
-    adv = group_advantages(rollout)[:, None]  # [N, 1]
+    adv = group_advantages(rollout)  # [N], or [N, T] when rollout.advantages is per token
+    adv = adv[:, None] if adv.dim() == 1 else adv
     z = standardised_entropy(rollout, p["z_scope"])  # [N, T]
     bound = adv.abs() / p["phi"]
     shift = torch.maximum(torch.minimum(z, bound), -bound).detach()

@@ -26,7 +26,10 @@ from exchange.core.rollout import Rollout
 
 
 def gpg_advantages(rollout: Rollout, p: Params) -> Tensor:
-    """Hook: ``alpha (R - mean_g R)``, alpha = N / max(1, #nonzero rewards), ``[N]``."""
+    """Hook: ``alpha (R - mean_g R)``, alpha = N / max(1, #nonzero rewards), ``[N]``;
+    ``rollout.advantages`` when given (GPG's alpha is part of its estimator)."""
+    if rollout.advantages is not None:
+        return rollout.advantages
     r = rollout.rewards
     nonzero = (r != 0).to(r.dtype).sum().clamp_min(1.0)
     alpha = rollout.n / nonzero

@@ -22,7 +22,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from exchange.core.vocabulary import per_regime, verdict_of
-from exchange.objectives._common import aggregation_weight, group_advantages, k3_kl
+from exchange.objectives._common import aggregation_weight, group_advantages, k3_kl, policy_ratio
 from exchange.objectives._factored import (
     Factors,
     Params,
@@ -42,18 +42,27 @@ def scaled_advantages(rollout: Rollout, p: Params) -> Tensor:
 
 
 def centred_advantages(rollout: Rollout, p: Params) -> Tensor:
-    """Hook: ``R - mean_g R`` (Dr. GRPO: no std)."""
-    return group_advantages(rollout, scale="none")
+    """Hook: ``R - mean_g R`` (Dr. GRPO: no std, ``scale="none"``, the default; TRL's
+    ``loss_type="dr_grpo"`` keeps ``scale_rewards``, whose default "group" std-scales)."""
+    return group_advantages(rollout, scale=p.get("scale", "none"))
 
 
-def grpo_kl(logprobs: Tensor, rollout: Rollout, *, beta: float, loss_agg_mode: str) -> Tensor:
-    """``beta * k3 KL(pi || pi_ref)`` aggregated like the policy loss; a scalar to add to it.
+def grpo_kl(logprobs: Tensor, rollout: Rollout, *, beta: float, loss_agg_mode: str,
+            mask_truncated: bool = False, bias_correction_kl: bool = False) -> Tensor:
+    """``beta * k3 KL(pi || pi_ref)`` aggregated like the policy loss; a scalar to add to it
+    (over the tokens the loss keeps: ``mask_truncated`` drops truncated responses, as TRL).
+    ``bias_correction_kl``: each token's k3 times its importance ratio ``exp(l - l_old)``
+    (differentiable), TRL's ``use_bias_correction_kl`` (on by default in TRL 1.16).
 
     Needs ``rollout.ref_logprobs`` whenever ``beta > 0``.
     """
     if beta == 0:
         return (logprobs * 0.0).sum()
+    if mask_truncated and rollout.truncated is not None:
+        rollout = rollout.dropping(rollout.truncated)
     kl = k3_kl(logprobs, rollout, "grpo")  # [N, T]
+    if bias_correction_kl:
+        kl = kl * policy_ratio(logprobs, rollout)
     weight = aggregation_weight(rollout, loss_agg_mode)  # [N]
     return beta * (kl * rollout.fmask * weight[:, None]).sum()
 
@@ -73,6 +82,7 @@ GRPO = factored_objective(
         "scale": "group",
         "loss_agg_mode": "seq-mean-token-mean",
         "beta": 0.0,
+        "bias_correction_kl": False,
     },
     expected=per_regime(verdict_of("M3.response_norm"), verdict_of("M2.sign_clip", "M3.response_norm")),
     regularizer=grpo_kl,
@@ -88,7 +98,7 @@ BNPO = factored_objective(
     Factors(advantages=scaled_advantages, surrogate=ppo_surrogate, norm=fixed_norm("token-mean"), sign_free=ppo_sign_free),
     summary="BNPO (TRL loss_type='bnpo'): GRPO surrogate, one token-mean normaliser for the batch",
     source="TRL GRPOTrainer loss_type='bnpo'; arXiv:2506.02864 [recall, unverified]",
-    defaults={"eps_low": 0.2, "eps_high": 0.2},
+    defaults={"eps_low": 0.2, "eps_high": 0.2, "scale": "group"},
     expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes=(
         "Implements TRL's 'bnpo' aggregation (sum / local batch token count). The BNPO "
@@ -107,7 +117,10 @@ DR_GRPO = factored_objective(
     ),
     summary="Dr. GRPO: no std, token sum over a constant budget (restores (E) on-policy)",
     source="arXiv:2503.20783 (Understanding R1-Zero-Like Training)",
-    defaults={"eps_low": 0.2, "eps_high": 0.2, "max_length": 1024.0},
+    defaults={"eps_low": 0.2, "eps_high": 0.2, "max_length": 1024.0, "scale": "none"},
     expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
-    notes="max_length is the generation budget (TRL: max_completion_length); any constant keeps (E).",
+    notes=(
+        "max_length is the generation budget (TRL: max_completion_length, which ExchangeGRPOTrainer "
+        "passes); any constant keeps (E). scale='group' std-scales as TRL's dr_grpo does by default."
+    ),
 )

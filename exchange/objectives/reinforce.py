@@ -46,15 +46,21 @@ def per_group_size(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
 
 
 def whitened_rewards(rollout: Rollout, p: Params) -> Tensor:
-    """Hook: rewards whitened over the batch's tokens (verl ``masked_whiten``), ``[N]``."""
+    """Hook: rewards whitened over the batch's tokens (verl ``masked_whiten``), ``[N]``;
+    ``rollout.advantages`` when given."""
+    if rollout.advantages is not None:
+        return rollout.advantages
     return batch_whiten(rollout.rewards, rollout)
 
 
 def greedy_baseline_advantages(rollout: Rollout, p: Params) -> Tensor:
-    """Hook: ``R_i - b_i``; ``b`` = ``rollout.baseline_rewards``, else the ``baseline`` parameter."""
+    """Hook: ``R_i - b_i``; ``b`` = ``rollout.baseline_rewards``, else the ``baseline`` parameter;
+    ``rollout.advantages`` when given."""
+    if rollout.advantages is not None:
+        return rollout.advantages
     if rollout.baseline_rewards is not None:
         return rollout.rewards - rollout.baseline_rewards
-    return rollout.rewards - torch.as_tensor(p["baseline"], dtype=rollout.rewards.dtype)
+    return rollout.rewards - torch.as_tensor(p["baseline"], dtype=rollout.rewards.dtype, device=rollout.rewards.device)
 
 
 RLOO = factored_objective(

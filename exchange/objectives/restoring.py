@@ -81,6 +81,11 @@ def _adv_orthogonal(f: Factors) -> Factors:
     def norm(logprobs: Tensor, rollout: Rollout, p: Params) -> Tensor:
         w = f.response_weight(logprobs, rollout, p)  # [N]
         a = f.advantages(rollout, p).detach()  # [N]
+        if a.dim() != 1:
+            raise InvalidArgument(
+                f"adv_orthogonal projects per-response advantages [N]; got shape {list(a.shape)} "
+                "(rollout.advantages per token). Pass one advantage per response."
+            )
         aw = rollout.group_sum(a * w)
         aa = rollout.group_sum(a * a)
         # Equal rewards give A = 0 and nothing to project out.

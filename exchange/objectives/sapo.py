@@ -36,8 +36,8 @@ def sapo_surrogate(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Ten
     """Hook: ``4/tau sigma(tau (rho-1)) A`` with the temperature chosen by the sign of A (M2)."""
     # Build tau in the ratio's dtype: torch.where with Python floats gives float32, and
     # tau_neg = 1.05 would become 1.0499999523 (found by the symbolic/autograd test).
-    pos = torch.tensor(p["tau_pos"], dtype=rho.dtype)
-    neg = torch.tensor(p["tau_neg"], dtype=rho.dtype)
+    pos = torch.tensor(p["tau_pos"], dtype=rho.dtype, device=rho.device)
+    neg = torch.tensor(p["tau_neg"], dtype=rho.dtype, device=rho.device)
     tau = torch.where(adv > 0, pos, neg)  # [N, T]
     return _gate(rho, adv, tau)
 

@@ -7,8 +7,9 @@ cached under ``<proofs>/.cache/`` (git-ignored; ``exchange proofs --no-cache`` s
 - ``statuses-<key>.json``: every status, keyed by a hash of every input that can change
   them: the content of every ``.v`` file under the proofs folder (and under the load
   path of ``_CoqProject``, wherever it points), ``_CoqProject``,
-  the Makefile (and ``Makefile.coq.local`` / ``CoqMakefile.local`` when present),
-  ``statements.txt``, the registry of theorems as passed in, ``pin``, the coqc version
+  the Makefile (and ``Makefile.coq.local`` / ``CoqMakefile.local`` when present; the
+  reviewed record ``spec/Spec.v`` is one of the .v files), the registry of theorems as
+  passed in, ``pin``, the coqc version
   and library folder (``coqc --version``, ``coqc -where``), the ``COQ*`` environment
   variables, ``CHECKER_VERSION`` and the source of the checking code itself. A hit
   returns exactly the stored statuses; any change to any of these misses.
@@ -41,12 +42,11 @@ __all__ = ["CHECKER_VERSION", "CACHE_DIR", "MAX_ENTRIES", "ResultCache", "cache_
 # Bump when what the checking code computes from the same inputs changes. The source of
 # exchange/theory/coq.py and of this module is part of every key as well, so an edit
 # without a bump still misses.
-CHECKER_VERSION = "2"
+CHECKER_VERSION = "3"
 CACHE_DIR = ".cache"
 MAX_ENTRIES = 256
 # Inputs other than the .v files (which are all hashed, wherever they are).
 _TOOL_FILES = ("_CoqProject", "Makefile", "Makefile.coq.local", "CoqMakefile.local")
-_STATEMENTS = "statements.txt"
 
 
 def cache_dir(proof_dir: Path) -> Path:
@@ -135,7 +135,7 @@ class ResultCache:
                  if (self.proof_dir / name).exists()}
         env = sorted((k, v) for k, v in os.environ.items() if k.startswith("COQ"))
         return {"code": _code_digest(), "coqc": self.coqc_id, "env": env, "tools": tools,
-                "sources": sources, "statements": _file_digest(self.proof_dir / _STATEMENTS)}
+                "sources": sources}
 
     def _name(self, path: Path) -> str:
         """A file's name in a key: relative to the proofs folder (so a copy of the folder
@@ -157,7 +157,7 @@ class ResultCache:
 
     def statuses_key(self, theorems: dict[str, Theorem], pin: bool) -> str:
         return _key("statuses", self._tool_key, sorted(self._inputs["sources"].items()),
-                    self._inputs["statements"], _registry_fingerprint(theorems), bool(pin))
+                    _registry_fingerprint(theorems), bool(pin))
 
     def load_statuses(self, theorems: dict[str, Theorem], pin: bool):
         from exchange.theory.coq import CHECKED, FAILED, TheoremStatus

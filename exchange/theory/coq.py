@@ -3,17 +3,20 @@
 ``compile_proofs`` runs ``make -C proofs`` (coq_makefile over ``proofs/_CoqProject``),
 then one coqc pass over a generated file that runs ``Print Assumptions`` for each
 theorem in ``exchange.theory.registry.THEOREMS`` (the axioms it depends on are compared
-with ``ALLOWED_AXIOMS``) and ``Check``s each one (the statement Coq prints is compared
-with the one pinned in ``proofs/statements.txt``). The statuses are cached by a hash of
-everything they depend on (``exchange.theory.cache``). A theorem is *checked* only when the build succeeds, its name
-exists, it uses no axiom outside the allow-list, its compiled statement is the pinned
-one, and its non-vacuity witness (a lemma that its hypotheses can all hold at once)
-passes the same checks.
+with the rule of its module, ``allowed_axioms``) and has the kernel check it against the
+reviewed record ``proofs/spec/Spec.v``: ``Definition _ : ExchangeSpec.Spec.<name> :=
+@<theorem>``, so its statement, and every definition it unfolds to, must be convertible
+to the reviewed one (printing and notations play no part). The statuses are cached by a
+hash of everything they depend on (``exchange.theory.cache``). A theorem is *checked*
+only when the build succeeds, its name exists, it uses no axiom its module does not
+allow, it has the type recorded in Spec.v, and its non-vacuity witness (a lemma that its
+hypotheses can all hold at once) passes the same checks. The record itself (its hash,
+the theorem inventory) and the development as a whole (coqchk, ``_CoqProject``, the
+source scan) are checked by ``exchange.theory.record`` and ``exchange.theory.development``.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shutil
@@ -39,11 +42,12 @@ __all__ = [
     "print_assumptions",
     "coq_theorem_names",
     "forbidden_commands",
-    "STATEMENTS_FILE",
-    "read_statements",
-    "print_statements",
-    "write_statements",
-    "normalise_statement",
+    "strip_comments",
+    "allowed_axioms",
+    "check_proofs_dir",
+    "load_path_flags",
+    "vfiles",
+    "SPEC_MODULE",
 ]
 
 CHECKED = "checked"
@@ -69,15 +73,17 @@ ALLOWED_AXIOM_REASONS: dict[str, str] = {
     ),
 }
 ALLOWED_AXIOMS: frozenset[str] = frozenset(ALLOWED_AXIOM_REASONS)
+# The rule per module: the theorems over R (and their witnesses) may use the Reals
+# axioms above; every other module (the QArith development) no axiom at all.
+REAL_MODULES: frozenset[str] = frozenset({"Exchange.Real"})
 
-# Statements are pinned as Coq prints them (Check, width below) in this file under the
-# proofs folder; comparison ignores whitespace only.
-STATEMENTS_FILE = "statements.txt"
-PRINTING_WIDTH = 100
+# The reviewed record: every theorem and witness has the type of the same-named
+# statement of this module (proofs/spec/Spec.v, logical root ExchangeSpec).
+SPEC_MODULE = "ExchangeSpec.Spec"
 
 CLOSED = "Closed under the global context"
 _MARKER = "@@exchange-theorem "
-_STMT_MARKER = "@@exchange-statement "
+_PIN_MARKER = "@@exchange-pin "
 
 
 class ProofError(ExchangeError):
@@ -122,12 +128,18 @@ def proofs_dir_for_cwd(cwd: Path | str | None = None) -> Path:
     return default_proofs_dir()
 
 
+def allowed_axioms(thm: Theorem) -> frozenset[str]:
+    """The axioms a theorem (and its witness) may use: the Reals ones for a theorem of
+    ``REAL_MODULES``, none otherwise."""
+    return ALLOWED_AXIOMS if thm.name.rsplit(".", 1)[0] in REAL_MODULES else frozenset()
+
+
 def find_coqc() -> str | None:
     """Path to ``coqc`` (``$COQC`` wins), or None when Coq is not installed."""
     return shutil.which(os.environ.get("COQC", "coqc"))
 
 
-def _check_dir(proof_dir: Path) -> Path:
+def check_proofs_dir(proof_dir: Path) -> Path:
     proof_dir = Path(proof_dir).resolve()
     if not (proof_dir / "_CoqProject").is_file():
         raise InvalidArgument(
@@ -137,7 +149,7 @@ def _check_dir(proof_dir: Path) -> Path:
     return proof_dir
 
 
-def _load_path(proof_dir: Path) -> list[str]:
+def load_path_flags(proof_dir: Path) -> list[str]:
     """The ``-Q dir Lib`` / ``-R dir Lib`` flags of ``_CoqProject``, for coqc."""
     flags: list[str] = []
     for line in (proof_dir / "_CoqProject").read_text().splitlines():
@@ -189,12 +201,12 @@ def print_assumptions(
     coqc = coqc or find_coqc()
     if coqc is None:
         raise ProofError("coqc not found; install Coq 8.16 (apt-get install -y coq)")
-    run = _run_coq(_check_dir(proof_dir), list(dict.fromkeys(names)), coqc, statements=False,
+    run = _run_coq(check_proofs_dir(proof_dir), list(dict.fromkeys(names)), coqc, pins=False,
                    expect_closed=lambda name: False)
     return run.found, run.errors
 
 
-# --- one coqc pass: Print Assumptions and Check in a single generated file ------------
+# --- one coqc pass: Print Assumptions and the pins in a single generated file --------
 #
 # ``Print Assumptions`` is what costs: each call walks the whole closure of its theorem
 # (QArith, lra's certificates, the Reals construction), 0.3-0.5 s a theorem, and
@@ -209,15 +221,11 @@ def print_assumptions(
 
 _GROUP_MARKER = "@@exchange-group "
 _GUARD_MARKER = "@@exchange-guard "
-_IMPORTS_MARKER = "@@exchange-imports "
-# A pinned statement that mentions R (Coq's standard reals) is over R: its theorem
-# depends on the Reals axioms, so it is asked about alone.
-_OVER_R = re.compile(r"(?<![\w'.])R(?![\w'])")
 
 
 @dataclass
 class _Unit:
-    kind: str  # "group", "guard", "theorem", "imports", "statement"
+    kind: str  # "group", "guard", "theorem", "pin"
     label: str
     members: tuple[str, ...] = ()
 
@@ -226,7 +234,7 @@ class _Unit:
 class _CoqRun:
     found: dict[str, tuple[str, ...]]  # name -> assumptions, for every name coqc resolved
     errors: str  # one "name: stderr" line per name coqc could not resolve (or Require)
-    compiled: dict[str, str]  # name -> printed statement (``Check``)
+    pinned: dict[str, str]  # name -> "" (has the recorded type) or the kernel's error
     clean: bool  # every coqc run ended normally (0 or a located error): the result can be cached
     passes: int
 
@@ -235,12 +243,19 @@ def _marker(text: str) -> str:
     return f'Goal True. idtac "{text}". Abort.'
 
 
+def _pin_const(label: str) -> str:
+    return "exchange_pin_" + label.replace(".", "_")
+
+
 def _script(proof_dir: Path, units: list[_Unit]) -> str:
     """The .v file for one pass: ``Require`` (no Import, so axioms print with their
-    library's qualified name), the Print Assumptions units, then the statement units
-    with every module imported, Q_scope and R_scope open and the printing width set."""
-    pa_names = [n for u in units if u.kind in ("group", "guard", "theorem") for n in u.members]
-    lines = [f"Require {m}." for m in sorted({n.rsplit(".", 1)[0] for n in pa_names})]
+    library's qualified name), the Print Assumptions units, then the pin units, each
+    one definition the kernel type-checks against the reviewed record."""
+    pa_names = [n for u in units for n in u.members]
+    modules = {n.rsplit(".", 1)[0] for n in pa_names}
+    if any(u.kind == "pin" for u in units):
+        modules.add(SPEC_MODULE)
+    lines = [f"Require {m}." for m in sorted(modules)]
     for unit in units:
         if unit.kind == "group" or unit.kind == "guard":
             marker = _GROUP_MARKER if unit.kind == "group" else _GUARD_MARKER
@@ -252,19 +267,16 @@ def _script(proof_dir: Path, units: list[_Unit]) -> str:
         elif unit.kind == "theorem":
             # idtac inside a throw-away goal prints a marker before each answer.
             lines += [_marker(f"{_MARKER}{unit.label}"), f"Print Assumptions {unit.label}."]
-        elif unit.kind == "imports":
-            lines += [_marker(f"{_IMPORTS_MARKER}{unit.label}"),
-                      "From Coq Require Import QArith Reals.",
-                      *[f"Require Import {m}." for m in _imports(proof_dir)],
-                      "Open Scope Q_scope.", "Open Scope R_scope.",
-                      f"Set Printing Width {PRINTING_WIDTH}."]
-        else:
-            lines += [_marker(f"{_STMT_MARKER}{unit.label}"), f"Check @{unit.label}."]
+        else:  # pin: the theorem has the type of its statement in the record
+            short = unit.label.rsplit(".", 1)[-1]
+            lines += [_marker(f"{_PIN_MARKER}{unit.label}"),
+                      f"Definition {_pin_const(unit.label)} : {SPEC_MODULE}.{short} := "
+                      f"@{unit.label}."]
     return "\n".join(lines) + "\n"
 
 
 _MARKERS = {_GROUP_MARKER: "group", _GUARD_MARKER: "guard", _MARKER: "theorem",
-            _IMPORTS_MARKER: "imports", _STMT_MARKER: "statement"}
+            _PIN_MARKER: "pin"}
 
 
 def _split_output(text: str) -> list[tuple[str, str, list[str]]]:
@@ -285,14 +297,10 @@ def _assumptions_of(label: str, lines: list[str]) -> tuple[str, ...]:
     return _parse_assumptions("\n".join([_MARKER + label, *lines])).get(label, ())
 
 
-def _statement_of(lines: list[str]) -> str:
-    return "\n".join(line.rstrip() for line in lines if line.strip() and line[0].isspace())
-
-
-def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, statements: bool,
+def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
              expect_closed, reused: dict[str, tuple[str, ...]] | None = None) -> _CoqRun:
-    """Print Assumptions for every name and (``statements``) ``Check`` it, in one coqc
-    pass when nothing fails.
+    """Print Assumptions for every name and (``pins``) check it against the reviewed
+    record, in one coqc pass when nothing fails.
 
     ``expect_closed(name)`` puts a name in the tuple asked about at once; ``reused``
     (name -> assumptions from the cache) are not asked again, except that the ones
@@ -309,11 +317,11 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, statements: bool,
     if guarded:
         units.append(_Unit("guard", "0", guarded))
     units += [_Unit("theorem", n, (n,)) for n in todo if n not in set(together)]
-    if statements and names:
-        units += [_Unit("imports", "0"), *[_Unit("statement", n) for n in names]]
+    if pins:
+        units += [_Unit("pin", n, (n,)) for n in names]
     errors: list[str] = []
     unresolved: set[str] = set()
-    compiled: dict[str, str] = {}
+    pinned: dict[str, str] = {}
     clean, passes = True, 0
     while units:
         passes += 1
@@ -321,7 +329,7 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, statements: bool,
             vfile = Path(tmp) / "ExchangeCheck.v"
             vfile.write_text(_script(proof_dir, units))
             # The two passes this one replaces had 600 s each.
-            proc = subprocess.run([coqc, *_load_path(proof_dir), str(vfile)],
+            proc = subprocess.run([coqc, *load_path_flags(proof_dir), str(vfile)],
                                   capture_output=True, text=True, cwd=tmp, timeout=1200)
         if proc.returncode not in (0, 1):
             clean = False  # killed or crashed: what it printed holds, the rest is not cached
@@ -341,12 +349,11 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, statements: bool,
                 if unit.kind == "theorem":  # a name coqc cannot resolve: reported, not retried
                     errors.append(f"{unit.label}: {proc.stderr.strip()}")
                     unresolved.add(unit.label)
-                elif unit.kind in ("group", "guard"):  # find out which member, one by one
-                    retry += [_Unit("theorem", n, (n,)) for n in unit.members]
-                # A statement whose Check failed prints nothing; after the imports
-                # failed, none can be printed.
-                retry += [u for u in units[index + 1:]
-                          if not (unit.kind == "imports" and u.kind == "statement")]
+                elif unit.kind in ("group", "guard"):  # find out which member: halve it
+                    retry += _halves(unit)
+                else:  # the kernel refused the theorem at its recorded type
+                    pinned[unit.label] = proc.stderr.strip() or "coqc failed"
+                retry += units[index + 1:]
                 break
             lines = done.get(key)
             if unit.kind == "theorem":
@@ -356,31 +363,40 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, statements: bool,
                 if lines is not None and [x.strip() for x in lines if x.strip()] == [CLOSED]:
                     found.update({n: () for n in unit.members})
                 else:
-                    retry += [_Unit("theorem", n, (n,)) for n in unit.members]
+                    retry += _halves(unit)
             elif unit.kind == "guard":
                 expected = {a for n in unit.members for a in reused[n]}
                 if lines is not None and set(_assumptions_of(unit.label, lines)) == expected:
                     found.update({n: reused[n] for n in unit.members})
                 else:
                     retry += [_Unit("theorem", n, (n,)) for n in unit.members]
-            elif unit.kind == "statement" and lines is not None:
-                text = _statement_of(lines)
-                if text:
-                    compiled[unit.label] = text
-        # Statements need the imports in front of them.
-        if any(u.kind == "statement" for u in retry) and not any(u.kind == "imports" for u in retry):
-            first = next(i for i, u in enumerate(retry) if u.kind == "statement")
-            retry.insert(first, _Unit("imports", "0"))
-        # Theorems coqc could not resolve print no statement either.
-        units = [u for u in retry if not (u.kind == "statement" and u.label in unresolved)]
-    return _CoqRun(found, "\n".join(errors), compiled, clean, passes)
+            elif unit.kind == "pin" and lines is not None:
+                pinned[unit.label] = ""
+        # Theorems coqc could not resolve cannot be pinned either.
+        units = [u for u in retry if not (u.kind == "pin" and u.label in unresolved)]
+    return _CoqRun(found, "\n".join(errors), pinned, clean, passes)
 
 
-def _expect_closed(pinned: dict[str, str]):
-    def guess(name: str) -> bool:
-        statement = pinned.get(name.rsplit(".", 1)[-1])
-        return statement is None or not _OVER_R.search(statement)
-    return guess
+def _halves(unit: _Unit) -> list[_Unit]:
+    """A group that is not closed (or stopped coqc), asked again as two halves, so one
+    theorem with an axiom among many costs a few passes, not one question per member;
+    a guard (answers reused from the cache) and groups of two go one by one."""
+    members = unit.members
+    if unit.kind == "guard" or len(members) <= 2:
+        return [_Unit("theorem", n, (n,)) for n in members]
+    mid = len(members) // 2
+    return [_Unit("group", f"{unit.label}_0", members[:mid]),
+            _Unit("group", f"{unit.label}_1", members[mid:])]
+
+
+def _expect_closed(theorems: dict[str, Theorem]):
+    """Names whose module allows no axiom are asked about together (a guess that only
+    decides how much one pass does, never a status)."""
+    rule = {}
+    for thm in theorems.values():
+        for name in (thm.name, *_witnesses(thm)):
+            rule[name] = not allowed_axioms(thm)
+    return lambda name: rule.get(name, True)
 
 
 def compile_proofs(
@@ -393,8 +409,10 @@ def compile_proofs(
 
     Without coqc every theorem is ``COQC_MISSING`` (callers decide whether that is a
     failure: it is in CI). A failed build fails every theorem with make's output.
-    With ``pin`` (the default) every theorem and witness must have the statement pinned
-    in ``<proof_dir>/statements.txt``; a difference fails the theorem, with a diff.
+    With ``pin`` (the default) every theorem and witness must have, as the kernel checks
+    it, the type of its statement in the reviewed record ``<proof_dir>/spec/Spec.v``
+    (module ``ExchangeSpec.Spec``); a difference fails the theorem with the kernel's
+    message.
 
     With ``cache`` (the default) the result is looked up in ``<proof_dir>/.cache/`` by a
     hash of every input that can change it (``exchange.theory.cache``), and stored
@@ -402,7 +420,7 @@ def compile_proofs(
     asked about again. ``cache=False`` neither reads nor writes it.
     """
     theorems = THEOREMS if theorems is None else theorems
-    proof_dir = _check_dir(Path(proof_dir) if proof_dir else default_proofs_dir())
+    proof_dir = check_proofs_dir(Path(proof_dir) if proof_dir else default_proofs_dir())
     coqc = find_coqc()
     if coqc is None:
         why = "coqc not found on PATH; install Coq 8.16 (apt-get install -y coq)"
@@ -413,15 +431,17 @@ def compile_proofs(
     if cache:  # opened before make: its keys are those of the sources make builds from
         from exchange.theory.cache import ResultCache
 
-        modules = {module: vfile for vfile, module in _vfiles(proof_dir)}
+        modules = {module: vfile for vfile, module in vfiles(proof_dir)}
         store = ResultCache.open(proof_dir, coqc, modules)
     make = subprocess.run(
         ["make", "-C", str(proof_dir)], capture_output=True, text=True, timeout=1800
     )
     if make.returncode != 0:
-        tail = "\n".join((make.stdout + make.stderr).strip().splitlines()[-15:])
+        output = make.stdout + make.stderr
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        where = _failed_declaration(proof_dir, output)
         return [
-            TheoremStatus(k, t.name, FAILED, f"make -C {proof_dir} failed:\n{tail}")
+            TheoremStatus(k, t.name, FAILED, f"make -C {proof_dir} failed{where}:\n{tail}")
             for k, t in theorems.items()
         ]
     if store is not None:
@@ -429,10 +449,9 @@ def compile_proofs(
         if hit is not None and store.unchanged():
             return hit
     names = _all_names(theorems)
-    pinned = read_statements(proof_dir)
-    run = _run_coq(proof_dir, names, coqc, statements=pin, expect_closed=_expect_closed(pinned),
+    run = _run_coq(proof_dir, names, coqc, pins=pin, expect_closed=_expect_closed(theorems),
                    reused=store.reusable_assumptions(names) if store is not None else None)
-    statuses = [_full_status(k, t, run.found, run.errors, run.compiled, pinned if pin else None)
+    statuses = [_full_status(k, t, run.found, run.errors, run.pinned if pin else None)
                 for k, t in theorems.items()]
     if store is not None and store.unchanged():  # else files changed under the check
         store.save_assumptions(run.found)
@@ -441,140 +460,89 @@ def compile_proofs(
     return statuses
 
 
+def _witnesses(thm: Theorem) -> list[str]:
+    """Qualified names of the theorem's witnesses (hypotheses; both sides of an iff false)."""
+    return [n for n in (getattr(thm, "witness_name", ""), getattr(thm, "false_witness_name", ""))
+            if n]
+
+
+_ANY_DECL = re.compile(r"^\s*(?:Theorem|Lemma|Corollary|Proposition|Fact|Remark|Example|"
+                       r"Definition|Fixpoint)\s+([A-Za-z_][\w']*)")
+
+
+def _failed_declaration(proof_dir: Path, output: str) -> str:
+    """`` in <file> at <declaration> (line N)`` for coqc's last located error, else ""."""
+    located = re.findall(r'File "\./?([^"]+)", line (\d+)', output)
+    if not located:
+        return ""
+    file, line = located[-1][0], int(located[-1][1])
+    try:
+        lines = (proof_dir / file).read_text().splitlines()[:line]
+    except OSError:
+        return f" in {file} (line {line})"
+    names = [m.group(1) for m in map(_ANY_DECL.match, lines) if m]
+    return f" in {file} at {names[-1]} (line {line})" if names else f" in {file} (line {line})"
+
+
 def _all_names(theorems: dict[str, Theorem]) -> list[str]:
     names = []
     for thm in theorems.values():
-        names.append(thm.name)
-        if getattr(thm, "witness_name", ""):
-            names.append(thm.witness_name)
+        names += [thm.name, *_witnesses(thm)]
     return list(dict.fromkeys(names))
 
 
-def _full_status(key, thm, found, errors, compiled, pinned) -> TheoremStatus:
-    status = _status(key, thm, found, errors)
+def _full_status(key, thm, found, errors, pinned) -> TheoremStatus:
+    allowed = allowed_axioms(thm)
+    status = _status(key, thm, found, errors, allowed)
     if status.ok and pinned is not None:
-        why = _statement_mismatch(thm.short, thm.name, compiled, pinned)
+        why = _pin_mismatch(thm.name, pinned)
         if why:
             return TheoremStatus(key, thm.name, FAILED, why, status.axioms)
-    witness = getattr(thm, "witness_name", "")
-    if status.ok and witness:
+    axioms = status.axioms
+    for witness in _witnesses(thm) if status.ok else []:
         wshort = witness.rsplit(".", 1)[-1]
         wthm = Theorem(name=witness, statement="witness")
-        wstatus = _status(wshort, wthm, found, errors)
+        wstatus = _status(wshort, wthm, found, errors, allowed)
         why = wstatus.detail if not wstatus.ok else ""
         if not why and pinned is not None:
-            why = _statement_mismatch(wshort, witness, compiled, pinned)
+            why = _pin_mismatch(witness, pinned)
         if why:
             return TheoremStatus(key, thm.name, FAILED,
                                  f"non-vacuity witness {witness}: {why}", status.axioms)
-        axioms = tuple(dict.fromkeys(status.axioms + wstatus.axioms))
-        return TheoremStatus(key, thm.name, CHECKED, status.detail, axioms)
-    return status
+        axioms = tuple(dict.fromkeys(axioms + wstatus.axioms))
+    return TheoremStatus(key, thm.name, status.status, status.detail, axioms)
 
 
-def _status(key: str, thm: Theorem, found: dict, errors: str) -> TheoremStatus:
+def _status(key: str, thm: Theorem, found: dict, errors: str,
+            allowed: frozenset[str] = ALLOWED_AXIOMS) -> TheoremStatus:
     if thm.name not in found:
         return TheoremStatus(key, thm.name, FAILED, f"not found by coqc: {errors or 'no output'}")
     axioms = found[thm.name]
-    extra = sorted(set(axioms) - ALLOWED_AXIOMS)
+    extra = sorted(set(axioms) - allowed)
     if extra:
-        return TheoremStatus(key, thm.name, FAILED, "axioms outside the allow-list: "
+        rule = ("the Reals axioms only" if allowed else
+                "no axiom (a theorem outside " + ", ".join(sorted(REAL_MODULES)) + ")")
+        return TheoremStatus(key, thm.name, FAILED, f"axioms its module does not allow ({rule}): "
                              + ", ".join(extra), axioms)
     detail = CLOSED if not axioms else "standard real-number axioms only"
     return TheoremStatus(key, thm.name, CHECKED, detail, axioms)
 
 
-def _statement_mismatch(short: str, name: str, compiled: dict, pinned: dict) -> str:
-    """"" when the compiled statement of ``name`` is the pinned one, else why (a diff)."""
-    if name not in compiled:
-        return f"Check {name} printed nothing"
-    if short not in pinned:
-        return (f"{short} has no pinned statement in proofs/{STATEMENTS_FILE}; review it and "
-                "add it (python -m exchange proofs --write-statements)")
-    if normalise_statement(compiled[name]) == normalise_statement(pinned[short]):
+def _pin_mismatch(name: str, pinned: dict[str, str]) -> str:
+    """"" when the kernel accepted ``name`` at its recorded type, else why."""
+    short = name.rsplit(".", 1)[-1]
+    if name not in pinned:
+        return f"{name} was not checked against the reviewed record (coqc stopped before it)"
+    error = pinned[name]
+    if not error:
         return ""
-    diff = difflib.unified_diff(pinned[short].splitlines(), compiled[name].splitlines(),
-                                f"pinned {short}", f"compiled {short}", lineterm="")
-    return (f"statement of {short} differs from the one pinned in proofs/{STATEMENTS_FILE}:\n"
-            + "\n".join(diff))
-
-
-def normalise_statement(text: str) -> str:
-    """Whitespace-insensitive form of a printed statement (Coq re-wraps lines)."""
-    return " ".join(text.split())
-
-
-def _parse_statement_blocks(text: str) -> dict[str, str]:
-    """``name`` at column 0 followed by indented ``: type`` lines -> {name: block}."""
-    blocks: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        if not line[0].isspace():
-            current = line.strip()
-            blocks[current] = []
-        elif current is not None:
-            blocks[current].append(line.rstrip())
-    return {k: "\n".join(v) for k, v in blocks.items()}
-
-
-def read_statements(proof_dir: Path | str | None = None) -> dict[str, str]:
-    """The pinned statements: short name -> ``: type`` as Coq prints it."""
-    path = _check_dir(Path(proof_dir) if proof_dir else default_proofs_dir()) / STATEMENTS_FILE
-    if not path.is_file():
-        return {}
-    return _parse_statement_blocks(path.read_text())
-
-
-def _imports(proof_dir: Path) -> list[str]:
-    return [m for _, m in _vfiles(proof_dir)]
-
-
-def print_statements(proof_dir: Path, names: list[str], coqc: str | None = None) -> dict[str, str]:
-    """``Check @name`` for each qualified name: name -> the printed ``: type`` lines.
-
-    Every module of the development is imported and Q_scope then R_scope are open, so
-    the printed statements use the usual notations (a rational literal reads ``0%Q``
-    where R is the default).
-    """
-    coqc = coqc or find_coqc()
-    if coqc is None:
-        raise ProofError("coqc not found; install Coq 8.16 (apt-get install -y coq)")
-    proof_dir = _check_dir(proof_dir)
-    units = [_Unit("imports", "0"), *[_Unit("statement", n) for n in dict.fromkeys(names)]]
-    with tempfile.TemporaryDirectory() as tmp:
-        vfile = Path(tmp) / "ExchangeStatements.v"
-        vfile.write_text(_script(proof_dir, units))
-        proc = subprocess.run([coqc, *_load_path(proof_dir), str(vfile)],
-                              capture_output=True, text=True, cwd=tmp, timeout=600)
-    result = {label: _statement_of(lines) for kind, label, lines in _split_output(proc.stdout)
-              if kind == "statement"}
-    return {k: v for k, v in result.items() if v}
-
-
-def write_statements(proof_dir: Path | str | None = None,
-                     theorems: dict[str, Theorem] | None = None) -> Path:
-    """Pin the compiled statements of every theorem and witness (the development must build).
-
-    Changing a statement is a reviewed change of ``proofs/statements.txt``.
-    """
-    theorems = THEOREMS if theorems is None else theorems
-    proof_dir = _check_dir(Path(proof_dir) if proof_dir else default_proofs_dir())
-    names = _all_names(theorems)
-    compiled = print_statements(proof_dir, names)
-    missing = [n for n in names if n not in compiled]
-    if missing:
-        raise ProofError(f"Check printed nothing for {', '.join(missing)}; build proofs/ first")
-    out = ["# Pinned statements of the registered theorems and their non-vacuity witnesses,",
-           "# as `Check` prints them (exchange.theory.coq.print_statements). `exchange proofs`",
-           "# fails when a compiled statement differs (whitespace aside). Regenerate with",
-           "# `python -m exchange proofs --write-statements` and review the diff.", ""]
-    for n in names:
-        out += [n.rsplit(".", 1)[-1], compiled[n], ""]
-    path = proof_dir / STATEMENTS_FILE
-    path.write_text("\n".join(out))
-    return path
+    if f"{SPEC_MODULE}.{short}" in error and "was not found" in error:
+        return (f"{short} has no statement in the reviewed record proofs/spec/Spec.v: add "
+                "it there (a reviewed change, docs/proofs.md) or remove the theorem")
+    lines = [ln for ln in error.splitlines() if not ln.startswith("File ")]
+    return (f"statement of {short} differs from the reviewed record ({SPEC_MODULE}.{short} in "
+            "proofs/spec/Spec.v): the kernel does not accept the theorem at the recorded "
+            "type:\n" + "\n".join(lines[:40]))
 
 
 _DECL = re.compile(
@@ -584,18 +552,33 @@ _DECL = re.compile(
 # these too; the scan also catches ones no registered theorem happens to use).
 _FORBIDDEN = re.compile(
     r"\b(Admitted|admit|Axiom|Axioms|Parameter|Parameters|Hypothesis|Hypotheses|"
-    r"Conjecture|Variable|Variables)\b"
+    r"Conjecture|Variable|Variables|Unset\s+(?:Guard|Positivity|Universe)\s+Checking|"
+    r"bypass_check|Admit\s+Obligations)\b"
 )
 
 
-def _strip_comments(text: str) -> str:
-    """Remove (possibly nested) Coq comments, keeping line structure."""
-    out, depth, i = [], 0, 0
-    while i < len(text):
-        two = text[i:i + 2]
-        if two == "(*":
+def strip_comments(text: str) -> str:
+    """Coq source with its (nested) comments removed and the contents of its string
+    literals blanked, keeping line structure, so that a scan sees only vernacular.
+
+    It follows Coq's lexer: a string is ``"..."`` with ``""`` for a quote, so ``"(*"``
+    opens no comment; inside a comment strings are lexed too, so ``(* "*)" *)`` is one
+    comment. An unterminated string or comment runs to the end of the text.
+    """
+    out, depth, i, n = [], 0, 0, len(text)
+    while i < n:
+        if text[i] == '"':  # a string, in code or inside a comment
+            j = i + 1
+            while j < n and not (text[j] == '"' and text[j + 1:j + 2] != '"'):
+                j += 2 if text[j:j + 2] == '""' else 1
+            if depth == 0:
+                out.append('"' + "".join(c if c == "\n" else " " for c in text[i + 1:j]) + '"')
+            else:
+                out.append("".join(c for c in text[i:j + 1] if c == "\n"))
+            i = j + 1
+        elif text.startswith("(*", i):
             depth, i = depth + 1, i + 2
-        elif two == "*)" and depth:
+        elif text.startswith("*)", i) and depth:
             depth, i = depth - 1, i + 2
         else:
             if depth == 0 or text[i] == "\n":
@@ -604,10 +587,10 @@ def _strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def _vfiles(proof_dir: Path) -> list[tuple[Path, str]]:
+def vfiles(proof_dir: Path) -> list[tuple[Path, str]]:
     """(file, qualified module) for every .v file under a -Q/-R root of _CoqProject."""
-    proof_dir = _check_dir(Path(proof_dir))
-    flags = _load_path(proof_dir)
+    proof_dir = check_proofs_dir(Path(proof_dir))
+    flags = load_path_flags(proof_dir)
     roots = [(Path(flags[i + 1]), flags[i + 2]) for i in range(0, len(flags), 3)]
     result = []
     for root, lib in roots:
@@ -620,8 +603,8 @@ def _vfiles(proof_dir: Path) -> list[tuple[Path, str]]:
 def coq_theorem_names(proof_dir: Path | str | None = None) -> dict[str, str]:
     """Qualified name -> file for every Theorem/Lemma/... declared in the development."""
     names: dict[str, str] = {}
-    for vfile, module in _vfiles(Path(proof_dir) if proof_dir else default_proofs_dir()):
-        for match in _DECL.finditer(_strip_comments(vfile.read_text())):
+    for vfile, module in vfiles(Path(proof_dir) if proof_dir else default_proofs_dir()):
+        for match in _DECL.finditer(strip_comments(vfile.read_text())):
             names[f"{module}.{match.group(1)}"] = str(vfile)
     return names
 
@@ -629,8 +612,8 @@ def coq_theorem_names(proof_dir: Path | str | None = None) -> dict[str, str]:
 def forbidden_commands(proof_dir: Path | str | None = None) -> list[str]:
     """``file:line: word`` for every Admitted/admit/Axiom/Parameter/Hypothesis... outside comments."""
     hits = []
-    for vfile, _ in _vfiles(Path(proof_dir) if proof_dir else default_proofs_dir()):
-        for lineno, line in enumerate(_strip_comments(vfile.read_text()).splitlines(), 1):
+    for vfile, _ in vfiles(Path(proof_dir) if proof_dir else default_proofs_dir()):
+        for lineno, line in enumerate(strip_comments(vfile.read_text()).splitlines(), 1):
             for match in _FORBIDDEN.finditer(line):
                 hits.append(f"{vfile}:{lineno}: {match.group(1)}")
     return hits

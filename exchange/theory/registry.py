@@ -27,6 +27,7 @@ __all__ = [
     "PROPERTY_NOTES",
     "MECHANISM_NOTES",
     "NO_HYPOTHESES",
+    "SPEC_SHA256",
     "for_property",
     "for_mechanism",
     "note_for",
@@ -39,17 +40,26 @@ class Theorem:
     statement: str  # one line, in words
     backend: str = "coq"
     file: str = ""  # path under proofs/
-    # Short name of the non-vacuity witness in proofs/theories/Witnesses.v: a lemma that
+    # Short name of the non-vacuity witness in proofs/theories/Witnesses.v (RealWitnesses.v
+    # for the theorems over R, module witness_module): a lemma that
     # the theorem's hypotheses can all hold at once. "" only for theorems without
     # hypotheses (NO_HYPOTHESES says which, and a test checks the pinned statements).
     witness: str = ""
+    witness_module: str = "Witnesses"
+    # For an iff theorem: a lemma F_<theorem> in Witnesses.v, arguments meeting the
+    # hypotheses at which both sides of the iff are false ("" for the others).
+    false_witness: str = ""
 
     @property
     def witness_name(self) -> str:
         """Qualified name of the witness lemma ("" when none)."""
         if not self.witness:
             return ""
-        return self.witness if "." in self.witness else f"Exchange.Witnesses.{self.witness}"
+        return f"Exchange.{self.witness_module}.{self.witness}"
+
+    @property
+    def false_witness_name(self) -> str:
+        return f"Exchange.Witnesses.{self.false_witness}" if self.false_witness else ""
 
     @property
     def short(self) -> str:
@@ -57,7 +67,8 @@ class Theorem:
         return self.name.rsplit(".", 1)[-1]
 
 
-def _coq(module: str, short: str, statement: str, witness: str = "") -> tuple[str, Theorem]:
+def _coq(module: str, short: str, statement: str, witness: str = "",
+         false_witness: str = "") -> tuple[str, Theorem]:
     # The registry key is the Coq short name, so the key, the qualified name and the
     # file can never disagree (a test parses the .v files to confirm the name exists).
     return short, Theorem(
@@ -65,6 +76,8 @@ def _coq(module: str, short: str, statement: str, witness: str = "") -> tuple[st
         statement=statement,
         file=f"theories/{module}.v",
         witness=witness,
+        witness_module="RealWitnesses" if module == "Real" else "Witnesses",
+        false_witness=false_witness,
     )
 
 
@@ -84,14 +97,23 @@ THEOREMS: dict[str, Theorem] = dict(
         _coq("Cancellation", "T2_necessity_zero_sum",
              "T2 (general): K = 0 for every zero-sum advantage vector forces equal weights.", witness="W_T2_necessity_zero_sum"),
         _coq("Cancellation", "T2_characterisation",
-             "T1+T2: K = 0 for all zero-sum advantages iff all weights are equal."),
+             "T1+T2: K = 0 for all zero-sum advantages iff all weights are equal.",
+             false_witness="F_T2_characterisation"),
         # THEORY.md section 4 subtlety / Cor 3.3.
         _coq("Cancellation", "Cor33_cancellation_unequal_weights",
              "Cor 3.3: A=(1,1,-2), w=(1,3,2) is zero-sum and cancels with unequal weights."),
         _coq("Cancellation", "M1_two_responses",
-             "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2.", witness="W_M1_two_responses"),
+             "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2.", witness="W_M1_two_responses",
+             false_witness="F_M1_two_responses"),
         _coq("Cancellation", "M4_nonzero_sum_breaks",
              "M4: with equal weights w0 != 0, K = w0*sum_i A_i != 0 when sum_i A_i != 0.", witness="W_M4_nonzero_sum_breaks"),
+        # THEORY.md section 4, M6: an additive event term survives zero-sum advantages.
+        _coq("Cancellation", "M6_additive_term",
+             "M6: with zero-sum advantages and equal weights, a per-occurrence term phi "
+             "gives K = G*phi (one occurrence per response).", witness="W_T5_zero_sum"),
+        _coq("Cancellation", "M6_does_not_vanish",
+             "M6: G > 0, phi != 0 and zero-sum advantages: K = sum_i (A_i*w0 + phi) != 0.",
+             witness="W_M6_does_not_vanish"),
         _coq("Cancellation", "null_on_equal_rewards",
              "Equal rewards give zero group-mean advantages, so every A_i*w_i = 0.", witness="W_null_on_equal_rewards"),
         # THEORY.md T3 length normalisation.
@@ -100,9 +122,11 @@ THEOREMS: dict[str, Theorem] = dict(
         _coq("LengthNorm", "T3_one_correct",
              "T3: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - (1/G) sum_i 1/L_i.", witness="W_T3_one_correct"),
         _coq("LengthNorm", "T3_sign",
-             "T3: K > 0 iff 1/L_c exceeds the mean of 1/L_i.", witness="W_T3_one_correct"),
+             "T3: K > 0 iff 1/L_c exceeds the mean of 1/L_i.", witness="W_T3_one_correct",
+             false_witness="F_T3_sign"),
         _coq("LengthNorm", "T3_harmonic_mean",
-             "T3: with positive lengths, K > 0 iff L_c is below the harmonic mean of the L_i.", witness="W_T3_harmonic_mean"),
+             "T3: with positive lengths, K > 0 iff L_c is below the harmonic mean of the L_i.", witness="W_T3_harmonic_mean",
+             false_witness="F_T3_harmonic_mean"),
         # THEORY.md T4 sign-dependent clipping.
         _coq("Clipping", "T4_above_event_coefficient",
              "T4: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip.", witness="W_T4_above"),
@@ -114,6 +138,16 @@ THEOREMS: dict[str, Theorem] = dict(
              "T4: 0 < rho < 1-eps_low and some A_i > 0: K > 0.", witness="W_T4_below"),
         _coq("Clipping", "T4_inside_cancels",
              "T4: inside the trust region nothing is clipped and zero-sum advantages cancel.", witness="W_T4_inside_cancels"),
+        # The dual clip c of the package's ppo (verl 'vanilla'): T4 holds up to c.
+        _coq("Clipping", "T4_dual_agrees_up_to_c",
+             "T4 dual clip: for rho <= c the dual-clipped coefficient is PPO-clip's.",
+             witness="W_T4_dual_agrees_up_to_c"),
+        _coq("Clipping", "T4_dual_above_negative",
+             "T4 dual clip: 1+eps_high < rho <= c and some A_i < 0: K < 0.",
+             witness="W_T4_dual_above"),
+        _coq("Clipping", "T4_dual_above_c",
+             "T4 dual clip: rho > c >= 1+eps_high: every coefficient is 0, so K = 0.",
+             witness="W_T4_dual_above_c"),
         # THEORY.md T5 restoration (section 4b).
         _coq("Restoration", "T5_min_replace",
              "T5: Min-Replace weights (group minimum) cancel for zero-sum advantages.", witness="W_T5_zero_sum"),
@@ -134,6 +168,9 @@ THEOREMS: dict[str, Theorem] = dict(
              "T5: Adv-Orthogonal's result is orthogonal to A and differs from w by a "
              "multiple of A (the orthogonal projection), for A != 0.",
              witness="W_T5_adv_orthogonal"),
+        _coq("Restoration", "T5_adv_orthogonal_unequal",
+             "T5: Adv-Orthogonal restores (C), not (E): on A=(1,1,-2), w=(1,3,2) its "
+             "weights cancel and stay unequal."),
         _coq("Restoration", "T5_event_clip",
              "T5: a clip decision that is any function of the event alone (its ratio), "
              "with any event weight h(rho), cancels for zero-sum advantages.",
@@ -151,6 +188,10 @@ THEOREMS: dict[str, Theorem] = dict(
              "T2 over R with GRPO's std (sqrt of the population variance) as the divisor, "
              "G >= 2: cancellation on the one-hot rewards forces equal weights.",
              witness="W_R_T2_necessity_std"),
+        _coq("Real", "R_T2_necessity_reals",
+             "T2 over real reward vectors, G >= 2: K = 0 for every non-constant real reward "
+             "vector, advantages divided by any group constant positive on those, forces "
+             "equal weights.", witness="W_R_T2_necessity_reals"),
         _coq("Real", "R_null_on_equal_rewards",
              "Over R: equal rewards and a positive scale give every A_i*w_i = 0.",
              witness="W_R_null_on_equal_rewards"),
@@ -189,12 +230,18 @@ THEOREMS: dict[str, Theorem] = dict(
     ]
 )
 
+# The reviewed record (proofs/spec/Spec.v, exchange.theory.record): its sha256. Every
+# registered theorem and witness is checked by the kernel against the statement of the
+# same name there. Changing this line is a re-pin: `exchange proofs --write-statements
+# --accept` does it and logs the diff in proofs/CHANGES.
+SPEC_SHA256 = "68c021351a9c5ea49dd664d4b0a9990c961c6127363f47cf81dc7e7a68e8b628"
+
 # Theorems with no hypotheses (an identity, an iff between two statements, or a closed
 # proposition), so no witness is needed; a test checks that each registered theorem is
 # either here or has a witness.
 NO_HYPOTHESES: frozenset[str] = frozenset(
     {"T1_event_coefficient", "T2_characterisation", "Cor33_cancellation_unequal_weights",
-     "T3_covariance"}
+     "T3_covariance", "T5_adv_orthogonal_unequal"}
 )
 
 # Why a property or mechanism has no (or only partial) machine-checked backing.

@@ -61,6 +61,9 @@ class LLMArguments:
     sft_batch: int | None = field(default=None, metadata={"help": "override the TOML's [sft] batch"})
     seeds: list[int] | None = field(default=None, metadata={"help": "override the TOML's seeds"})
     arms: list[str] | None = field(default=None, metadata={"help": "only these arm names"})
+    time_budget_s: float | None = field(default=None, metadata={
+        "help": "stop (with a checkpoint) after this many seconds and start no further run; call again to resume "
+                "(experiments/llm/device_kit.py uses it to fit a time-limited GPU call)"})
 
 
 def _experiment_path(argv: list[str]) -> str | None:
@@ -101,6 +104,11 @@ def parse(argv: list[str] | None = None):
         script, args = parser.parse_args_and_config(argv)
     except ValueError as err:  # GRPOConfig.__post_init__ or an unknown YAML key
         raise InvalidArgument(f"the GRPOConfig arguments are rejected: {err}") from None
+    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    if "--model" in given and "--model_config" not in given:
+        script.model_config = None  # --model PATH on the command line replaces the recipe's model_config
+    if "--model_config" in given and "--model" not in given:
+        script.model = None
     sft = {k: getattr(script, f"sft_{k}") for k in ("steps", "lr", "batch") if getattr(script, f"sft_{k}") is not None}
     if sft:
         import dataclasses
@@ -118,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
         exp = run_llm_experiment(cfg, args, script.out, model=script.model, model_config=script.model_config,
                                  data=script.data, device=script.device, seeds=script.seeds, arms=script.arms,
-                                 source=script.experiment)
+                                 source=script.experiment, time_budget_s=script.time_budget_s)
         if script.data is None:
             print(f"[run_llm] done: python -m exchange experiment report {exp}", flush=True)
     except ExchangeError as err:

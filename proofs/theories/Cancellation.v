@@ -175,3 +175,23 @@ Proof.
     rewrite <- (mean_const G r0) by lia. reflexivity. }
   rewrite Hm, (Hr i Hi). unfold Qdiv. ring.
 Qed.
+
+(** ** M6: an additive event term *)
+
+(** A per-occurrence term [phi] that does not scale with the advantage (a KL or
+    [abs(log rho)] penalty on the sampled token) adds [G * phi] to the event coefficient
+    of an event occurring once in each of the [G] responses, whatever the advantages:
+    with zero-sum advantages and equal weights [K = G * phi], not [0]. *)
+Theorem M6_additive_term : forall G (A : nat -> Q) (w0 phi : Q),
+  sum G A == 0 -> sum G (fun i => A i * w0 + phi) == QG G * phi.
+Proof.
+  intros G A w0 phi HZ. rewrite sum_plus, sum_scale_r, sum_const, HZ. ring.
+Qed.
+
+Theorem M6_does_not_vanish : forall G (A : nat -> Q) (w0 phi : Q),
+  (0 < G)%nat -> ~ phi == 0 -> sum G A == 0 -> ~ sum G (fun i => A i * w0 + phi) == 0.
+Proof.
+  intros G A w0 phi HG Hphi HZ HK. rewrite M6_additive_term in HK by exact HZ.
+  apply Qmult_integral in HK. destruct HK as [HK|HK]; [|contradiction].
+  apply (QG_nonzero G HG), HK.
+Qed.

@@ -109,3 +109,46 @@ Proof.
     qcase 0 (A i); qcase (1 + eh) rho; qcase (A i) 0; qcase rho (1 - el);
       simpl; try lra; reflexivity.
 Qed.
+
+(** ** The dual clip (arXiv:1912.09729), as the package's [ppo] (verl's "vanilla")
+
+    For a negative advantage the surrogate is floored at [c * A]: above [rho > c] its
+    coefficient is zero too.  [T4_above_negative] therefore holds for the package's PPO
+    only up to [c]; above [c] every coefficient of the event is zero. *)
+Definition dual_clip_coef (c eps_low eps_high rho a : Q) : Q :=
+  if qltb a 0 && qltb c rho then 0 else clip_coef eps_low eps_high rho a.
+
+(** Up to [c] the dual clip changes nothing. *)
+Theorem T4_dual_agrees_up_to_c : forall (c eps_low eps_high rho a : Q),
+  rho <= c -> dual_clip_coef c eps_low eps_high rho a == clip_coef eps_low eps_high rho a.
+Proof.
+  intros c el eh rho a Hc. unfold dual_clip_coef.
+  destruct (qltb c rho) eqn:E.
+  - apply qltb_spec in E. lra.
+  - rewrite andb_false_r. reflexivity.
+Qed.
+
+(** Between [1 + eps_high] and [c]: the dual-clipped PPO pushes the shared event down
+    ([K < 0]) as soon as one advantage is negative, as [T4_above_negative] says. *)
+Theorem T4_dual_above_negative : forall G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho -> rho <= c ->
+  (exists j, (j < G)%nat /\ A j < 0) ->
+  sum G (fun i => dual_clip_coef c eps_low eps_high rho (A i)) < 0.
+Proof.
+  intros G A c el eh rho Hl Hh Hr Hc Hj.
+  rewrite (sum_ext G _ (fun i => clip_coef el eh rho (A i)))
+    by (intros; apply T4_dual_agrees_up_to_c; exact Hc).
+  apply T4_above_negative; assumption.
+Qed.
+
+(** Above [c] (with [c >= 1 + eps_high]) every coefficient is zero: [K = 0] whatever
+    the advantages; [T4_above_negative] stops at [c]. *)
+Theorem T4_dual_above_c : forall G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  1 + eps_high <= c -> c < rho ->
+  forall i, (i < G)%nat -> dual_clip_coef c eps_low eps_high rho (A i) == 0.
+Proof.
+  intros G A c el eh rho Hc Hr i _. unfold dual_clip_coef, clip_coef, clipped.
+  qcase (A i) 0; qcase c rho; qcase 0 (A i); qcase (1 + eh) rho; qcase rho (1 - el);
+    simpl; try lra; try reflexivity;
+    assert (Ha : A i == 0) by lra; rewrite Ha; ring.
+Qed.

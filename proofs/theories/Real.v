@@ -143,6 +143,32 @@ Proof.
   intros i j Hi Hj. rewrite (Hm i Hi), (Hm j Hj). reflexivity.
 Qed.
 
+(** A one-hot reward vector of a group of [G >= 2] is not constant. *)
+Lemma Rind_nonconstant : forall G j, (2 <= G)%nat -> (j < G)%nat ->
+  exists a b, (a < G)%nat /\ (b < G)%nat /\ Rind j a <> Rind j b.
+Proof.
+  intros G j HG Hj. destruct j as [|j'].
+  - exists O, 1%nat. split; [lia|split; [lia|]]. unfold Rind; simpl. intro H; lra.
+  - exists (S j'), O. split; [exact Hj|split; [lia|]]. unfold Rind.
+    rewrite Nat.eqb_refl. simpl. intro H; lra.
+Qed.
+
+(** T2 over real reward vectors: if [K = 0] for every non-constant real reward vector,
+    the advantages divided by any group constant [sigma] positive on those vectors (the
+    std is), the weights are equal.  Only the one-hot vectors are needed. *)
+Theorem R_T2_necessity_reals : forall (G : nat) (w : nat -> R) (sigma : (nat -> R) -> R),
+  (2 <= G)%nat ->
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) -> 0 < sigma r) ->
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) ->
+     RK G (Radv G (sigma r) r) w = 0) ->
+  forall i j, (i < G)%nat -> (j < G)%nat -> w i = w j.
+Proof.
+  intros G w sigma HG Hpos HC.
+  apply (R_T2_necessity_onehot G w sigma).
+  - intros j Hj. apply Hpos, Rind_nonconstant; assumption.
+  - intros j Hj. apply HC, Rind_nonconstant; assumption.
+Qed.
+
 (** The std is positive on every one-hot reward vector of a group of [G >= 2]. *)
 Lemma R_std_onehot_pos : forall G j, (2 <= G)%nat -> (j < G)%nat -> 0 < Rstd G (Rind j).
 Proof.

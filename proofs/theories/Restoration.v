@@ -134,3 +134,16 @@ Proof.
   - apply sum_zero. intros; reflexivity.
   - rewrite sum_scale_r, HZ. ring.
 Qed.
+
+(** Adv-Orthogonal restores (C), not (E): on Cor 3.3's group the weights [(1, 3, 2)]
+    already cancel, so the projection leaves them as they are, unequal. *)
+Theorem T5_adv_orthogonal_unequal :
+  (exists j, (j < 3)%nat /\ ~ cor33_A j == 0) /\
+  K 3 cor33_A (orth 3 cor33_A cor33_w) == 0 /\
+  ~ orth 3 cor33_A cor33_w 0%nat == orth 3 cor33_A cor33_w 1%nat.
+Proof.
+  split; [|split].
+  - exists O. split; [lia|]. vm_compute. discriminate.
+  - vm_compute. reflexivity.
+  - vm_compute. discriminate.
+Qed.

@@ -8,8 +8,6 @@
 
 From Coq Require Import QArith Lqa Qfield Lia Qminmax.
 From Exchange Require Import Sums Cancellation LengthNorm Clipping Restoration.
-From Coq Require Import Reals Lra.
-From Exchange Require Import Real.
 Open Scope Q_scope.
 
 (** The running example: a zero-sum, non-zero advantage vector on three responses. *)
@@ -96,6 +94,34 @@ Proof.
   repeat split; try (vm_compute; discriminate); try reflexivity.
 Qed.
 
+(** The dual clip: [eps = 0.2], [c = 3]; [rho = 2] between [1 + eps_high] and [c],
+    [rho = 4] above [c]. *)
+Lemma W_T4_dual_above : exists G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\ rho <= c /\
+  (exists j, (j < G)%nat /\ A j < 0) /\ sum G A == 0.
+Proof.
+  exists 3%nat, A3, 3, (1#5), (1#5), 2.
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+  exists 2%nat. split; [lia|reflexivity].
+Qed.
+
+Lemma W_T4_dual_above_c : exists G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  1 + eps_high <= c /\ c < rho /\ 0 <= eps_low /\ sum G A == 0 /\ ~ A O == 0.
+Proof.
+  exists 3%nat, A3, 3, (1#5), (1#5), 4.
+  repeat split; try (vm_compute; discriminate); try reflexivity.
+Qed.
+
+Lemma W_T4_dual_agrees_up_to_c : exists c rho : Q, rho <= c /\ 1 < rho.
+Proof. exists 3, 2. split; [vm_compute; discriminate | reflexivity]. Qed.
+
+(** M6: a zero-sum group and a non-zero event term. *)
+Lemma W_M6_does_not_vanish : exists G (A : nat -> Q) (phi : Q),
+  (0 < G)%nat /\ ~ phi == 0 /\ sum G A == 0 /\ ~ A O == 0.
+Proof.
+  exists 3%nat, A3, 1. split; [lia|split; [discriminate|split; [exact A3_zero_sum|discriminate]]].
+Qed.
+
 (** T5: the same zero-sum group serves Min-Replace, the constant normaliser, the
     sign-free and truncated weights; Adv-Orthogonal needs one non-zero advantage. *)
 Lemma W_T5_zero_sum : exists G (A : nat -> Q),
@@ -106,87 +132,6 @@ Lemma W_T5_adv_orthogonal : exists G (A : nat -> Q),
   (exists j, (j < G)%nat /\ ~ A j == 0).
 Proof. exists 3%nat, A3, O. split; [lia|discriminate]. Qed.
 
-(** ** Witnesses for the theorems over R ([Real.v]): the group [A = (1, -1)]. *)
-Open Scope R_scope.
-
-Definition RA2 (i : nat) : R := match i with O => 1 | S O => -1 | _ => 0 end.
-
-Lemma RA2_zero_sum : Rsum 2 RA2 = 0.
-Proof. simpl. ring. Qed.
-
-Lemma W_R_T1_sufficiency : exists G (A w : nat -> R) (w0 : R),
-  (1 < G)%nat /\ A O <> 0 /\ Rsum G A = 0 /\ (forall i, (i < G)%nat -> w i = w0).
-Proof.
-  exists 2%nat, RA2, (fun _ => 1), 1. repeat split; try lia.
-  - simpl. lra.
-  - exact RA2_zero_sum.
-Qed.
-
-Lemma W_R_T2_necessity_onehot : exists G (w : nat -> R) (sigma : (nat -> R) -> R),
-  (1 < G)%nat /\ (forall j, (j < G)%nat -> 0 < sigma (Rind j)) /\
-  (forall j, (j < G)%nat -> RK G (Radv G (sigma (Rind j)) (Rind j)) w = 0).
-Proof.
-  exists 2%nat, (fun _ => 1), (fun _ => 1). repeat split; [lia| intros; lra |].
-  intros j _. apply (R_T1_sufficiency 2 _ _ 1); [apply Radv_zero_sum | reflexivity].
-Qed.
-
-Lemma W_R_T2_necessity_std : exists G (w : nat -> R), (2 <= G)%nat /\
-  (forall j, (j < G)%nat -> RK G (Radv G (Rstd G (Rind j)) (Rind j)) w = 0).
-Proof.
-  exists 2%nat, (fun _ => 1). split; [lia|].
-  intros j _. apply (R_T1_sufficiency 2 _ _ 1); [apply Radv_zero_sum | reflexivity].
-Qed.
-
-Lemma W_R_null_on_equal_rewards : exists G (s : R) (r : nat -> R) (r0 : R),
-  (1 < G)%nat /\ 0 < s /\ (forall i, (i < G)%nat -> r i = r0).
-Proof. exists 2%nat, 1, (fun _ => 1), 1. repeat split; [lia|lra]. Qed.
-
-Lemma W_R_T3_one_correct : exists G c : nat, (1 < G)%nat /\ (c < G)%nat.
-Proof. exists 2%nat, O. lia. Qed.
-
-Lemma W_R_T3_harmonic_mean : exists G (L : nat -> R) (c : nat),
-  (1 < G)%nat /\ (c < G)%nat /\ (forall i, (i < G)%nat -> 0 < L i) /\ L O <> L 1%nat.
-Proof.
-  exists 2%nat, (fun i => INR (S i)), O. repeat split; try lia.
-  - intros i _. apply lt_0_INR. lia.
-  - simpl. lra.
-Qed.
-
-Lemma W_R_T4_above : exists G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\
-  (exists j, (j < G)%nat /\ A j < 0) /\ Rsum G A = 0.
-Proof.
-  exists 2%nat, RA2, (1/5), (1/5), 2. repeat split; try lra.
-  - exists 1%nat. split; [lia|simpl; lra].
-  - exact RA2_zero_sum.
-Qed.
-
-Lemma W_R_T4_below : exists G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low /\ 0 <= eps_high /\ 0 < rho /\ rho < 1 - eps_low /\
-  (exists j, (j < G)%nat /\ 0 < A j) /\ Rsum G A = 0.
-Proof.
-  exists 2%nat, RA2, (1/5), (1/5), (1/2). repeat split; try lra.
-  - exists O. split; [lia|simpl; lra].
-  - exact RA2_zero_sum.
-Qed.
-
-Lemma W_R_T4_inside_cancels : exists G (A : nat -> R) (eps_low eps_high rho : R),
-  1 - eps_low <= rho /\ rho <= 1 + eps_high /\ Rsum G A = 0 /\ A O <> 0.
-Proof.
-  exists 2%nat, RA2, (1/5), (1/5), 1. repeat split; try lra.
-  - exact RA2_zero_sum.
-  - simpl. lra.
-Qed.
-
-Lemma W_R_M1_gspo : exists G : nat, (2 <= G)%nat.
-Proof. exists 2%nat. lia. Qed.
-
-Lemma W_R_M1_gspo_equal_lengths : exists G L : nat, (2 <= G)%nat /\ (0 < L)%nat.
-Proof. exists 2%nat, 1%nat. lia. Qed.
-
-Lemma W_R_Cor33_hyperplane : exists G (A : nat -> R), exists j, (j < G)%nat /\ A j <> 0.
-Proof. exists 2%nat, RA2, O. split; [lia|simpl; lra]. Qed.
-
 Open Scope Q_scope.
 
 (** Min-Replace's general theorem needs a non-empty group; unequal weights show the
@@ -194,3 +139,50 @@ Open Scope Q_scope.
 Lemma W_T5_min_replace_general : exists G (w : nat -> Q),
   (0 < G)%nat /\ ~ w O == w 1%nat /\ (1 < G)%nat.
 Proof. exists 3%nat, cor33_w. split; [lia|split; [vm_compute; discriminate|lia]]. Qed.
+
+(** ** Iff theorems: an input where each side is false
+
+    An iff whose sides were both [True] (or both [False]) would prove nothing; these
+    exhibit, for each iff theorem over Q, arguments meeting its hypotheses at which
+    both sides are false (the left side through the theorem). *)
+Open Scope Q_scope.
+
+Definition L12 (i : nat) : Q := match i with O => 1 | _ => 2 end.
+
+Lemma F_T2_characterisation :
+  ~ (forall A, sum 2 A == 0 -> K 2 A (pair 1 2) == 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> pair 1 2 i == pair 1 2 j).
+Proof.
+  assert (HR : ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> pair 1 2 i == pair 1 2 j)).
+  { intro H. specialize (H 0%nat 1%nat ltac:(lia) ltac:(lia)). vm_compute in H. discriminate. }
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (T2_characterisation 2 (pair 1 2))), H.
+Qed.
+
+Lemma F_T3_sign :
+  ~ (0 < K 2 (adv 2 1 (ind 1)) (fun i => / L12 i)) /\
+  ~ (mean 2 (fun i => / L12 i) < / L12 1%nat).
+Proof.
+  assert (HR : ~ (mean 2 (fun i => / L12 i) < / L12 1%nat)) by (vm_compute; discriminate).
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (T3_sign 2 L12 1 ltac:(lia))), H.
+Qed.
+
+Lemma F_T3_harmonic_mean :
+  ~ (0 < K 2 (adv 2 1 (ind 1)) (fun i => / L12 i)) /\
+  ~ (L12 1%nat < / mean 2 (fun i => / L12 i)).
+Proof.
+  assert (HL : forall i, (i < 2)%nat -> 0 < L12 i).
+  { intros [|i] _; reflexivity. }
+  assert (HR : ~ (L12 1%nat < / mean 2 (fun i => / L12 i))) by (vm_compute; discriminate).
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (T3_harmonic_mean 2 L12 1 ltac:(lia) HL)), H.
+Qed.
+
+Lemma F_M1_two_responses :
+  ~ (K 2 (pair 1 (- 1)) (pair 1 2) == 0) /\ ~ (1 == 2).
+Proof.
+  assert (HR : ~ (1 == 2)) by discriminate.
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (M1_two_responses 1 1 2 ltac:(discriminate))), H.
+Qed.

@@ -30,6 +30,7 @@ def _full_rollout() -> Rollout:
         entropy=torch.where(mask, torch.rand(n, t, generator=gen), 0.0),
         logprobs=lp(),
         baseline_rewards=torch.tensor([0.1, 0.2, 0.3, 0.4]),
+        advantages=torch.tensor([0.5, -0.5, 0.25, -0.25]),
         truncated=torch.tensor([True, False, False, True]),
         prompt_tokens=torch.randint(1, 9, (n, p), generator=gen),
         prompt_mask=torch.tensor([[0, 1, 1]] * n, dtype=torch.bool),
@@ -77,8 +78,8 @@ def test_a_missing_field_is_named(tmp_path, name):
 
 
 def test_an_unknown_field_is_named_with_the_known_ones(tmp_path):
-    torch.save({**_data(), "advantages": torch.zeros(4)}, tmp_path / "b.pt")
-    with pytest.raises(InvalidArgument, match=r"unknown field\(s\) \['advantages'\]; rename or drop them") as err:
+    torch.save({**_data(), "advantage": torch.zeros(4)}, tmp_path / "b.pt")
+    with pytest.raises(InvalidArgument, match=r"unknown field\(s\) \['advantage'\]; rename or drop them") as err:
         load_batch(tmp_path / "b.pt")
     assert all(name in str(err.value) for name in INIT_FIELDS)
 

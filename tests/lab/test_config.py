@@ -41,14 +41,14 @@ def test_bad_configs_name_the_field(changes, message):
         parse_experiment(_data(**changes))
 
 
-def test_arms_must_be_a_baseline_treatment_pair():
+def test_arms_must_be_a_baseline_and_a_comparison():
     data = _data()
     data["arms"] = data["arms"][:1]
-    with pytest.raises(InvalidArgument, match="an experiment is a pair"):
+    with pytest.raises(InvalidArgument, match="two or three"):
         parse_experiment(data)
     data = _data()
     data["arms"][1]["role"] = "baseline"
-    with pytest.raises(InvalidArgument, match="need one baseline and one treatment"):
+    with pytest.raises(InvalidArgument, match="need one baseline"):
         parse_experiment(data)
     data = _data()
     data["arms"][1]["role"] = "control"
@@ -96,5 +96,5 @@ def test_cli_run_rejects_a_bad_config_with_exit_code_2(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\n[[arms]]\nname = "a"\nobjective = "grpo"\nrole = "baseline"\n')
     assert main(["experiment", "run", str(bad), "--out", str(tmp_path)]) == 2
-    assert "an experiment is a pair" in capsys.readouterr().err
+    assert "two or three [[arms]]" in capsys.readouterr().err
     assert main(["experiment", "report", str(tmp_path)]) == 2

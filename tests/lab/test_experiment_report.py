@@ -1,41 +1,145 @@
-"""Claims rows of docs/claims.md: a pair that cannot be read says so in every row."""
+"""The report from typed results: pilot first, P-keys from PREDICTIONS, verdicts from the
+rule, claims rows and the one markdown-section helper."""
+
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
+import torch
 
-from exchange.lab.experiment_report import claims_rows
+from exchange.errors import InvalidArgument
+from exchange.lab.config import load_experiment
+from exchange.lab.experiment import run_experiment
+from exchange.lab.experiment_report import (
+    CLAIMS_BEGIN,
+    CLAIMS_END,
+    ExperimentResult,
+    Row,
+    claims_rows,
+    replace_section,
+    report_experiments,
+)
+from exchange.lab.pilot import FrozenPilot
+from exchange.lab.predictions import PREDICTIONS
+from exchange.lab.verdict import Orientation, Pilot, decide_signed
+
+THREE_ARMS = """
+name = "tiny3"
+description = "tiny three-arm experiment"
+mechanism = "M3"
+seeds = [0, 1]
+pilot_seeds = [10, 11]
+target_accuracy = 0.5
+[task]
+name = "countdown"
+style_p = 0.5
+[model]
+d_model = 16
+n_heads = 2
+n_layers = 1
+[sft]
+steps = 150
+batch = 32
+lr = 0.01
+[train]
+steps = 3
+prompts_per_step = 4
+group_size = 4
+epochs = 1
+minibatches = 1
+eval_every = 3
+eval_prompts = 16
+probe_prompts = 4
+ckpt_every = 3
+max_response_len = 8
+[[arms]]
+name = "grpo"
+objective = "grpo"
+role = "baseline"
+[[arms]]
+name = "grpo+surgical"
+objective = "grpo+surgical"
+role = "surgical"
+[[arms]]
+name = "grpo+gcn"
+objective = "grpo+group_constant_norm"
+role = "treatment"
+"""
 
 
-def _summary(falsifier: str, reduced: str | None = None) -> dict:
-    effects = [{"prediction": p, "primary": True, "claim": f"claim {p}", "reason": "why"} for p in ("P1", "P2", "P3", "P4")]
-    verdicts = {"P1": "confirmed", "P2": "refuted", "P3": "inconclusive", "P4": "inconclusive", "falsifier": falsifier}
-    s = {"experiment": {"name": "pair"}, "baseline": "a", "treatment": "b", "effects": effects, "verdicts": verdicts}
-    if reduced:
-        s["reduced"] = reduced
-    return s
+def _result(labels_effect: bool) -> ExperimentResult:
+    pilot = Pilot(delta_hat=1.0, sd=0.1, seeds=(9, 10))
+    rows = []
+    for p in PREDICTIONS:
+        diffs = [1.0, 1.1, 0.9, 1.05] if labels_effect else [-0.01, 0.01, 0.0, 0.005]
+        rows.append(Row(p, p.against, [0.0] * 4, [0.0] * 4, diffs, decide_signed(p.key, diffs, pilot)))
+    fp = FrozenPilot("pair", (9, 10), {"P1": pilot, "P2": pilot, "P3": pilot}, {"P1": 1, "P2": 1, "P3": -1},
+                     Orientation(1, 4, 4, 4), 0.5, 1.0, 0.1, True)
+    return ExperimentResult({"name": "pair", "source": "c.toml"}, fp, rows, {}, {}, {"surgical": True}, True, 0.02, 1.0)
 
 
-def _verdict_cells(table: str) -> list[str]:
-    rows = [r for r in table.splitlines()[2:] if r.startswith("| P")]
-    return [r.split(" | ")[2] for r in rows]
+def test_claims_rows_follow_the_typed_decisions():
+    table = claims_rows([_result(True)])
+    cells = [r.split(" | ")[2] for r in table.splitlines()[2:] if r.startswith("| P")]
+    assert cells[:4] == ["effect (compatible with the prediction)"] * 4
+    assert "Falsifier" in table and "survives" in table
+    table = claims_rows([_result(False)])
+    assert "negligible" in table and "supported at this dose" in table
+    assert "python -m exchange experiment run c.toml" in table
 
 
-@pytest.mark.parametrize("falsifier, tag", [
-    ("not readable: the manipulation check failed (treatment residual 5e-17, baseline 1e-4)", "pair not readable"),
-    ("confounded: KL per step differs by +545% between arms (> 10%)", "pair confounded"),
-])
-def test_rows_of_an_unreadable_pair_are_qualified(falsifier, tag):
-    cells = _verdict_cells(claims_rows([_summary(falsifier)], ["c.toml"]))
-    assert len(cells) == 4
-    assert all(tag in c for c in cells), cells
-    assert cells[0].startswith("confirmed")
+def test_replace_section_rewrites_only_between_markers(tmp_path):
+    path = tmp_path / "claims.md"
+    path.write_text(f"# Claims\n\nkept above\n\n{CLAIMS_BEGIN}\nold\n{CLAIMS_END}\n\nkept below\n")
+    replace_section(path, CLAIMS_BEGIN, CLAIMS_END, "new")
+    assert path.read_text() == f"# Claims\n\nkept above\n\n{CLAIMS_BEGIN}\nnew\n{CLAIMS_END}\n\nkept below\n"
+    fresh = tmp_path / "fresh.md"
+    replace_section(fresh, CLAIMS_BEGIN, CLAIMS_END, "body", title="# T")
+    assert fresh.read_text().startswith("# T") and "body" in fresh.read_text()
 
 
-def test_rows_of_a_readable_pair_are_not_qualified():
-    cells = _verdict_cells(claims_rows([_summary("partly: 1 of P1-P3 confirmed, 2 refuted")], ["c.toml"]))
-    assert cells == ["confirmed", "refuted", "inconclusive", "inconclusive"]
+def test_pilot_seeds_must_not_be_test_seeds(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(THREE_ARMS.replace("pilot_seeds = [10, 11]", "pilot_seeds = [1, 11]"))
+    with pytest.raises(InvalidArgument, match="also test seeds"):
+        load_experiment(bad)
+    bad.write_text(THREE_ARMS.replace('objective = "grpo+surgical"', 'objective = "dapo+surgical"'))
+    with pytest.raises(InvalidArgument, match="grpo\\+surgical"):
+        load_experiment(bad)
 
 
-def test_reduced_and_unreadable_tags_combine():
-    cells = _verdict_cells(claims_rows([_summary("confounded: KL", reduced="4 seeds")], ["c.toml"]))
-    assert all("provisional: 4 seeds" in c and "pair confounded" in c for c in cells)
+@pytest.mark.slow
+def test_three_arm_experiment_freezes_the_pilot_first_and_reports(tmp_path):
+    torch.set_num_threads(1)
+    cfg_path = tmp_path / "tiny3.toml"
+    cfg_path.write_text(THREE_ARMS)
+    exp = run_experiment(load_experiment(cfg_path), tmp_path / "runs", progress=False, source=str(cfg_path))
+    pilot = json.loads((exp / "pilot.json").read_text())
+    assert pilot["seeds"] == [10, 11] and set(pilot["pilots"]) == {"P1", "P2", "P3"}
+    # frozen before any test seed trained
+    first_test = min((exp / a / "seed0" / "config.json").stat().st_mtime for a in ("grpo", "grpo+surgical", "grpo+gcn"))
+    assert (exp / "pilot.json").stat().st_mtime <= first_test
+    lines = report_experiments([exp], markdown=tmp_path / "exp.md", claims=tmp_path / "claims.md")
+    summary = json.loads((exp / "summary.json").read_text())
+    assert [r["prediction"] for r in summary["rows"]] == [p.key for p in PREDICTIONS]
+    assert summary["dose"]["surgical"]["tax/shared_residual"] < 1e-12  # the surgical arm cancels
+    assert "tiny3" in lines[0] and CLAIMS_BEGIN in (tmp_path / "claims.md").read_text()
+
+
+def test_a_pilot_with_mostly_zero_spread_groups_refuses_the_design(tmp_path):
+    """The frozen pilot refuses a design whose groups mostly carry no reward spread:
+    `experiment run` stops before any test seed, and a report gives no P1-P3 verdict."""
+    fp = FrozenPilot("tiny3", (10, 11), {k: Pilot(1.0, 0.1, (10, 11)) for k in ("P1", "P2", "P3")},
+                     {"P1": 1, "P2": 1, "P3": 1}, Orientation(1, 4, 4, 4), 0.5, 1.0, 0.1, True, zero_spread=0.7)
+    assert fp.refused and FrozenPilot.from_dict(json.loads(fp.to_json())).refused
+    assert not dataclasses.replace(fp, zero_spread=0.3).refused
+    cfg_path = tmp_path / "tiny3.toml"
+    cfg_path.write_text(THREE_ARMS)
+    exp = tmp_path / "runs" / "tiny3"
+    exp.mkdir(parents=True)
+    (exp / "pilot.json").write_text(fp.to_json())
+    with pytest.raises(InvalidArgument, match="refused the design: 70% of its groups have zero reward spread"):
+        run_experiment(load_experiment(cfg_path), tmp_path / "runs", progress=False)
+    assert not (exp / "grpo").exists()

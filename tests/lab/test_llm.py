@@ -240,8 +240,8 @@ def test_run_llm_both_arms_through_trl_parser_and_report(tmp_path, llm_stack_rea
             assert not [k for k in r if "integration" in k or k.startswith("trl/tax/") or k.startswith("exchange/")]
     assert cli(["experiment", "report", str(exp)]) == 0
     summary = json.loads((exp / "summary.json").read_text())
-    assert {e["prediction"] for e in summary["effects"]} == {"P1", "P2", "P3", "P4"}
-    assert "manipulation" in summary and "kl_match" in summary
+    assert {r["prediction"] for r in summary["rows"]} == {"P1", "P2", "P3", "P4"}
+    assert "dose" in summary and summary["kl"]["baseline"] is not None  # control-context KL measured through TRL
 
 
 def test_run_llm_resumes_from_trl_checkpoint_without_duplicate_steps(tmp_path, llm_stack_ready, trl_ready):
@@ -328,3 +328,60 @@ def test_committed_recipes_parse(monkeypatch, llm_stack_ready, trl_ready):
         assert cfg is not None and (script.model_config or script.model), recipe
         assert args.per_device_train_batch_size % args.num_generations == 0, recipe
         assert args.logging_steps == 1 and args.max_steps >= 1, recipe
+
+
+def test_the_kl_instrument_reads_float32_logits_under_bf16_autocast(llm_stack_ready, trl_ready):
+    """The KL instrument's "before" pass runs inside TRL's bf16 autocast and its "after"
+    pass outside: both must read float32 logits (bf16 would differ by ~1e-2 here)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from exchange.lab.llm import build_model
+    from exchange.lab.llm_run import _trainer_class
+
+    model = build_model("llama-tiny", 0, max_positions=64)
+    shell = SimpleNamespace(accelerator=SimpleNamespace(unwrap_model=lambda m: m), model=model)
+    gen = torch.Generator().manual_seed(0)
+    inputs = {"prompt_ids": torch.randint(3, 8, (2, 4), generator=gen), "prompt_mask": torch.ones(2, 4, dtype=torch.long),
+              "completion_ids": torch.randint(3, 8, (2, 5), generator=gen),
+              "completion_mask": torch.ones(2, 5, dtype=torch.long)}
+    context_logp = _trainer_class()._exchange_context_logp
+    plain = context_logp(shell, inputs)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        inside = context_logp(shell, inputs)
+        bf16 = torch.log_softmax(model(input_ids=torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)).logits
+                                 .double(), -1)[:, 3:-1]
+    torch.testing.assert_close(inside, plain, rtol=0, atol=1e-6)
+    assert float((bf16 - plain).abs().max()) > 1e-4  # what the instrument read before issue 32
+
+
+def test_model_on_the_command_line_replaces_the_recipes_model_config(tmp_path, llm_stack_ready, trl_ready):
+    """The committed recipes name model_config: llama-25m; --model PATH must still work."""
+    run_llm = _load_run_llm()
+    recipe = REPO / "experiments" / "llm" / "recipes" / "grpo_norm_llama25m.yaml"
+    script, _, _ = run_llm.parse(["--config", str(recipe), "--model", str(tmp_path), "--use_cpu", "true",
+                                  "--bf16", "false"])
+    assert script.model == str(tmp_path) and script.model_config is None
+    script, _, _ = run_llm.parse(["--config", str(recipe), "--use_cpu", "true", "--bf16", "false"])
+    assert script.model is None and script.model_config == "llama-25m"
+
+
+@pytest.mark.slow
+def test_surgical_arm_runs_through_trl_and_cancels(tmp_path, llm_stack_ready, trl_ready):
+    """Issue 31 on the LLM path: the pathway arm ('grpo+surgical') trains through TRL at
+    CPU scale with the harness's instruments, and its shared residual is round-off; the
+    CPU-only options are refused with the field named."""
+    run_llm = _load_run_llm()
+    three = PAIR.replace('role = "treatment"', 'role = "treatment"\n[[arms]]\nname = "grpo+surgical"\n'
+                                                'objective = "grpo+surgical"\nrole = "surgical"')
+    (tmp_path / "three.toml").write_text(three)
+    out = tmp_path / "out"
+    assert run_llm.main(["--experiment", str(tmp_path / "three.toml"), "--model_config", "llama-tiny", "--use_cpu",
+                         "true", "--out", str(out), "--max_steps", "2"]) == 0
+    rows = _rows(out / "llm_pair" / "grpo+surgical" / "seed0")
+    res = [r["tax/shared_residual"] for r in rows if r["tax/shared_residual"] is not None]
+    assert res and max(res) < 1e-9 and all(r["kl/control_contexts"] is not None for r in rows)
+    (tmp_path / "kl.toml").write_text(three.replace("[train]", "[train]\nkl_target = 0.001"))
+    assert run_llm.main(["--experiment", str(tmp_path / "kl.toml"), "--model_config", "llama-tiny", "--use_cpu",
+                         "true", "--out", str(out), "--max_steps", "2"]) == 2

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from exchange.errors import InvalidArgument
-from exchange.lab.runlog import RunLock, check_steps, environment
+from exchange.lab.runlog import MetricsLog, RunDir, RunLock, check_steps, environment
 
 
 def _rows(steps):
@@ -56,3 +56,28 @@ def test_environment_is_recorded():
     env = environment()
     assert {"torch", "cpu", "torch_threads", "exchange", "python"} <= set(env)
     json.dumps(env)
+
+
+def test_run_dir_owns_fingerprint_lock_done_and_resume(tmp_path):
+    d = tmp_path / "run"
+    with RunDir(d, "aaaa", config={"x": 1}) as rd:
+        assert json.loads((d / "config.json").read_text()) == {"fingerprint": "aaaa", "x": 1}
+        with pytest.raises(InvalidArgument, match="locked by pid"):  # a second trainer is refused
+            with RunLock(d):
+                pass
+        assert not rd.finished(2)
+        log = MetricsLog(d / "metrics.jsonl")
+        for s in range(2):
+            log.append({"step": s})
+        rd.finish(2, wall_s=1.23456)
+    assert json.loads((d / "done.json").read_text()) == {"fingerprint": "aaaa", "wall_s": 1.235, "steps": 2}
+    with RunDir(d, "aaaa") as rd:
+        assert rd.finished(2)
+        with pytest.raises(InvalidArgument, match="more than steps=1"):
+            rd.finished(1)
+        assert not rd.finished(3) and not (d / "done.json").exists()  # extended: resumes from its checkpoint
+    with pytest.raises(InvalidArgument, match="another config"):
+        with RunDir(d, "bbbb"):
+            pass
+    with RunLock(d):  # the refused entry released its lock
+        pass

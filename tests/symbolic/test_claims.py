@@ -57,6 +57,7 @@ def test_claim_verdicts(key, verdict):
     assert result.verdict == verdict, result.render()
 
 
+@pytest.mark.slow  # ~6 s: the full suite (CI) runs it
 def test_t1_over_the_catalog():
     (result,) = check_claims("t1")
     assert result.verdict == "confirmed"

@@ -1,176 +1,153 @@
-"""The Coq definitions compute the coefficients the Python objectives differentiate to.
+"""The link between the Coq definitions and the package's objectives can fail (issue 33).
 
-For concrete rational groups, coqc evaluates (``Eval vm_compute``) the per-response
-coefficient of the shared event as the theorems define it (``adv G s r i * w i`` with
-the weights of each family, or ``clip_coef`` for PPO-clip), and the test compares it
-with the autograd coefficient ``kappa[i, 0]`` of the catalog objective on the same group
-(token 0 is the shared event). A positive group constant the theorems leave free (the
-std with its epsilon, a token-count normaliser, 1/G) is allowed; the per-response
-shape, signs and clipping pattern must agree exactly.
+``exchange.theory.link`` compares, for concrete groups, the coefficient of a shared event
+that coqc evaluates from the definitions the theorems use with the autograd coefficient
+of the catalog objective; ``exchange proofs`` runs it on fixed and seeded groups. Here:
+the same comparison over Hypothesis groups of any size 2-8 with ratios at and around
+every clip boundary (asymmetric clips, the dual clip), and four planted bugs, each of
+which must be caught.
 """
 
 from __future__ import annotations
 
 import math
-import re
-import subprocess
-import sys
-import tempfile
-from fractions import Fraction
-from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from exchange.core.coefficients import token_coefficients
-from exchange.theory.coq import _load_path, default_proofs_dir
-import exchange.objectives as objectives
+import exchange.objectives._common as common
+from exchange.core.rollout import Rollout
+from exchange.objectives import restoring
+from exchange.theory import link
+from exchange.theory.coq import default_proofs_dir
 
 from .conftest import require_coqc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "symbolic"))
-from rollouts import one_group  # noqa: E402
-
 pytestmark = pytest.mark.coq
-
-GROUPS = [  # (rewards, lengths)
-    ([1, 0, 0], [2, 3, 5]),
-    ([1, 1, 0, 0], [4, 1, 2, 6]),
-    ([3, 1, 0, 2, 2], [1, 2, 3, 4, 5]),
-]
-
-
-def _q(x) -> str:
-    f = Fraction(x).limit_denominator(10**6)
-    return f"({f.numerator} # {f.denominator})"
-
-
-def _qfun(values) -> str:
-    body = " | ".join(f"{i}%nat => {_q(v)}" for i, v in enumerate(values))
-    return f"(fun i : nat => match i with {body} | _ => 0 end)"
-
-
-def coq_eval(coqc: str, terms: list[str]) -> list[list[Fraction]]:
-    """Evaluate each Coq term (a ``list Q``) with vm_compute; parse ``n # d`` entries."""
-    lines = ["From Coq Require Import QArith List.",
-             "From Exchange Require Import Sums Cancellation LengthNorm Clipping Restoration.",
-             "Import ListNotations.", "Open Scope Q_scope."]
-    lines += [f"Eval vm_compute in List.map Qred ({t})." for t in terms]
-    with tempfile.TemporaryDirectory() as tmp:
-        v = Path(tmp) / "ExchangeEval.v"
-        v.write_text("\n".join(lines) + "\n")
-        proc = subprocess.run([coqc, *_load_path(default_proofs_dir()), str(v)],
-                              capture_output=True, text=True, cwd=tmp, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    out = []
-    for block in re.findall(r"=\s*\[(.*?)\]\s*:\s*list Q", proc.stdout, re.S):
-        vals = []
-        for item in block.split(";"):
-            # Coq prints "n # d", or a decimal such as "-0.3" when d is a power of ten.
-            item = item.strip().strip("()").replace("%Q", "").strip()
-            num, _, den = item.partition("#")
-            vals.append(Fraction(num.strip()) / Fraction(den.strip() or 1))
-        out.append(vals)
-    assert len(out) == len(terms), proc.stdout
-    return out
-
-
-def _per_response(G: int, expr: str) -> str:
-    return f"List.map (fun i => {expr}) (List.seq 0 {G})"
-
-
-def python_kappa(name: str, rewards, lengths, log_rho: float = 0.0, **params):
-    G = len(rewards)
-    old = [[0.5] * max(lengths) for _ in range(G)]
-    lr = [[log_rho] + [0.0] * (max(lengths) - 1) for _ in range(G)]
-    rollout, logprobs = one_group([float(r) for r in rewards], lengths, old, lr)
-    loss_fn = objectives.get(name).bind(**params)
-    return token_coefficients(loss_fn, logprobs, rollout)[:, 0].tolist()
-
-
-def assert_proportional(py, coq, exact_factor=None):
-    """py == lam * coq for one lam > 0 (or the given factor), zeros included."""
-    coq = [float(c) for c in coq]
-    assert len(py) == len(coq)
-    nz = [i for i, c in enumerate(coq) if c != 0]
-    assert nz, "degenerate group"
-    lam = py[nz[0]] / coq[nz[0]] if exact_factor is None else exact_factor
-    assert lam > 0, (py, coq)
-    for p, c in zip(py, coq):
-        assert math.isclose(p, lam * c, rel_tol=1e-9, abs_tol=1e-12), (py, coq, lam)
-
-
-def _terms(rewards, lengths):
-    G = len(rewards)
-    r, L = _qfun(rewards), _qfun(lengths)
-    return {
-        # GRPO seq-mean-token-mean (T3): kappa_i = A_i / L_i, A = r - mean r (scale none).
-        "seq_mean": _per_response(G, f"adv {G} 1 {r} i * / {L} i"),
-        # Constant normaliser (T5_constant_normaliser / T1): kappa_i = A_i * const.
-        "constant": _per_response(G, f"adv {G} 1 {r} i"),
-        # Min-Replace (T5_min_replace_general) on GRPO's 1/L_i weights.
-        "min_replace": _per_response(G, f"adv {G} 1 {r} i * min_replace {G} (fun j => / {L} j) i"),
-        # Adv-Orthogonal (T5_adv_orthogonal_projection) on GRPO's 1/L_i weights.
-        "adv_orthogonal": _per_response(
-            G, f"adv {G} 1 {r} i * orth {G} (adv {G} 1 {r}) (fun j => / {L} j) i"),
-        # PPO-clip (T4) above and below the trust region, eps = 0.2.
-        "clip_above": _per_response(G, f"clip_coef (1#5) (1#5) 2 (adv {G} 1 {r} i)"),
-        "clip_below": _per_response(G, f"clip_coef (1#5) (1#5) (1#2) (adv {G} 1 {r} i)"),
-        "clip_inside": _per_response(G, f"clip_coef (1#5) (1#5) 1 (adv {G} 1 {r} i)"),
-    }
 
 
 @pytest.fixture(scope="module")
-def coq_values():
+def built():
+    import subprocess
+
     coqc = require_coqc()
     subprocess.run(["make", "-C", str(default_proofs_dir())], capture_output=True, check=True)
-    result = {}
-    for rewards, lengths in GROUPS:
-        terms = _terms(rewards, lengths)
-        values = coq_eval(coqc, list(terms.values()))
-        result[(tuple(rewards), tuple(lengths))] = dict(zip(terms, values))
-    return result
+    return coqc
 
 
-@pytest.mark.parametrize("rewards,lengths", GROUPS)
-def test_grpo_sequence_mean_is_advantage_over_length(coq_values, rewards, lengths):
-    coq = coq_values[(tuple(rewards), tuple(lengths))]["seq_mean"]
-    # Exactly A_i / L_i times GRPO's 1/G response mean.
-    py = python_kappa("grpo", rewards, lengths, scale="none")
-    assert_proportional(py, coq, exact_factor=1 / len(rewards))
-    # With the std (a positive group constant) and for GSPO on-policy (s_i = 1).
-    assert_proportional(python_kappa("grpo", rewards, lengths), coq)
-    assert_proportional(python_kappa("gspo", rewards, lengths), coq)
+def _only(objective: str, label: str = ""):
+    return [c for c in link.cases() if c.objective == objective and label in c.label]
 
 
-@pytest.mark.parametrize("name", ["dr_grpo", "dapo"])
-@pytest.mark.parametrize("rewards,lengths", GROUPS)
-def test_constant_normaliser_families(coq_values, name, rewards, lengths):
-    coq = coq_values[(tuple(rewards), tuple(lengths))]["constant"]
-    assert_proportional(python_kappa(name, rewards, lengths), coq)
+def test_the_package_computes_what_the_theorems_define(built):
+    assert link.link_problems(default_proofs_dir(), built, cache=False) == []
 
 
-@pytest.mark.parametrize("case,log_rho", [("clip_above", math.log(2)),
-                                          ("clip_below", math.log(0.5)),
-                                          ("clip_inside", 0.0)])
-@pytest.mark.parametrize("rewards,lengths", GROUPS)
-def test_ppo_clip_t4_cases(coq_values, case, log_rho, rewards, lengths):
-    coq = coq_values[(tuple(rewards), tuple(lengths))][case]
-    py = python_kappa("ppo", rewards, lengths, log_rho=log_rho)
-    assert_proportional(py, coq)
-    if case != "clip_inside":  # the Coq coefficients do clip something here
-        assert any(c == 0 for c in coq) and any(c != 0 for c in coq)
+def test_the_ratios_probe_every_boundary_on_both_sides():
+    # The float ratio the package computes lands on both sides of each boundary.
+    for eps_low, eps_high, c in ((0.2, 0.2, 3.0), (0.125, 0.25, 2.5)):
+        for b in (1 - eps_low, 1 + eps_high, c):
+            rhos = [link.build_group((1, 0), (1, 2), x)[2] for _, x in link._log_ratios([b])]
+            assert min(rhos) < b < max(rhos) and any(abs(r - b) <= 4e-16 * b for r in rhos)
 
 
-@pytest.mark.parametrize("transform", ["min_replace", "adv_orthogonal"])
-@pytest.mark.parametrize("rewards,lengths", GROUPS)
-def test_restoring_transformations(coq_values, transform, rewards, lengths):
-    coq = coq_values[(tuple(rewards), tuple(lengths))][transform]
-    assert_proportional(python_kappa(f"grpo+{transform}", rewards, lengths), coq)
+def test_dual_clip_above_c_zeroes_the_shared_event(built):
+    # The discrepancy of issue 33: at rho = 4 > c = 3 the package's ppo gives all-zero
+    # coefficients. T4_above_negative (PPO without dual clip) would say K < 0; the
+    # package's PPO is dual-clipped, and T4_dual_above_c says K = 0 there.
+    case = next(c for c in _only("ppo", "rho=0.5") if c.params[0] == ("clip_c", 3.0))
+    above = link.LinkCase("ppo rho=4", "ppo", case.params, (1, 1, 0), (2, 3, 4), math.log(4),
+                          case.coq, "free")
+    assert link.python_kappa(above) == [0.0, 0.0, 0.0]
+    assert link.link_problems(default_proofs_dir(), built, [above]) == []
+    # PPO-clip without the dual clip (the Coq clip_coef) is negative there.
+    plain = link.LinkCase("ppo-clip rho=4", "ppo", case.params, (1, 1, 0), (2, 3, 4),
+                          math.log(4), "clip_coef {el} {eh} {rho} (adv {G} 1 {r} i)", "free")
+    (values,) = link.coq_eval(default_proofs_dir(), built, [link._term(plain)])
+    assert sum(values) < 0
+    between = link.LinkCase("ppo rho=2", "ppo", case.params, (1, 1, 0), (2, 3, 4), math.log(2),
+                            case.coq, "free")
+    assert sum(link.python_kappa(between)) < 0
 
 
-def test_the_comparison_can_fail(coq_values):
+rewards = st.lists(st.sampled_from([0, 1, 0.5, 2]), min_size=2, max_size=8).filter(
+    lambda r: len(set(r)) > 1)
+
+
+@st.composite
+def group_lists(draw):
+    out = []
+    for _ in range(3):
+        r = draw(rewards)
+        lengths = draw(st.lists(st.integers(1, 12), min_size=len(r), max_size=len(r)))
+        out.append((tuple(r), tuple(lengths)))
+    return out
+
+
+# ~2 s an example (one coqc call for ~130 comparisons): the slow tier.
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(group_lists())
+def test_any_group_size_and_every_clip_boundary(built, groups):
+    assert link.link_problems(default_proofs_dir(), built, link.cases(groups)) == []
+
+
+# --- planted bugs: each must be caught --------------------------------------------------
+
+def _fails(built, case_list) -> list[str]:
+    return link.link_problems(default_proofs_dir(), built, case_list)
+
+
+def test_min_replace_taking_the_maximum_is_caught(built, monkeypatch):
+    monkeypatch.setattr(Rollout, "group_min", Rollout.group_max)
+    problems = _fails(built, _only("grpo+min_replace"))
+    assert problems and all("T5 Min-Replace" in p for p in problems)
+
+
+def test_adv_orthogonal_scaled_projection_is_caught(built, monkeypatch):
+    real = restoring.TRANSFORMS["adv_orthogonal"]
+
+    def scaled(f):
+        # w' = w - 1.1 (A.w / A.A) A = 1.1 (w - (A.w / A.A) A) - 0.1 w
+        g = real(f)
+
+        def norm(logprobs, rollout, p):
+            return 1.1 * g.norm(logprobs, rollout, p) - 0.1 * f.response_weight(
+                logprobs, rollout, p).detach()
+
+        return g.replace(norm=norm)
+
+    monkeypatch.setitem(restoring.TRANSFORMS, "adv_orthogonal", scaled)
+    problems = _fails(built, _only("grpo+adv_orthogonal"))
+    assert problems and all("Adv-Orthogonal" in p for p in problems)
+
+
+def test_dual_clip_removed_from_ppo_is_caught(built, monkeypatch):
+    monkeypatch.setattr(common, "ppo_dual_clip",
+                        lambda ratio, adv, el, eh, c: common.ppo_clip(ratio, adv, el, eh))
+    from exchange.objectives import ppo
+
+    monkeypatch.setattr(ppo, "ppo_dual_clip",
+                        lambda ratio, adv, el, eh, c: common.ppo_clip(ratio, adv, el, eh))
+    problems = _fails(built, _only("ppo", "group 1 "))
+    assert problems and all("rho" in p and ("3.0" in p or "2.5" in p) for p in problems)
+
+
+def test_widened_ppo_clip_bounds_are_caught(built, monkeypatch):
+    real = common.ppo_clip
+
+    def widened(ratio, adv, eps_low, eps_high):
+        return real(ratio, adv, eps_low + 0.01, eps_high + 0.01)
+
+    monkeypatch.setattr(common, "ppo_clip", widened)
+    problems = _fails(built, _only("ppo", "group 1 "))
+    assert problems and all("rho" in p for p in problems)
+
+
+def test_a_free_scale_still_fails_on_the_wrong_shape(built):
     # Length-normalised GRPO is not a constant-normaliser objective (M3).
-    rewards, lengths = GROUPS[0]
-    coq = coq_values[(tuple(rewards), tuple(lengths))]["constant"]
-    with pytest.raises(AssertionError):
-        assert_proportional(python_kappa("grpo", rewards, lengths), coq)
+    case = _only("dr_grpo")[1]
+    wrong = link.LinkCase(case.label, "grpo", (), case.rewards, case.lengths, 0.0, case.coq,
+                          "free")
+    assert _fails(built, [wrong])

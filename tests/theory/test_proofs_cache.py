@@ -136,6 +136,7 @@ def test_a_malformed_entry_is_a_miss(coqc, tmp_path):
     assert all(json.loads(e.read_text()) for e in cache_dir(dev).glob("*.json"))
 
 
+@pytest.mark.slow  # ~5 s: a full coqc pass; the full suite (CI) runs it
 def test_no_cache_flag_reaches_compile_proofs(monkeypatch, capsys):
     seen = []
 
@@ -158,16 +159,18 @@ def main_help(capsys) -> str:
 # --- the shortcuts of the single pass fall back to asking one by one -------------------
 
 @pytest.mark.coq
-def test_a_group_that_is_not_closed_is_asked_one_by_one(coqc, tmp_path):
+def test_a_group_that_is_not_closed_is_asked_again_in_halves(coqc, tmp_path):
     dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
     assert _check(dev, cache=False)  # builds it
     names = [t.name for t in REGISTRY.values()] + ["Fake.C.missing"]
-    alone = coq._run_coq(dev, names, coqc, statements=True, expect_closed=lambda n: False)
-    together = coq._run_coq(dev, names, coqc, statements=True, expect_closed=lambda n: True)
-    assert together.found == alone.found and together.compiled == alone.compiled
+    alone = coq._run_coq(dev, names, coqc, pins=False, expect_closed=lambda n: False)
+    together = coq._run_coq(dev, names, coqc, pins=False, expect_closed=lambda n: True)
+    assert together.found == alone.found and together.pinned == alone.pinned == {}
     assert alone.found["Fake.A.a"] == ("A.cheat",) and alone.found["Fake.C.c"] == ()
     assert "Fake.C.missing" not in alone.found and "Fake.C.missing" in together.errors
-    assert alone.passes == 2 and together.passes == 3  # the group, then one by one
+    # Alone: one pass (the unresolved name is last). Together: the group stops at the
+    # unresolved name, its halves are asked (one not closed, one stopping), then singles.
+    assert alone.passes == 1 and together.passes == 3
 
 
 @pytest.mark.coq
@@ -176,7 +179,7 @@ def test_reused_axioms_that_no_longer_print_the_same_are_asked_again(coqc, tmp_p
     assert _check(dev, cache=False)  # builds it
     names = [t.name for t in REGISTRY.values()]
     stale = {"Fake.A.a": ("Old.cheat",), "Fake.B.b": ("A.cheat",)}
-    run = coq._run_coq(dev, names, coqc, statements=False, expect_closed=lambda n: True,
+    run = coq._run_coq(dev, names, coqc, pins=False, expect_closed=lambda n: True,
                        reused=stale)
     assert run.found == {"Fake.A.a": ("A.cheat",), "Fake.B.b": ("A.cheat",),
                          "Fake.C.c": ()}
@@ -210,7 +213,7 @@ def test_every_input_is_in_the_key(tmp_path, monkeypatch):
     edit("_CoqProject", dev / "_CoqProject", "-R theories Fake\ntheories/A.v\n")
     edit("Makefile", dev / "Makefile", "all:\n\ttrue\n")
     edit("Makefile.coq.local", dev / "Makefile.coq.local", "COQMF_OTHERFLAGS += -noinit\n")
-    edit("statements.txt", dev / "statements.txt", "a\n     : 1 = 1\n")
+    edit("the reviewed record", dev / "spec" / "Spec.v", "Definition a : Prop := 1 = 1.\n")
     changed["registry"] = _key(dev, {**REGISTRY, "a": Theorem(name="Fake.A.a", statement="A")})
     changed["registry order"] = _key(dev, dict(reversed(REGISTRY.items())))
     changed["pin"] = _key(dev, pin=False)

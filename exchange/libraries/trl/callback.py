@@ -43,8 +43,9 @@ a process when ``per_device_train_batch_size * steps_per_generation`` is a multi
 ``num_generations`` (TRL lays each group out as consecutive rows); otherwise a group is
 split between processes and the callback warns once and logs nothing.
 
-Not measured: ``use_liger_kernel=True`` (TRL's fused loss never returns per-token
-log-probs; warned).
+``use_liger_kernel=True`` is measured like any run: TRL 1.16 only patches the model's
+kernels (it turns ``fused_linear_cross_entropy`` off) and computes its loss from the
+same per-token log-probs.
 """
 
 from __future__ import annotations
@@ -76,10 +77,10 @@ def batch_sums(kappa: Tensor, rollout: Rollout) -> Tensor:
     """``Tensor[4]`` float64 of additive sums (over groups, hence over processes) behind
     the logged metrics: :func:`~exchange.core.events.shared_residual_parts` (``abs_K``,
     ``mass``, ``events``) and ``sum |kappa|`` over the real tokens."""
-    kappa = kappa.detach().double().cpu()
+    kappa = kappa.detach().double().to(rollout.mask.device)
     parts = shared_residual_parts(kappa, rollout)
     return torch.tensor([parts.abs_K, parts.mass, float(parts.events), float(kappa[rollout.mask].abs().sum())],
-                        dtype=torch.float64)
+                        dtype=torch.float64, device="cpu")  # plain numbers: the caller reduces them
 
 
 def metrics_from_sums(sums: Tensor) -> dict[str, float]:
@@ -99,9 +100,13 @@ def _weighted_rewards(trainer, per_func: Tensor) -> Tensor:
     return (per_func * weights[None, :]).nansum(dim=1)  # TRL's "sum_then_normalize" reward
 
 
-def add_batch_keys(trainer, output: dict, per_func: Tensor) -> dict:
+def add_batch_keys(trainer, output: dict, per_func: Tensor, completion_ids: list | None = None) -> dict:
     """Add ``exchange_rewards``/``exchange_group``/``exchange_row`` to TRL's generation
-    output (this process's slice, TRL's own ``process_slice``)."""
+    output (this process's slice, TRL's own ``process_slice``), and, from the unpadded
+    ``completion_ids`` TRL scored, ``exchange_lengths`` (real tokens per row) and
+    ``exchange_truncated`` (TRL's own test: the last id is neither EOS nor pad).
+    ``mask_truncated_completions`` zeroes a truncated row's ``completion_mask``; these
+    keys keep the row as data (its tokens, its place in its group)."""
     n = output["completion_ids"].shape[0]
     start = trainer.accelerator.process_index * n
     rewards = _weighted_rewards(trainer, per_func)[start : start + n]
@@ -111,14 +116,25 @@ def add_batch_keys(trainer, output: dict, per_func: Tensor) -> dict:
     output["exchange_rewards"] = rewards
     output["exchange_group"] = rows // g  # TRL lays groups out as consecutive rows
     output["exchange_row"] = rows - start
+    if completion_ids is not None and len(completion_ids) == n:
+        device = output["completion_ids"].device
+        eos_and_pad = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}  # as TRL tests it
+        output["exchange_lengths"] = torch.tensor([len(ids) for ids in completion_ids], device=device)
+        output["exchange_truncated"] = torch.tensor([bool(ids) and ids[-1] not in eos_and_pad for ids in completion_ids],
+                                                    dtype=torch.bool, device=device)
     return output
 
 
 def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None) -> Rollout:
     """The micro-batch (or generation batch) ``inputs`` as a :class:`Rollout`; the old
     log-probs are TRL's, or ``logprobs`` (detached) where TRL takes the on-policy
-    shortcut, or zeros (a ratio of 1) for the events-only use."""
+    shortcut, or zeros (a ratio of 1) for the events-only use. A row TRL truncated keeps
+    its tokens (``exchange_lengths``) and carries ``Rollout.truncated``, even where
+    ``mask_truncated_completions`` zeroed its ``completion_mask``."""
     mask = inputs["completion_mask"]
+    lengths = inputs.get("exchange_lengths")
+    if lengths is not None:
+        mask = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths.to(mask.device)[:, None]
     if inputs.get("tool_mask") is not None:
         mask = mask * inputs["tool_mask"]
     old = inputs.get("old_per_token_logps")
@@ -131,6 +147,7 @@ def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None
             logprobs.detach().to(dtype) if logprobs is not None else torch.zeros(mask.shape, dtype=dtype, device=mask.device)
         ),
         ref_logprobs=inputs.get("ref_per_token_logps"),
+        truncated=inputs.get("exchange_truncated"),
         prompt_tokens=inputs.get("prompt_ids"),
         prompt_mask=None if inputs.get("prompt_mask") is None else inputs["prompt_mask"].bool(),
     )
@@ -186,13 +203,11 @@ class ExchangeCallback(TrainerCallback):
         """Wrap ``trainer``'s methods (instance attributes) so the callback sees each batch."""
         if self.trainer is trainer:
             return self
+        from exchange.libraries.trl.contact import require_contacts
+
+        require_contacts()  # a TRL whose private methods moved fails here, naming them
         self.trainer = trainer
         args = trainer.args
-        if getattr(args, "use_liger_kernel", False):
-            warnings.warn("ExchangeCallback: use_liger_kernel=True: TRL's fused loss returns no per-token "
-                          f"log-probs, so the callback logs nothing ({', '.join(_KEYS)}).", stacklevel=2)
-            self.enabled = False
-            return self
         local_rows = args.per_device_train_batch_size * args.steps_per_generation
         if local_rows % trainer.num_generations:
             warnings.warn(
@@ -208,15 +223,16 @@ class ExchangeCallback(TrainerCallback):
         logps, compute = trainer._get_per_token_logps_and_entropies, trainer._compute_loss
         holder: dict[str, Any] = {}
 
-        def _calculate_rewards(*a, **k):
-            holder["per_func"] = out = calc(*a, **k)
+        def _calculate_rewards(inputs, prompts, completions, completion_ids_list):
+            holder["per_func"] = out = calc(inputs, prompts, completions, completion_ids_list)
+            holder["completion_ids"] = completion_ids_list
             return out
 
         def _generate_and_score_completions(inputs):
             output = gen(inputs)
-            per_func = holder.pop("per_func", None)
+            per_func, ids = holder.pop("per_func", None), holder.pop("completion_ids", None)
             if "exchange_row" not in output:  # ExchangeGRPOTrainer adds them itself
-                output = add_batch_keys(trainer, output, per_func)
+                output = add_batch_keys(trainer, output, per_func, ids)
             if trainer.model.training:
                 self._acc.reset(output)
             return output

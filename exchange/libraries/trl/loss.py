@@ -22,14 +22,20 @@ What is TRL's own code and what is ours, per call of the returned ``loss_fn``:
 
 Reproduced rather than driven (each one line of TRL for one process): the
 ``num_items_in_batch`` fed to ``_compute_loss`` is the sum of the (masked) completion
-mask, as ``accelerator.gather(loss_mask.sum()).sum()`` on one process; gradient
-accumulation is 1, so ``current_gradient_accumulation_steps = steps_per_generation = 1``.
+mask, as ``accelerator.gather(loss_mask.sum()).sum()`` on one process. The micro-batch
+split: with ``steps_per_generation=k > 1`` the rollout is one generation batch, its rows
+are shuffled (a fixed seed; TRL's ``shuffle_sequence_dict``), split into ``k``
+micro-batches (``split_tensor_dict``) and TRL's ``_compute_loss`` runs on each with
+``current_gradient_accumulation_steps = k``; the loss is their sum, the gradient TRL
+accumulates. Per-micro-batch normalisers (bnpo's token count, grpo's row count) and
+entropy quantiles are then TRL's.
 
 Group layout: TRL assumes each group is ``num_generations`` consecutive rows. Rows are
 sorted by group (stable) before the call and the result is put back in rollout order.
 When group sizes differ, TRL's advantage code runs once per group size (exact for
-``scale_rewards`` "group"/"none"; "batch" then raises, since TRL itself cannot batch
-unequal groups).
+``scale_rewards`` "group"/"none"; for "batch", which TRL itself cannot run on unequal
+groups, TRL's centring per size divided by the std of every reward in the batch plus
+1e-4, TRL's batch formula).
 
 The shell relies on private attributes of trl 1.16.0, hence the version pin.
 """
@@ -75,6 +81,7 @@ PARAMS = (
     "vespo_k_neg",
     "vespo_lambda_neg",
     "off_policy_mask_threshold",
+    "steps_per_generation",
 )
 
 # String options TRL checks only deep inside training (or not at all).
@@ -240,11 +247,16 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
     """
     order = torch.sort(rollout.group_index, stable=True).indices  # groups contiguous
     sizes = rollout.group_sizes[order]
+    batch_std = None
     if config.scale_rewards == "batch" and int(sizes.min()) != int(sizes.max()):
-        raise RolloutError(
-            f"trl scale_rewards='batch' needs equal group sizes, got sizes={sorted(set(sizes.tolist()))}: "
-            "TRL lays groups out as num_generations consecutive rows. Use equal groups or scale_rewards=group."
-        )
+        # TRL runs one group size per batch; its "batch" scaling is (R - group mean) / (nanstd
+        # of every reward + 1e-4): centre per size with TRL's code, then divide by the std of
+        # the whole batch (torch.std is Bessel-corrected, as TRL's nanstd)
+        import copy
+
+        config = copy.copy(config)
+        config.scale_rewards = "none"
+        batch_std = rollout.rewards.detach().to(torch.float64).std()
     eos_id = _eos_id(rollout)
     adv = torch.zeros(rollout.n, dtype=rollout.rewards.dtype)
     mask = torch.zeros_like(rollout.mask, dtype=torch.long)
@@ -254,6 +266,8 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
         adv[rows] = out["advantages"].to(adv.dtype)
         width = out["completion_mask"].shape[1]
         mask[rows, :width] = out["completion_mask"].long()
+    if batch_std is not None:
+        adv = adv / (batch_std.to(adv.dtype) + 1e-4)
     return adv, mask.bool() & rollout.mask
 
 
@@ -270,8 +284,14 @@ def _score(config, rows: Rollout, num_generations: int, eos_id: int) -> dict:
         texts = [""] * len(prompts)
         return prompt_ids, completion_ids, None, texts, None, {}, None, None
 
+    def old_logps(model, input_ids, attention_mask, logits_to_keep, *a, **k):
+        # steps_per_generation > 1 makes TRL compute old log-probs here; _loss passes
+        # rollout.old_logprobs instead, so any value of the right shape does
+        return torch.zeros(input_ids.shape[0], logits_to_keep), None, None
+
     shell._generate = generate
     shell._calculate_rewards = lambda inputs, prompts, completions, ids: rewards
+    shell._get_per_token_logps_and_entropies = old_logps
     inputs = [{"prompt": ""} for _ in range(rows.n)]
     return shell._generate_and_score_completions(inputs)
 
@@ -286,21 +306,36 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
         )
     if config.beta != 0.0 and rollout.ref_logprobs is None:
         raise RolloutError("rollout.ref_logprobs=None but trl beta!=0 adds a KL term: pass ref_logprobs [N, T].")
+    k = int(config.steps_per_generation or 1)
     shell = _shell(config, int(rollout.group_sizes.max()), _eos_id(rollout))
     entropy = rollout.entropy if rollout.entropy is not None else torch.zeros_like(logprobs)
-    shell._get_per_token_logps_and_entropies = lambda *a, **k: (logprobs, entropy, None)
-    n = rollout.n
+    if k <= 1:
+        return _micro_loss(shell, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(), 1)
+    # TRL: shuffle the generation batch's rows, split it into k micro-batches, accumulate
+    perm = torch.randperm(rollout.n, generator=torch.Generator(device="cpu").manual_seed(0), device="cpu")
+    parts = [_micro_loss(shell, rollout, logprobs, entropy, adv, mask, rows, mask.sum(), k)
+             for rows in perm.chunk(k) if rows.numel()]
+    return torch.stack(parts).sum()
+
+
+def _micro_loss(shell, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Tensor, mask: Tensor,
+                rows: Tensor, num_items: Tensor, k: int) -> Tensor:
+    """TRL's ``_compute_loss`` on the micro-batch ``rows`` (``k`` per generation batch)."""
+    rows = rows.to(rollout.mask.device)
+    shell.current_gradient_accumulation_steps = k
+    shell._get_per_token_logps_and_entropies = lambda *a, **kw: (logprobs[rows], entropy[rows], None)
+    n = int(rows.numel())
     inputs = {
         "prompt_ids": torch.zeros(n, 1, dtype=torch.long),
         "prompt_mask": torch.ones(n, 1, dtype=torch.long),
-        "completion_ids": rollout.tokens,
-        "completion_mask": mask.long(),
-        "advantages": adv.to(logprobs.dtype),
-        "old_per_token_logps": rollout.old_logprobs.to(logprobs.dtype),
-        "num_items_in_batch": mask.sum(),
+        "completion_ids": rollout.tokens[rows],
+        "completion_mask": mask[rows].long(),
+        "advantages": adv[rows].to(logprobs.dtype),
+        "old_per_token_logps": rollout.old_logprobs[rows].to(logprobs.dtype),
+        "num_items_in_batch": num_items,
     }
     if rollout.ref_logprobs is not None:
-        inputs["ref_per_token_logps"] = rollout.ref_logprobs.to(logprobs.dtype)
+        inputs["ref_per_token_logps"] = rollout.ref_logprobs[rows].to(logprobs.dtype)
     return shell._compute_loss(None, inputs)
 
 
@@ -313,7 +348,9 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     Mechanisms: M3 for the per-sequence mean (grpo, sapo: weight 1/(B L_i)); M2 for the
     sign-dependent clip / SAPO temperatures / VESPO (k, lambda); M1 for sequence-level
     ratios (importance_sampling_level=sequence, VESPO's product of ratios); M4 when
-    truncated rows are masked after the advantages were centred. CISPO's detached
+    truncated rows are masked after the advantages were centred; M3 (micro-batch
+    normaliser) when ``steps_per_generation > 1`` splits the batch for a loss type whose
+    normaliser is per micro-batch. CISPO's detached
     ``min(r, eps_high)`` is a function of the event: no break.
     """
     p = dict(defaults())
@@ -329,6 +366,11 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
         off.add("M1.sequence_weight")
     if str(p["mask_truncated_completions"]).lower() in ("true", "1", "yes"):
         on.add("M4.not_zero_sum")
+    # several micro-batches: bnpo's token count and grpo/sapo/luspo/dr_grpo's row count are
+    # taken per micro-batch (dapo, cispo and vespo divide by the generation batch's tokens)
+    micro = p.get("steps_per_generation") not in (None, "None", "none") and int(float(p["steps_per_generation"])) > 1
+    if micro and loss_type in ("bnpo", "grpo", "sapo", "luspo", "dr_grpo"):
+        on.add("M3.micro_batch_norm")
     off |= on
     return per_regime(verdict_of(*on), verdict_of(*off))
 

@@ -2,8 +2,10 @@
 
 A recipe is what ``trl grpo --config recipe.yaml`` (TRL's ``TrlParser``) reads: a YAML
 mapping whose keys are ``GRPOConfig`` fields, mixed with ``ScriptArguments`` /
-``ModelConfig`` keys (``model_name_or_path``, ``dataset_name``, ...), which are ignored
-here. The GRPOConfig fields build a real ``trl.GRPOConfig`` (its ``__post_init__``
+``ModelConfig`` keys (``model_name_or_path``, ``dataset_name``, ...). It is parsed by
+``TrlParser`` itself, so a misspelt key (``epsilon_hihg``) is an error naming it. A
+``run_llm.py`` recipe (it names an ``experiment``) trains each arm's exchange objective:
+``exchange check --trl-config`` checks those (:func:`parse_recipe`). The GRPOConfig fields build a real ``trl.GRPOConfig`` (its ``__post_init__``
 resolves ``scale_rewards=True``, ``epsilon_high=None`` ... as in training), and the loss
 is the TRL adapter ``trl:<loss_type>`` with every loss setting of that config:
 
@@ -21,31 +23,81 @@ from typing import Any, Callable
 from exchange.errors import InvalidArgument
 from exchange.libraries.versions import require
 
-__all__ = ["load_config", "config_target", "loss_of_config"]
+__all__ = ["RUN_LLM_KEYS", "load_config", "config_target", "loss_of_config", "parse_recipe"]
+
+
+# run_llm.py's own options (experiments/llm/run_llm.py, LLMArguments): allowed in a
+# recipe next to TRL's; tests/libraries/trl/test_recipe.py keeps the two lists equal.
+RUN_LLM_KEYS = ("experiment", "model", "model_config", "data", "out", "device", "sft_steps", "sft_lr",
+                "sft_batch", "seeds", "arms", "time_budget_s")
+
+
+def _parse_recipe(path: Path):
+    """``(GRPOConfig, yaml data)`` of a recipe, parsed by TRL's own ``TrlParser`` as
+    ``trl grpo --config`` does: a key that is no ``ScriptArguments``/``GRPOConfig``/
+    ``ModelConfig`` field (nor run_llm.py's own option) is an error naming it."""
+    import yaml
+    from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser
+
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise InvalidArgument(f"--trl-config {str(path)!r}: not a YAML mapping of GRPOConfig fields.")
+    if "experiment" in data:  # a run_llm.py recipe: its own options are not TRL's
+        import tempfile
+
+        trl_part = {k: v for k, v in data.items() if k not in RUN_LLM_KEYS}
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            yaml.safe_dump(trl_part, f)
+        parse_path = Path(f.name)
+    else:
+        parse_path = path
+    # checked on this machine's CPU: the precision and reporting settings do not change the loss
+    overrides = ["--use_cpu", "true", "--bf16", "false", "--fp16", "false", "--report_to", "none"]
+    if "output_dir" not in data:
+        overrides += ["--output_dir", "exchange-check"]
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TrainingArguments deprecation chatter
+            parsed = TrlParser((ScriptArguments, GRPOConfig, ModelConfig)).parse_args_and_config(
+                args=["--config", str(parse_path), *overrides], return_remaining_strings=True)
+    except (TypeError, ValueError) as err:
+        raise InvalidArgument(f"--trl-config {str(path)!r}: TRL's parser rejects the recipe: {err}") from None
+    except SystemExit:  # argparse's own exit on a bad value
+        raise InvalidArgument(f"--trl-config {str(path)!r}: TRL's parser rejects a value (see above).") from None
+    finally:
+        if parse_path != path:
+            parse_path.unlink()
+    unknown = [a[2:] for a in parsed[-1] if isinstance(a, str) and a.startswith("--")]
+    if unknown:
+        raise InvalidArgument(
+            f"--trl-config {str(path)!r}: unknown key(s) {', '.join(unknown)}: not a field of TRL's "
+            "ScriptArguments, GRPOConfig or ModelConfig (TrlParser rejects them). Fix the spelling."
+        )
+    return parsed[1], data
 
 
 def load_config(source: Any):
-    """A ``GRPOConfig`` from a GRPOConfig, a mapping, or a YAML recipe path."""
+    """A ``GRPOConfig`` from a GRPOConfig, a mapping, or a YAML recipe path (parsed by
+    TRL's ``TrlParser``; unknown keys are errors that name them)."""
     require("trl")
     from trl import GRPOConfig
 
     if isinstance(source, GRPOConfig):
         return source
     if isinstance(source, (str, Path)):
-        import yaml
-
         path = Path(source)
         if not path.is_file():
             raise InvalidArgument(f"--trl-config {str(path)!r}: no such file.")
-        data = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(data, dict):
-            raise InvalidArgument(f"--trl-config {str(path)!r}: not a YAML mapping of GRPOConfig fields.")
-    elif isinstance(source, dict):
-        data = dict(source)
-    else:
+        return _parse_recipe(path)[0]
+    if not isinstance(source, dict):
         raise InvalidArgument(f"config={source!r} is neither a GRPOConfig, a mapping nor a YAML path.")
     fields = {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
-    kwargs = {k: v for k, v in data.items() if k in fields}
+    unknown = sorted(set(source) - fields)
+    if unknown:
+        raise InvalidArgument(f"config: unknown GRPOConfig field(s) {', '.join(unknown)}. Fix the spelling.")
+    kwargs = dict(source)
     kwargs.setdefault("output_dir", "exchange-check")
     kwargs["report_to"] = "none"
     kwargs["use_cpu"] = True
@@ -54,6 +106,17 @@ def load_config(source: Any):
         return GRPOConfig(**kwargs)
     except (TypeError, ValueError) as err:
         raise InvalidArgument(f"GRPOConfig rejects the recipe: {err}") from err
+
+
+def parse_recipe(path: Any) -> tuple[Any, dict[str, Any]]:
+    """``(GRPOConfig, the YAML mapping)`` of a recipe file, parsed by ``TrlParser``.
+    A run_llm.py recipe names an ``experiment``: its arms' objectives are what it trains
+    (``exchange check --trl-config`` reads them; the lab is above this layer)."""
+    require("trl")
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidArgument(f"--trl-config {str(p)!r}: no such file.")
+    return _parse_recipe(p)
 
 
 def config_target(source: Any) -> tuple[str, dict[str, Any]]:

@@ -10,8 +10,9 @@ optimizer, ``accelerate`` processes, gradient accumulation) with two changes:
 
 - **The loss.** ``_compute_loss`` runs TRL's own ``_compute_loss`` (one forward pass;
   TRL logs ``entropy``, ``clip_ratio/*``, ``kl`` ... as always), keeps the log-probs of
-  that forward pass and returns ``objective(logprobs, rollout)`` instead of TRL's loss,
-  divided by the gradient-accumulation steps as TRL divides its own. The rollout is the
+  that forward pass and returns ``objective(logprobs, rollout)`` (plus its KL term and
+  TRL's entropy bonus) instead of TRL's loss, normalised as TRL normalises its own under
+  gradient accumulation (see below). The rollout is the
   micro-batch: completion ids and mask, each row's group and reward (TRL's weighted
   sum), old and reference log-probs. The objective computes its own advantages.
   ``objective=None`` keeps TRL's loss (then this class is GRPOTrainer plus
@@ -21,19 +22,31 @@ optimizer, ``accelerate`` processes, gradient accumulation) with two changes:
   groups instead, so every micro-batch holds whole groups. That needs
   ``per_device_train_batch_size % num_generations == 0`` (checked; the error names it).
   Several processes work (each process's slice of the generation batch is then whole
-  groups too); DDP averages the processes' gradients, i.e. each process's objective is
-  normalised over its own micro-batch, not over the global token count TRL uses.
+  groups too); DDP averages the processes' gradients, as for TRL's own loss.
 
-Hyperparameters come from ``GRPOConfig`` under TRL's names: ``epsilon`` -> the
-objective's ``eps_low``, ``epsilon_high`` -> ``eps_high``, ``beta`` -> ``beta`` and
-``scale_rewards`` -> ``scale`` where the objective has that parameter and the config
-changes it from TRL's default (TRL's defaults keep the objective's own, e.g. DAPO's
-0.28 or GSPO's 3e-4; ``objective_params`` win). Every other loss setting that the objective
-cannot honour and that is not at TRL's neutral value (``beta != 0``,
+Hyperparameters come from ``GRPOConfig`` under TRL's names (:func:`config_params`), where
+the objective has the parameter: ``scale_rewards`` -> ``scale``,
+``max_completion_length`` -> ``max_length`` and ``mask_truncated_completions`` ->
+``mask_truncated`` always (TRL's value wins, defaults included); ``epsilon`` ->
+``eps_low``, ``epsilon_high`` -> ``eps_high`` and ``beta`` -> ``beta`` when changed from
+TRL's defaults (otherwise the objective keeps its own, e.g. DAPO's 0.28 or GSPO's 3e-4,
+and a ``UserWarning`` names the value GRPOTrainer would use: :func:`differences`);
+``objective_params`` win. Every other loss setting the objective cannot honour and that
+is not at TRL's neutral value (``beta != 0`` without a KL term,
 ``importance_sampling_level``, ``delta``, ``top_entropy_quantile``,
-``off_policy_mask_threshold``, ``mask_truncated_completions``,
-``multi_objective_aggregation``, ``use_liger_kernel``, and ``loss_type`` itself) is
-named in a ``UserWarning`` at construction.
+``off_policy_mask_threshold``, ``multi_objective_aggregation``, ``use_vllm`` (its IS
+correction), and ``loss_type`` when the user set it) is named in a
+``UserWarning`` at construction.
+
+As TRL applies them: the objective's KL regulariser (``beta``, ``use_bias_correction_kl``),
+TRL's entropy bonus (``entropy_coef``, adaptive included), and for the dapo/cispo
+families TRL's generation-batch token count as the normaliser under gradient
+accumulation (:data:`GLOBAL_TOKEN_MEAN`); other objectives are divided by the
+accumulation steps, as TRL divides grpo, bnpo and dr_grpo.
+
+Truncated completions (``mask_truncated_completions``) stay in the rollout as data
+(``Rollout.truncated``; :func:`~exchange.libraries.trl.callback.add_batch_keys`) and the
+objective masks them after centring, as TRL does.
 
 With ``dump_batches="dir"`` every micro-batch is also written to ``dir/`` for
 ``exchange inspect dir/train-step000010-0003.pt dapo`` (format:
@@ -69,7 +82,7 @@ try:
 except ImportError as err:  # pragma: no cover - require() already checked the install
     raise LibraryError(f"library='trl' failed to import ({err}); pip install -e '.[trl]'") from err
 
-__all__ = ["ExchangeGRPOTrainer", "resolve_objective", "config_params", "unhonoured_settings"]
+__all__ = ["ExchangeGRPOTrainer", "resolve_objective", "config_params", "differences", "unhonoured_settings"]
 
 LossFn = Callable[[Tensor, Rollout], Tensor]
 
@@ -92,8 +105,14 @@ def resolve_objective(objective: str | LossFn, params: Mapping[str, Any] | None 
     return resolve(objective, **dict(params or {}))
 
 
-# TRL's name -> the exchange objective's parameter name.
-_MAPPED = {"epsilon": "eps_low", "epsilon_high": "eps_high", "beta": "beta", "scale_rewards": "scale"}
+# TRL's name -> the exchange objective's parameter name. Clip widths and beta pass when
+# the user changed them from TRL's default (a catalog objective keeps its source's own
+# value otherwise, e.g. DAPO's 0.28 or GSPO's 3e-4, and a warning names the difference).
+_MAPPED = {"epsilon": "eps_low", "epsilon_high": "eps_high", "beta": "beta"}
+# Settings whose GRPOConfig value always wins, TRL's defaults included: they describe the
+# run (the generation budget, the reward scaling, the truncation mask), not the objective.
+_ALWAYS = {"scale_rewards": "scale", "max_completion_length": "max_length",
+           "mask_truncated_completions": "mask_truncated", "use_bias_correction_kl": "bias_correction_kl"}
 # Loss settings an exchange objective does not see, with TRL's neutral value.
 _NEUTRAL = {
     "beta": 0.0,
@@ -101,18 +120,23 @@ _NEUTRAL = {
     "delta": None,
     "top_entropy_quantile": 1.0,
     "off_policy_mask_threshold": None,
-    "mask_truncated_completions": False,
     "multi_objective_aggregation": "sum_then_normalize",
-    "use_liger_kernel": False,
+    "use_vllm": False,  # vLLM generation: GRPOTrainer's IS correction (on by default there) is not applied
 }
+
+
+# Catalog families whose token-mean TRL takes over the whole generation batch
+# (``num_items_in_batch``, loss types dapo and cispo), not over each micro-batch (bnpo).
+GLOBAL_TOKEN_MEAN = ("dapo", "cispo", "cispo_verl")
 
 
 def _objective_defaults(objective) -> dict[str, Any] | None:
     if not isinstance(objective, str) or ":" in objective:
         return None
-    from exchange.objectives import get
+    from exchange.objectives import SURGICAL, get
 
-    return dict(get(objective).defaults)
+    # "<spec>+surgical" wraps <spec>'s loss and keeps its parameters (exchange.objectives.surgical)
+    return dict(get(objective.removesuffix(f"+{SURGICAL}")).defaults)
 
 
 def _trl_defaults() -> dict[str, Any]:
@@ -120,31 +144,63 @@ def _trl_defaults() -> dict[str, Any]:
 
     from trl import GRPOConfig
 
-    return {f.name: f.default for f in dataclasses.fields(GRPOConfig) if f.name in _MAPPED}
+    return {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+
+
+def _effective(args, name: str):
+    """A GRPOConfig value as TRL uses it (``epsilon_high=None`` is ``epsilon``)."""
+    value = getattr(args, name)
+    if name == "epsilon_high" and value is None:
+        return args.epsilon
+    return value
 
 
 def _set_in(args) -> dict[str, Any]:
-    """The mapped GRPOConfig settings the user changed from TRL's defaults (after
-    ``__post_init__``: ``scale_rewards=True`` reads "group")."""
+    """The clip/beta settings the user changed from TRL's defaults."""
     defaults = _trl_defaults()
-    defaults["scale_rewards"] = {True: "group", False: "none"}.get(defaults["scale_rewards"], defaults["scale_rewards"])
     return {k: getattr(args, k) for k in _MAPPED if getattr(args, k) != defaults[k]}
 
 
 def config_params(args, objective, objective_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The objective's parameters taken from ``GRPOConfig`` ``args``: each of
-    ``epsilon``/``epsilon_high``/``beta``/``scale_rewards`` that differs from TRL's
-    default becomes the objective's ``eps_low``/``eps_high``/``beta``/``scale`` (TRL's
-    defaults leave the objective's own, e.g. GSPO's 3e-4 clip); ``objective_params`` win."""
+    """The objective's parameters taken from ``GRPOConfig`` ``args``.
+
+    ``scale_rewards`` -> ``scale``, ``max_completion_length`` -> ``max_length``,
+    ``mask_truncated_completions`` -> ``mask_truncated`` and ``use_bias_correction_kl`` ->
+    ``bias_correction_kl`` always (TRL's value wins, its defaults included); ``epsilon``/``epsilon_high``/``beta`` -> ``eps_low``/``eps_high``/
+    ``beta`` where they differ from TRL's defaults (the objective keeps its own otherwise:
+    :func:`differences` names it). Only parameters the objective has; ``objective_params``
+    win."""
     defaults = _objective_defaults(objective)
     params: dict[str, Any] = {}
     if defaults is not None:
+        for trl_name, name in _ALWAYS.items():
+            value = getattr(args, trl_name)
+            if value is None or (name in ("mask_truncated", "bias_correction_kl") and not value):
+                continue  # off (or unset): the objective's own default is the same
+            if name in defaults:
+                params[name] = float(value) if name == "max_length" else value
         for trl_name, value in _set_in(args).items():
             name = _MAPPED[trl_name]
             if name in defaults and (name != "eps_low" or defaults[name] is not None):
-                params[name] = value
+                params[name] = _effective(args, trl_name)
     params.update(objective_params or {})
     return params
+
+
+def differences(args, objective, objective_params: Mapping[str, Any] | None = None) -> list[str]:
+    """``"eps_high=0.28 (GRPOConfig.epsilon_high gives 0.2)"`` for each clip width or beta
+    where the objective trains with its own value, not the one GRPOTrainer would use."""
+    defaults = _objective_defaults(objective)
+    if defaults is None:
+        return []
+    taken = config_params(args, objective, objective_params)
+    out = []
+    for trl_name, name in _MAPPED.items():
+        if name in defaults and name not in taken and defaults[name] is not None:
+            trl_value = _effective(args, trl_name)
+            if defaults[name] != trl_value:
+                out.append(f"{name}={defaults[name]!r} (GRPOConfig.{trl_name} gives {trl_value!r})")
+    return out
 
 
 def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | None = None) -> list[str]:
@@ -153,11 +209,19 @@ def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | N
         return []
     defaults = _objective_defaults(objective)
     taken = set(config_params(args, objective, objective_params)) if defaults is not None else set()
-    out = [f"loss_type={args.loss_type!r} (the loss is objective={getattr(objective, '__name__', objective)!r})"]
+    out = []
+    if args.loss_type != _trl_defaults()["loss_type"]:  # set by the user: say it is not the loss
+        out.append(f"loss_type={args.loss_type!r} (the loss is objective={getattr(objective, '__name__', objective)!r})")
     changed = _set_in(args)
-    for trl_name in ("epsilon", "epsilon_high", "scale_rewards"):
+    for trl_name in ("epsilon", "epsilon_high"):
         if trl_name in changed and _MAPPED[trl_name] not in taken:
             out.append(f"{trl_name}={changed[trl_name]!r}")
+    for trl_name, name in _ALWAYS.items():
+        neutral = {"scale_rewards": "group", "max_completion_length": None, "mask_truncated_completions": False,
+                   "use_bias_correction_kl": None}[trl_name]
+        value = getattr(args, trl_name)
+        if name not in taken and neutral is not None and value != neutral:
+            out.append(f"{trl_name}={value!r}")
     for name, neutral in _NEUTRAL.items():
         value = getattr(args, name, neutral)
         if name == "beta" and "beta" in taken:
@@ -170,7 +234,9 @@ def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | N
 def _group_shuffle(batch: dict, group_size: int) -> dict:
     """TRL's ``shuffle_sequence_dict`` over whole groups (consecutive ``group_size`` rows)."""
     n = len(next(v for v in batch.values() if v is not None))
-    perm = (torch.randperm(n // group_size)[:, None] * group_size + torch.arange(group_size)[None, :]).flatten()
+    # on the CPU, as TRL's own shuffle draws it: the same generator stream on every device
+    perm = (torch.randperm(n // group_size, device="cpu")[:, None] * group_size
+            + torch.arange(group_size, device="cpu")[None, :]).flatten()
 
     def permute(v):
         if v is None or (isinstance(v, Tensor) and v.ndim == 0):
@@ -203,18 +269,35 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         dump_batches: str | None = None,
         **kwargs: Any,
     ) -> None:
+        from exchange.libraries.trl.contact import require_contacts
+
+        require_contacts()  # a TRL whose private methods moved fails here, naming them
         self._exchange_spec = objective
         self._exchange_params = objective_params
         self.exchange_learning_tax = learning_tax
         self.exchange_dump_batches = dump_batches
         self._exchange_dumped = 0
         super().__init__(*args, **kwargs)
+        self.exchange_regularizer = None
         if objective is None:
             self.exchange_objective = None
         else:
-            self.exchange_objective = resolve_objective(objective, config_params(self.args, objective, objective_params))
+            params = config_params(self.args, objective, objective_params)
+            self.exchange_objective = resolve_objective(objective, params)
+            if _objective_defaults(objective) is not None:
+                from exchange.objectives import SURGICAL, get
+
+                # the surgical arm keeps its objective's regulariser (the transform touches
+                # only the shared-event coefficients of the reward-driven loss)
+                self.exchange_regularizer = get(objective.removesuffix(f"+{SURGICAL}")).bind_regularizer(**params)
+        # objectives whose normaliser TRL takes over the generation batch (loss_type dapo, cispo)
+        self._exchange_global_tokens = (isinstance(objective, str) and ":" not in objective
+                                        and objective.split("+")[0] in GLOBAL_TOKEN_MEAN)
         for setting in unhonoured_settings(self.args, objective, objective_params):
             warnings.warn(f"ExchangeGRPOTrainer does not honour GRPOConfig.{setting}.", UserWarning, stacklevel=2)
+        for setting in differences(self.args, objective, objective_params):
+            warnings.warn(f"ExchangeGRPOTrainer trains objective={objective!r} with {setting}: the objective's own "
+                          "value; set it in GRPOConfig or objective_params to match GRPOTrainer.", UserWarning, stacklevel=2)
         if objective is not None and self.args.per_device_train_batch_size % self.num_generations:
             raise InvalidArgument(
                 f"per_device_train_batch_size={self.args.per_device_train_batch_size} is not a multiple of "
@@ -230,13 +313,14 @@ class ExchangeGRPOTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._exchange_rewards_per_func = rewards_per_func  # [B, n_funcs], gathered
+        self._exchange_completion_ids = completion_ids_list  # this process's, unpadded
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
         from exchange.libraries.trl.callback import add_batch_keys
 
         output = super()._generate_and_score_completions(inputs)
-        return add_batch_keys(self, output, self._exchange_rewards_per_func)
+        return add_batch_keys(self, output, self._exchange_rewards_per_func, self._exchange_completion_ids)
 
     def _prepare_inputs(self, generation_batch):
         if self.exchange_objective is None or not self.model.training:
@@ -261,12 +345,14 @@ class ExchangeGRPOTrainer(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         if self.exchange_objective is None:
             return super()._compute_loss(model, inputs)
-        captured: list[Tensor] = []
+        mode = "train" if self.model.training else "eval"
+        entropy_coef = self._exchange_entropy_coef()  # read before TRL's adaptive controller moves it
+        captured: list[tuple] = []
         original = self._get_per_token_logps_and_entropies
 
         def capture(*a, **k):
             out = original(*a, **k)
-            captured.append(out[0])
+            captured.append(out)
             return out
 
         self._get_per_token_logps_and_entropies = capture
@@ -274,17 +360,39 @@ class ExchangeGRPOTrainer(GRPOTrainer):
             super()._compute_loss(model, inputs)  # TRL's metrics; its loss is dropped
         finally:
             self._get_per_token_logps_and_entropies = original
-        per_token_logps = captured[-1]
+        per_token_logps, entropies = captured[-1][0], captured[-1][1]
         rollout = self._exchange_rollout(inputs, per_token_logps)
         loss = self.exchange_objective(per_token_logps, rollout)
-        mode = "train" if self.model.training else "eval"
+        if self.exchange_regularizer is not None:  # the objective's KL (beta), as TRL adds its own
+            loss = loss + self.exchange_regularizer(per_token_logps, rollout)
         if self.exchange_dump_batches:
             self._exchange_dump(mode, rollout, per_token_logps)
-        if mode == "train":
-            if self.exchange_learning_tax:
-                self._exchange_learning_tax(model, rollout)
-            loss = loss / self.current_gradient_accumulation_steps
+        mask = inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
+        accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
+        if self._exchange_global_tokens:
+            # TRL's dapo/cispo: sum over the micro-batch / the generation batch's token count
+            # (num_items_in_batch) per accumulation window; the objective divided by this
+            # micro-batch's count, and is linear in that constant.
+            normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if mode == "train":
+                normalizer = normalizer * accumulation / self.args.steps_per_generation
+            loss = loss * mask.sum().clamp(min=1.0) / normalizer
+        else:
+            loss = loss / accumulation
+        if entropy_coef:  # TRL's entropy bonus, exactly: the mean token entropy over the loss mask
+            entropy = (entropies * mask).sum() / mask.sum().clamp(min=1.0) / accumulation
+            loss = loss - entropy_coef * entropy
+        if mode == "train" and self.exchange_learning_tax:
+            self._exchange_learning_tax(model, rollout)
         return loss
+
+    def _exchange_entropy_coef(self) -> float:
+        """The entropy coefficient TRL applies to this micro-batch (0 when its bonus is off)."""
+        if not self._entropy_bonus_enabled:
+            return 0.0
+        if self.use_adaptive_entropy and self._last_world_entropy > self.args.entropy_target:
+            return 0.0
+        return float(self.entropy_coef)
 
     def _exchange_dump(self, mode: str, rollout: Rollout, per_token_logps: Tensor) -> None:
         from pathlib import Path

@@ -136,9 +136,9 @@ def _algo_config(o: Mapping[str, Any]):
 
 def _last_token(values: Tensor, mask: Tensor) -> Tensor:
     """``[N] -> [N, T]``: each value on the response's last real token (verl's layout)."""
-    out = torch.zeros(mask.shape, dtype=values.dtype)
+    out = torch.zeros(mask.shape, dtype=values.dtype, device=values.device)
     last = (mask.sum(dim=1) - 1).clamp(min=0)
-    out[torch.arange(mask.shape[0]), last] = values
+    out[torch.arange(mask.shape[0], device=values.device), last] = values
     return out * mask.to(values.dtype)
 
 

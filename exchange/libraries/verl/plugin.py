@@ -17,13 +17,40 @@ every worker:
 Then ``actor_rollout_ref.actor.policy_loss.loss_mode=exchange_dapo`` (any
 ``exchange_<objective>``) works in the workers. Set ``EXCHANGE_VERL_OBJECTIVES=dapo,grpo``
 to register only those.
+
+A bad ``EXCHANGE_VERL_OBJECTIVES`` (``dapoo``) stops the process with exit status 2 and
+one line naming it. verl loads entry-point plugins inside ``except Exception:
+logging.debug(...)``, so an ordinary exception would vanish and the ``loss_mode`` lookup
+fail later without its cause; ``SystemExit`` is not an ``Exception``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
+from exchange.errors import ExchangeError, InvalidArgument
 from exchange.libraries.verl.register import register
 
-_chosen = [n.strip() for n in os.environ.get("EXCHANGE_VERL_OBJECTIVES", "").split(",") if n.strip()]
-REGISTERED = register(_chosen or None)
+ENV = "EXCHANGE_VERL_OBJECTIVES"
+
+
+def chosen_objectives(value: str) -> list[str] | None:
+    """The objectives ``EXCHANGE_VERL_OBJECTIVES=value`` names (``None``: all), each checked
+    against the catalog; an unknown one raises :class:`InvalidArgument` naming it."""
+    from exchange.objectives import get
+
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    for name in names:
+        try:
+            get(name)
+        except InvalidArgument as err:
+            raise InvalidArgument(f"{ENV}={value!r}: {err}") from None
+    return names or None
+
+
+try:
+    REGISTERED = register(chosen_objectives(os.environ.get(ENV, "")))
+except ExchangeError as err:
+    print(f"exchange verl plugin: {err}", file=sys.stderr)
+    raise SystemExit(2) from err

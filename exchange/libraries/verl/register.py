@@ -10,15 +10,15 @@
 advantages, response_mask, loss_agg_mode, config, rollout_is_weights) -> (loss,
 metrics)``.
 
-What verl hands a policy loss is the advantage, not the rewards and group ids an
-exchange objective starts from. The registered loss therefore builds a
-:class:`~exchange.Rollout` in which each response's *reward* is verl's per-response
-advantage (the token mean of ``advantages`` over the response) and the micro-batch is
-one group. For verl's group-centred estimators (grpo, rloo, ...) every group sums to
-zero, so the objective's own centring is then the identity and its std scaling one
-batch constant: the token coefficients equal the objective's on the original groups up
-to that constant (tests check it). Group-level transforms (a group minimum) act on the
-whole micro-batch.
+What verl hands a policy loss is the advantage (computed by its ``adv_estimator`` over
+whole groups before ``balance_batch`` reorders the rows and the micro-batches split
+them), not the rewards and group ids an exchange objective starts from. The registered
+loss therefore uses verl's advantages **as given** (``Rollout.advantages``): the
+objective's own estimator is skipped, so nothing is re-centred or re-scaled, and a
+micro-batch may hold partial groups or a single row (:func:`rollout_from_verl`). The
+objective supplies the rest: its surrogate, clip and normaliser. Group-level
+transformations (a group minimum, a group-mean normaliser) see the micro-batch as one
+group, since verl passes no ``uid``.
 
 verl's settings: the actor's ``clip_ratio``/``clip_ratio_low``/``clip_ratio_high``/
 ``clip_ratio_c`` become the objective's ``eps_low``/``eps_high``/``clip_c`` and
@@ -51,19 +51,31 @@ PREFIX = "exchange_"
 
 
 def rollout_from_verl(old_log_prob: Tensor, advantages: Tensor, response_mask: Tensor) -> Rollout:
-    """A one-group rollout whose rewards are verl's per-response advantages ``[bs]``."""
+    """The micro-batch as a :class:`Rollout` that carries verl's advantages as given
+    (``Rollout.advantages``: ``[bs]`` when each response's advantage is one value over its
+    tokens, as every outcome estimator gives, else ``[bs, T]``), so no objective re-centres
+    or re-scales them. verl passes no group ids (``uid``) to a policy loss: the rows form
+    one group, which only group-level transformations read (a group minimum, a group-mean
+    normaliser: over the micro-batch). ``rewards`` hold the per-response advantage (token
+    mean), for display. Any number of rows works, 1 included; every tensor is made on the
+    inputs' device."""
     mask = response_mask.bool()
-    if bool((mask.sum(dim=1) == 0).any()):
+    lengths = mask.sum(dim=1)
+    if bool((lengths == 0).any()):
         raise InvalidArgument("response_mask has an empty response; verl drops those before the loss.")
-    lengths = mask.sum(dim=1).to(advantages.dtype)
-    adv = (advantages.detach() * mask).sum(dim=1) / lengths  # [bs]
+    adv = advantages.detach()
+    fmask = mask.to(adv.dtype)
+    per_response = (adv * fmask).sum(dim=1) / lengths.to(adv.dtype)  # [bs]
+    spread = torch.where(mask, adv - per_response[:, None], torch.zeros_like(adv)).abs().amax()
+    given = per_response if float(spread) == 0.0 else adv * fmask
     n = int(mask.shape[0])
     return Rollout(
-        tokens=torch.zeros(mask.shape, dtype=torch.long),
+        tokens=torch.zeros(mask.shape, dtype=torch.long, device=mask.device),
         mask=mask,
-        rewards=adv,
-        group=torch.zeros(n, dtype=torch.long),
+        rewards=per_response,
+        group=torch.zeros(n, dtype=torch.long, device=mask.device),
         old_logprobs=old_log_prob.detach(),
+        advantages=given,
     )
 
 

@@ -93,6 +93,33 @@ def test_trl_equals_the_catalog_objective(off_policy, target, params, catalog, c
     torch.testing.assert_close(kappa, want, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("off_policy", [False, True])
+@pytest.mark.parametrize(
+    "target, params, catalog, catalog_params",
+    [
+        ("trl:dapo", {"epsilon_high": 0.28}, "dapo", {}),
+        ("trl:grpo", {}, "grpo", {}),
+        ("trl:bnpo", {}, "bnpo", {}),
+        ("trl:dr_grpo", {}, "dr_grpo", {"max_length": 512.0, "scale": "group"}),  # TRL's defaults
+        ("trl:grpo", {"scale_rewards": "none"}, "grpo", {"scale": "none"}),
+    ],
+)
+def test_truncated_rows_are_masked_after_centring_as_trl_does(off_policy, target, params, catalog, catalog_params):
+    """``mask_truncated_completions`` (TRL's code) equals the catalog objective bound with
+    ``mask_truncated=True``: each group has one truncated row (length >= 4) and complete
+    ones, so the advantages are centred over all rows and the mask drops one per group."""
+    from dataclasses import replace
+
+    rollout = build(replace(CASE, off_policy=off_policy, seed=3, length_limit=4))
+    assert rollout.truncated.tolist() == [False, True, False, False, True]
+    kappa = _kappa(target, rollout, mask_truncated_completions=True, **params)
+    want = token_coefficients(get(catalog).bind(mask_truncated=True, **catalog_params), rollout.logprobs, rollout)
+    torch.testing.assert_close(kappa, want, rtol=1e-9, atol=1e-12)
+    assert float(kappa[rollout.truncated].abs().sum()) == 0.0  # the dropped rows carry nothing
+    unmasked = token_coefficients(get(catalog).bind(**catalog_params), rollout.logprobs, rollout)
+    assert not torch.allclose(unmasked, want)  # the setting matters on this rollout
+
+
 def test_row_order_and_group_layout_do_not_matter():
     rollout = build(replace_seed(CASE, 1))
     perm = torch.tensor([3, 0, 4, 2, 1])  # interleaves the two groups
@@ -145,10 +172,17 @@ def test_entropy_mask_uses_the_rollout_entropy():
     assert bool((kappa[kept] != 0).any())
 
 
-def test_batch_scaling_with_unequal_groups_is_refused():
-    rollout = build(CASE)
-    with pytest.raises(ExchangeError, match="equal group sizes"):
-        _kappa("trl:dapo", rollout, scale_rewards="batch")
+def test_batch_scaling_with_unequal_groups_is_tr_ls_formula():
+    """TRL cannot run unequal groups; its "batch" formula, (R - group mean) / (std of every
+    reward + 1e-4), is what the adapter applies, and equals the catalog's scale="batch"."""
+    rollout = build(CASE)  # groups of 3 and 2
+    kappa = _kappa("trl:dapo", rollout, scale_rewards="batch", epsilon_high=0.28)
+    centred = rollout.rewards - rollout.group_mean(rollout.rewards)
+    want_adv = centred / (rollout.rewards.std() + 1e-4)
+    torch.testing.assert_close(kappa, (want_adv / float(rollout.n_tokens))[:, None] * rollout.fmask,
+                               rtol=1e-9, atol=1e-12)
+    ours = token_coefficients(get("dapo").bind(scale="batch"), rollout.logprobs, rollout)
+    torch.testing.assert_close(kappa, ours, rtol=1e-9, atol=1e-12)
 
 
 def test_bad_parameters_are_named():

@@ -57,3 +57,98 @@ def test_cli_trl_config(tmp_path, capsys):
     assert code in (0, 1)
     assert out["objective"].startswith("trl:grpo")
     assert "--trl-config" in out["reproduce"]
+
+
+def test_a_misspelt_key_is_exit_2_naming_it(tmp_path, capsys):
+    from exchange.cli import main
+
+    path = tmp_path / "typo.yaml"
+    path.write_text("loss_type: dapo\nepsilon_hihg: 0.28\n")  # TRL's TrlParser rejects it
+    assert main(["check", "--trl-config", str(path), "--max-examples", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "epsilon_hihg" in err[0], err
+
+
+def test_a_run_llm_recipe_reports_the_objectives_its_arms_train(tmp_path):
+    from pathlib import Path
+
+    from exchange.cli.cmd_check import recipe_targets
+
+    root = Path(__file__).resolve().parents[3]
+    targets = recipe_targets(str(root / "experiments/llm/recipes/grpo_norm_llama25m.yaml"))
+    names = [t.name.split(" ")[0] for t in targets]
+    assert names == ["grpo", "grpo+surgical", "grpo+group_constant_norm"]  # not trl:dapo, TRL's default loss_type
+    # bound from the recipe's GRPOConfig as the trainer binds it (max_completion_length 9 ...)
+    assert all("as ExchangeGRPOTrainer binds it" in t.name for t in targets)
+
+
+def test_run_llm_keys_are_run_llms_own_options():
+    import dataclasses
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from exchange.libraries.trl.recipe import RUN_LLM_KEYS
+
+    root = Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("run_llm_script", root / "experiments/llm/run_llm.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    assert set(RUN_LLM_KEYS) == {f.name for f in dataclasses.fields(module.LLMArguments)}
+
+
+def test_bnpo_with_gradient_accumulation_is_audited_per_micro_batch(tmp_path):
+    """TRL splits a generation batch into steps_per_generation (= gradient_accumulation_steps)
+    micro-batches of shuffled rows and bnpo divides each by its own token count: identical
+    events in two micro-batches get different weights. The audit models the split, so bnpo
+    at GA 2 no longer "holds on-policy" (the callback measures a residual in training:
+    test_the_callback_measures_bnpos_micro_batch_residual); dapo's global count still holds."""
+    from exchange.checker import check
+    from exchange.libraries.trl.recipe import config_target, loss_of_config
+
+    for loss_type, holds in (("bnpo", False), ("dapo", True)):
+        path = tmp_path / f"{loss_type}.yaml"
+        path.write_text(f"loss_type: {loss_type}\ngradient_accumulation_steps: 2\nepsilon_high: 0.28\n")
+        assert config_target(path)[1]["steps_per_generation"] == 2
+        report = check(loss_of_config(path), max_examples=15, seed=0, regimes=("on_policy",), name=loss_type)
+        got = {name: r.holds for (name, _), r in report.results.items()}
+        assert got["exchangeable"] is holds and got["shared_cancellation"] is holds, (loss_type, got)
+
+
+# ~15 s: a real GRPOTrainer run (the slow tier)
+@pytest.mark.slow
+def test_the_callback_measures_bnpos_micro_batch_residual(tmp_path):
+    import torch
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from exchange.core.metric_keys import SHARED_EVENTS, SHARED_RESIDUAL
+    from exchange.libraries.trl.callback import ExchangeCallback
+    from tests.libraries.trl.test_trainer import (
+        _config,
+        _reward,
+        _tiny_model_and_tokenizer,
+    )
+
+    residuals = {}
+    for ga in (1, 2):
+        model, tokenizer = _tiny_model_and_tokenizer()
+        with torch.no_grad():  # peaked logits: responses share prefixes (shared events)...
+            model.model.embed_tokens.weight.mul_(25.0)
+        trainer = GRPOTrainer(
+            model=model, reward_funcs=_reward, processing_class=tokenizer, callbacks=[ExchangeCallback()],
+            # ...and a likely EOS: their lengths differ, so micro-batches differ in token count
+            args=_config(tmp_path / f"ga{ga}", loss_type="bnpo", gradient_accumulation_steps=ga,
+                         per_device_train_batch_size=8 // ga, max_steps=1,
+                         generation_kwargs={"sequence_bias": {(1,): 4.0}}),
+            train_dataset=Dataset.from_dict({"prompt": ["a b c", "d e f"]}),
+        )
+        trainer.train()
+        logged = [h for h in trainer.state.log_history if SHARED_RESIDUAL in h][0]
+        assert logged[SHARED_EVENTS] > 0, logged  # else the row tests nothing
+        residuals[ga] = logged[SHARED_RESIDUAL]
+    assert residuals[1] <= 1e-6 < residuals[2], residuals  # one micro-batch holds; two do not

@@ -188,18 +188,33 @@ def test_exchange_trainer_keeps_trl_metrics_whole_groups_and_warns(tmp_path):
 
 
 def test_hyperparameters_come_from_grpo_config(tmp_path):
-    from exchange.libraries.trl.trainer import config_params, unhonoured_settings
+    from exchange.libraries.trl.trainer import (
+        config_params,
+        differences,
+        unhonoured_settings,
+    )
 
     args = _config(tmp_path, epsilon=0.1, epsilon_high=0.3, beta=0.04, scale_rewards="batch")
-    assert config_params(args, "grpo") == {"eps_low": 0.1, "eps_high": 0.3, "beta": 0.04, "scale": "batch"}
-    assert config_params(args, "dapo", {"eps_high": 0.5}) == {"eps_low": 0.1, "eps_high": 0.5}
+    assert config_params(args, "grpo") == {"eps_low": 0.1, "eps_high": 0.3, "beta": 0.04, "scale": "batch",
+                                           "bias_correction_kl": True}  # TRL's default: the KL times the ratio
+    assert config_params(args, "dapo", {"eps_high": 0.5}) == {"eps_low": 0.1, "eps_high": 0.5, "scale": "batch"}
     names = " ".join(unhonoured_settings(args, "dapo"))
-    assert "beta=0.04" in names and "scale_rewards='batch'" in names and "loss_type=" in names
+    assert "beta=0.04" in names and "scale_rewards" not in names
+    assert "loss_type" not in names  # TRL's default loss_type: the user never set it
     assert "beta" not in " ".join(unhonoured_settings(args, "grpo"))
+    assert "loss_type='grpo'" in " ".join(unhonoured_settings(_config(tmp_path, loss_type="grpo"), "dapo"))
     assert unhonoured_settings(args, None) == []
-    plain = _config(tmp_path)  # TRL's defaults keep the objective's own (GSPO's 3e-4 clip, DAPO's 0.28)
-    assert config_params(plain, "gspo") == {} and config_params(plain, "dapo") == {}
-    assert unhonoured_settings(plain, "rloo") == [unhonoured_settings(plain, "rloo")[0]]  # only loss_type
+    plain = _config(tmp_path)
+    # the run's settings always come from TRL, defaults included: the budget, the scaling, the mask
+    assert config_params(plain, "dr_grpo") == {"scale": "group", "max_length": 6.0}
+    assert config_params(_config(tmp_path, mask_truncated_completions=True), "dapo") == {
+        "scale": "group", "mask_truncated": True}
+    # clip widths: the objective's own (GSPO's 3e-4, DAPO's 0.28), loudly
+    assert config_params(plain, "gspo") == {} and config_params(plain, "dapo") == {"scale": "group"}
+    assert differences(plain, "dapo") == ["eps_high=0.28 (GRPOConfig.epsilon_high gives 0.2)"]
+    assert differences(_config(tmp_path, epsilon_high=0.28), "dapo") == []
+    assert unhonoured_settings(plain, "rloo") == []
+    assert unhonoured_settings(_config(tmp_path, entropy_coef=0.01), "dapo") == []  # applied as TRL does
 
 
 def test_partial_groups_are_refused_naming_the_setting(tmp_path):

@@ -1,0 +1,271 @@
+"""Predict, then test: the verdict rule of issue 31 as typed results.
+
+A signed prediction (P1-P3) is decided against a **predicted effect** ``delta_hat``
+frozen from pilot seeds the test does not use (:class:`Pilot`): the first-order
+effect of the cancellation pathway on the probe (:mod:`exchange.lab.attribution`),
+oriented by the theory's sign at the probe event (:func:`orient`). From it:
+
+- the design's minimum detectable effect ``MDE = (t_{1-a/2} + t_{power}) * sd / sqrt(n)``
+  (``sd`` of the paired difference, from the pilot before the test, from the test seeds
+  after); the design is **accepted** only when ``delta_hat >= 3 * MDE``, otherwise every
+  verdict of it is :attr:`Verdict.UNINFORMATIVE` ("uninformative at this dose");
+- the smallest effect of interest ``SESOI = delta_hat / 2``: half the predicted effect,
+  so "negligible" means "less than half of what the theory predicts at this dose"
+  (:attr:`Decision.sesoi_derivation` says so in the report).
+
+In units oriented by the frozen sign (prediction => ``d > 0``) the verdict follows the
+``1 - alpha`` interval ``[low, high]`` of the mean paired difference, in this order
+(:func:`decide_signed`):
+
+1. ``high < 0``: **opposite** (refutes the predicted direction);
+2. ``-SESOI < low`` and ``high < SESOI``: **negligible** (refuted at this dose);
+   **negligible but real** if it also excludes 0;
+3. ``low > 0``: **effect**, qualified :attr:`Size.SMALLER` (``high < delta_hat``),
+   :attr:`Size.COMPATIBLE` (the interval contains ``delta_hat``) or :attr:`Size.LARGER`;
+4. otherwise **inconclusive**, with the MDE.
+
+P4 (accuracy) has no first-order prediction (:func:`decide_p4`): its estimate, interval
+and MDE are reported, and it is called negligible only against a SESOI whose source is
+stated (e.g. the evaluation's standard error), never by taste.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from exchange.errors import InvalidArgument
+
+__all__ = [
+    "ACCEPT_RATIO",
+    "ROUNDOFF_FLOOR",
+    "Decision",
+    "Orientation",
+    "Pilot",
+    "Size",
+    "Verdict",
+    "decide_p4",
+    "decide_signed",
+    "design_mde",
+    "interval",
+    "orient",
+]
+
+ACCEPT_RATIO = 3.0
+"""A design is accepted only when ``delta_hat >= ACCEPT_RATIO * MDE``."""
+ROUNDOFF_FLOOR = 1e-9
+"""Orientation floor, relative: a signed coefficient ``|K| <= ROUNDOFF_FLOOR * mass``
+(``mass = sum |kappa|`` at the event) is round-off (float64 sums of coefficients that
+cancel leave ~1e-16 * mass; the floor sits far above that and far below any real
+residual the harness doses, >= 1e-4), so it orients nothing."""
+
+
+class Verdict(str, enum.Enum):
+    OPPOSITE = "opposite"
+    NEGLIGIBLE = "negligible"
+    NEGLIGIBLE_BUT_REAL = "negligible but real"
+    EFFECT = "effect"
+    INCONCLUSIVE = "inconclusive"
+    UNINFORMATIVE = "uninformative at this dose"
+    NOT_TESTED = "not tested"
+
+
+class Size(str, enum.Enum):
+    SMALLER = "smaller than predicted"
+    COMPATIBLE = "compatible with the prediction"
+    LARGER = "larger than predicted"
+
+
+@dataclass(frozen=True)
+class Orientation:
+    """The sign of the theory's predicted drift at one probe event, from the pilot.
+
+    ``sign`` is +1/-1, or 0 when fewer than ``min_agreement`` of the counted values
+    (those above the round-off floor) share one sign, or none is counted."""
+
+    sign: int
+    counted: int
+    """values above the round-off floor"""
+    agreeing: int
+    """counted values with ``sign``"""
+    total: int
+
+    @property
+    def agreement(self) -> float:
+        return self.agreeing / self.counted if self.counted else 0.0
+
+
+def orient(signed_K, mass, *, floor: float = ROUNDOFF_FLOOR, min_agreement: float = 0.0) -> Orientation:
+    """Orientation of a probe event from the pilot's signed shared coefficient at it.
+
+    ``signed_K``, ``mass``: ``[M]`` per minibatch (or per run): ``K_e`` at the probe event and
+    its coefficient mass ``sum |kappa|``. Values with ``|K| <= floor * mass`` are round-off
+    and not counted (never ``np.sign`` of round-off). ``sign`` is the sign of the sum of the
+    counted values, kept only if at least ``min_agreement`` of them share it (M3's
+    design asks 0.9)."""
+    k = np.asarray(signed_K, dtype=np.float64)
+    m = np.asarray(mass, dtype=np.float64)
+    if k.shape != m.shape or k.ndim != 1:
+        raise InvalidArgument(f"signed_K shape={list(k.shape)} and mass shape={list(m.shape)}: need two equal [M].")
+    if np.any(m < 0) or not np.isfinite(k).all() or not np.isfinite(m).all():
+        raise InvalidArgument("mass must be >= 0 and both arrays finite.")
+    real = np.abs(k) > floor * m
+    counted = int(real.sum())
+    if counted == 0:
+        return Orientation(0, 0, 0, int(k.size))
+    s = int(np.sign(k[real].sum()))
+    agreeing = int((np.sign(k[real]) == s).sum())
+    if s == 0 or agreeing / counted < min_agreement:
+        return Orientation(0, counted, agreeing, int(k.size))
+    return Orientation(s, counted, agreeing, int(k.size))
+
+
+def _t(q: float, df: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))
+
+
+def design_mde(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """``(t_{1-alpha/2, n-1} + t_{power, n-1}) * sd / sqrt(n)``: the smallest mean paired
+    difference ``n`` seeds detect with ``power`` (two-sided ``alpha``)."""
+    if n < 2:
+        raise InvalidArgument(f"n={n} seeds: a paired design needs >= 2.")
+    if not sd >= 0:
+        raise InvalidArgument(f"sd={sd} must be >= 0.")
+    return (_t(1 - alpha / 2, n - 1) + _t(power, n - 1)) * sd / math.sqrt(n)
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """What the pilot seeds froze before the test seeds ran.
+
+    ``delta_hat`` (> 0 in oriented units) is the mean predicted effect, ``sd`` the paired
+    difference's standard deviation on the pilot, ``seeds`` the pilot seeds (disjoint
+    from the test's), ``source`` how ``delta_hat`` was computed."""
+
+    delta_hat: float
+    sd: float
+    seeds: tuple[int, ...]
+    source: str = "first-order attribution (Adam tangent) of the shared residual, summed over the run"
+
+    def mde(self, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
+        return design_mde(self.sd, n, alpha=alpha, power=power)
+
+    def accepted(self, n: int, *, alpha: float = 0.05, power: float = 0.8) -> bool:
+        """``delta_hat >= 3 x MDE`` at ``n`` test seeds."""
+        return self.delta_hat > 0 and self.delta_hat >= ACCEPT_RATIO * self.mde(n, alpha=alpha, power=power)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decided prediction: everything the report prints, nothing parsed back."""
+
+    key: str
+    mean: float
+    low: float
+    high: float
+    n: int
+    mde: float
+    verdict: Verdict
+    size: Size | None = None
+    delta_hat: float | None = None
+    sesoi: float | None = None
+    sesoi_derivation: str = ""
+    accepted: bool | None = None
+    """``delta_hat >= 3 x MDE`` (None for P4, which has no prediction)."""
+    n_positive: int = 0
+
+    @property
+    def label(self) -> str:
+        """The verdict as printed: ``effect (compatible with the prediction)``."""
+        return f"{self.verdict.value} ({self.size.value})" if self.size is not None else self.verdict.value
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["verdict"] = self.verdict.value
+        d["size"] = None if self.size is None else self.size.value
+        d["label"] = self.label
+        return d
+
+
+def interval(diffs, *, alpha: float = 0.05) -> tuple[float, float, float, float, int]:
+    """``(mean, low, high, sd, n)``: the paired t-interval of ``diffs: [S]`` (finite, S >= 2)."""
+    d = np.asarray(diffs, dtype=np.float64)
+    if d.ndim != 1 or d.size < 2:
+        raise InvalidArgument(f"diffs shape={list(d.shape)}: need one difference per seed and >= 2 seeds.")
+    if not np.isfinite(d).all():
+        raise InvalidArgument(f"diffs={d.tolist()} has a non-finite value; a run is missing a metric.")
+    n = int(d.size)
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    half = _t(1 - alpha / 2, n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half, sd, n
+
+
+def decide_signed(key: str, diffs, pilot: Pilot, *, alpha: float = 0.05, power: float = 0.8) -> Decision:
+    """The rule of the module docstring for P1-P3. ``diffs: [S]`` are the test seeds'
+    paired differences **already oriented** by the frozen sign (prediction => > 0); the
+    test seeds must not include a pilot seed (the caller checks seeds; here ``pilot``
+    only supplies ``delta_hat`` and the design's acceptance)."""
+    mean, low, high, sd, n = interval(diffs, alpha=alpha)
+    mde = design_mde(sd, n, alpha=alpha, power=power)
+    dh = pilot.delta_hat
+    sesoi = dh / 2 if dh > 0 else None
+    deriv = (f"SESOI = delta_hat / 2 = {dh:.3g} / 2: half the effect the pathway is predicted to have at this "
+             f"dose ({pilot.source}; pilot seeds {list(pilot.seeds)})")
+    accepted = pilot.accepted(n, alpha=alpha, power=power)
+    npos = int((np.asarray(diffs) > 0).sum())
+    common = {"key": key, "mean": mean, "low": low, "high": high, "n": n, "mde": mde, "delta_hat": dh,
+              "sesoi": sesoi, "sesoi_derivation": deriv, "accepted": accepted, "n_positive": npos}
+    if not accepted:
+        return Decision(verdict=Verdict.UNINFORMATIVE, **common)
+    verdict = _rule(low, high, sesoi)
+    return Decision(verdict=verdict, size=_size(low, high, dh) if verdict is Verdict.EFFECT else None, **common)
+
+
+def _rule(low: float, high: float, sesoi: float) -> Verdict:
+    if high < 0:
+        return Verdict.OPPOSITE
+    if -sesoi < low and high < sesoi:
+        return Verdict.NEGLIGIBLE_BUT_REAL if low > 0 else Verdict.NEGLIGIBLE
+    if low > 0:
+        return Verdict.EFFECT
+    return Verdict.INCONCLUSIVE
+
+
+def _size(low: float, high: float, delta_hat: float) -> Size:
+    if high < delta_hat:
+        return Size.SMALLER
+    if low > delta_hat:
+        return Size.LARGER
+    return Size.COMPATIBLE
+
+
+def decide_p4(diffs, *, sesoi: float | None = None, sesoi_source: str = "", alpha: float = 0.05,
+              power: float = 0.8) -> Decision:
+    """P4 (accuracy, ``treatment - baseline``): no first-order prediction. The estimate,
+    interval and MDE; "negligible" only when the interval lies within ``±sesoi`` and
+    ``sesoi_source`` says where ``sesoi`` comes from; "effect" when the interval excludes
+    0 above, "opposite" below; otherwise inconclusive."""
+    if sesoi is not None and not sesoi_source.strip():
+        raise InvalidArgument(f"sesoi={sesoi} without sesoi_source: state where the P4 SESOI comes from "
+                              "(e.g. 'the evaluation's standard error').")
+    if sesoi is not None and not sesoi > 0:
+        raise InvalidArgument(f"sesoi={sesoi} must be > 0.")
+    mean, low, high, sd, n = interval(diffs, alpha=alpha)
+    mde = design_mde(sd, n, alpha=alpha, power=power)
+    if sd == 0 and mean == 0:
+        v = Verdict.UNINFORMATIVE  # did not move in any seed (a ceiling): no power either way
+    elif high < 0:
+        v = Verdict.OPPOSITE
+    elif sesoi is not None and -sesoi < low and high < sesoi:
+        v = Verdict.NEGLIGIBLE_BUT_REAL if low > 0 else Verdict.NEGLIGIBLE
+    elif low > 0:
+        v = Verdict.EFFECT
+    else:
+        v = Verdict.INCONCLUSIVE
+    return Decision(key="P4", mean=mean, low=low, high=high, n=n, mde=mde, verdict=v, sesoi=sesoi,
+                    sesoi_derivation=sesoi_source, n_positive=int((np.asarray(diffs) > 0).sum()))

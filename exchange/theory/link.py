@@ -1,0 +1,289 @@
+"""The link between the Coq definitions and the package's objectives (issue 33).
+
+For concrete groups, coqc evaluates (``Eval vm_compute``, exact rationals) the
+per-response coefficient of a shared event as the theorems define it, and the package
+computes the same coefficient by autograd (``kappa[i, 0]`` of the catalog objective, token
+0 being the shared event). Where the theorem fixes the scale the comparison is exact up to
+float64 round-off (relative ``REL_TOL`` of the group's largest coefficient): GRPO's
+sequence mean is ``A_i / (G L_i)``, Min-Replace's weight is the group minimum of
+``1 / (G L_i)``, Adv-Orthogonal's is the projection of those weights. Only where the
+theorem leaves a positive group constant free (the std with its epsilon, which GRPO's
+default and PPO divide by; Dr. GRPO's and DAPO's normalisers; GSPO on-policy) is one
+positive factor per group allowed; the per-response shape, the signs and the clipping
+pattern must still agree (an all-zero Coq group must be all zero in the package).
+
+The ratio that Coq sees is the float64 ratio the package computes (``exp(l - l_old)``,
+converted exactly), and the clip parameters are the float64 values converted exactly,
+so a ratio one ulp either side of a clip boundary is judged the same way by both sides.
+``cases`` probes every boundary (``1 - eps_low``, ``1 + eps_high``, the dual clip ``c``)
+at, just below and just above it, with asymmetric clips.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import torch
+
+from exchange.core.coefficients import token_coefficients
+from exchange.core.rollout import Rollout
+
+__all__ = [
+    "LINK_MODULES",
+    "REL_TOL",
+    "LinkCase",
+    "cases",
+    "compare",
+    "coq_eval",
+    "groups",
+    "link_problems",
+    "python_kappa",
+]
+
+# The modules the Coq terms use (a change elsewhere, LengthNorm.v, Real.v or the
+# witnesses, cannot change the link's outcome).
+LINK_MODULES = ("Sums", "Cancellation", "Clipping", "Restoration")
+
+# float64 autograd against exact rationals: the coefficients are a few flops deep, so
+# 1e-9 of the group's largest coefficient is far above round-off (~1e-15) and far below
+# every planted bug the tests use (>= 1e-3 relative).
+REL_TOL = 1e-9
+SHARED_TOKEN = 7
+
+
+@dataclass(frozen=True)
+class LinkCase:
+    label: str  # names the objective, the group and the ratio in messages
+    objective: str
+    params: tuple  # ((name, value), ...) bound on the objective
+    rewards: tuple
+    lengths: tuple
+    log_rho: float  # log-ratio of the shared event (token 0) in every response
+    coq: str  # Coq term of type Q for response i (free variable i), see _term
+    factor: str  # "1/G", "1/Ntok" (exact) or "free" (one positive constant per group)
+
+
+def _q(x) -> str:
+    f = Fraction(x)
+    return f"({f.numerator} # {f.denominator})"
+
+
+def _qfun(values) -> str:
+    body = " | ".join(f"{i}%nat => {_q(v)}" for i, v in enumerate(values))
+    return f"(fun i : nat => match i with {body} | _ => 0 end)"
+
+
+def build_group(rewards, lengths, log_rho: float) -> tuple[Rollout, torch.Tensor, float]:
+    """One group whose token 0 is the same event in every response: ``(rollout,
+    logprobs [G, T], rho)`` with rho the float64 ratio the objectives compute there."""
+    G, T = len(rewards), max(lengths)
+    mask = torch.tensor([[t < lengths[i] for t in range(T)] for i in range(G)])
+    tokens = torch.tensor([[SHARED_TOKEN if t == 0 else 100 + 10 * i + t for t in range(T)]
+                           for i in range(G)])
+    old = torch.full((G, T), math.log(0.01), dtype=torch.float64) * mask  # room for rho <= 100
+    lp = old.clone()
+    lp[:, 0] = old[:, 0] + log_rho
+    rollout = Rollout(tokens=tokens * mask, mask=mask,
+                      rewards=torch.tensor(rewards, dtype=torch.float64),
+                      group=torch.zeros(G, dtype=torch.long), old_logprobs=old,
+                      entropy=torch.ones(G, T, dtype=torch.float64))
+    rho = float(torch.exp(lp[0, 0] - old[0, 0]))
+    return rollout, lp, rho
+
+
+def python_kappa(case: LinkCase) -> list[float]:
+    """The package's coefficient of the shared event, per response (autograd)."""
+    from exchange import objectives
+
+    rollout, logprobs, _ = build_group(case.rewards, case.lengths, case.log_rho)
+    loss_fn = objectives.get(case.objective).bind(**dict(case.params))
+    return token_coefficients(loss_fn, logprobs, rollout)[:, 0].tolist()
+
+
+def _term(case: LinkCase) -> str:
+    G = len(case.rewards)
+    _, _, rho = build_group(case.rewards, case.lengths, case.log_rho)
+    p = dict(case.params)
+    expr = case.coq.format(G=G, r=_qfun(case.rewards), L=_qfun(case.lengths), rho=_q(rho),
+                           el=_q(p.get("eps_low", 0)), eh=_q(p.get("eps_high", 0)),
+                           c=_q(p.get("clip_c", 0)))
+    return f"List.map (fun i => {expr}) (List.seq 0 {G})"
+
+
+def coq_eval(proof_dir: Path, coqc: str, terms: list[str]) -> list[list[Fraction]]:
+    """Evaluate each Coq term (a ``list Q``) with vm_compute; parse the ``n # d`` entries."""
+    from exchange.theory.coq import load_path_flags
+
+    lines = ["From Coq Require Import QArith List.",
+             f"From Exchange Require Import {' '.join(LINK_MODULES)}.",
+             "Import ListNotations.", "Open Scope Q_scope."]
+    # Numerator and denominator as integers: Coq prints some rationals in hexadecimal.
+    lines += [f"Eval vm_compute in List.map (fun q => (Qnum q, Zpos (Qden q))) "
+              f"(List.map Qred ({t}))." for t in terms]
+    with tempfile.TemporaryDirectory() as tmp:
+        v = Path(tmp) / "ExchangeEval.v"
+        v.write_text("\n".join(lines) + "\n")
+        proc = subprocess.run([coqc, *load_path_flags(proof_dir), str(v)],
+                              capture_output=True, text=True, cwd=tmp, timeout=600, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"coqc could not evaluate the link terms: {proc.stderr.strip()[-2000:]}")
+    out = []
+    for block in re.findall(r"=\s*\[(.*?)\]\s*:\s*list \(Z \* Z\)", proc.stdout, re.DOTALL):
+        pairs = re.findall(r"\(\s*\(?(-?\d+)\)?%Z,\s*(\d+)%Z\s*\)", block)
+        out.append([Fraction(int(n), int(d)) for n, d in pairs])
+    if len(out) != len(terms):
+        raise RuntimeError(f"coqc printed {len(out)} values for {len(terms)} link terms")
+    return out
+
+
+def compare(case: LinkCase, py: list[float], coq: list[Fraction]) -> str:
+    """"" when the package's coefficients match the Coq ones, else why."""
+    G = len(case.rewards)
+    coq_f = [float(c) for c in coq]
+    if len(py) != G or len(coq) != G:
+        return f"{case.label}: {len(py)} package and {len(coq)} Coq coefficients for a group of {G}"
+    if case.factor == "1/G":
+        lam = 1 / G
+    elif case.factor == "1/Ntok":
+        lam = 1 / sum(case.lengths)
+    else:  # one positive group constant, read off the largest Coq coefficient
+        k = max(range(G), key=lambda i: abs(coq_f[i]))
+        if coq_f[k] == 0:
+            lam = 1.0
+        else:
+            lam = py[k] / coq_f[k]
+            if not lam > 0:
+                return f"{case.label}: the package's coefficients have the opposite sign " \
+                       f"(package {py}, Coq {coq_f})"
+    scale = max([abs(lam * c) for c in coq_f] + [abs(p) for p in py] + [1e-300])
+    for i, (p, c) in enumerate(zip(py, coq_f)):
+        if abs(p - lam * c) > REL_TOL * scale:
+            return (f"{case.label}: response {i}: package kappa {p!r}, Coq {lam * c!r} "
+                    f"(factor {case.factor}); package {py}, Coq x factor "
+                    f"{[lam * x for x in coq_f]}")
+    return ""
+
+
+def groups(seed: int = 33, n: int = 6) -> list[tuple[tuple, tuple]]:
+    """Fixed groups (G = 2, 3, 4, 5) and ``n`` seeded ones of size 2-8: rewards binary
+    or graded, lengths all distinct where possible (Min-Replace and Adv-Orthogonal have
+    nothing to do on equal weights)."""
+    out = [((1, 0), (2, 5)), ((1, 0, 0), (2, 3, 5)), ((1, 1, 0, 0), (4, 1, 2, 6)),
+           ((3, 1, 0, 2, 2), (1, 2, 3, 4, 5))]
+    rng = random.Random(seed)
+    while len(out) < 4 + n:
+        G = rng.randint(2, 8)
+        rewards = tuple(rng.choice((0, 1)) if rng.random() < 0.5 else rng.choice((0, 0.5, 1, 2))
+                        for _ in range(G))
+        if len(set(rewards)) < 2:
+            continue
+        out.append((rewards, tuple(rng.sample(range(1, 12), G))))
+    return out
+
+
+def _log_ratios(boundaries: list[float]) -> list[tuple[str, float]]:
+    """Log-ratios inside, far out, and at / one ulp below / one ulp above / 0.1% around
+    every boundary."""
+    out = [("rho=1", 0.0), ("rho=0.5", math.log(0.5))]
+    for b in boundaries:
+        x = math.log(b)
+        out += [(f"rho~{b}", x), (f"rho<{b} (ulp)", math.nextafter(x, -1.0)),
+                (f"rho>{b} (ulp)", math.nextafter(x, 2.0)),
+                (f"rho={b}*0.999", math.log(b * 0.999)), (f"rho={b}*1.001", math.log(b * 1.001))]
+    return out
+
+
+def cases(group_list=None) -> list[LinkCase]:
+    """Every comparison: the families over every group, PPO over every group and ratio."""
+    from exchange import objectives
+
+    seq = "adv {G} 1 {r} i * / {L} i"
+    out = []
+    ppo_default = tuple(sorted(objectives.get("ppo").defaults.items()))
+    asym = (("clip_c", 2.5), ("eps_high", 0.25), ("eps_low", 0.125))
+    for gi, (rewards, lengths) in enumerate(group_list or groups()):
+        def add(label, objective, params, coq, factor, log_rho=0.0,
+                gi=gi, rewards=rewards, lengths=lengths):
+            out.append(LinkCase(f"{objective} {label} group {gi} r={rewards} L={lengths}",
+                                objective, params, rewards, lengths, log_rho, coq, factor))
+
+        add("T3 seq-mean", "grpo", (("scale", "none"),), seq, "1/G")
+        add("T3 seq-mean (std)", "grpo", (), seq, "free")
+        add("M1 on-policy", "gspo", (), seq, "free")
+        for name in ("dr_grpo", "dapo"):
+            add("T5 constant normaliser", name, (), "adv {G} 1 {r} i", "free")
+        add("T5 Min-Replace", "grpo+min_replace", (("scale", "none"),),
+            "adv {G} 1 {r} i * min_replace {G} (fun j => / {L} j) i", "1/G")
+        add("T5 Adv-Orthogonal", "grpo+adv_orthogonal", (("scale", "none"),),
+            "adv {G} 1 {r} i * orth {G} (adv {G} 1 {r}) (fun j => / {L} j) i", "1/G")
+        for params in (ppo_default, asym):
+            p = dict(params)
+            bounds = [1 - p["eps_low"], 1 + p["eps_high"], p["clip_c"]]
+            for label, log_rho in _log_ratios(bounds):
+                # ppo divides by the std (with its epsilon): one free positive factor.
+                add(f"T4 dual-clip {label} {params}", "ppo", params,
+                    "dual_clip_coef {c} {el} {eh} {rho} (adv {G} 1 {r} i)", "free", log_rho)
+    return out
+
+
+def _cache_key(proof_dir: Path, coqc: str) -> str:
+    """A hash of everything the outcome depends on: the linked .v files, every source
+    file of the package (the objectives, the core, this module), coqc and REL_TOL."""
+    from exchange.theory.coq import vfiles
+
+    h = hashlib.sha256(json.dumps([coqc, REL_TOL, sorted(LINK_MODULES)]).encode())
+    for vfile, module in vfiles(proof_dir):
+        if module.rsplit(".", 1)[-1] in LINK_MODULES:
+            h.update(module.encode() + vfile.read_bytes())
+    package = Path(__file__).resolve().parents[1]  # exchange/
+    for py in sorted(package.rglob("*.py")):
+        h.update(str(py.relative_to(package)).encode() + py.read_bytes())
+    return h.hexdigest()
+
+
+def link_problems(proof_dir: Path, coqc: str | None = None, case_list=None,
+                  cache: bool = True) -> list[str]:
+    """Every comparison that fails (empty: the package computes what the theorems define).
+
+    With ``cache`` and the default cases, a pass is remembered in ``<proofs>/.cache``
+    under a hash of the linked .v files and of every source file of the package
+    (``_cache_key``); a failure is never cached. Code changed in memory (a monkeypatch)
+    is not in the key: pass ``cache=False`` or explicit cases.
+    """
+    from exchange.theory.coq import find_coqc
+
+    coqc = coqc or find_coqc()
+    if coqc is None:
+        return ["code link: coqc not found"]
+    proof_dir = Path(proof_dir).resolve()
+    marker = None
+    if cache and case_list is None:
+        marker = proof_dir / ".cache" / f"link-{_cache_key(proof_dir, coqc)}.json"
+        if marker.is_file():
+            return []
+    case_list = cases() if case_list is None else case_list
+    try:
+        values = coq_eval(proof_dir, coqc, [_term(c) for c in case_list])
+    except RuntimeError as exc:
+        return [f"code link: {exc}"]
+    problems = []
+    for case, coq in zip(case_list, values):
+        why = compare(case, python_kappa(case), coq)
+        if why:
+            problems.append(f"code link: {why}")
+    if marker is not None and not problems:
+        try:
+            marker.parent.mkdir(exist_ok=True)
+            marker.write_text(json.dumps({"cases": len(case_list), "problems": []}))
+        except OSError:
+            pass  # a read-only tree: the link is only checked again next time
+    return problems

@@ -1,0 +1,470 @@
+(** * The reviewed record of what the proofs prove (issue 33).
+
+    This file is the one a reviewer reads: the definitions the theorems are stated in
+    and, for every registered theorem and non-vacuity witness, its statement as a
+    [Definition <name> : Prop].  It requires nothing from the development.
+
+    [exchange proofs] has the kernel check every registered theorem against it,
+    [Definition _ : ExchangeSpec.Spec.<name> := @Exchange.<Module>.<name>], so a
+    theorem passes only when its statement is convertible to the one here: the
+    definitions it unfolds to (a [std] replaced by a constant, a wider [binary]), its
+    hypotheses and its conclusion are compared by the kernel, not as printed text, so
+    notations and printing options cannot hide a change.  The sha256 of this file is
+    [SPEC_SHA256] in [exchange/theory/registry.py]; editing this file is a re-pin,
+    made with [exchange proofs --write-statements --accept] and logged in
+    [proofs/CHANGES].  The [Example]s pin the definitions on known points. *)
+
+From Coq Require Import QArith Qminmax Bool.
+From Coq Require Import Reals Lra.
+
+(** ** Definitions over Q (the axiom-free development) *)
+Open Scope Q_scope.
+
+(** [sum n f = f 0 + ... + f (n-1)]; a group is a function [nat -> Q] read on [i < G]. *)
+Fixpoint sum (n : nat) (f : nat -> Q) : Q :=
+  match n with
+  | O => 0
+  | S k => sum k f + f k
+  end.
+Definition QG (n : nat) : Q := inject_Z (Z.of_nat n).
+Definition mean (n : nat) (f : nat -> Q) : Q := sum n f / QG n.
+Definition ind (j i : nat) : Q := if Nat.eqb i j then 1 else 0.
+
+(** The event coefficient [K = sum_i A_i w_i]; group-mean advantages divided by a group
+    constant [s]; binary rewards; the Cor 3.3 example; a two-response group. *)
+Definition K (G : nat) (A w : nat -> Q) : Q := sum G (fun i => A i * w i).
+Definition adv (G : nat) (s : Q) (r : nat -> Q) (i : nat) : Q := (r i - mean G r) / s.
+Definition binary (G : nat) (r : nat -> Q) : Prop :=
+  forall i, (i < G)%nat -> r i == 0 \/ r i == 1.
+Definition cor33_A (i : nat) : Q := match i with O => 1 | S O => 1 | _ => -2 end.
+Definition cor33_w (i : nat) : Q := match i with O => 1 | S O => 3 | _ => 2 end.
+Definition pair (x y : Q) (i : nat) : Q := match i with O => x | _ => y end.
+
+(** PPO-clip: the clip test depends on the sign of the advantage [a]; the coefficient
+    is [a * rho] unless clipped. *)
+Definition qltb (x y : Q) : bool := negb (Qle_bool y x).
+Definition clipped (eps_low eps_high rho a : Q) : bool :=
+  (qltb 0 a && qltb (1 + eps_high) rho) || (qltb a 0 && qltb rho (1 - eps_low)).
+Definition clip_coef (eps_low eps_high rho a : Q) : Q :=
+  if clipped eps_low eps_high rho a then 0 else a * rho.
+Definition neg_part (a : Q) : Q := if qltb a 0 then a else 0.
+Definition pos_part (a : Q) : Q := if qltb 0 a then a else 0.
+
+(** Min-Replace (group minimum) and Adv-Orthogonal ([w - (A.w / A.A) A]). *)
+Fixpoint gmin (G : nat) (w : nat -> Q) : Q :=
+  match G with
+  | O => 0
+  | S O => w O
+  | S k => Qmin (gmin k w) (w k)
+  end.
+Definition orth (G : nat) (A w : nat -> Q) (i : nat) : Q :=
+  w i - (K G A w / K G A A) * A i.
+Definition min_replace (G : nat) (w : nat -> Q) (i : nat) : Q := gmin G w.
+
+(** *** Unit tests of the Q definitions *)
+Example sum_3 : sum 3 (fun i => inject_Z (Z.of_nat i)) == 3.
+Proof. reflexivity. Qed.
+Example mean_onehot_3 : mean 3 (ind 0) == 1 # 3.
+Proof. reflexivity. Qed.
+Example adv_onehot_3 : adv 3 1 (ind 0) 0 == 2 # 3 /\ adv 3 1 (ind 0) 1 == - (1 # 3).
+Proof. split; reflexivity. Qed.
+Example K_cor33 : K 3 cor33_A cor33_w == 0 /\ K 3 cor33_A cor33_A == 6.
+Proof. split; reflexivity. Qed.
+Example binary_onehot : binary 3 (ind 1) /\ ~ binary 3 (fun _ => 1 # 2).
+Proof.
+  split.
+  - intros i _. unfold ind. destruct (Nat.eqb i 1); [right|left]; reflexivity.
+  - intro H. destruct (H 0%nat ltac:(auto)) as [E|E]; discriminate E.
+Qed.
+(** Clip boundaries: [1 + eps_high] and [1 - eps_low] themselves are inside. *)
+Example clip_points :
+  (clip_coef (1 # 5) (3 # 10) 2 1 == 0) /\ (clip_coef (1 # 5) (3 # 10) 2 (-1) == -2) /\
+  (clip_coef (1 # 5) (3 # 10) (13 # 10) 1 == 13 # 10) /\
+  (clip_coef (1 # 5) (3 # 10) (1 # 2) (-1) == 0) /\ (clip_coef (1 # 5) (3 # 10) (1 # 2) 1 == 1 # 2) /\
+  (clip_coef (1 # 5) (3 # 10) (4 # 5) (-1) == - (4 # 5)) /\ (clip_coef (1 # 5) (3 # 10) 2 0 == 0).
+Proof. repeat split; reflexivity. Qed.
+Example min_replace_cor33 : min_replace 3 cor33_w 2 == 1 /\ gmin 3 (fun i => cor33_w (2 - i)) == 1.
+Proof. split; reflexivity. Qed.
+Example orth_cor33 : orth 3 cor33_A (fun i => inject_Z (Z.of_nat i)) 0 == 1 # 2.
+Proof. reflexivity. Qed.
+
+(** ** Statements over Q *)
+
+Definition T1_event_coefficient : Prop := forall G (A : nat -> Q) (c h m : Q),
+  sum G (fun i => m * (c * A i * h)) == c * h * m * sum G A.
+
+Definition T1_sufficiency_exchangeable : Prop := forall G (A : nat -> Q) (c h m : Q),
+  sum G A == 0 -> sum G (fun i => m * (c * A i * h)) == 0.
+
+Definition T1_sufficiency : Prop := forall G (A w : nat -> Q) (w0 : Q),
+  sum G A == 0 -> (forall i, (i < G)%nat -> w i == w0) -> K G A w == 0.
+
+Definition T2_necessity_binary : Prop := forall (G : nat) (w : nat -> Q) (sigma : (nat -> Q) -> Q),
+  (forall r, binary G r -> 0 < sigma r) ->
+  (forall r, binary G r -> K G (adv G (sigma r) r) w == 0) ->
+  forall i j, (i < G)%nat -> (j < G)%nat -> w i == w j.
+
+Definition T2_necessity_zero_sum : Prop := forall (G : nat) (w : nat -> Q),
+  (forall A, sum G A == 0 -> K G A w == 0) ->
+  forall i j, (i < G)%nat -> (j < G)%nat -> w i == w j.
+
+Definition T2_characterisation : Prop := forall (G : nat) (w : nat -> Q),
+  (forall A, sum G A == 0 -> K G A w == 0) <->
+  (forall i j, (i < G)%nat -> (j < G)%nat -> w i == w j).
+
+Definition Cor33_cancellation_unequal_weights : Prop :=
+  sum 3 cor33_A == 0 /\ K 3 cor33_A cor33_w == 0 /\ ~ cor33_w 0%nat == cor33_w 1%nat.
+
+Definition M1_two_responses : Prop := forall a s1 s2 : Q, ~ a == 0 ->
+  (K 2 (pair a (- a)) (pair s1 s2) == 0 <-> s1 == s2).
+
+Definition M4_nonzero_sum_breaks : Prop := forall G (A : nat -> Q) (w0 : Q),
+  ~ w0 == 0 -> ~ sum G A == 0 -> ~ K G A (fun _ => w0) == 0.
+
+Definition null_on_equal_rewards : Prop := forall G s (r w : nat -> Q) (r0 : Q),
+  (forall i, (i < G)%nat -> r i == r0) ->
+  forall i, (i < G)%nat -> adv G s r i * w i == 0.
+
+Definition T3_covariance : Prop := forall G (r x : nat -> Q),
+  K G (adv G 1 r) x == sum G (fun i => (r i - mean G r) * (x i - mean G x)).
+
+Definition T3_one_correct : Prop := forall G (L : nat -> Q) (c : nat), (c < G)%nat ->
+  K G (adv G 1 (ind c)) (fun i => / L i) == / L c - mean G (fun i => / L i).
+
+Definition T3_sign : Prop := forall G (L : nat -> Q) (c : nat), (c < G)%nat ->
+  (0 < K G (adv G 1 (ind c)) (fun i => / L i) <-> mean G (fun i => / L i) < / L c).
+
+Definition T3_harmonic_mean : Prop := forall G (L : nat -> Q) (c : nat), (c < G)%nat ->
+  (forall i, (i < G)%nat -> 0 < L i) ->
+  (0 < K G (adv G 1 (ind c)) (fun i => / L i) <-> L c < / mean G (fun i => / L i)).
+
+Definition T4_above_event_coefficient : Prop := forall G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho ->
+  sum G (fun i => clip_coef eps_low eps_high rho (A i)) == rho * sum G (fun i => neg_part (A i)).
+
+Definition T4_above_negative : Prop := forall G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho ->
+  (exists j, (j < G)%nat /\ A j < 0) ->
+  sum G (fun i => clip_coef eps_low eps_high rho (A i)) < 0.
+
+Definition T4_below_event_coefficient : Prop := forall G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low -> 0 <= eps_high -> rho < 1 - eps_low ->
+  sum G (fun i => clip_coef eps_low eps_high rho (A i)) == rho * sum G (fun i => pos_part (A i)).
+
+Definition T4_below_positive : Prop := forall G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low -> 0 <= eps_high -> 0 < rho -> rho < 1 - eps_low ->
+  (exists j, (j < G)%nat /\ 0 < A j) ->
+  0 < sum G (fun i => clip_coef eps_low eps_high rho (A i)).
+
+Definition T4_inside_cancels : Prop := forall G (A : nat -> Q) (eps_low eps_high rho : Q),
+  1 - eps_low <= rho -> rho <= 1 + eps_high -> sum G A == 0 ->
+  sum G (fun i => clip_coef eps_low eps_high rho (A i)) == 0.
+
+Definition T5_min_replace : Prop := forall G (A w : nat -> Q),
+  sum G A == 0 -> K G A (fun _ => gmin G w) == 0.
+
+Definition T5_constant_normaliser : Prop := forall G (A : nat -> Q) (C : Q),
+  sum G A == 0 -> K G A (fun _ => / C) == 0.
+
+Definition T5_adv_orthogonal : Prop := forall G (A w : nat -> Q),
+  (exists j, (j < G)%nat /\ ~ A j == 0) -> K G A (orth G A w) == 0.
+
+Definition T5_sign_free_weight : Prop := forall G (A : nat -> Q) (h : Q -> Q) (rho : Q),
+  sum G A == 0 -> K G A (fun _ => h rho) == 0.
+
+Definition T5_truncated_ratio : Prop := forall G (A : nat -> Q) (rho eps : Q),
+  sum G A == 0 -> K G A (fun _ => Qmin rho (1 + eps)) == 0.
+
+Definition T5_min_replace_general : Prop := forall G (w : nat -> Q), (0 < G)%nat ->
+  (forall i j, (i < G)%nat -> (j < G)%nat -> min_replace G w i == min_replace G w j) /\
+  (forall i j, (i < G)%nat -> (j < G)%nat -> min_replace G w i <= w j) /\
+  (exists k, (k < G)%nat /\ forall i, min_replace G w i == w k) /\
+  (forall A, sum G A == 0 -> K G A (min_replace G w) == 0).
+
+Definition T5_adv_orthogonal_projection : Prop := forall G (A w : nat -> Q),
+  (exists j, (j < G)%nat /\ ~ A j == 0) ->
+  K G A (orth G A w) == 0 /\
+  exists t, forall i, w i - orth G A w i == t * A i.
+
+Definition T5_event_clip : Prop := forall G (A : nat -> Q) (clip : Q -> bool) (h : Q -> Q) (rho : Q),
+  sum G A == 0 -> sum G (fun i => if clip rho then 0 else A i * h rho) == 0.
+
+(** ** Non-vacuity witnesses over Q: the hypotheses of each theorem can all hold. *)
+
+Definition W_T1_sufficiency_exchangeable : Prop := exists G (A : nat -> Q),
+  (1 < G)%nat /\ sum G A == 0 /\ ~ A O == 0.
+
+Definition W_T1_sufficiency : Prop := exists G (A w : nat -> Q) (w0 : Q),
+  (1 < G)%nat /\ ~ A O == 0 /\ sum G A == 0 /\ (forall i, (i < G)%nat -> w i == w0).
+
+Definition W_T2_necessity_binary : Prop := exists G (w : nat -> Q) (sigma : (nat -> Q) -> Q),
+  (1 < G)%nat /\
+  (forall r, binary G r -> 0 < sigma r) /\
+  (forall r, binary G r -> K G (adv G (sigma r) r) w == 0).
+
+Definition W_T2_necessity_zero_sum : Prop := exists G (w : nat -> Q),
+  (1 < G)%nat /\ (forall A, sum G A == 0 -> K G A w == 0).
+
+Definition W_M1_two_responses : Prop := exists a : Q, ~ a == 0.
+
+Definition W_M4_nonzero_sum_breaks : Prop := exists G (A : nat -> Q) (w0 : Q),
+  (1 < G)%nat /\ ~ w0 == 0 /\ ~ sum G A == 0.
+
+Definition W_null_on_equal_rewards : Prop := exists G (r : nat -> Q) (r0 : Q),
+  (1 < G)%nat /\ (forall i, (i < G)%nat -> r i == r0).
+
+Definition W_T3_one_correct : Prop := exists G c : nat, (1 < G)%nat /\ (c < G)%nat.
+
+Definition W_T3_harmonic_mean : Prop := exists G (L : nat -> Q) (c : nat),
+  (1 < G)%nat /\ (c < G)%nat /\ (forall i, (i < G)%nat -> 0 < L i) /\ ~ L O == L 1%nat.
+
+Definition W_T4_above : Prop := exists G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\
+  (exists j, (j < G)%nat /\ A j < 0) /\ sum G A == 0.
+
+Definition W_T4_below : Prop := exists G (A : nat -> Q) (eps_low eps_high rho : Q),
+  0 <= eps_low /\ 0 <= eps_high /\ 0 < rho /\ rho < 1 - eps_low /\
+  (exists j, (j < G)%nat /\ 0 < A j) /\ sum G A == 0.
+
+Definition W_T4_inside_cancels : Prop := exists G (A : nat -> Q) (eps_low eps_high rho : Q),
+  1 - eps_low <= rho /\ rho <= 1 + eps_high /\ sum G A == 0 /\ ~ A O == 0.
+
+Definition W_T5_zero_sum : Prop := exists G (A : nat -> Q),
+  (1 < G)%nat /\ sum G A == 0 /\ ~ A O == 0.
+
+Definition W_T5_adv_orthogonal : Prop := exists G (A : nat -> Q),
+  (exists j, (j < G)%nat /\ ~ A j == 0).
+
+Definition W_T5_min_replace_general : Prop := exists G (w : nat -> Q),
+  (0 < G)%nat /\ ~ w O == w 1%nat /\ (1 < G)%nat.
+
+(** ** The dual clip of the package's [ppo], M6, and Adv-Orthogonal's weights *)
+
+(** For a negative advantage the surrogate is floored at [c * A]: above [rho > c] the
+    coefficient is zero too. *)
+Definition dual_clip_coef (c eps_low eps_high rho a : Q) : Q :=
+  if qltb a 0 && qltb c rho then 0 else clip_coef eps_low eps_high rho a.
+
+Example dual_clip_points :
+  (dual_clip_coef 3 (1 # 5) (1 # 5) 4 (-1) == 0) /\ (dual_clip_coef 3 (1 # 5) (1 # 5) 3 (-1) == -3) /\
+  (dual_clip_coef 3 (1 # 5) (1 # 5) 2 (-1) == -2) /\ (dual_clip_coef 3 (1 # 5) (1 # 5) 4 1 == 0).
+Proof. repeat split; reflexivity. Qed.
+
+Definition T4_dual_agrees_up_to_c : Prop := forall (c eps_low eps_high rho a : Q),
+  rho <= c -> dual_clip_coef c eps_low eps_high rho a == clip_coef eps_low eps_high rho a.
+
+Definition T4_dual_above_negative : Prop := forall G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho -> rho <= c ->
+  (exists j, (j < G)%nat /\ A j < 0) ->
+  sum G (fun i => dual_clip_coef c eps_low eps_high rho (A i)) < 0.
+
+Definition T4_dual_above_c : Prop := forall G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  1 + eps_high <= c -> c < rho ->
+  forall i, (i < G)%nat -> dual_clip_coef c eps_low eps_high rho (A i) == 0.
+
+Definition M6_additive_term : Prop := forall G (A : nat -> Q) (w0 phi : Q),
+  sum G A == 0 -> sum G (fun i => A i * w0 + phi) == QG G * phi.
+
+Definition M6_does_not_vanish : Prop := forall G (A : nat -> Q) (w0 phi : Q),
+  (0 < G)%nat -> ~ phi == 0 -> sum G A == 0 -> ~ sum G (fun i => A i * w0 + phi) == 0.
+
+Definition T5_adv_orthogonal_unequal : Prop :=
+  (exists j, (j < 3)%nat /\ ~ cor33_A j == 0) /\
+  K 3 cor33_A (orth 3 cor33_A cor33_w) == 0 /\
+  ~ orth 3 cor33_A cor33_w 0%nat == orth 3 cor33_A cor33_w 1%nat.
+
+Definition W_T4_dual_above : Prop := exists G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\ rho <= c /\
+  (exists j, (j < G)%nat /\ A j < 0) /\ sum G A == 0.
+
+Definition W_T4_dual_above_c : Prop := exists G (A : nat -> Q) (c eps_low eps_high rho : Q),
+  1 + eps_high <= c /\ c < rho /\ 0 <= eps_low /\ sum G A == 0 /\ ~ A O == 0.
+
+Definition W_T4_dual_agrees_up_to_c : Prop := exists c rho : Q, rho <= c /\ 1 < rho.
+
+Definition W_M6_does_not_vanish : Prop := exists G (A : nat -> Q) (phi : Q),
+  (0 < G)%nat /\ ~ phi == 0 /\ sum G A == 0 /\ ~ A O == 0.
+
+(** ** Iff theorems over Q: an input where each side is false *)
+
+Definition L12 (i : nat) : Q := match i with O => 1 | _ => 2 end.
+
+Definition F_T2_characterisation : Prop :=
+  ~ (forall A, sum 2 A == 0 -> K 2 A (pair 1 2) == 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> pair 1 2 i == pair 1 2 j).
+
+Definition F_T3_sign : Prop :=
+  ~ (0 < K 2 (adv 2 1 (ind 1)) (fun i => / L12 i)) /\
+  ~ (mean 2 (fun i => / L12 i) < / L12 1%nat).
+
+Definition F_T3_harmonic_mean : Prop :=
+  ~ (0 < K 2 (adv 2 1 (ind 1)) (fun i => / L12 i)) /\
+  ~ (L12 1%nat < / mean 2 (fun i => / L12 i)).
+
+Definition F_M1_two_responses : Prop :=
+  ~ (K 2 (pair 1 (- 1)) (pair 1 2) == 0) /\ ~ (1 == 2).
+
+(** ** Definitions over R (Coq's standard Reals) *)
+Open Scope R_scope.
+
+Fixpoint Rsum (n : nat) (f : nat -> R) : R :=
+  match n with O => 0 | S k => Rsum k f + f k end.
+Definition Rmean (n : nat) (f : nat -> R) : R := Rsum n f / INR n.
+Definition Rind (j i : nat) : R := if Nat.eqb i j then 1 else 0.
+Definition RK (G : nat) (A w : nat -> R) : R := Rsum G (fun i => A i * w i).
+Definition Radv (G : nat) (s : R) (r : nat -> R) (i : nat) : R := (r i - Rmean G r) / s.
+Definition Rstd (G : nat) (r : nat -> R) : R :=
+  sqrt (Rmean G (fun i => (r i - Rmean G r) * (r i - Rmean G r))).
+Definition R_clip_coef (eps_low eps_high rho a : R) : R :=
+  if Rlt_dec 0 a then (if Rlt_dec (1 + eps_high) rho then 0 else a * rho)
+  else if Rlt_dec a 0 then (if Rlt_dec rho (1 - eps_low) then 0 else a * rho)
+  else a * rho.
+Definition R_neg_part (a : R) : R := if Rlt_dec a 0 then a else 0.
+Definition R_pos_part (a : R) : R := if Rlt_dec 0 a then a else 0.
+Definition gspo_weight (L : nat) (logrho : nat -> R) : R := exp (Rsum L logrho / INR L).
+
+(** *** Unit tests of the R definitions *)
+Example Rstd_onehot_2 : Rstd 2 (Rind 0) = / 2.
+Proof.
+  unfold Rstd, Rmean, Rind. simpl.
+  replace ((0 + (1 - (0 + 1 + 0) / (1 + 1)) * (1 - (0 + 1 + 0) / (1 + 1)) +
+            (0 - (0 + 1 + 0) / (1 + 1)) * (0 - (0 + 1 + 0) / (1 + 1))) / (1 + 1))
+    with (/ 2 * / 2) by field.
+  apply sqrt_square. lra.
+Qed.
+Example gspo_weight_points : gspo_weight 2 (fun _ => 0) = 1 /\ gspo_weight 1 (fun _ => ln 2) = 2.
+Proof.
+  unfold gspo_weight. simpl. split.
+  - replace ((0 + 0 + 0) / (1 + 1)) with 0 by field. apply exp_0.
+  - replace ((0 + ln 2) / 1) with (ln 2) by field. apply exp_ln. lra.
+Qed.
+Example R_clip_points : R_clip_coef (1 / 5) (3 / 10) 2 1 = 0 /\ R_clip_coef (1 / 5) (3 / 10) 2 (-1) = -2.
+Proof.
+  unfold R_clip_coef. split.
+  - destruct (Rlt_dec 0 1); [|lra]. destruct (Rlt_dec (1 + 3 / 10) 2); [reflexivity|lra].
+  - destruct (Rlt_dec 0 (-1)); [lra|]. destruct (Rlt_dec (-1) 0); [|lra].
+    destruct (Rlt_dec 2 (1 - 1 / 5)); [lra|ring].
+Qed.
+
+(** ** Statements over R *)
+
+Definition R_T1_sufficiency : Prop := forall G (A w : nat -> R) (w0 : R),
+  Rsum G A = 0 -> (forall i, (i < G)%nat -> w i = w0) -> RK G A w = 0.
+
+Definition R_T2_necessity_onehot : Prop := forall (G : nat) (w : nat -> R) (sigma : (nat -> R) -> R),
+  (forall j, (j < G)%nat -> 0 < sigma (Rind j)) ->
+  (forall j, (j < G)%nat -> RK G (Radv G (sigma (Rind j)) (Rind j)) w = 0) ->
+  forall i j, (i < G)%nat -> (j < G)%nat -> w i = w j.
+
+Definition R_T2_necessity_std : Prop := forall (G : nat) (w : nat -> R), (2 <= G)%nat ->
+  (forall j, (j < G)%nat -> RK G (Radv G (Rstd G (Rind j)) (Rind j)) w = 0) ->
+  forall i j, (i < G)%nat -> (j < G)%nat -> w i = w j.
+
+Definition R_null_on_equal_rewards : Prop := forall G s (r w : nat -> R) (r0 : R), 0 < s ->
+  (forall i, (i < G)%nat -> r i = r0) -> forall i, (i < G)%nat -> Radv G s r i * w i = 0.
+
+Definition R_T3_one_correct : Prop := forall G (L : nat -> R) (c : nat), (c < G)%nat ->
+  RK G (Radv G 1 (Rind c)) (fun i => / L i) = / L c - Rmean G (fun i => / L i).
+
+Definition R_T3_harmonic_mean : Prop := forall G (L : nat -> R) (c : nat), (c < G)%nat ->
+  (forall i, (i < G)%nat -> 0 < L i) ->
+  (0 < RK G (Radv G 1 (Rind c)) (fun i => / L i) <-> L c < / Rmean G (fun i => / L i)).
+
+Definition R_T4_above_event_coefficient : Prop := forall G (A : nat -> R) (eps_low eps_high rho : R),
+  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho ->
+  Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i))
+  = rho * Rsum G (fun i => R_neg_part (A i)).
+
+Definition R_T4_above_negative : Prop := forall G (A : nat -> R) (eps_low eps_high rho : R),
+  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho ->
+  (exists j, (j < G)%nat /\ A j < 0) ->
+  Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i)) < 0.
+
+Definition R_T4_below_event_coefficient : Prop := forall G (A : nat -> R) (eps_low eps_high rho : R),
+  0 <= eps_low -> 0 <= eps_high -> rho < 1 - eps_low ->
+  Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i))
+  = rho * Rsum G (fun i => R_pos_part (A i)).
+
+Definition R_T4_below_positive : Prop := forall G (A : nat -> R) (eps_low eps_high rho : R),
+  0 <= eps_low -> 0 <= eps_high -> 0 < rho -> rho < 1 - eps_low ->
+  (exists j, (j < G)%nat /\ 0 < A j) ->
+  0 < Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i)).
+
+Definition R_T4_inside_cancels : Prop := forall G (A : nat -> R) (eps_low eps_high rho : R),
+  1 - eps_low <= rho -> rho <= 1 + eps_high -> Rsum G A = 0 ->
+  Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i)) = 0.
+
+Definition R_M1_gspo : Prop := forall (G : nat) (L : nat -> nat) (logrho : nat -> nat -> R),
+  (2 <= G)%nat ->
+  ((forall j, (j < G)%nat ->
+      RK G (Radv G (Rstd G (Rind j)) (Rind j))
+           (fun i => gspo_weight (L i) (logrho i) / INR (L i)) = 0)
+   <-> (forall i j, (i < G)%nat -> (j < G)%nat ->
+          gspo_weight (L i) (logrho i) / INR (L i) = gspo_weight (L j) (logrho j) / INR (L j))).
+
+Definition R_M1_gspo_equal_lengths : Prop := forall (G : nat) (L : nat) (logrho : nat -> nat -> R),
+  (2 <= G)%nat -> (0 < L)%nat ->
+  ((forall j, (j < G)%nat ->
+      RK G (Radv G (Rstd G (Rind j)) (Rind j))
+           (fun i => gspo_weight L (logrho i) / INR L) = 0)
+   <-> (forall i j, (i < G)%nat -> (j < G)%nat ->
+          gspo_weight L (logrho i) = gspo_weight L (logrho j))).
+
+Definition R_Cor33_hyperplane : Prop := forall G (A : nat -> R),
+  (exists j, (j < G)%nat /\ A j <> 0) ->
+  (forall w1 w2 a b, RK G A w1 = 0 -> RK G A w2 = 0 ->
+     RK G A (fun i => a * w1 i + b * w2 i) = 0) /\
+  RK G A A <> 0 /\
+  (forall w, exists t, RK G A (fun i => w i - t * A i) = 0).
+
+(** ** Non-vacuity witnesses over R *)
+
+Definition W_R_T1_sufficiency : Prop := exists G (A w : nat -> R) (w0 : R),
+  (1 < G)%nat /\ A O <> 0 /\ Rsum G A = 0 /\ (forall i, (i < G)%nat -> w i = w0).
+
+Definition W_R_T2_necessity_onehot : Prop := exists G (w : nat -> R) (sigma : (nat -> R) -> R),
+  (1 < G)%nat /\ (forall j, (j < G)%nat -> 0 < sigma (Rind j)) /\
+  (forall j, (j < G)%nat -> RK G (Radv G (sigma (Rind j)) (Rind j)) w = 0).
+
+Definition W_R_T2_necessity_std : Prop := exists G (w : nat -> R), (2 <= G)%nat /\
+  (forall j, (j < G)%nat -> RK G (Radv G (Rstd G (Rind j)) (Rind j)) w = 0).
+
+Definition W_R_null_on_equal_rewards : Prop := exists G (s : R) (r : nat -> R) (r0 : R),
+  (1 < G)%nat /\ 0 < s /\ (forall i, (i < G)%nat -> r i = r0).
+
+Definition W_R_T3_one_correct : Prop := exists G c : nat, (1 < G)%nat /\ (c < G)%nat.
+
+Definition W_R_T3_harmonic_mean : Prop := exists G (L : nat -> R) (c : nat),
+  (1 < G)%nat /\ (c < G)%nat /\ (forall i, (i < G)%nat -> 0 < L i) /\ L O <> L 1%nat.
+
+Definition W_R_T4_above : Prop := exists G (A : nat -> R) (eps_low eps_high rho : R),
+  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\
+  (exists j, (j < G)%nat /\ A j < 0) /\ Rsum G A = 0.
+
+Definition W_R_T4_below : Prop := exists G (A : nat -> R) (eps_low eps_high rho : R),
+  0 <= eps_low /\ 0 <= eps_high /\ 0 < rho /\ rho < 1 - eps_low /\
+  (exists j, (j < G)%nat /\ 0 < A j) /\ Rsum G A = 0.
+
+Definition W_R_T4_inside_cancels : Prop := exists G (A : nat -> R) (eps_low eps_high rho : R),
+  1 - eps_low <= rho /\ rho <= 1 + eps_high /\ Rsum G A = 0 /\ A O <> 0.
+
+Definition W_R_M1_gspo : Prop := exists G : nat, (2 <= G)%nat.
+
+Definition W_R_M1_gspo_equal_lengths : Prop := exists G L : nat, (2 <= G)%nat /\ (0 < L)%nat.
+
+Definition W_R_Cor33_hyperplane : Prop := exists G (A : nat -> R), exists j, (j < G)%nat /\ A j <> 0.
+
+(** ** T2 over real reward vectors *)
+
+Definition R_T2_necessity_reals : Prop := forall (G : nat) (w : nat -> R) (sigma : (nat -> R) -> R),
+  (2 <= G)%nat ->
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) -> 0 < sigma r) ->
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) ->
+     RK G (Radv G (sigma r) r) w = 0) ->
+  forall i j, (i < G)%nat -> (j < G)%nat -> w i = w j.
+
+Definition W_R_T2_necessity_reals : Prop := exists G (w : nat -> R) (sigma : (nat -> R) -> R),
+  (2 <= G)%nat /\
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) -> 0 < sigma r) /\
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) ->
+     RK G (Radv G (sigma r) r) w = 0).

@@ -1,0 +1,101 @@
+"""The issue-31 verdict rule: each branch, its order, acceptance and orientation.
+
+Each case builds differences whose interval is known, so a wrong sign or margin in the
+rule (e.g. SESOI taken from the interval, or negligible tested before opposite) fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from exchange.errors import InvalidArgument
+from exchange.lab.verdict import (
+    Pilot,
+    Size,
+    Verdict,
+    decide_p4,
+    decide_signed,
+    design_mde,
+    interval,
+    orient,
+)
+
+
+def diffs_with(mean: float, half_width: float, n: int = 12) -> np.ndarray:
+    """``n`` differences whose 95% t-interval is ``mean +- half_width``."""
+    base = np.tile([-1.0, 1.0], n // 2)
+    hi = interval(base)[2]
+    return mean + base * (half_width / hi)
+
+
+PILOT = Pilot(delta_hat=1.0, sd=0.2, seeds=(100, 101, 102, 103))
+
+
+@pytest.mark.parametrize("mean,half,verdict,size", [
+    (-0.5, 0.2, Verdict.OPPOSITE, None),            # wholly below 0
+    (-0.3, 0.1, Verdict.OPPOSITE, None),            # below 0 and inside +-SESOI: opposite comes first
+    (0.0, 0.3, Verdict.NEGLIGIBLE, None),           # inside +-0.5, contains 0
+    (0.3, 0.1, Verdict.NEGLIGIBLE_BUT_REAL, None),  # inside +-0.5, excludes 0
+    (0.45, 0.1, Verdict.EFFECT, Size.SMALLER),      # above 0, crosses SESOI, below delta_hat
+    (1.0, 0.3, Verdict.EFFECT, Size.COMPATIBLE),    # contains delta_hat
+    (2.0, 0.3, Verdict.EFFECT, Size.LARGER),
+    (0.2, 0.6, Verdict.INCONCLUSIVE, None),         # contains 0 and leaves +-SESOI
+])
+def test_rule(mean, half, verdict, size):
+    d = decide_signed("P2", diffs_with(mean, half), PILOT)
+    assert d.accepted
+    assert d.sesoi == pytest.approx(0.5)
+    assert "delta_hat / 2" in d.sesoi_derivation
+    assert (d.low, d.high) == pytest.approx((mean - half, mean + half))
+    assert d.verdict is verdict and d.size is size
+
+
+def test_wrong_orientation_reads_opposite_not_effect():
+    """The same data oriented by the wrong sign flips the verdict: the sign matters."""
+    d = diffs_with(1.0, 0.3)
+    assert decide_signed("P2", d, PILOT).verdict is Verdict.EFFECT
+    assert decide_signed("P2", -d, PILOT).verdict is Verdict.OPPOSITE
+
+
+def test_design_not_accepted_below_three_mde():
+    """A predicted effect under 3 x MDE gives no verdict, whatever the data say: the old
+    margins 'refuted' a correct theory this way."""
+    d = diffs_with(0.0, 0.01)  # tight around 0: would be "negligible"
+    mde = design_mde(float(np.std(d, ddof=1)), d.size)
+    small = Pilot(delta_hat=2.5 * mde, sd=float(np.std(d, ddof=1)), seeds=(99,))
+    out = decide_signed("P2", d, small)
+    assert not out.accepted and out.verdict is Verdict.UNINFORMATIVE
+    big = Pilot(delta_hat=3.5 * mde, sd=float(np.std(d, ddof=1)), seeds=(99,))
+    assert decide_signed("P2", d, big).verdict is Verdict.NEGLIGIBLE
+
+
+def test_pilot_acceptance_uses_its_own_sd():
+    p = Pilot(delta_hat=0.1, sd=0.1, seeds=(1, 2))
+    assert p.mde(12) == pytest.approx(design_mde(0.1, 12))
+    assert p.accepted(12) == (0.1 >= 3 * design_mde(0.1, 12))
+    assert not Pilot(delta_hat=0.0, sd=0.0, seeds=(1,)).accepted(12)
+
+
+def test_orientation_ignores_roundoff():
+    """K at round-off (+-1e-17 of a unit mass) orients nothing; np.sign would say +/-1."""
+    noise = [1e-17, -2e-17, 3e-17, 1e-17]
+    o = orient(noise, [1.0] * 4)
+    assert o.sign == 0 and o.counted == 0
+    o = orient([1e-17, -0.02, -0.03, 0.01], [1.0] * 4)
+    assert o.sign == -1 and o.counted == 3 and o.agreeing == 2
+    # M3's design asks one sign in >= 90% of minibatches
+    assert orient([1e-17, -0.02, -0.03, 0.01], [1.0] * 4, min_agreement=0.9).sign == 0
+    assert orient([-0.02] * 9 + [0.001], [1.0] * 10, min_agreement=0.9).sign == -1
+    with pytest.raises(InvalidArgument):
+        orient([1.0, 2.0], [1.0])
+
+
+def test_p4_negligible_only_with_a_stated_source():
+    d = diffs_with(0.0, 0.005)
+    assert decide_p4(d).verdict is Verdict.INCONCLUSIVE
+    assert decide_p4(d, sesoi=0.02, sesoi_source="eval standard error 0.02").verdict is Verdict.NEGLIGIBLE
+    with pytest.raises(InvalidArgument, match="sesoi_source"):
+        decide_p4(d, sesoi=0.02)
+    assert decide_p4(np.zeros(12)).verdict is Verdict.UNINFORMATIVE
+    assert decide_p4(diffs_with(-0.1, 0.05)).verdict is Verdict.OPPOSITE

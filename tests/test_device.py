@@ -1,0 +1,170 @@
+"""Device-correctness: every tensor the package creates follows its inputs' device.
+
+On a GPU a tensor made without ``device=`` lands on the CPU and the first operation that
+mixes it with the CUDA batch raises (``index_add(): ... expected to be in the same
+device``). A CPU run cannot see that, so the ``guard`` arm runs the same code on CPU
+inputs under ``with torch.device("meta"):``: every factory call without an explicit
+device then lands on ``meta`` and mixing it with the CPU inputs raises just as CUDA would
+(stricter: a 0-dim tensor on the wrong device also raises, which CUDA forgives). The
+``cuda`` arm (marker ``cuda``) runs the same tests on a real GPU and skips elsewhere.
+
+Covered: every catalog objective, every restoring transformation on every objective it
+applies to (with the regulariser and ``mask_truncated``), precomputed advantages, the
+events and shared residual the TRL callback logs, TRL's micro-batch rollout and group
+shuffle, and every verl ``exchange_*`` policy loss (full, partial and 1-row micro-batches).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import pytest
+import torch
+
+from exchange.checker.cases import Case, GroupConfig, build
+from exchange.core.rollout import Rollout
+from exchange.objectives import TRANSFORMS, VARIANTS, get, names, supports
+
+CASE = Case(
+    groups=(
+        GroupConfig(((1, 2, 3), (1, 2, 0, 1, 3), (1, 4), (1, 2, 3)), (1.0, 0.0, 0.5, 0.25)),
+        GroupConfig(((1, 1), (1, 0, 2, 1), (1, 1, 2)), (0.0, 1.0, 1.0)),
+    ),
+    off_policy=True,
+    seed=3,
+)
+
+
+@pytest.fixture(params=["guard", pytest.param("cuda", marks=pytest.mark.cuda)])
+def device(request):
+    """``(target device, context)``: where the inputs live and what catches strays."""
+    if request.param == "cuda":  # skipped without CUDA by the marker (tests/conftest.py)
+        return torch.device("cuda"), contextlib.nullcontext
+    return torch.device("cpu"), lambda: torch.device("meta")
+
+
+def _on(rollout: Rollout, dev: torch.device) -> Rollout:
+    """``rollout`` with every tensor on ``dev`` (validated again there)."""
+    fields = {f.name: getattr(rollout, f.name) for f in dataclasses.fields(rollout) if f.init}
+    return Rollout(**{k: None if v is None else v.to(dev) for k, v in fields.items()})
+
+
+def _rollout(dev, context, **extra) -> Rollout:
+    r = build(CASE).to(torch.float64)
+    truncated = r.lengths >= int(r.lengths.max())
+    ref = r.old_logprobs - 0.1 * r.mask.to(torch.float64)
+    r = r.replace(ref_logprobs=ref, truncated=truncated, **extra)
+    with context():  # validation itself creates tensors (right-padding check, groups)
+        return _on(r, dev)
+
+
+def _specs() -> list[str]:
+    out = list(names()) + list(VARIANTS)
+    for base in names():
+        for t in TRANSFORMS:
+            if supports(get(base), t) and f"{base}+{t}" not in out:
+                out.append(f"{base}+{t}")
+    return out
+
+
+def _loss_and_grad(fn, logprobs):
+    lp = logprobs.detach().clone().requires_grad_(True)
+    loss = fn(lp)
+    (grad,) = torch.autograd.grad(loss, lp, allow_unused=True)
+    return loss, grad
+
+
+@pytest.mark.parametrize("spec", _specs())
+def test_objective_and_transforms_follow_the_device(spec, device):
+    dev, context = device
+    obj = get(spec)
+    params = {"beta": 0.04} if "beta" in obj.defaults else {}
+    if "mask_truncated" in obj.defaults:
+        params["mask_truncated"] = True
+    r = _rollout(dev, context)
+    fn = obj.bind(**params)
+    reg = obj.bind_regularizer(**params)
+    with context():
+        loss, grad = _loss_and_grad(lambda lp: fn(lp, r) + (0 if reg is None else reg(lp, r)), r.logprobs)
+    assert loss.device == dev and (grad is None or grad.device == dev)
+    assert torch.isfinite(loss.detach()).all()
+
+
+@pytest.mark.parametrize("spec", [s for s in _specs() if get(s).factors is not None or s in ("clip_cov", "kl_cov")])
+def test_precomputed_advantages_follow_the_device(spec, device):
+    dev, context = device
+    r0 = build(CASE).to(torch.float64)
+    r = _rollout(dev, context, advantages=torch.linspace(-1.0, 1.0, r0.n, dtype=torch.float64))
+    fn = get(spec).bind()
+    with context():
+        loss, _ = _loss_and_grad(lambda lp: fn(lp, r), r.logprobs)
+    assert loss.device == dev
+
+
+def test_group_helpers_events_and_shared_residual_follow_the_device(device):
+    from exchange.core.coefficients import token_coefficients
+    from exchange.core.events import events, shared_residual_parts
+    from exchange.objectives import resolve
+
+    dev, context = device
+    r = _rollout(dev, context)
+    x = r.rewards
+    with context():
+        for out in (r.group_sum(x), r.group_mean(x), r.group_std(x), r.group_max(x), r.group_min(x)):
+            assert out.device == dev
+        assert r.select([0, 1]).tokens.device == dev
+        ev = events(r)
+        assert ev.ids.device == dev
+        kappa = token_coefficients(resolve("grpo"), r.logprobs, r)
+        assert kappa.device == dev
+        parts = shared_residual_parts(kappa, r)
+        assert parts.events > 0
+
+
+def test_trl_callback_analysis_follows_the_device(device):
+    pytest.importorskip("trl")
+    from exchange.libraries.trl.callback import (
+        batch_sums,
+        metrics_from_sums,
+        rollout_of,
+    )
+    from exchange.libraries.trl.trainer import _group_shuffle
+
+    dev, context = device
+    r = _rollout(dev, context)
+    inputs = {
+        "completion_ids": r.tokens, "completion_mask": r.mask.long(), "exchange_rewards": r.rewards,
+        "exchange_group": r.group, "old_per_token_logps": r.old_logprobs, "exchange_row": torch.arange(r.n, device=dev),
+        "ref_per_token_logps": None, "prompt_ids": None, "prompt_mask": None,
+    }
+    with context():
+        micro = rollout_of(inputs, torch.float64)
+        assert micro.tokens.device == dev
+        kappa = torch.where(r.mask, r.logprobs, torch.zeros((), dtype=torch.float64, device=dev))
+        metrics = metrics_from_sums(batch_sums(kappa, micro))
+        assert metrics
+        # groups are consecutive rows in TRL's layout: 2 groups of 2 rows
+        shuffled = _group_shuffle({"x": torch.arange(4, device=dev), "y": None}, 2)
+        assert shuffled["x"].device == dev
+
+
+@pytest.mark.parametrize("rows", ["full", "partial", "one"])
+def test_verl_policy_losses_follow_the_device(rows, device):
+    pytest.importorskip("verl")
+    from exchange.libraries.verl.loss import advantages
+    from exchange.libraries.verl.register import policy_loss
+    from exchange.objectives import resolve
+
+    dev, context = device
+    r = build(CASE).to(torch.float64)
+    adv = advantages(r, "grpo", None)
+    pick = {"full": list(range(r.n)), "partial": [0, 2, 5], "one": [4]}[rows]
+    old, lp, adv, mask = (x[pick].to(dev) for x in (r.old_logprobs, r.logprobs, adv, r.mask))
+    for name in names():
+        if name in ("entropy_8020", "hapo"):  # read token entropies, which verl does not pass
+            continue
+        fn = policy_loss(resolve(name), f"exchange_{name}", objective=name)
+        with context():
+            loss, _ = _loss_and_grad(lambda x, fn=fn: fn(old, x, adv, mask, "token-mean", None)[0], lp)
+        assert loss.device == dev and torch.isfinite(loss.detach())

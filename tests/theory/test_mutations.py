@@ -1,0 +1,343 @@
+"""The mutation suite of issue 33: every kind of change of meaning fails `exchange proofs`.
+
+Each mutation is applied to a copy of the package and of proofs/ (never to the reviewed
+record, except where the mutation is an unrecorded edit of it) and `python -m exchange
+proofs` runs on the copy in a subprocess, the copy first on PYTHONPATH: the command alone
+must exit 1 and name what changed. The benign controls (a theorem re-proved, a local
+lemma renamed, a file reformatted, a definition alpha-renamed) must pass without a
+re-pin. One build and one checked baseline are shared: every copy takes the baseline's
+.vo files (make rebuilds only what the mutation touched) and links its result cache
+(per-module Print Assumptions answers and the code link's pass are reused where the
+mutation cannot affect them). Slow tier; the time is in docs/proofs.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exchange.theory.coq import default_proofs_dir
+
+from .conftest import require_coqc
+
+pytestmark = [pytest.mark.coq, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+_IGNORE = shutil.ignore_patterns("__pycache__", ".cache")
+
+
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
+    env.pop("EXCHANGE_PROOFS_DIR", None)
+    return subprocess.run([sys.executable, "-m", "exchange", "proofs", "--proofs-dir",
+                           str(root / "proofs"), *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory) -> Path:
+    """A copy of exchange/ and proofs/, built and checked once (its cache warmed)."""
+    require_coqc()
+    root = tmp_path_factory.mktemp("mutation-baseline")
+    shutil.copytree(REPO / "exchange", root / "exchange", ignore=_IGNORE)
+    shutil.copytree(default_proofs_dir(), root / "proofs", ignore=_IGNORE)
+    proc = _run(root)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return root
+
+
+@pytest.fixture
+def copy(baseline, tmp_path) -> Path:
+    root = tmp_path / "tree"
+    shutil.copytree(baseline / "exchange", root / "exchange")
+    shutil.copytree(baseline / "proofs", root / "proofs", ignore=_IGNORE)
+    (root / "proofs" / ".cache").symlink_to(baseline / "proofs" / ".cache",
+                                            target_is_directory=True)
+    return root
+
+
+def sub(root: Path, rel: str, old: str, new: str) -> None:
+    path = root / rel
+    text = path.read_text()
+    assert old in text, (rel, old)
+    path.write_text(text.replace(old, new, 1))
+
+
+def resub(root: Path, rel: str, pattern: str, new: str) -> None:
+    path = root / rel
+    text, n = re.subn(pattern, lambda _: new, path.read_text(), count=1, flags=re.DOTALL)
+    assert n == 1, (rel, pattern)
+    path.write_text(text)
+
+
+def theorem(name: str) -> str:
+    """A regex for ``Theorem name ... Qed.``."""
+    return rf"Theorem {name}\b.*?\nQed\."
+
+
+C = "proofs/theories/Cancellation.v"
+R = "proofs/theories/Real.v"
+LN = "proofs/theories/LengthNorm.v"
+RS = "proofs/theories/Restoration.v"
+SPEC = "proofs/spec/Spec.v"
+
+
+def m_std_constant(root):
+    sub(root, R, "  sqrt (Rmean G (fun i => (r i - Rmean G r) * (r i - Rmean G r))).", "  1.")
+    resub(root, R, r"(Lemma R_std_onehot_pos .*?\nProof\.).*?\nQed\.",
+          "Lemma R_std_onehot_pos : forall G j, (2 <= G)%nat -> (j < G)%nat -> "
+          "0 < Rstd G (Rind j).\nProof. intros. unfold Rstd. lra.\nQed.")
+
+
+def m_gspo_constant(root):
+    sub(root, R, "Definition gspo_weight (L : nat) (logrho : nat -> R) : R := exp (Rsum L logrho / INR L).",
+        "Definition gspo_weight (L : nat) (logrho : nat -> R) : R := 1.")
+
+
+def m_binary_widened(root):
+    sub(root, C, "forall i, (i < G)%nat -> r i == 0 \\/ r i == 1.",
+        "forall i, (i < G)%nat -> r i == 0 \\/ r i == 1 \\/ r i == 2.")
+    sub(root, C, "{ intros i _. unfold ind. destruct (Nat.eqb i j); [right|left]; reflexivity. }",
+        "{ intros i _. unfold ind. destruct (Nat.eqb i j); [right; left|left]; reflexivity. }")
+
+
+def m_printing_notation(root):
+    # A vacuous conclusion that prints exactly like the real one.
+    resub(root, RS, theorem("T5_constant_normaliser"), """Definition K_zero (G : nat) (A w : nat -> Q) : Prop := True.
+Notation "'K' G A w == 0" := (K_zero G A w)
+  (at level 70, G at level 0, A at level 0, w at level 0, only printing).
+Theorem T5_constant_normaliser : forall G (A : nat -> Q) (C : Q),
+  sum G A == 0 -> K_zero G A (fun _ => / C).
+Proof. intros. exact I. Qed.""")
+
+
+TRUE_T2 = "Theorem T2_necessity_binary : True.\nProof. exact I. Qed."
+
+
+def m_statement_true(root):
+    resub(root, C, theorem("T2_necessity_binary"), TRUE_T2)
+
+
+def m_statement_true_repinned(root):
+    m_statement_true(root)
+    resub(root, SPEC, r"Definition T2_necessity_binary : Prop :=.*?w i == w j\.",
+          "Definition T2_necessity_binary : Prop := True.")
+
+
+def m_extra_hypothesis(root):
+    sub(root, RS, "Theorem T5_event_clip : forall G (A : nat -> Q) (clip : Q -> bool) (h : Q -> Q) (rho : Q),\n",
+        "Theorem T5_event_clip : forall G (A : nat -> Q) (clip : Q -> bool) (h : Q -> Q) (rho : Q),\n"
+        "  G = 2%nat ->\n")
+    sub(root, RS, "  intros G A clip h rho HZ.", "  intros G A clip h rho _ HZ.")
+
+
+def m_contradictory(root):
+    resub(root, "proofs/theories/LengthNorm.v", theorem("T3_harmonic_mean"),
+          """Theorem T3_harmonic_mean : forall G (L : nat -> Q) (c : nat), (c < G)%nat ->
+  (forall i, (i < G)%nat -> 0 < L i /\\ L i < 0) ->
+  (0 < K G (adv G 1 (ind c)) (fun i => / L i) <-> L c < / mean G (fun i => / L i)).
+Proof. intros G L c Hc HL. exfalso. destruct (HL c Hc). lra. Qed.""")
+
+
+def m_witness_weakened(root):
+    resub(root, "proofs/theories/Witnesses.v", r"Lemma W_T4_above :.*?\nQed\.",
+          "Lemma W_T4_above : exists G : nat, (1 < G)%nat.\nProof. exists 2%nat. lia. Qed.")
+
+
+def _drop_from_registry(root, name, new_name=None):
+    reg = root / "exchange/theory/registry.py"
+    text, n = re.subn(rf'_coq\("Restoration", "{name}",', f'_coq("Restoration", "{new_name}",'
+                      if new_name else "DROP(", reg.read_text(), count=1)
+    assert n == 1
+    if not new_name:
+        text = re.sub(r"        DROP\(.*?\),\n", "", text, count=1, flags=re.DOTALL)
+    reg.write_text(text)
+    voc = root / "exchange/core/vocabulary.py"
+    voc.write_text(voc.read_text().replace(f'"{name}",', f'"{new_name}",' if new_name else "", 1))
+
+
+def m_theorem_deleted(root):
+    resub(root, "proofs/theories/Restoration.v", theorem("T5_truncated_ratio"), "")
+    _drop_from_registry(root, "T5_truncated_ratio")
+
+
+def m_theorem_renamed(root):
+    sub(root, "proofs/theories/Restoration.v", "Theorem T5_truncated_ratio ",
+        "Theorem T5_truncated_ratio_cispo ")
+    _drop_from_registry(root, "T5_truncated_ratio", "T5_truncated_ratio_cispo")
+
+
+def m_classical_in_q(root):
+    sub(root, C, "From Exchange Require Import Sums.",
+        "From Exchange Require Import Sums.\nFrom Coq Require Import Classical.")
+    sub(root, C, "  intros G A w w0 HZ Hw. unfold K.\n",
+        "  destruct (classic True) as [_|_]; intros G A w w0 HZ Hw; unfold K.\n")
+    sub(root, C, "  rewrite sum_scale_r, HZ. ring.\nQed.\n\n(** ** T2 necessity *)",
+        "  rewrite sum_scale_r, HZ; ring.\n  all: rewrite (sum_ext G _ (fun i => A i * w0)) by "
+        "(intros i Hi; rewrite (Hw i Hi); ring); rewrite sum_scale_r, HZ; ring.\nQed.\n\n"
+        "(** ** T2 necessity *)")
+
+
+def _append(root, rel, text):
+    path = root / rel
+    path.write_text(path.read_text() + text)
+
+
+# The cheats go in LengthNorm.v: a QArith module the code link does not use, so that only
+# what depends on it is checked again (the time of the suite, not what it shows).
+def m_string_hidden_axiom(root):
+    _append(root, LN, '\nFrom Coq Require Import String.\n'
+            'Definition exchange_opening : string := "(*"%string.\nAxiom hidden : False.\n')
+
+
+def m_admitted_unused(root):
+    _append(root, LN, "\nLemma unused_admitted : (1 + 1 = 3)%nat.\nProof. Admitted.\n")
+
+
+def m_guard_unset(root):
+    _append(root, LN, "\nUnset Guard Checking.\nFixpoint loop (n : nat) : nat := loop n.\n"
+            "Set Guard Checking.\n")
+
+
+def m_type_in_type(root):
+    sub(root, "proofs/_CoqProject", "-Q spec ExchangeSpec\n", "-Q spec ExchangeSpec\n-arg -type-in-type\n")
+
+
+def m_impredicative_set(root):
+    sub(root, "proofs/_CoqProject", "-Q spec ExchangeSpec\n",
+        "-Q spec ExchangeSpec\n-arg -impredicative-set\n")
+
+
+def m_spec_definition_edited(root):
+    sub(root, SPEC, "  sqrt (Rmean G (fun i => (r i - Rmean G r) * (r i - Rmean G r))).", "  1.")
+
+
+O = "exchange/objectives/"
+
+
+def m_min_replace_max(root):
+    sub(root, O + "restoring.py", "return rollout.group_min(", "return rollout.group_max(")
+
+
+def m_adv_orthogonal_scaled(root):
+    sub(root, O + "restoring.py", "return (w - coef * a).detach()", "return (w - 1.1 * coef * a).detach()")
+
+
+def m_dual_clip_removed(root):
+    sub(root, O + "_common.py", "    return torch.where((adv < 0) & (ratio > clip_c), floor, clipped)",
+        "    return clipped")
+
+
+def m_clip_widened(root):
+    sub(root, O + "_common.py", "clipped = ((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low))",
+        "clipped = ((adv > 0) & (ratio > 1.01 + eps_high)) | ((adv < 0) & (ratio < 0.99 - eps_low))")
+
+
+# (mutation, what the output must name); every message line starts with FAILED.
+MUTATIONS = {
+    "std_constant": (m_std_constant, ["statement of R_T2_necessity_std differs", "Rstd"]),
+    "gspo_weight_constant": (m_gspo_constant, ["statement of R_M1_gspo differs", "gspo_weight"]),
+    "binary_widened": (m_binary_widened, ["statement of T2_necessity_binary differs", "binary"]),
+    "printing_only_notation": (m_printing_notation, ["statement of T5_constant_normaliser differs"]),
+    "statement_true": (m_statement_true, ["statement of T2_necessity_binary differs"]),
+    "statement_true_repinned": (m_statement_true_repinned,
+                                ["not the reviewed record", "statement T2_necessity_binary changed"]),
+    "extra_hypothesis": (m_extra_hypothesis, ["statement of T5_event_clip differs"]),
+    # The iff witness F_T3_harmonic_mean applies the theorem: it no longer builds.
+    "contradictory_hypotheses": (m_contradictory, ["theories/Witnesses.v at F_T3_harmonic_mean"]),
+    "witness_weakened": (m_witness_weakened, ["non-vacuity witness Exchange.Witnesses.W_T4_above",
+                                              "statement of W_T4_above differs"]),
+    "theorem_deleted": (m_theorem_deleted, ["T5_truncated_ratio is in the reviewed record but not registered"]),
+    "theorem_renamed": (m_theorem_renamed, ["T5_truncated_ratio is in the reviewed record but not registered",
+                                            "T5_truncated_ratio_cispo has no statement"]),
+    "classical_axiom_in_q": (m_classical_in_q, ["Exchange.Cancellation.T1_sufficiency",
+                                                "does not allow", "Classical_Prop.classic"]),
+    "axiom_hidden_after_string": (m_string_hidden_axiom, ["axiom Exchange.LengthNorm.hidden",
+                                                          "Axiom"]),
+    "admitted_unused_lemma": (m_admitted_unused, ["Exchange.LengthNorm.unused_admitted", "Admitted"]),
+    "guard_checking_unset": (m_guard_unset, ["Unset Guard Checking", "unsafe"]),
+    "type_in_type_flag": (m_type_in_type, ["`-arg -type-in-type`"]),
+    "impredicative_set_flag": (m_impredicative_set, ["`-arg -impredicative-set`"]),
+    "spec_definition_edited": (m_spec_definition_edited,
+                               ["not the reviewed record", "definitions, examples or comments"]),
+    "min_replace_takes_max": (m_min_replace_max, ["code link", "T5 Min-Replace"]),
+    "adv_orthogonal_scaled": (m_adv_orthogonal_scaled, ["code link", "T5 Adv-Orthogonal"]),
+    "dual_clip_removed": (m_dual_clip_removed, ["code link", "T4 dual-clip rho"]),
+    "clip_bounds_widened": (m_clip_widened, ["code link", "T4 dual-clip rho"]),
+}
+
+
+@pytest.mark.parametrize("kind", list(MUTATIONS))
+def test_mutation_fails_exchange_proofs(copy, kind):
+    mutate, names = MUTATIONS[kind]
+    mutate(copy)
+    proc = _run(copy)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    # One failing check must not make the ones after it fail (each coqc pass resumes
+    # after the unit that stopped it, with every module it needs).
+    assert "was not found in the current environment" not in out, out[-6000:]
+    failed = "\n".join(line for line in out.split("FAILED")[1:])
+    missing = [n for n in names if n not in failed]
+    assert not missing, (missing, out[-6000:])
+
+
+def c_reproved(root):
+    resub(root, C, theorem("T1_sufficiency"), """Theorem T1_sufficiency : forall G (A w : nat -> Q) (w0 : Q),
+  sum G A == 0 -> (forall i, (i < G)%nat -> w i == w0) -> K G A w == 0.
+Proof.
+  intros G A w w0 HZ Hw.
+  transitivity (sum G (fun i => w0 * A i)).
+  - unfold K. apply sum_ext. intros i Hi. rewrite (Hw i Hi). ring.
+  - rewrite sum_scale, HZ. ring.
+Qed.""")
+
+
+def c_local_lemma_renamed(root):
+    for path in (root / "proofs" / "theories").glob("*.v"):
+        path.write_text(re.sub(r"\bsum_scale_r\b", "sum_scale_right", path.read_text()))
+
+
+def c_reformatted(root):
+    path = root / C
+    text = path.read_text().replace("\n\n", "\n\n(* reformatted *)\n\n").replace("  intros", "    intros")
+    path.write_text(text.replace(" -> K G A w == 0.", " ->\n      K G A w == 0."))
+
+
+def c_definition_alpha_renamed(root):
+    sub(root, C, "Definition K (G : nat) (A w : nat -> Q) : Q := sum G (fun i => A i * w i).",
+        "Definition K (n : nat) (adv_ w_ : nat -> Q) : Q := sum n (fun j => adv_ j * w_ j).")
+
+
+CONTROLS = {"reproved": c_reproved, "local_lemma_renamed": c_local_lemma_renamed,
+            "reformatted": c_reformatted, "definition_alpha_renamed": c_definition_alpha_renamed}
+
+
+@pytest.mark.parametrize("kind", list(CONTROLS))
+def test_benign_change_passes_without_a_repin(copy, kind):
+    CONTROLS[kind](copy)
+    before = (copy / SPEC).read_text(), (copy / "exchange/theory/registry.py").read_text()
+    proc = _run(copy)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    assert "theorems checked" in proc.stdout
+    assert ((copy / SPEC).read_text(), (copy / "exchange/theory/registry.py").read_text()) == before
+
+
+# The CI test path runs the whole command too (test_cli_proofs.test_all_theorems_checked):
+# on a copy with a mutation it fails, so CI and `exchange proofs` agree.
+@pytest.mark.parametrize("kind", ["std_constant", "min_replace_takes_max", "theorem_deleted"])
+def test_mutation_fails_the_ci_test_path(copy, kind):
+    MUTATIONS[kind][0](copy)
+    env = {**os.environ, "CI": "true", "PYTHONPATH": str(copy),
+           "EXCHANGE_PROOFS_DIR": str(copy / "proofs")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         str(REPO / "tests/theory/test_cli_proofs.py") + "::test_all_theorems_checked"],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 1, proc.stdout[-3000:]

@@ -1,0 +1,203 @@
+"""The reviewed record proofs/spec/Spec.v: hash, inventory, diff, re-pin (issue 33).
+
+These run without coqc (the record is checked in Python); the kernel check of every
+theorem against the record is in test_coq.py, the mutations in test_mutations.py.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from exchange.cli import main
+from exchange.theory.coq import coq_theorem_names, default_proofs_dir, strip_comments
+from exchange.theory.record import (
+    SPEC_FILE,
+    accept_record,
+    check_record,
+    record_diff,
+    record_statements,
+    spec_sha256,
+)
+from exchange.theory.registry import NO_HYPOTHESES, SPEC_SHA256, THEOREMS
+
+
+def _copy(tmp_path: Path) -> Path:
+    dev = tmp_path / "proofs"
+    shutil.copytree(default_proofs_dir(), dev, ignore=shutil.ignore_patterns(".cache", "*.vo*",
+                                                                              "*.glob"))
+    return dev
+
+
+def test_the_record_is_the_reviewed_one_and_lists_exactly_the_registry():
+    assert spec_sha256(default_proofs_dir()) == SPEC_SHA256
+    assert check_record(default_proofs_dir()) == []
+    wanted = set(THEOREMS) | {t.witness for t in THEOREMS.values() if t.witness}
+    wanted |= {t.false_witness for t in THEOREMS.values() if t.false_witness}
+    assert set(record_statements(default_proofs_dir())) == wanted
+
+
+def test_an_edited_statement_is_named(tmp_path):
+    dev = _copy(tmp_path)
+    spec = dev / SPEC_FILE
+    spec.write_text(spec.read_text().replace(
+        "(forall r, binary G r -> 0 < sigma r) ->", "(forall r, binary G r -> 0 < sigma r) -> G = 2%nat ->", 1))
+    problems = check_record(dev)
+    assert len(problems) == 1 and "not the reviewed record" in problems[0]
+    assert "statement T2_necessity_binary changed" in problems[0]
+    summary, diff = record_diff(dev)
+    assert summary == ["statement T2_necessity_binary changed"]
+    assert "+" in diff and "G = 2%nat" in diff
+
+
+def test_an_edited_definition_is_a_change_of_the_record(tmp_path):
+    dev = _copy(tmp_path)
+    spec = dev / SPEC_FILE
+    spec.write_text(spec.read_text().replace(
+        "sqrt (Rmean G (fun i => (r i - Rmean G r) * (r i - Rmean G r))).", "1.", 1))
+    (problem,) = check_record(dev)
+    assert "definitions, examples or comments of the record changed" in problem
+
+
+def test_a_deleted_or_renamed_theorem_is_visible():
+    registry = {k: t for k, t in THEOREMS.items() if k != "T3_one_correct"}
+    problems = check_record(default_proofs_dir(), registry)
+    assert problems == [("T3_one_correct is in the reviewed record but not registered: a theorem "
+                         "deleted or renamed (exchange/theory/registry.py)")]
+    renamed = dict(registry, T3_one_correct_renamed=THEOREMS["T3_one_correct"])
+    problems = check_record(default_proofs_dir(), renamed)
+    assert any("T3_one_correct_renamed is registered but has no statement" in p for p in problems)
+
+
+def test_the_record_may_not_require_the_development(tmp_path):
+    dev = _copy(tmp_path)
+    spec = dev / SPEC_FILE
+    spec.write_text(spec.read_text().replace("From Coq Require Import Reals Lra.",
+                                             "From Coq Require Import Reals Lra.\n"
+                                             "From Exchange Require Import Real.", 1))
+    problems = check_record(dev, expected=spec_sha256(dev))
+    assert problems == [(f"proofs/{SPEC_FILE} requires Exchange.Real: the record may use "
+                         "Coq's standard library only, never the development")]
+
+
+def test_write_statements_shows_the_diff_and_records_only_with_accept(tmp_path, capsys):
+    dev = _copy(tmp_path)
+    spec = dev / SPEC_FILE
+    spec.write_text(spec.read_text().replace("Definition W_M1_two_responses : Prop := exists a : Q, ~ a == 0.",
+                                             "Definition W_M1_two_responses : Prop := True.", 1))
+    registry = tmp_path / "registry.py"
+    shutil.copy(Path(__import__("exchange.theory.registry", fromlist=["x"]).__file__), registry)
+    before = registry.read_text()
+    assert main(["proofs", "--proofs-dir", str(dev), "--write-statements"]) == 1
+    out = capsys.readouterr().out
+    assert "statement W_M1_two_responses changed" in out and "+Definition W_M1_two_responses" in out
+    assert "not recorded" in out and registry.read_text() == before
+    new = accept_record(dev, registry)
+    assert new == spec_sha256(dev) and f'SPEC_SHA256 = "{new}"' in registry.read_text()
+    log = (dev / "CHANGES").read_text()
+    assert "statement W_M1_two_responses changed" in log and new[:12] in log
+
+
+def test_accept_needs_write_statements(capsys):
+    assert main(["proofs", "--accept"]) == 2
+    assert "--write-statements" in capsys.readouterr().err
+
+
+def _top_level_arrows(statement: str) -> list[str]:
+    """The top-level connectives of a statement after its leading ``forall ... ,``:
+    ``->`` and ``<->`` outside parentheses (a top-level ``->`` is a hypothesis)."""
+    body = statement.split(":=", 1)[1].strip()
+    while body.startswith("forall"):
+        depth = 0
+        for k, ch in enumerate(body):
+            depth += ch == "("
+            depth -= ch == ")"
+            if ch == "," and depth == 0:
+                body = body[k + 1:].strip()
+                break
+    out, depth, k = [], 0, 0
+    while k < len(body):
+        if body[k] == "(":
+            depth += 1
+        elif body[k] == ")":
+            depth -= 1
+        elif depth == 0 and body.startswith("<->", k):
+            out.append("<->")
+            k += 3
+            continue
+        elif depth == 0 and body.startswith("->", k):
+            out.append("->")
+        k += 1
+    return out
+
+
+def test_no_hypotheses_claim_matches_the_record():
+    # No exemption for an iff: its sides sit in parentheses, so a top-level "->" is a
+    # hypothesis whatever the conclusion is.
+    statements = record_statements(default_proofs_dir())
+    for key in NO_HYPOTHESES:
+        assert "->" not in _top_level_arrows(statements[key]), (key, statements[key])
+    # The check can fail: every theorem with a witness has a top-level hypothesis.
+    for key, thm in THEOREMS.items():
+        if thm.witness:
+            assert "->" in _top_level_arrows(statements[key]), key
+
+
+def test_comments_and_strings_are_stripped_like_coq_does():
+    assert strip_comments('a (* b "*)" c *) d') == "a  d"
+    code = strip_comments('Definition x := "(*". Axiom cheat : False.')
+    assert "Axiom cheat" in code
+    assert "Admitted" not in strip_comments('(* (* nested *) Admitted *) Qed.')
+
+
+def test_every_theorem_has_a_witness_or_no_hypotheses():
+    declared = coq_theorem_names()
+    for key, thm in THEOREMS.items():
+        assert bool(thm.witness) != (key in NO_HYPOTHESES), key
+        if thm.witness:
+            assert thm.witness_name in declared, thm.witness_name
+
+
+def _concludes_with_an_iff(statement: str) -> bool:
+    """The part after the last top-level ``->`` is (in parentheses or not) an iff."""
+    body = statement.split(":=", 1)[1].strip()
+    depth, last = 0, 0
+    for k, ch in enumerate(body):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and body.startswith("->", k) and body[k - 1:k] != "<":
+            last = k + 2
+    conclusion = body[last:].strip().rstrip(".")
+    if conclusion.startswith("(") and conclusion.endswith(")"):
+        conclusion = conclusion[1:-1]
+    return "<->" in _top_level_arrows("x := " + conclusion)
+
+
+# Iff theorems over R without such a witness yet (docs/proofs.md says so).
+IFF_WITHOUT_FALSE_SIDES = {"R_T3_harmonic_mean", "R_M1_gspo", "R_M1_gspo_equal_lengths"}
+
+
+def test_every_iff_theorem_has_an_input_where_both_sides_are_false():
+    statements = record_statements(default_proofs_dir())
+    iffs = {k for k in THEOREMS if _concludes_with_an_iff(statements[k])}
+    assert iffs >= {"T2_characterisation", "T3_sign", "M1_two_responses"}, iffs
+    with_witness = {k for k, t in THEOREMS.items() if t.false_witness}
+    assert with_witness == iffs - IFF_WITHOUT_FALSE_SIDES
+    declared = coq_theorem_names()
+    for key in with_witness:
+        name = THEOREMS[key].false_witness
+        assert THEOREMS[key].false_witness_name in declared
+        # Both sides negated: "~ (...) /\ ~ (...)".
+        assert re.fullmatch(r"Definition \S+ : Prop := ~ .* /\\ ~ .*", statements[name]), name
+
+
+def test_an_orphaned_or_dangling_link_is_reported(monkeypatch):
+    from exchange.core import vocabulary
+
+    monkeypatch.setitem(vocabulary.MECHANISM_THEOREMS, "M6",
+                        ("M6_additive_term", "T1_event_coefficient", "M6_gone"))
+    assert check_record(default_proofs_dir()) == [
+        "exchange/core/vocabulary.py links M6_gone, which is not registered",
+        ("M6_does_not_vanish is registered but backs no property or mechanism "
+         "(exchange/core/vocabulary.py)")]
