@@ -2,7 +2,7 @@
 
 Identical responses, on-policy: every event is shared, so the part of ``K_e`` that
 depends on the rewards must vanish (T1/T2). ``K_e`` is compared across reward vectors:
-the drawn one, each group shifted by its own level, and the drawn one doubled. Where identical
+the drawn one shifted by a level per group, a one-hot and a ramp pattern. Where identical
 responses get different weights (a normaliser per micro-batch, a position weight), ``K_e``
 of the drawn rewards is averaged over the cyclic shifts of each group's rewards first:
 ``mean_pi sum_i A_pi(i) w_i = mean(w) sum_i A_i`` vanishes exactly when the advantages are
@@ -48,23 +48,37 @@ def layout(d: Draw, regime: str) -> Layout:
     return Layout(Example(case), (("binary", "continuous"),) * len(groups), (True,) * len(groups))
 
 
-def reward_variants(rewards: Tensor, rollout: Rollout) -> tuple[Tensor, Tensor]:
-    """Two more reward vectors of ``rewards [K, N]``'s shape: every group shifted by its
-    own level ``1 + g`` (a centre that is not the group's own moves with it), and every
-    reward doubled (advantages that are not zero-sum scale with it). Neither ties a
-    group the drawn rewards leave mixed, or mixes a tied one, so filters of tied groups
-    (DAPO's dynamic sampling) keep or drop the same groups under all three."""
-    level = (1.0 + rollout.group_index.to(rewards.device, rewards.dtype))[None]
-    return rewards + level, 2.0 * rewards
+def reward_variants(rewards: Tensor, rollout: Rollout) -> tuple[Tensor, ...]:
+    """Three more reward vectors of ``rewards [K, N]``'s shape, each group at its own
+    level ``1 + g`` (a centre that is not the group's own moves with it): the drawn
+    rewards shifted, a one-hot pattern (the group's first response 1) and a ramp
+    (``0, 1/(G-1), ..., 1``). Advantages that are not zero-sum change their sum with the
+    pattern, even when they are invariant to shifts and scales, as std-normalised ones
+    are; two patterns, because the drawn rewards may be one of them. None ties a group
+    (the drawn rewards are mixed in every group), so filters of tied groups (DAPO's
+    dynamic sampling) keep the same groups under all four."""
+    gi = rollout.group_index.to(rewards.device)
+    level = (1.0 + gi.to(rewards.dtype))[None]
+    starts = torch.ones(rollout.n, dtype=torch.bool, device=rewards.device)
+    starts[1:] = gi[1:] != gi[:-1]
+    first = starts.to(rewards.dtype)
+    # position of each response in its group (rows of a group are contiguous or not: count)
+    position = torch.zeros(rollout.n, dtype=rewards.dtype, device=rewards.device)
+    for g in range(rollout.n_groups):
+        rows = (gi == g).nonzero().flatten()
+        position[rows] = torch.arange(len(rows), dtype=rewards.dtype, device=rewards.device) / max(len(rows) - 1, 1)
+    return rewards + level, (first[None] + level).expand_as(rewards), (position[None] + level).expand_as(rewards)
 
 
-def cyclic_shifts(rollout: Rollout) -> list[Tensor]:
-    """Index permutations ``[N]``: for ``k`` in ``range(lcm of the group sizes)``, each
-    response takes the reward of the one ``k`` places later in its group."""
-    gi = rollout.group_index.cpu()
-    sizes = torch.bincount(gi)
+def cyclic_shifts(rollout: Rollout, classes: Tensor | None = None) -> list[Tensor]:
+    """Index permutations ``[N]``: for ``k`` in ``range(lcm of the class sizes)``, each
+    response takes the reward of the one ``k`` places later in its class (``classes
+    [N]``: labels of responses that are interchangeable; default: the groups)."""
+    labels = (rollout.group_index if classes is None else classes).cpu()
+    _, dense = torch.unique(labels, return_inverse=True)
+    sizes = torch.bincount(dense)
     period = math.lcm(*sizes.tolist())
-    rows = [torch.nonzero(gi == g).flatten() for g in range(len(sizes))]
+    rows = [torch.nonzero(dense == c).flatten() for c in range(len(sizes))]
     out = []
     for k in range(period):
         perm = torch.arange(rollout.n)
