@@ -169,6 +169,8 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     mechanism when its signature fits (unequal lengths: M4 only when the shared columns
     depend on the reward alone). A (C) break that every reward vector shares, all rewards
     0 included, is an additive event term: M6 (THEORY.md section 4, attribution rules)."""
+    if probe.name == TRUNCATED_PROBE:
+        return _truncation_probe(engine, probe)
     result = ProbeResult(probe)
     ev = evaluate(engine, Example(probe.case), Regime.ON_POLICY)
     finite = bool(torch.isfinite(ev.kappa).all())
@@ -201,6 +203,48 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     return result
 
 
+TRUNCATED_PROBE = "truncated_after_centring"
+# Responses 0 and 1 of four identical ones are flagged truncated (``Rollout.truncated``
+# is an input the loss reads; the checker sets it on responses that are otherwise the
+# same, so that length effects cannot stand in for it).
+_TRUNCATED_ROWS = (0, 1)
+
+
+def _truncation_probe(engine: Engine, probe: Probe) -> ProbeResult:
+    """(Z) with some responses of a group truncated (THEORY.md section 2): the part of
+    ``K_e`` that the truncation flags change must not depend on the rewards. Dropping
+    truncated responses after centring leaves ``-sum_truncated A_i w``: reward-dependent,
+    (Z) broken (M4). Weights that ignore the flags change nothing; a reward set to 0 on
+    truncated responses before centring keeps the shaped advantages zero-sum. Shifts
+    average within the responses of one flag (the interchangeable ones)."""
+    result = ProbeResult(probe)
+    off = build(probe.case)
+    flags = torch.zeros(off.n, dtype=torch.bool)
+    flags[list(_TRUNCATED_ROWS)] = True
+    on = off.with_fields({"truncated": flags.to(off.rewards.device)})
+    classes = off.group_index * 2 + flags.to(off.group_index.device).long()
+    ev = events(off)
+    shifts = cyclic_shifts(off, classes)
+
+    def averaged(rollout: Rollout, r: Tensor) -> Tensor:
+        kappas = engine([rollout.with_fields({"rewards": r[perm]}) for perm in shifts])
+        return sum(kappas)[None] / len(kappas)
+
+    variants = _variants(off.rewards[None], off)
+    diffs = [averaged(on, v[0]) - averaged(off, v[0]) for v in variants]
+    raws = [engine([on.with_fields({"rewards": v[0]})])[0][None] for v in variants]
+    res = float(reward_dependent(diffs, ev, ev.shared, raws)[0])
+    (kappa,) = engine([on])
+    evaluation = Evaluation(res, True, on, kappa, cancellation_mismatches(on, kappa, ev, ev.shared, RTOL_CANCEL)
+                            if res > RTOL_CANCEL else [],
+                            note=f"probe {probe.name}: responses {list(_TRUNCATED_ROWS)} flagged truncated")
+    result.evaluations[NAME] = evaluation
+    if res > RTOL_CANCEL and bool(torch.isfinite(kappa).all()):
+        result.evaluations[shared_cancellation.NAME] = evaluation
+        result.mechanism = probe.mechanism
+    return result
+
+
 _UNEQUAL_LENGTHS = ((1, 2, 3), (1, 2, 0, 1, 3), (1, 2, 3, 3), (1, 2, 2, 0, 1, 2))
 
 PROBES = (
@@ -228,6 +272,13 @@ PROBES = (
         # Only an affine-in-rewards shared column speaks for M4; anything else (1/L_i,
         # entropy weights) is left to the other probes and to the fuzzer.
         signature=affine_in_rewards,
+    ),
+    Probe(
+        TRUNCATED_PROBE,
+        "four identical responses, two of them flagged truncated, on-policy",
+        NAME,
+        "M4",
+        Case(groups=(GroupConfig(((1, 2, 3),) * 4, (1.0, 0.0, 0.0, 0.0)),), entropy_all=1.0),
     ),
 )
 
