@@ -15,7 +15,7 @@ from exchange.checker.cases import GroupConfig, build, common_prefix
 from exchange.checker.tolerances import SIGNATURE_RTOL, TINY, ZERO_COLUMN
 from exchange.core.coefficients import Engine
 
-__all__ = ["affine_in_rewards", "per_response_rescaling", "common_shift"]
+__all__ = ["affine_in_rewards", "per_response_rescaling", "common_shift", "dropped_response"]
 
 # Four distinct advantages, two of each sign: (0.125, -0.875, -0.375, 1.125).
 _SIGN_SPLIT_REWARDS = (1.0, 0.0, 0.5, 2.0)
@@ -38,6 +38,21 @@ def affine_in_rewards(engine: Engine, probe, ev) -> str:
             if float(same.max() - same.min()) > SIGNATURE_RTOL * scale:
                 return ""
     return probe.mechanism
+
+
+def dropped_response(engine: Engine, probe, ev) -> str:
+    """M4 from a mask applied after centring: the mutated response crossed the length
+    limit, and its first shared coefficient is exactly 0 in one rollout (truncated,
+    dropped from the loss) and not in the other, while its reward, and so its
+    advantage, did not change."""
+    g, mutated = probe.mutation.group, probe.mutation.response
+    if common_prefix(probe.case.groups[g].responses) == 0:
+        return ""
+    rows = (ev.rollout.group == g).nonzero().flatten()
+    a, a_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
+    scale = float(torch.maximum(a.abs().max(), a_v.abs().max()))
+    zero, zero_v = abs(float(a[mutated])) <= ZERO_COLUMN * scale, abs(float(a_v[mutated])) <= ZERO_COLUMN * scale
+    return probe.mechanism if zero != zero_v and scale > 0 else ""
 
 
 def per_response_rescaling(engine: Engine, probe, ev) -> str:

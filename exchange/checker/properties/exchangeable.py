@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker import generators
-from exchange.checker.signatures import common_shift, per_response_rescaling
+from exchange.checker.signatures import dropped_response, common_shift, per_response_rescaling
 from exchange.checker.cases import Case, GroupConfig, build, common_prefix
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
@@ -161,6 +161,13 @@ PROBES = (
         "shared prefix, one response's suffix made longer, on-policy, every entropy equal",
         NAME, "M3", Case(groups=(_UNEQUAL_LENGTHS,), entropy_all=1.0), Mutation("length", 0, 0, 7),
         signature=per_response_rescaling, reward_dependent=True,
+    ),
+    Probe(
+        "suffix_crosses_length_limit",
+        "shared prefix, equal lengths under a length limit of 5, one response's suffix made longer so it "
+        "is truncated, on-policy, every entropy equal",
+        NAME, "M4", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0, length_limit=5), Mutation("length", 0, 0, 5),
+        signature=dropped_response, reward_dependent=True,
     ),
     Probe(
         "suffix_entropy",

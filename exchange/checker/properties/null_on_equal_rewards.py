@@ -16,8 +16,8 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
-from exchange.checker.properties.residuals import as_residual, cancellation, fmt, tied_groups
-from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_EQUAL, TINY
+from exchange.checker.properties.residuals import as_residual, cancellation, fmt, per_event, tied_groups
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
@@ -68,10 +68,10 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
 
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     """The tied group beside a mixed one, on-policy. What keeps coefficients on a tied
-    group names the cause (THEORY.md section 2 and section 4, attribution rules): they
-    move with the group's reward level: a centre that is not the group's own (M4); they
-    do not, and the group's shared events keep mass: an additive event term (M6); they do
-    not and the shared events cancel: a reward shaped by the responses' features (M7)."""
+    group names the cause (THEORY.md section 2 and section 4, attribution rules): the
+    group's shared events cancel: zero-sum advantages of a reward shaped by the responses'
+    features (M7); they keep mass that moves with the group's reward level: a centre
+    that is not the group's own (M4); mass that does not: an additive event term (M6)."""
     result = ProbeResult(probe)
     ev = evaluate(engine, Example(probe.case), Regime.ON_POLICY)
     result.evaluations[NAME] = ev
@@ -90,17 +90,20 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
 def _cause(engine: Engine, ev: Evaluation) -> str:
     rollout, kappa = ev.rollout, ev.kappa
     tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
+    evs = events(rollout)
+    tied_events = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
+    tied_events[evs.ids[tied_rows][evs.ids[tied_rows] >= 0]] = True
+    which = evs.shared & tied_events
+    _, mass, _ = per_event(kappa[None], evs)
+    carries = bool(((mass[0] > ZERO_COLUMN * float(kappa.abs().max())) & which).any())
+    if carries and float(cancellation(kappa[None], evs, which)[0]) <= RTOL_CANCEL:
+        return "M7"  # shared events with mass that cancels: zero-sum shaped advantages
     level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
     (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards + level})])
     scale = float(kappa[tied_rows].abs().max())
     if float((moved - kappa)[tied_rows].abs().max()) > RTOL_EQUAL * scale:
         return "M4"
-    evs = events(rollout)
-    tied_events = torch.zeros(evs.count, dtype=torch.bool)
-    tied_events[evs.ids[tied_rows][evs.ids[tied_rows] >= 0]] = True
-    if float(cancellation(kappa[None], evs, evs.shared & tied_events)[0]) > RTOL_CANCEL:
-        return "M6"
-    return "M7"
+    return "M6"
 
 
 PROBES = (
@@ -119,6 +122,14 @@ PROBES = (
         Case(groups=(GroupConfig(((1, 2), (1, 3)), (1.0, 1.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0))),
              off_policy=True, ratio=(((0, 1), 1.5), ((0, 1, 2), 0.7), ((0, 1, 3), 1.25))),
         off_policy_only=True,
+    ),
+    Probe(
+        "tied_group_truncated",
+        "a tied group whose longest response hit the length limit beside a mixed group, on-policy",
+        NAME,
+        "M4",
+        Case(groups=(GroupConfig(((1, 2), (1, 3), (1, 2, 2)), (1.0, 1.0, 1.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0))),
+             length_limit=3),
     ),
 )
 
