@@ -152,15 +152,24 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
             failed = failed | bad
         return kappa
 
-    raw = [kappa_of(r) for r in _variants(b.rewards, rollout)]
-    res = reward_dependent(raw, ev, ev.shared)
-    again = (res > RTOL_CANCEL).nonzero().flatten()
-    if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses: average over the shifts first
-        sub = {k: v[again] for k, v in fields.items()}
-        sub_kappas = [_shift_average(lambda r: kappa_of(r, sub), v[again], rollout)
-                      for v in _variants(b.rewards, rollout)]
+    # Shared events that cancel at the drawn rewards leave nothing to split into a
+    # reward-dependent part and a remainder: only the others need the other reward vectors.
+    first = kappa_of(b.rewards)
+    res = cancellation(first, ev, ev.shared)
+    todo = (res > RTOL_CANCEL).nonzero().flatten()
+    if todo.numel():
+        sub = {k: v[todo] for k, v in fields.items()}
+        variants = [v[todo] for v in _variants(b.rewards, rollout)]
+        raw = [first[todo]] + [kappa_of(v, sub) for v in variants[1:]]
+        part = reward_dependent(raw, ev, ev.shared)
+        again = (part > RTOL_CANCEL).nonzero().flatten()
+        if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses
+            sub2 = {k: v[again] for k, v in sub.items()}
+            averaged = [_shift_average(lambda r: kappa_of(r, sub2), v[again], rollout) for v in variants]
+            part = part.clone()
+            part[again] = reward_dependent(averaged, ev, ev.shared, [k[again] for k in raw])
         res = res.clone()
-        res[again] = reward_dependent(sub_kappas, ev, ev.shared, [k[again] for k in raw])
+        res[todo] = part
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed) | failed)
 
 
@@ -231,10 +240,14 @@ def _truncation_probe(engine: Engine, probe: Probe) -> ProbeResult:
         return sum(kappas)[None] / len(kappas)
 
     variants = _variants(off.rewards[None], off)
-    diffs = [averaged(on, v[0]) - averaged(off, v[0]) for v in variants]
-    raws = [engine([on.with_fields({"rewards": v[0]})])[0][None] for v in variants]
+    pairs = [engine([on.with_fields({"rewards": v[0]}), off.with_fields({"rewards": v[0]})]) for v in variants]
+    kappa = pairs[0][0]
+    raws = [k_on[None] for k_on, _ in pairs]
+    diffs = [(k_on - k_off)[None] for k_on, k_off in pairs]
     res = float(reward_dependent(diffs, ev, ev.shared, raws)[0])
-    (kappa,) = engine([on])
+    if res > RTOL_CANCEL:  # unequal weights of the flagged and unflagged copies: average within each flag
+        diffs = [averaged(on, v[0]) - averaged(off, v[0]) for v in variants]
+        res = float(reward_dependent(diffs, ev, ev.shared, raws)[0])
     evaluation = Evaluation(res, True, on, kappa, cancellation_mismatches(on, kappa, ev, ev.shared, RTOL_CANCEL)
                             if res > RTOL_CANCEL else [],
                             note=f"probe {probe.name}: responses {list(_TRUNCATED_ROWS)} flagged truncated")
