@@ -25,7 +25,7 @@ if tuple(PROPERTIES) != PROPERTY_NAMES:  # the vocabulary fixes the names and th
 
 # Every probe, in the order they run.
 PROBES: tuple[Probe, ...] = (zero_sum.PROBES[0], *null_on_equal_rewards.PROBES, *exchangeable.PROBES,
-                             *zero_sum.PROBES[1:])
+                             *zero_sum.PROBES[1:], *permutation_invariant.PROBES)
 
 # Each property's float64 tolerance.
 TOLERANCES: dict[str, float] = {name: p.tolerance for name, p in PROPERTIES.items()}

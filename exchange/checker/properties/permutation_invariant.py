@@ -8,16 +8,17 @@ import random
 
 import torch
 
-from exchange.checker.cases import build
+from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
-from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
+from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
+                                              configurations)
 from exchange.checker.properties.residuals import as_residual
 from exchange.checker.properties.shared_cancellation import any_groups
-from exchange.checker.tolerances import RTOL_EQUAL, TINY
+from exchange.checker.tolerances import RTOL_EQUAL, SIGNATURE_RTOL, TINY, ZERO_COLUMN
 from exchange.core.coefficients import Engine
 from exchange.core.rollout import Rollout
-from exchange.core.vocabulary import PROPERTY_SUMMARIES
+from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
 
 NAME = "permutation_invariant"
 
@@ -67,6 +68,52 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed))
 
 
+def position_rescaling(engine: Engine, probe: Probe, ev: Evaluation) -> str:
+    """M3 from a normaliser per micro-batch (THEORY.md section 4, M3): after the rows
+    moved, every response's coefficients rescale by one factor of its own (its new
+    micro-batch's token count), and the factors differ."""
+    kappa, kappa_p = ev.kappa, ev.variant_kappa
+    perm, _ = _permutation(ev.rollout, PROBE_PERM_SEED)
+    before = kappa[perm]
+    mask = ev.variant.mask
+    factors = []
+    for i in range(before.shape[0]):
+        a, b = before[i][mask[i]], kappa_p[i][mask[i]]
+        ok = a.abs() > ZERO_COLUMN * float(kappa.abs().max())
+        if not bool(ok.any()):
+            continue
+        q = b[ok] / a[ok]
+        if float((q - q[0]).abs().max()) > SIGNATURE_RTOL * abs(float(q[0])):
+            return ""  # not one factor per response
+        factors.append(float(q[0]))
+    spread = max(factors) - min(factors) if factors else 0.0
+    return probe.mechanism if spread > SIGNATURE_RTOL * max(abs(f) for f in factors) else ""
+
+
+def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
+    """The probe's batch with its rows reordered; a break with one factor per response
+    names the probe's mechanism."""
+    result = ProbeResult(probe)
+    ev = evaluate(engine, Example(probe.case, perm_seed=PROBE_PERM_SEED), Regime.ON_POLICY)
+    result.evaluations[NAME] = ev
+    if ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all()):
+        result.mechanism = probe.signature(engine, probe, ev)
+    return result
+
+
+PROBE_PERM_SEED = 1
+PROBES = (
+    Probe(
+        "row_order",
+        "two groups of equal-length responses, rows reordered, on-policy, every entropy equal",
+        NAME,
+        "M3",
+        Case(groups=(GroupConfig(((1, 2, 0), (1, 2, 1), (1, 2, 3), (1, 2, 2)), (1.0, 0.0, 0.0, 1.0)),
+                     GroupConfig(((2, 1), (2, 3, 3, 0, 1)), (1.0, 0.0))), entropy_all=1.0),
+        signature=position_rescaling,
+    ),
+)
+
 PROPERTY = Property(
     name=NAME,
     summary=PROPERTY_SUMMARIES[NAME],
@@ -75,4 +122,6 @@ PROPERTY = Property(
     layout=layout,
     evaluate=evaluate,
     evaluate_batch=evaluate_batch,
+    probes=PROBES,
+    run_probe=run_probe,
 )
