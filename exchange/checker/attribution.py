@@ -31,7 +31,7 @@ def attributed(results, names, tolerances: dict[str, float], precision: str) -> 
         if own is not None and own.residual <= at_precision(tolerances[own_name], precision) and not cancel_broke:
             continue
         if own_name in names or (shared_cancellation.NAME in names and cancel_broke):
-            out.add(r.mechanism)
+            out.update(r.mechanism.split("+"))  # a probe may name several, "M6+M7"
     return sorted(out)
 
 

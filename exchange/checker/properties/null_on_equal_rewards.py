@@ -78,7 +78,7 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     if not (ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all())):
         return result
     result.mechanism = _cause(engine, ev)
-    if result.mechanism == "M6":
+    if "M6" in result.mechanism.split("+"):
         # All advantages of the tied group are 0 and its coefficients are not: kappa is not
         # A_i h(e) there ((E), section 2) and its shared events keep K_e != 0 ((C)).
         for name in ("exchangeable", "shared_cancellation"):
@@ -88,22 +88,37 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
 
 
 def _cause(engine: Engine, ev: Evaluation) -> str:
+    """The mechanisms that keep coefficients on the tied group, ``"+"``-joined: M4 when
+    they move with the group's reward level; with every reward 0 (every advantage of a
+    group-centred, batch-centred or greedy estimator 0), M6 when a shared event keeps
+    ``K_e != 0`` and M7 when its occurrences differ (responses of equal length: no
+    per-response normaliser can make them differ) or carry mass that cancels."""
     rollout, kappa = ev.rollout, ev.kappa
     tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
     evs = events(rollout)
     tied_events = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
     tied_events[evs.ids[tied_rows][evs.ids[tied_rows] >= 0]] = True
     which = evs.shared & tied_events
-    _, mass, _ = per_event(kappa[None], evs)
-    carries = bool(((mass[0] > ZERO_COLUMN * float(kappa.abs().max())) & which).any())
-    if carries and float(cancellation(kappa[None], evs, which)[0]) <= RTOL_CANCEL:
-        return "M7"  # shared events with mass that cancels: zero-sum shaped advantages
+    names = set()
     level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
-    (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards + level})])
+    moved, zero = engine([rollout.with_fields({"rewards": rollout.rewards + level}),
+                          rollout.with_fields({"rewards": torch.zeros_like(rollout.rewards)})])
     scale = float(kappa[tied_rows].abs().max())
     if float((moved - kappa)[tied_rows].abs().max()) > RTOL_EQUAL * scale:
-        return "M4"
-    return "M6"
+        names.add("M4")
+    K0, mass0, _ = (x[0] for x in per_event(zero[None], evs))
+    scale0 = float(zero[tied_rows].abs().max())
+    carries = which & (mass0 > ZERO_COLUMN * max(scale0, TINY))
+    if bool((carries & (K0.abs() > RTOL_CANCEL * mass0)).any()):
+        names.add("M6")
+    lengths = rollout.lengths[tied_rows]
+    spread = False
+    for e in carries.nonzero().flatten().tolist():
+        values = zero[evs.ids == e]
+        spread = spread or float(values.max() - values.min()) > RTOL_EQUAL * scale0
+    if spread and (bool((lengths == lengths[0]).all()) or "M6" not in names):
+        names.add("M7")
+    return "+".join(sorted(names)) or "M4"
 
 
 PROBES = (
