@@ -9,7 +9,8 @@ device then lands on ``meta`` and mixing it with the CPU inputs raises just as C
 ``cuda`` arm (marker ``cuda``) runs the same tests on a real GPU and skips elsewhere.
 
 Covered: every catalog objective, every restoring transformation on every objective it
-applies to (with the regulariser and ``mask_truncated``), precomputed advantages, the
+applies to (with the regulariser and ``mask_truncated``), the surgical transform on every
+family, precomputed advantages, the
 events and shared residual the TRL callback logs, TRL's micro-batch rollout and group
 shuffle, and every verl ``exchange_*`` policy loss (full, partial and 1-row micro-batches).
 """
@@ -89,6 +90,21 @@ def test_objective_and_transforms_follow_the_device(spec, device):
         loss, grad = _loss_and_grad(lambda lp: fn(lp, r) + (0 if reg is None else reg(lp, r)), r.logprobs)
     assert loss.device == dev and (grad is None or grad.device == dev)
     assert torch.isfinite(loss.detach()).all()
+
+
+@pytest.mark.parametrize("spec", names())
+def test_surgical_transform_follows_the_device(spec, device):
+    """``<spec>+surgical`` (the pathway arm the harnesses train): the event bookkeeping of
+    its correction runs on the inputs' device."""
+    from exchange.objectives import resolve
+
+    dev, context = device
+    r = _rollout(dev, context)
+    fn = resolve(f"{spec}+surgical")
+    with context():
+        loss, grad = _loss_and_grad(lambda lp: fn(lp, r), r.logprobs)
+    assert loss.device == dev and grad is not None and grad.device == dev
+    assert torch.isfinite(grad).all()
 
 
 @pytest.mark.parametrize("spec", [s for s in _specs() if get(s).factors is not None or s in ("clip_cov", "kl_cov")])

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from exchange.core.coefficients import LossFn, token_coefficients
-from exchange.core.events import events
+from exchange.core.events import event_coefficients, events
 from exchange.core.rollout import Rollout
 
 __all__ = ["SURGICAL", "shared_correction", "surgical"]
@@ -44,16 +44,13 @@ SURGICAL = "surgical"
 def shared_correction(kappa: Tensor, rollout: Rollout) -> Tensor:
     """``c: Tensor[N, T]`` (``kappa``'s dtype and device): ``K_e / n_e`` at every occurrence of a
     shared event of ``rollout``, 0 elsewhere (padding included). ``kappa - c`` is the
-    surgical coefficient."""
+    surgical coefficient. ``K_e`` is summed in float64 on ``kappa``'s device."""
     ev = events(rollout)
-    ids_all = ev.ids.cpu()  # the bookkeeping runs on the CPU in float64, whatever the rollout's device
-    k64 = kappa.detach().to(device="cpu", dtype=torch.float64)
-    valid = ids_all >= 0
-    K = torch.zeros(ev.count, dtype=torch.float64).index_add(0, ids_all[valid], k64[valid])  # [E]
-    per_occ = K / ev.occurrences.cpu().to(torch.float64).clamp(min=1)
-    ids = ids_all.clamp(min=0)
-    c = torch.where(valid & ev.shared.cpu()[ids], per_occ[ids], torch.zeros((), dtype=torch.float64))
-    return c.to(device=kappa.device, dtype=kappa.dtype)
+    K = event_coefficients(kappa.detach().to(torch.float64), ev)  # [E]
+    per_occ = K / ev.occurrences.to(K.dtype).clamp(min=1)
+    ids = ev.ids.clamp(min=0)
+    c = torch.where((ev.ids >= 0) & ev.shared[ids], per_occ[ids], torch.zeros((), dtype=K.dtype, device=K.device))
+    return c.to(dtype=kappa.dtype)
 
 
 def surgical(loss_fn: LossFn) -> LossFn:
@@ -67,7 +64,7 @@ def surgical(loss_fn: LossFn) -> LossFn:
     @functools.wraps(loss_fn)
     def wrapped(logprobs: Tensor, rollout: Rollout) -> Tensor:
         loss = loss_fn(logprobs, rollout)
-        kappa = token_coefficients(loss_fn, logprobs.detach(), rollout)  # [N, T] float64, CPU
+        kappa = token_coefficients(loss_fn, logprobs.detach(), rollout)  # [N, T] float64
         c = shared_correction(kappa, rollout).to(device=logprobs.device, dtype=logprobs.dtype)
         # kappa = -d loss / d l, so adding c * l to the loss subtracts c from kappa.
         return loss + (c * (logprobs - logprobs.detach())).sum()
