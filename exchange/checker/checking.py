@@ -225,8 +225,14 @@ def check(
                     "raise max_examples"
                 )
             results[(prop_name, regime)] = res
-        if design_choice(probes, names, results, regime, mechanisms[regime], TOLERANCES, precision):
-            mechanisms[regime] = sorted(mechanisms[regime] + ["M7"])
+        chosen = design_choice(probes, names, results, regime, mechanisms[regime], TOLERANCES, precision)
+        if chosen:
+            mechanisms[regime] = sorted(mechanisms[regime] + [chosen])
+    if len(regimes) == 2:
+        # the off-policy regime contains every on-policy batch, so a mechanism an
+        # on-policy probe shows is present off-policy too (vocabulary.per_regime's rule)
+        on, off = (str(r) for r in sorted(regimes, key=lambda r: Regime(r).off_policy))
+        mechanisms[off] = sorted(set(mechanisms[off]) | set(mechanisms[on]))
     return Report(
         objective=label,
         regimes=regimes,

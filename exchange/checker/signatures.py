@@ -75,24 +75,58 @@ def per_response_rescaling(engine: Engine, probe, ev) -> str:
     return probe.mechanism if same and abs(float(q[mutated]) - ref) > SIGNATURE_RTOL * abs(ref) else ""
 
 
+# The same order of advantages on another scale: what a selection by the advantage picks
+# stays picked, a term proportional to the advantage changes and an additive one does not.
+_SIGN_SPLIT_REWARDS_RESCALED = (1.0, 0.0, 0.5, 3.0)
+
+
+def _moved_column(engine: Engine, probe, rewards) -> tuple[torch.Tensor, torch.Tensor]:
+    """The moved shared event's coefficients ``[G]`` before and after the probe's
+    mutation, on a one-group case with ``rewards``."""
+    grp = probe.case.groups[0]
+    case = replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, rewards),))
+    variant_case = probe.mutation.apply(case)
+    t = max(len(r) for c in (case, variant_case) for g in c.groups for r in g.responses)
+    base, variant = build(replace(case, pad_to=t)), build(replace(variant_case, pad_to=t))
+    kappa, kappa_v = engine([base, variant])
+    t = min(probe.mutation.position, len(case.shared_keys(0)) - 1)
+    return kappa[:, t], kappa_v[:, t]
+
+
+def _additive_on_selected(engine: Engine, probe, b: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether the occurrences that leave the common scaling ``v = c * b`` (the majority's
+    ``c``) are shifted by an amount that stays the same when the advantages change scale
+    with their order kept: an additive term on occurrences selected by the advantage
+    (KL-Cov's ``abs(log rho)`` penalty, M6), not a sign-dependent scaling (M2 alone)."""
+
+    def deviations(b, v):
+        q = v / torch.where(b.abs() > TINY, b, torch.ones_like(b))
+        c = float(q.median())
+        d = v - c * b
+        return d.abs() > SIGNATURE_RTOL * (float(v.abs().max()) + TINY), d
+
+    b2, v2 = _moved_column(engine, probe, _SIGN_SPLIT_REWARDS_RESCALED)
+    (sel, d), (sel2, d2) = deviations(b, v), deviations(b2, v2)
+    if not bool(sel.any()) or not bool((sel == sel2).all()) or int(sel.sum()) * 2 >= sel.numel():
+        return False
+    if bool((v[sel] == 0).any()):  # pruned or clipped to nothing: not an added term
+        return False
+    return bool(((d[sel] - d2[sel]).abs() <= SIGNATURE_RTOL * d[sel].abs()).all())
+
+
 def common_shift(engine: Engine, probe, ev) -> str:
     """M6 rather than M2: on a group with four distinct advantages, the moved event's
     variant coefficients are ``c * base + d`` with one ``c`` and one ``d`` for every
     occurrence (a shift common to all occurrences, M6), not a scaling split by the sign
     of the advantage (M2)."""
-    grp = probe.case.groups[0]
-    case = replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, _SIGN_SPLIT_REWARDS),))
-    variant_case = probe.mutation.apply(case)
-    t = max(len(r) for c in (case, variant_case) for g in c.groups for r in g.responses)
-    base, variant = build(replace(case, pad_to=t)), build(replace(variant_case, pad_to=t))
-    kappa, kappa_v = engine([base, variant])
-    shared = case.shared_keys(0)
-    t = min(probe.mutation.position, len(shared) - 1)
-    b, v = kappa[:, t], kappa_v[:, t]
+    b, v = _moved_column(engine, probe, _SIGN_SPLIT_REWARDS)
     if not (bool(torch.isfinite(b).all()) and bool(torch.isfinite(v).all())):
         return probe.mechanism
     design = torch.stack([b, torch.ones_like(b)], dim=1)
     coef = torch.linalg.lstsq(design, v[:, None]).solution.flatten()
     scale = float(v.abs().max()) + TINY
     exact = float((design @ coef - v).abs().max()) <= SIGNATURE_RTOL * scale
-    return "M6" if exact and abs(float(coef[1])) > SIGNATURE_RTOL * scale else probe.mechanism
+    if exact:
+        return "M6" if abs(float(coef[1])) > SIGNATURE_RTOL * scale else probe.mechanism
+    # a selection by the advantage that adds a term to what it selects: both (section 4)
+    return f"{probe.mechanism}+M6" if _additive_on_selected(engine, probe, b, v) else probe.mechanism

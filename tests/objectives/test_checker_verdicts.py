@@ -48,31 +48,11 @@ FAST = {
     "sapo+sign_free_clip",
 }
 
-_ADV_ORTH_M3 = (
-    "the checker attributes M3 by a signature (only the mutated response's coefficient "
-    "rescales); Adv-Orthogonal's projection spreads a length change over the whole group, "
-    "so the signature does not fit although 1/L_i is still what breaks (E)"
-)
-
-_CHECKER_NAMES_ONE = (
-    "THEORY.md section 4 names two mechanisms here: a selection by the advantage (M2) and what it "
-    "does to the selected occurrences (Clip-Cov: pruning after centring, M4; KL-Cov: an additive "
-    "abs(log rho) term, M6); the checker attributes by which probe fired and names at most M2 "
-    "(issue 30 attributes by the pattern the theory names)"
-)
-
 # (objective, regime, aspect) -> why the checker's answer differs from the derivation.
-DISAGREEMENTS: dict[tuple[str, str, str], str] = {
-    ("clip_cov", "on_policy", "mechanisms"): _CHECKER_NAMES_ONE,
-    ("clip_cov", "off_policy", "mechanisms"): _CHECKER_NAMES_ONE,
-    ("kl_cov", "off_policy", "mechanisms"): _CHECKER_NAMES_ONE,
-    ("grpo+adv_orthogonal", "on_policy", "mechanisms"): _ADV_ORTH_M3,
-    ("grpo+adv_orthogonal", "off_policy", "mechanisms"): _ADV_ORTH_M3,
-    ("gspo+adv_orthogonal", "on_policy", "mechanisms"): _ADV_ORTH_M3,
-    ("gspo+adv_orthogonal", "off_policy", "mechanisms"): _ADV_ORTH_M3,
-    ("sapo_verl+adv_orthogonal", "on_policy", "mechanisms"): _ADV_ORTH_M3,
-    ("sapo_verl+adv_orthogonal", "off_policy", "mechanisms"): _ADV_ORTH_M3,
-}
+# Empty: issue 30 attributes by the patterns THEORY.md section 4 names (a projection over
+# 1/L_i weights names M3; a selection by the advantage names M2 and what it does to the
+# selected copies, M4 or M6). A new entry needs THEORY.md to name the combination.
+DISAGREEMENTS: dict[tuple[str, str, str], str] = {}
 
 
 @functools.lru_cache(maxsize=None)

@@ -194,6 +194,15 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
             if not mechanism:  # the pattern does not fit: left to the other probes and the fuzzer
                 return result
             ev.note = f"probe {probe.name}: {probe.description}; the break has the mechanism's pattern"
+        elif _identical(probe.case) and any(
+                _pruned_occurrences(rollout, k) for k in engine([rollout.with_fields({"rewards": v[0]})
+                                                                  for v in _variants(rollout.rewards[None], rollout)])):
+            # identical responses differ only in their rewards: copies of one token
+            # zeroed in some responses and kept in others (whose other tokens still
+            # count) were selected by the advantage (M2) and pruned after centring (M4),
+            # Clip-Cov's pattern (THEORY.md section 4, attribution rules)
+            mechanism = "M2+M4"
+            ev.note = f"probe {probe.name}: some copies of one token get exactly 0, the others do not"
         result.evaluations[NAME] = ev
         result.evaluations[shared_cancellation.NAME] = cancel
         result.mechanism = mechanism
@@ -210,6 +219,22 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
             result.evaluations[shared_cancellation.NAME] = cancel
             result.mechanism = "M6"
     return result
+
+
+def _pruned_occurrences(rollout: Rollout, kappa: Tensor) -> bool:
+    """Whether, in a group of identical responses (``kappa`` ``[N, T]``), some position is
+    exactly 0 in one response and not in another, both responses keeping a non-zero
+    coefficient somewhere (a whole response dropped, as by a positive-only filter, is M4
+    alone)."""
+    live = ((kappa != 0) & rollout.mask).any(dim=1)  # [N]
+    for g in rollout.group_index.unique():
+        rows = ((rollout.group_index == g) & live).nonzero().flatten()
+        if rows.numel() < 2:
+            continue
+        zero = (kappa[rows] == 0) & rollout.mask[rows]  # [n, T]
+        if bool((zero.any(dim=0) & (~zero & rollout.mask[rows]).any(dim=0)).any()):
+            return True
+    return False
 
 
 TRUNCATED_PROBE = "truncated_after_centring"
