@@ -25,10 +25,12 @@ def attributed(results, names, tolerances: dict[str, float], precision: str) -> 
         own_name = r.probe.property_name
         own = r.evaluations.get(own_name)
         cancel = r.evaluations.get(shared_cancellation.NAME)
-        cancel_broke = cancel is not None and cancel.residual > at_precision(tolerances[shared_cancellation.NAME], precision)
+        cancel_broke = cancel is not None and cancel.residual > at_precision(
+            tolerances[shared_cancellation.NAME], precision, cancel.exact)
         # a probe may name a mechanism through (C) while its own property holds: (Z)'s
         # probe names an additive term (M6) whose K_e every reward vector shares
-        if own is not None and own.residual <= at_precision(tolerances[own_name], precision) and not cancel_broke:
+        if own is not None and own.residual <= at_precision(tolerances[own_name], precision, own.exact) \
+                and not cancel_broke:
             continue
         if own_name in names or (shared_cancellation.NAME in names and cancel_broke):
             out.update(r.mechanism.split("+"))  # a probe may name several, "M6+M7"

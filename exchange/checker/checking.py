@@ -195,11 +195,12 @@ def check(
             if prop.regime_free and regime != regimes[0]:
                 results[(prop_name, regime)] = results[(prop_name, regimes[0])]
                 continue
-            broke = next((p for p in probes if prop_name in p.evaluations
-                          and not p.evaluations[prop_name].residual <= tol), None)
+            broke = next((p for p in probes if prop_name in p.evaluations and not p.evaluations[prop_name].residual
+                          <= at_precision(prop.tolerance, precision, p.evaluations[prop_name].exact)), None)
             if broke is not None:
-                results[(prop_name, regime)] = _failed(prop_name, regime, tol, broke.evaluations[prop_name],
-                                                       FoundBy(probe=broke.probe.name), 1, 1)
+                ev = broke.evaluations[prop_name]
+                results[(prop_name, regime)] = _failed(prop_name, regime, at_precision(prop.tolerance, precision, ev.exact),
+                                                       ev, FoundBy(probe=broke.probe.name), 1, 1)
                 continue
             probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
             if progress is not None:

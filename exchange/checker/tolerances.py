@@ -37,10 +37,13 @@ PRECISION_RTOL = {"float64": 0.0, "float32": 1e-6, "bf16": 3e-2}
 MIN_INFORMATIVE_SHARE = 0.1
 
 
-def at_precision(tolerance: float, precision: str) -> float:
+def at_precision(tolerance: float, precision: str, exact: bool = False) -> float:
     """A property's float64 ``tolerance`` widened to the round-off of ``precision``
-    (``finite``'s exact 0 stays 0)."""
-    return tolerance if tolerance == 0 else max(tolerance, PRECISION_RTOL[precision])
+    (``finite``'s exact 0 stays 0). ``exact``: the evaluation is one whose value is 0 in
+    every precision when the property holds (every advantage computed from rewards that
+    are all exactly 0, so products with them are exact zeros): round-off cannot account
+    for a residual there, and the float64 tolerance applies."""
+    return tolerance if tolerance == 0 or exact else max(tolerance, PRECISION_RTOL[precision])
 
 # A probe's attribution signature (a common rescaling, a common shift, an affine column)
 # must fit to this relative precision.

@@ -38,6 +38,7 @@ class Evaluation:
     variant: Rollout | None = None
     variant_kappa: Tensor | None = None
     note: str = ""
+    exact: bool = False  # 0 in every precision when the property holds (tolerances.at_precision)
 
 
 @dataclass(frozen=True)

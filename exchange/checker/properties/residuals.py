@@ -21,9 +21,14 @@ def as_residual(x: Tensor) -> Tensor:
     return torch.where(torch.isnan(x), torch.full_like(x, float("inf")), x)
 
 
-def per_event(kappa: Tensor, ev: Events) -> tuple[Tensor, Tensor, Tensor]:
+def per_event(kappa: Tensor, ev: Events, reference: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """``(K [K, E], mass [K, E], per-event residual [K, E])`` of ``kappa [K, N, T]``:
-    ``|K_e| / (sum |kappa| + ATOL_REL * max|kappa|)``, 0/0 = 0."""
+    ``|K_e| / (sum |kappa| + ATOL_REL * max|kappa|)``, 0/0 = 0. ``reference``: the same
+    layout's coefficients at :func:`reference_rewards` (``[K, N, T]``); the mass and the
+    scale are then the larger of the two, so that a group whose rewards tie, and whose
+    coefficients are only round-off of advantages that are 0 in exact arithmetic, is
+    judged against the magnitude of what the loss sums for that event when its rewards
+    differ (THEORY.md section 2: round-off per event)."""
     k = kappa.shape[0]
     valid = ev.ids >= 0
     ids = ev.ids[valid]
@@ -31,17 +36,34 @@ def per_event(kappa: Tensor, ev: Events) -> tuple[Tensor, Tensor, Tensor]:
     K = torch.zeros(k, ev.count, dtype=kappa.dtype, device=kappa.device).index_add(1, ids, kv)
     mass = torch.zeros(k, ev.count, dtype=kappa.dtype, device=kappa.device).index_add(1, ids, kv.abs())
     scale = kappa.abs().flatten(1).amax(1) if kappa[0].numel() else torch.zeros(k, dtype=kappa.dtype, device=kappa.device)
+    if reference is not None:
+        _, ref_mass, _ = per_event(reference, ev)
+        mass = torch.maximum(mass, torch.nan_to_num(ref_mass, nan=0.0, posinf=0.0))
+        ref_scale = torch.nan_to_num(reference.abs().flatten(1).amax(1), nan=0.0, posinf=0.0)
+        scale = torch.maximum(scale, ref_scale)
     out = K.abs() / (mass + (ATOL_REL * scale + TINY)[:, None])
     out = torch.where((mass == 0) & (K == 0), torch.zeros_like(out), out)
     return K, mass, as_residual(out)
 
 
-def cancellation(kappa: Tensor, ev: Events, which: Tensor) -> Tensor:
+def reference_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:
+    """``rewards [K, N]`` with 1 added to each group's first response: every group mixed
+    (the reference magnitudes of :func:`per_event`)."""
+    first = torch.ones(rollout.n, dtype=torch.bool, device=rewards.device)
+    gi = rollout.group_index.to(rewards.device)
+    seen = torch.zeros(rollout.n_groups, dtype=torch.bool, device=rewards.device)
+    for i in range(rollout.n):  # rows of a group need not be contiguous
+        first[i] = not bool(seen[gi[i]])
+        seen[gi[i]] = True
+    return rewards + first.to(rewards.dtype)[None]
+
+
+def cancellation(kappa: Tensor, ev: Events, which: Tensor, reference: Tensor | None = None) -> Tensor:
     """Max over the events in ``which [E]`` of the per-event cancellation residual, ``[K]``
-    for ``kappa [K, N, T]`` (0 when ``which`` is empty)."""
+    for ``kappa [K, N, T]`` (0 when ``which`` is empty); ``reference``: see :func:`per_event`."""
     if not bool(which.any()):
         return torch.zeros(kappa.shape[0], dtype=kappa.dtype, device=kappa.device)
-    _, _, res = per_event(kappa, ev)
+    _, _, res = per_event(kappa, ev, reference)
     return torch.where(which[None], res, torch.zeros_like(res)).amax(1)
 
 

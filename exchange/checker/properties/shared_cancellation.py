@@ -11,7 +11,7 @@ from exchange.checker.cases import build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
-from exchange.checker.properties.residuals import cancellation, cancellation_mismatches, tied_groups
+from exchange.checker.properties.residuals import cancellation, cancellation_mismatches, reference_rewards, tied_groups
 from exchange.checker.tolerances import RTOL_CANCEL
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
@@ -44,6 +44,9 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     tied = tied_groups(rollout.rewards[None], rollout)[0]
     informative = bool((ev.shared & ~tied[ev.group]).any())
     res = float(cancellation(kappa[None], ev, ev.shared)[0])
+    if res > RTOL_CANCEL:  # judged again against the magnitudes of mixed rewards (round-off per event)
+        (ref,) = engine([rollout.with_fields({"rewards": reference_rewards(rollout.rewards[None], rollout)[0]})])
+        res = float(cancellation(kappa[None], ev, ev.shared, ref[None])[0])
     return Evaluation(res, informative, rollout, kappa, cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL))
 
 
@@ -52,6 +55,12 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     _, kappa, failed = b.coefficients(rollout, fields)
     ev = events(rollout)
     res = cancellation(kappa, ev, ev.shared)
+    todo = (res > RTOL_CANCEL).nonzero().flatten()
+    if todo.numel():  # judged again against the magnitudes of mixed rewards (round-off per event)
+        sub = {k: v[todo] for k, v in fields.items()}
+        _, ref, _ = b.coefficients(rollout, {**sub, "rewards": reference_rewards(b.rewards[todo], rollout)})
+        res = res.clone()
+        res[todo] = cancellation(kappa[todo], ev, ev.shared, ref)
     informative = (ev.shared[None] & ~tied_groups(b.rewards, rollout)[:, ev.group]).any(1)
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), informative | failed)
 
