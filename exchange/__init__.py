@@ -14,6 +14,9 @@ The public surface (THEORY.md is the spec):
   minimal counterexamples.
 - ``exchange.strategies``: Hypothesis strategies for group configurations.
 - ``exchange.objectives``: the catalog of published objectives.
+- :func:`compose` -> :class:`Composition`: an objective described by parts (estimator,
+  shaping, weight, clip, aggregation, additive term, mask, precision), a ``loss_fn``
+  whose verdict is derived from its parts (``.expected()``), to set beside ``check``'s.
 - ``exchange.testing.assert_holds``: for a user's own pytest suite.
 
 Names are imported on first use, so ``import exchange`` (and the CLI's ``--help``) does
@@ -38,6 +41,8 @@ _EXPORTS: dict[str, str] = {
     "inspect": "exchange.checker.batch_analysis",
     "Report": "exchange.checker.report",
     "property_names": "exchange.checker.properties",
+    "compose": "exchange.objectives.composition",
+    "Composition": "exchange.objectives.composition",
     "ExchangeError": "exchange.errors",
     "InvalidArgument": "exchange.errors",
     "RolloutError": "exchange.errors",

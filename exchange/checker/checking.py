@@ -18,6 +18,7 @@ tolerances: :mod:`exchange.checker.tolerances`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import torch
 from hypothesis import settings
@@ -102,6 +103,20 @@ def _failed(name, regime, tolerance, ev: Evaluation, found_by, examples, informa
         kappa=ev.kappa, variant=ev.variant, variant_kappa=ev.variant_kappa, mismatches=list(ev.mismatches),
         note=ev.note, theorems=PROPERTY_THEOREMS.get(name, ()),
     )
+
+
+def _carry_on_policy(results, mechanisms, names, on: Regime, off: Regime) -> None:
+    """The off-policy regime contains every on-policy batch (ratios all 1), so what the
+    on-policy regime shows holds off-policy too (:func:`~exchange.core.vocabulary.per_regime`'s
+    rule): its mechanisms, and its broken properties where the off-policy search did not
+    find one of its own (the on-policy counterexample is reported, said so)."""
+    mechanisms[off] = sorted(set(mechanisms[off]) | set(mechanisms[on]))
+    for name in names:
+        here, there = results[(name, on)], results[(name, off)]
+        if not here.holds and here.counterexample is not None and there.holds:
+            results[(name, off)] = dataclasses.replace(
+                here, regime=str(off), note=f"broken on-policy, and an on-policy batch is an off-policy batch with every "
+                                            f"ratio 1{': ' + here.note if here.note else ''}")
 
 
 @_one_torch_thread()
@@ -230,10 +245,7 @@ def check(
         if chosen:
             mechanisms[regime] = sorted(mechanisms[regime] + [chosen])
     if len(regimes) == 2:
-        # the off-policy regime contains every on-policy batch, so a mechanism an
-        # on-policy probe shows is present off-policy too (vocabulary.per_regime's rule)
-        on, off = (str(r) for r in sorted(regimes, key=lambda r: Regime(r).off_policy))
-        mechanisms[off] = sorted(set(mechanisms[off]) | set(mechanisms[on]))
+        _carry_on_policy(results, mechanisms, names, *sorted(regimes, key=lambda r: Regime(r).off_policy))
     return Report(
         objective=label,
         regimes=regimes,

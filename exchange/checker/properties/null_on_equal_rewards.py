@@ -108,7 +108,11 @@ def _cause(engine: Engine, ev: Evaluation) -> str:
                           rollout.with_fields({"rewards": torch.zeros_like(rollout.rewards)})])
     scale = float(kappa[tied_rows].abs().max())
     if float((moved - kappa)[tied_rows].abs().max()) > RTOL_EQUAL * scale:
-        names.add("M4")
+        # a centre that is not the group's own leaves the tied group's shared events
+        # uncancelled; a shaping that moves with the level (a reward set to 0) cancels
+        Km, massm, _ = (x[0] for x in per_event(moved[None], evs))
+        if bool((which & (Km.abs() > RTOL_CANCEL * massm) & (massm > 0)).any()):
+            names.add("M4")
     K0, mass0, _ = (x[0] for x in per_event(zero[None], evs))
     scale0 = float(zero[tied_rows].abs().max())
     carries = which & (mass0 > ZERO_COLUMN * max(scale0, TINY))
@@ -121,6 +125,14 @@ def _cause(engine: Engine, ev: Evaluation) -> str:
         spread = spread or float(values.max() - values.min()) > RTOL_EQUAL * scale0
     if spread and (bool((lengths == lengths[0]).all()) or "M6" not in names):
         names.add("M7")
+    if not names:
+        # nothing at all-zero rewards, yet the tied group's shared events carry mass that
+        # cancels at its own level: zero-sum advantages of a shaping that needs a reward
+        # to act on (a truncated response's reward set to 0): M7
+        K, mass, _ = (x[0] for x in per_event(kappa[None], evs))
+        live = which & (mass > ZERO_COLUMN * max(scale, TINY))
+        if bool(live.any()) and bool((K[live].abs() <= RTOL_CANCEL * mass[live]).all()):
+            names.add("M7")
     return "+".join(sorted(names)) or "M4"
 
 
@@ -146,7 +158,8 @@ PROBES = (
         "a tied group whose longest response hit the length limit beside a mixed group, on-policy",
         NAME,
         "M4",
-        Case(groups=(GroupConfig(((1, 2), (1, 3), (1, 2, 2)), (0.0, 0.0, 0.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0))),
+        # tied at 1, not 0: a reward set to 0 on truncated responses must have one to change
+        Case(groups=(GroupConfig(((1, 2), (1, 3), (1, 2, 2)), (1.0, 1.0, 1.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0))),
              length_limit=3),
     ),
 )

@@ -115,6 +115,28 @@ def _variants(rewards: Tensor, rollout: Rollout) -> list[Tensor]:
     return [rewards, *reward_variants(rewards, rollout)]
 
 
+def conditioning(variants: list[Tensor], rollout: Rollout) -> Tensor:
+    """``[K]``: how much the rewards' own magnitudes amplify round-off in centred
+    advantages (THEORY.md section 2, round-off per event): the largest
+    ``max|R_g| / std(R_g)`` over the groups that are not tied and over the reward vectors
+    ``variants`` (each ``[K, N]``), at least 1. Rounding ``R`` to a precision with unit
+    round-off ``u`` moves ``R - mean R`` by about ``u max|R|``, so a (Z) residual is
+    judged in units of this factor: an advantage sum off by round-off stays below the
+    precision's tolerance, a non-zero-sum estimator (an ``O(1)`` relative effect) does not."""
+    gi = rollout.group_index.to(variants[0].device)
+    out = torch.ones(variants[0].shape[0], dtype=variants[0].dtype, device=variants[0].device)
+    for g in range(rollout.n_groups):
+        rows = (gi == g).nonzero().flatten()
+        if rows.numel() < 2:
+            continue
+        for v in variants:
+            r = v[:, rows]
+            std = r.std(dim=1, unbiased=False)
+            ratio = r.abs().amax(1) / torch.where(std > 0, std, torch.ones_like(std))
+            out = torch.where(std > 0, torch.maximum(out, ratio), out)
+    return out
+
+
 def _shift_average(kappa_of, rewards: Tensor, rollout: Rollout) -> Tensor:
     """The coefficients averaged over the cyclic shifts of the rewards, ``[K, N, T]``."""
     shifts = cyclic_shifts(rollout)
@@ -132,9 +154,10 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
 
     variants = _variants(rewards, rollout)
     raw = [kappa_of(r) for r in variants]
-    res = reward_dependent(raw, ev, ev.shared)
+    res = reward_dependent(raw, ev, ev.shared) / conditioning(variants, rollout)
     if float(res[0]) > RTOL_CANCEL and _identical(example.case):  # identical responses, unequal weights
         res = reward_dependent([_shift_average(kappa_of, r, rollout) for r in variants], ev, ev.shared, raw)
+        res = res / conditioning(variants, rollout)
     kappa = kappa_of(rewards)[0]
     mism = cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL) if float(res[0]) > RTOL_CANCEL else []
     return Evaluation(float(res[0]), True, rollout, kappa, mism)
@@ -161,13 +184,14 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
         sub = {k: v[todo] for k, v in fields.items()}
         variants = [v[todo] for v in _variants(b.rewards, rollout)]
         raw = [first[todo]] + [kappa_of(v, sub) for v in variants[1:]]
-        part = reward_dependent(raw, ev, ev.shared)
+        cond = conditioning(variants, rollout)
+        part = reward_dependent(raw, ev, ev.shared) / cond
         again = (part > RTOL_CANCEL).nonzero().flatten()
         if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses
             sub2 = {k: v[again] for k, v in sub.items()}
             averaged = [_shift_average(lambda r: kappa_of(r, sub2), v[again], rollout) for v in variants]
             part = part.clone()
-            part[again] = reward_dependent(averaged, ev, ev.shared, [k[again] for k in raw])
+            part[again] = reward_dependent(averaged, ev, ev.shared, [k[again] for k in raw]) / cond[again]
         res = res.clone()
         res[todo] = part
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed) | failed)
