@@ -28,9 +28,10 @@ def attributed(results, names, tolerances: dict[str, float], precision: str) -> 
         cancel_broke = cancel is not None and cancel.residual > at_precision(
             tolerances[shared_cancellation.NAME], precision, cancel.exact)
         # a probe may name a mechanism through (C) while its own property holds: (Z)'s
-        # probe names an additive term (M6) whose K_e every reward vector shares
+        # probe names an additive term (M6) whose K_e every reward vector shares; its own
+        # mechanism needs its own property broken beyond the loss's round-off
         if own is not None and own.residual <= at_precision(tolerances[own_name], precision, own.exact) \
-                and not cancel_broke:
+                and not (cancel_broke and r.through_cancellation):
             continue
         if own_name in names or (shared_cancellation.NAME in names and cancel_broke):
             out.update(r.mechanism.split("+"))  # a probe may name several, "M6+M7"

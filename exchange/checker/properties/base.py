@@ -76,6 +76,9 @@ class ProbeResult:
     probe: Probe
     evaluations: dict[str, Evaluation] = field(default_factory=dict)  # property -> evaluation
     mechanism: str = ""  # the mechanism named ("" when the probe names none)
+    # named from the probe's (C) evaluation, not its own property's (an additive term
+    # that (Z)'s probe sees while the reward-dependent part cancels)
+    through_cancellation: bool = False
 
 
 @dataclass

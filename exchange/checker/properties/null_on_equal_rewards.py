@@ -16,7 +16,7 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
-from exchange.checker.properties.residuals import as_residual, fmt, per_event, tied_groups
+from exchange.checker.properties.residuals import as_residual, fmt, per_event, reference_rewards, tied_groups
 from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
@@ -80,7 +80,7 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     result.evaluations[NAME] = ev
     if not (ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all())):
         return result
-    result.mechanism = _cause(engine, ev)
+    result.mechanism = _cause(engine, ev, probe)
     if "M6" in result.mechanism.split("+"):
         # All advantages of the tied group are 0 and its coefficients are not: kappa is not
         # A_i h(e) there ((E), section 2) and its shared events keep K_e != 0 ((C)).
@@ -90,12 +90,79 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     return result
 
 
-def _cause(engine: Engine, ev: Evaluation) -> str:
+# A tied group whose responses share a three-token prefix and differ in every feature a
+# shaping reads: lengths 4, 5, 4, 6, token 3 in the first response only, different tokens
+# (so different log-prob sums) after the prefix.
+_FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2))
+_PREFIX = 3
+# Two patterns count as different when the smaller singular value, or the spread of the
+# event profile, exceeds this share of the larger: ten times bf16's resolution (THEORY.md
+# section 4, precision rule), far below the O(0.1-1) ratios of the parts it separates.
+_PATTERN_RTOL = 0.05
+
+
+def _tied_features(engine: Engine, probe: Probe) -> set[str]:
+    """M6 and M7 from the coefficients of :data:`_FEATURE_GROUP`'s shared-prefix events,
+    on-policy, every reward of the batch 0 (the probe's other groups too, so that no
+    centre moves). With every advantage an exact 0 and every ratio 1, a response's
+    coefficient on shared event ``e`` is ``w_i (a_i + m_e)``: ``a_i`` from a
+    reward shaped by the response's features (M7), ``m_e`` from an additive event term
+    (M6, the same for every occurrence), ``w_i`` any per-response weight. The matrix
+    ``[G, 3]`` therefore has rank 2 when both are present; rank 1 with an event profile
+    that varies is M6; rank 1 with a constant profile is M7 when the responses' values
+    have both signs (shaped advantages) and ``"?"`` when they share one: a constant
+    additive gradient such as k1's, or shaped advantages that a centre which is not zero-
+    sum left on one side (the caller decides with :func:`_additive_on_identical`). Entries below ``1e-9`` of the same layout's coefficients at
+    mixed rewards are round-off and count as 0. Off-policy, a surrogate's ``g(rho_e)``
+    would multiply ``a_i`` by a profile of its own: the terms that vanish on-policy are
+    left to :func:`_additive_on_identical`."""
+    groups = (GroupConfig(_FEATURE_GROUP, (0.0,) * len(_FEATURE_GROUP)),
+              *(GroupConfig(g.responses, (0.0,) * len(g.responses)) for g in probe.case.groups[1:]))
+    rollout = build(replace(probe.case, groups=groups, off_policy=False, ratio=()))
+    mixed = rollout.with_fields({"rewards": reference_rewards(rollout.rewards[None], rollout)[0]})
+    kappa, ref = engine([rollout, mixed])
+    rows = (rollout.group_index == 0).nonzero().flatten()
+    m = kappa[rows, :_PREFIX]
+    scale = max(float(m.abs().max()), float(ref[rows, :_PREFIX].abs().max()))
+    if not bool(torch.isfinite(m).all()) or float(m.abs().max()) <= ZERO_COLUMN * max(scale, TINY):
+        return set()
+    u_, s, vh = torch.linalg.svd(m)
+    if float(s[1]) > _PATTERN_RTOL * float(s[0]):
+        return {"M6", "M7"}
+    v = vh[0]
+    if float(v.max() - v.min()) > _PATTERN_RTOL * float(v.abs().max()):
+        return {"M6"}
+    u = u_[:, 0] * s[0] * v.mean()  # the responses' values, sign restored
+    floor = _PATTERN_RTOL * float(u.abs().max())
+    return {"M7"} if float(u.max()) > floor and float(u.min()) < -floor else {"?"}
+
+
+def _additive_on_identical(engine: Engine, probe: Probe) -> bool:
+    """Whether the probe's batch, every group made of copies of the tied group's first
+    response with every reward 0, keeps ``K_e != 0`` on a shared event beyond round-off.
+    Every response has the same features, so a shaping gives every one the same reward
+    and every centre (the group's, the batch's, a greedy one) the same value: every
+    advantage is an exact 0 and what is left is an additive event term (M6)."""
+    first = probe.case.groups[0].responses[0]
+    groups = tuple(GroupConfig((first,) * len(g.responses), (0.0,) * len(g.responses)) for g in probe.case.groups)
+    rollout = build(replace(probe.case, groups=groups))
+    mixed = rollout.with_fields({"rewards": reference_rewards(rollout.rewards[None], rollout)[0]})
+    kappa, ref = engine([rollout, mixed])
+    evs = events(rollout)
+    K, mass, _ = (x[0] for x in per_event(kappa[None], evs, ref[None]))
+    mine = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
+    rows = rollout.group_index == 0
+    mine[evs.ids[rows][evs.ids[rows] >= 0]] = True
+    return bool((mine & evs.shared & (mass > 0) & (K.abs() > RTOL_CANCEL * mass)).any())
+
+
+def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     """The mechanisms that keep coefficients on the tied group, ``"+"``-joined: M4 when
-    they move with the group's reward level; with every reward 0 (every advantage of a
-    group-centred, batch-centred or greedy estimator 0), M6 when a shared event keeps
-    ``K_e != 0`` and M7 when its occurrences differ (responses of equal length: no
-    per-response normaliser can make them differ) or carry mass that cancels."""
+    they move with the group's reward level and its shared events stop cancelling; M6
+    and M7 from :func:`_tied_features` (M6 also when copies of one response keep
+    ``K_e != 0``, :func:`_additive_on_identical`); M7 also when nothing else explains
+    shared events that carry mass and cancel at the group's own level (a shaping that
+    needs a reward to act on, such as a truncated response's reward set to 0)."""
     rollout, kappa = ev.rollout, ev.kappa
     tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
     evs = events(rollout)
@@ -104,8 +171,7 @@ def _cause(engine: Engine, ev: Evaluation) -> str:
     which = evs.shared & tied_events
     names = set()
     level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
-    moved, zero = engine([rollout.with_fields({"rewards": rollout.rewards + level}),
-                          rollout.with_fields({"rewards": torch.zeros_like(rollout.rewards)})])
+    (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards + level})])
     scale = float(kappa[tied_rows].abs().max())
     if float((moved - kappa)[tied_rows].abs().max()) > RTOL_EQUAL * scale:
         # a centre that is not the group's own leaves the tied group's shared events
@@ -113,22 +179,14 @@ def _cause(engine: Engine, ev: Evaluation) -> str:
         Km, massm, _ = (x[0] for x in per_event(moved[None], evs))
         if bool((which & (Km.abs() > RTOL_CANCEL * massm) & (massm > 0)).any()):
             names.add("M4")
-    K0, mass0, _ = (x[0] for x in per_event(zero[None], evs))
-    scale0 = float(zero[tied_rows].abs().max())
-    carries = which & (mass0 > ZERO_COLUMN * max(scale0, TINY))
-    if bool((carries & (K0.abs() > RTOL_CANCEL * mass0)).any()):
+    features = _tied_features(engine, probe)
+    additive = "M6" not in features and _additive_on_identical(engine, probe)
+    if "?" in features:  # one-signed, profile constant: k1-like if copies keep it, else shaping
+        features = {"M6"} if additive else {"M7"}
+    names |= features
+    if additive:
         names.add("M6")
-    lengths = rollout.lengths[tied_rows]
-    spread = False
-    for e in carries.nonzero().flatten().tolist():
-        values = zero[evs.ids == e]
-        spread = spread or float(values.max() - values.min()) > RTOL_EQUAL * scale0
-    if spread and (bool((lengths == lengths[0]).all()) or "M6" not in names):
-        names.add("M7")
     if not names:
-        # nothing at all-zero rewards, yet the tied group's shared events carry mass that
-        # cancels at its own level: zero-sum advantages of a shaping that needs a reward
-        # to act on (a truncated response's reward set to 0): M7
         K, mass, _ = (x[0] for x in per_event(kappa[None], evs))
         live = which & (mass > ZERO_COLUMN * max(scale, TINY))
         if bool(live.any()) and bool((K[live].abs() <= RTOL_CANCEL * mass[live]).all()):

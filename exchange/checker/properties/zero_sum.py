@@ -242,6 +242,7 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
             cancel.note = f"probe {probe.name}: K_e is the same for every reward vector and assignment"
             result.evaluations[shared_cancellation.NAME] = cancel
             result.mechanism = "M6"
+            result.through_cancellation = True
     return result
 
 
