@@ -137,7 +137,8 @@ def _vmapped(loss_fn, template: Rollout, fields: dict[str, Tensor]) -> tuple[Ten
 
 
 
-def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: list, mode: Mode | bool = True):
+def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: list, mode: Mode | bool = True,
+             precision: str = "float64"):
     """``prop``'s batched residuals of the configurations ``(seeds[k], rewards[k])`` of
     ``lay`` (``rewards[k][g]``: group ``g``'s rewards): a
     :class:`~exchange.checker.properties.base.BatchResult`."""
@@ -148,7 +149,7 @@ def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: li
         return loss, kappa, torch.tensor([e is not None for e in errors])
 
     flat = torch.tensor([[x for rw in cfg for x in rw] for cfg in rewards], dtype=_F64)
-    return prop.evaluate_batch(BatchInputs(lay, seeds, flat, batch_coefficients))
+    return prop.evaluate_batch(BatchInputs(lay, seeds, flat, batch_coefficients, precision))
 
 
 # --------------------------------------------------------------------- run
@@ -182,7 +183,7 @@ def run(engine, prop: Property, regime: str, max_examples: int, seed: int, toler
         lay = prop.layout(d, regime)
         seeds = [rng.randint(0, 2**16) for _ in range(per)]
         rewards = draw_rewards(d, per, lay)
-        batch = evaluate(engine.loss_fn, prop, lay, seeds, rewards, mode)
+        batch = evaluate(engine.loss_fn, prop, lay, seeds, rewards, mode, engine.precision)
         out.layouts += 1
         bad = (~(batch.residual <= tolerance)).nonzero().flatten().tolist()
         for j in bad:

@@ -198,6 +198,7 @@ def check(
     smoke = build(PROBES[0].case)
     token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
     precision, detected = resolve_precision(loss_fn, precision)
+    engine.precision = precision
 
     results: dict[tuple[str, str], PropertyResult] = {}
     mechanisms: dict[str, list[str]] = {}

@@ -26,6 +26,7 @@ class RewardDependent:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.loss_fn = engine.loss_fn
+        self.precision = engine.precision
 
     def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
         tied = [r.with_fields({"rewards": torch.zeros_like(r.rewards)}) for r in rollouts]

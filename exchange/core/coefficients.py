@@ -162,10 +162,13 @@ class Engine:
     ``batched=False`` forces the loop (the oracle).
     """
 
-    def __init__(self, loss_fn: LossFn, batched: bool = True) -> None:
+    def __init__(self, loss_fn: LossFn, batched: bool = True, precision: str = "float64") -> None:
         self.loss_fn = loss_fn
         self.batched = batched
         self.calls = 0
+        # the precision the loss computes in ("float64", "float32", "bf16"): round-off
+        # allowances that depend on the inputs' magnitudes scale with it
+        self.precision = precision
 
     def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
         self.calls += len(rollouts)

@@ -91,6 +91,7 @@ class BatchInputs:
     seeds: list[int]
     rewards: Tensor  # [K, N]
     coefficients: Callable[[Rollout, dict], tuple[Tensor, Tensor, Tensor]]
+    precision: str = "float64"  # the loss's (Engine.precision)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from exchange.checker.properties.residuals import (as_residual, cancellation, ca
                                                    direction_spread, fmt, tied_groups)
 from exchange.checker.properties import shared_cancellation
 from exchange.checker.properties.shared_cancellation import any_groups
-from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION, TINY
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -114,10 +114,57 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), informative | failed)
 
 
+FEATURES_PROBE = "equal_rewards_different_features"
+# Two responses X and Y after a shared prefix (1, 2): X is short and holds token 3, Y is
+# long (it reaches the probe's length limit), its tokens (so its log-prob sums) differ.
+_X, _Y = (1, 2, 3), (1, 2, 0, 1, 1, 2, 2)
+# The pattern must exceed ten times the precision's resolution (THEORY.md section 4).
+_FEATURE_RTOL = {"float64": 1e-6, "float32": 1e-4, "bf16": 0.05}
+
+
+def _feature_det(engine: Engine, probe: Probe, order: tuple[int, ...]) -> tuple[float, float, Rollout, torch.Tensor]:
+    """``(E residual, relative det)`` of the first shared event's coefficients for X and Y
+    at reward 1 and 0, the responses in ``order`` (a permutation of X1, Y1, X0, Y0)."""
+    items = [(_X, 1.0), (_Y, 1.0), (_X, 0.0), (_Y, 0.0)]
+    picked = [items[i] for i in order]
+    case = replace(probe.case, groups=(GroupConfig(tuple(r for r, _ in picked), tuple(w for _, w in picked)),))
+    rollout = build(case)
+    (kappa,) = engine([rollout])
+    col = {order[j]: float(kappa[j, 0]) for j in range(4)}
+    scale = max(abs(v) for v in col.values())
+    if scale == 0 or not bool(torch.isfinite(kappa).all()):
+        return 0.0, 0.0, rollout, kappa
+    res = max(abs(col[0] - col[1]), abs(col[2] - col[3])) / scale
+    det = col[0] * col[3] - col[1] * col[2]
+    return res, det / (abs(col[0] * col[3]) + abs(col[1] * col[2]) + TINY), rollout, kappa
+
+
+def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
+    """Responses with equal verifiable rewards but different features (length, a token,
+    log-prob sums), on-policy, each feature set at reward 1 and 0 in one group. (E) puts
+    equal coefficients on a shared event for equal rewards. A per-response weight
+    ``w_i`` and an additive term ``m_e`` keep ``kappa = w_i (A_i + m_e)``, whose 2x2
+    matrix over (feature, reward) has determinant 0; a reward shaped by the features
+    adds ``a_X != a_Y`` and the determinant ``w_X w_Y (A_1 - A_0)(a_Y - a_X)``: M7. The
+    determinant must be the same in three row orders (a normaliser that depends on the
+    row order, such as a token count per micro-batch, would make one of its own)."""
+    result = ProbeResult(probe)
+    res, det, rollout, kappa = _feature_det(engine, probe, (0, 1, 2, 3))
+    others = [_feature_det(engine, probe, order)[1] for order in ((0, 2, 1, 3), (3, 2, 1, 0))]
+    note = f"probe {probe.name}: {probe.description}"
+    result.evaluations[NAME] = Evaluation(res, True, rollout, kappa, note=note)
+    tol = _FEATURE_RTOL[getattr(engine, "precision", "float64")]
+    if abs(det) > tol and all(abs(det - d) <= tol * abs(det) for d in others):
+        result.mechanism = probe.mechanism
+    return result
+
+
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     """The probe's base and variant on-policy (its ratios are set explicitly). The
     mechanism is named only when the base alone is exchangeable (then the one thing the
     probe changed is what broke it) and the probe's signature, if any, fits."""
+    if probe.name == FEATURES_PROBE:
+        return _features_probe(engine, probe)
     result = ProbeResult(probe)
     example = Example(replace(probe.case, off_policy=False), mutation=probe.mutation)
     case, variant_case = _padded(example)
@@ -192,6 +239,15 @@ PROBES = (
         "a shared event (behaviour prob 0.5) moved to ratio 0.25, below any usual trust region",
         NAME, "M2", _COMMON_EVENT, Mutation("shared_ratio", 0, 0, 0.25, position=1),
         off_policy_only=True, signature=common_shift,
+    ),
+)
+PROBES += (
+    Probe(
+        FEATURES_PROBE,
+        "equal rewards, different response features (length 3 with token 3 vs length 7 reaching the length "
+        "limit), each at reward 1 and 0, on-policy, every entropy 1",
+        NAME, "M7", Case(groups=(GroupConfig((_X, _Y, _X, _Y), (1.0, 1.0, 0.0, 0.0)),), entropy_all=1.0,
+                          length_limit=7),
     ),
 )
 # The clip probes again on the reward-dependent coefficients: with an additive term in

@@ -115,16 +115,21 @@ def _variants(rewards: Tensor, rollout: Rollout) -> list[Tensor]:
     return [rewards, *reward_variants(rewards, rollout)]
 
 
-def conditioning(variants: list[Tensor], rollout: Rollout) -> Tensor:
+def conditioning(variants: list[Tensor], rollout: Rollout, precision: str) -> Tensor:
     """``[K]``: how much the rewards' own magnitudes amplify round-off in centred
     advantages (THEORY.md section 2, round-off per event): the largest
     ``max|R_g| / std(R_g)`` over the groups that are not tied and over the reward vectors
     ``variants`` (each ``[K, N]``), at least 1. Rounding ``R`` to a precision with unit
     round-off ``u`` moves ``R - mean R`` by about ``u max|R|``, so a (Z) residual is
     judged in units of this factor: an advantage sum off by round-off stays below the
-    precision's tolerance, a non-zero-sum estimator (an ``O(1)`` relative effect) does not."""
+    precision's tolerance, a non-zero-sum estimator (an ``O(1)`` relative effect) does not.
+    In float64 (``precision``) the factor is 1: round-off there is 8 orders of magnitude
+    below the tolerance whatever the rewards, and a float32 step inside a loss checked as
+    float64 must still show."""
     gi = rollout.group_index.to(variants[0].device)
     out = torch.ones(variants[0].shape[0], dtype=variants[0].dtype, device=variants[0].device)
+    if precision == "float64":
+        return out
     for g in range(rollout.n_groups):
         rows = (gi == g).nonzero().flatten()
         if rows.numel() < 2:
@@ -154,10 +159,10 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
 
     variants = _variants(rewards, rollout)
     raw = [kappa_of(r) for r in variants]
-    res = reward_dependent(raw, ev, ev.shared) / conditioning(variants, rollout)
+    res = reward_dependent(raw, ev, ev.shared) / conditioning(variants, rollout, engine.precision)
     if float(res[0]) > RTOL_CANCEL and _identical(example.case):  # identical responses, unequal weights
         res = reward_dependent([_shift_average(kappa_of, r, rollout) for r in variants], ev, ev.shared, raw)
-        res = res / conditioning(variants, rollout)
+        res = res / conditioning(variants, rollout, engine.precision)
     kappa = kappa_of(rewards)[0]
     mism = cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL) if float(res[0]) > RTOL_CANCEL else []
     return Evaluation(float(res[0]), True, rollout, kappa, mism)
@@ -184,7 +189,7 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
         sub = {k: v[todo] for k, v in fields.items()}
         variants = [v[todo] for v in _variants(b.rewards, rollout)]
         raw = [first[todo]] + [kappa_of(v, sub) for v in variants[1:]]
-        cond = conditioning(variants, rollout)
+        cond = conditioning(variants, rollout, b.precision)
         part = reward_dependent(raw, ev, ev.shared) / cond
         again = (part > RTOL_CANCEL).nonzero().flatten()
         if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses
