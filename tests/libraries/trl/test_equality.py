@@ -85,6 +85,20 @@ ROWS = [
     ("grpo", 2, {"beta": 0.04, "mask_truncated_completions": True}),
     ("dapo", 1, {"epsilon_high": 0.28, "entropy_coef": 0.05}),
     ("grpo", 2, {"entropy_coef": 0.05}),
+    # issue 32's remaining rows: TRL's row-shuffled micro-batches and the generation
+    # batch's advantages (bnpo's per-micro-batch token count, scale_rewards batch)
+    ("bnpo", 2, {}),
+    ("bnpo", 2, {"mask_truncated_completions": True}),
+    ("grpo", 2, {"scale_rewards": "batch"}),
+    ("dapo", 2, {"scale_rewards": "batch"}),
+    ("bnpo", 2, {"entropy_coef": 0.05}),
+    # TRL's defaults win: dapo at epsilon_high=None (0.2), not the catalog's 0.28
+    ("dapo", 1, {}),
+    # the loss types with a catalog objective (cispo's cap is absolute in TRL)
+    ("cispo", 1, {"epsilon_high": 5.0}),
+    ("cispo", 2, {"epsilon_high": 5.0}),
+    ("sapo", 1, {}),
+    ("sapo", 2, {}),
 ]
 
 
