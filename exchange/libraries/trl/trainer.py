@@ -116,6 +116,16 @@ def _group_shuffle(batch: dict, group_size: int) -> dict:
     return {k: permute(v) for k, v in batch.items()}
 
 
+def _refuse(args, objective, objective_params, trl_defaults: bool) -> None:
+    """One ``InvalidArgument`` naming every GRPOConfig setting the objective cannot apply."""
+    if objective in NO_CATALOG_OBJECTIVE:
+        resolve_objective(objective)  # raises, naming the loss type and the fix
+    refused = refused_settings(args, objective, objective_params, trl_defaults)
+    if refused:
+        raise InvalidArgument(f"ExchangeGRPOTrainer(objective={getattr(objective, '__name__', objective)!r}) "
+                              "cannot apply GRPOConfig." + "; GRPOConfig.".join(refused) + ".")
+
+
 class ExchangeGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose loss is an exchange objective (see the module docstring).
 
@@ -151,6 +161,9 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         self.exchange_learning_tax = learning_tax
         self.exchange_dump_batches = dump_batches
         self.exchange_dumped = 0
+        config = kwargs.get("args", args[2] if len(args) > 2 else None)
+        if objective is not None and config is not None:  # refuse before TRL loads models
+            _refuse(config, objective, objective_params, trl_defaults)
         super().__init__(*args, **kwargs)
         self.exchange_regularizer = None
         self.exchange_objective = None
@@ -166,10 +179,7 @@ class ExchangeGRPOTrainer(GRPOTrainer):
     def _exchange_bind(self, objective, objective_params, batching, trl_defaults: bool) -> None:
         from exchange.libraries.trl.contact import group_batching, hook_loss, hook_scoring
 
-        refused = refused_settings(self.args, objective, objective_params, trl_defaults)
-        if refused:
-            raise InvalidArgument(f"ExchangeGRPOTrainer(objective={getattr(objective, '__name__', objective)!r}) "
-                                  "cannot apply GRPOConfig." + "; GRPOConfig.".join(refused) + ".")
+        _refuse(self.args, objective, objective_params, trl_defaults)
         params = config_params(self.args, objective, objective_params, trl_defaults)
         self.exchange_params = params
         self.exchange_objective = resolve_objective(objective, params)
