@@ -35,9 +35,11 @@ def _first_step_gradient(tmp_path, exchange: bool, loss_type: str, ga: int, **se
     from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
 
     model, tokenizer = _tiny_model_and_tokenizer()
+    settings = dict(settings)
+    steps, per_device = settings.pop("max_steps", 1), settings.pop("per_device_train_batch_size", 16 // ga)
     args = GRPOConfig(
-        output_dir=str(tmp_path / ("x" if exchange else "t")), report_to="none", use_cpu=True, max_steps=1,
-        logging_steps=1, per_device_train_batch_size=16 // ga, gradient_accumulation_steps=ga, num_generations=4,
+        output_dir=str(tmp_path / ("x" if exchange else "t")), report_to="none", use_cpu=True, max_steps=steps,
+        logging_steps=1, per_device_train_batch_size=per_device, gradient_accumulation_steps=ga, num_generations=4,
         max_completion_length=6, temperature=1.0, learning_rate=1.0, optim="sgd", lr_scheduler_type="constant",
         max_grad_norm=0.0, weight_decay=0.0, save_strategy="no", seed=0, bf16=False, loss_type=loss_type,
         generation_kwargs={"sequence_bias": {(1,): 2.0}}, **settings,
@@ -99,6 +101,11 @@ ROWS = [
     ("cispo", 2, {"epsilon_high": 5.0}),
     ("sapo", 1, {}),
     ("sapo", 2, {}),
+    # two optimizer steps on one generation batch: the second trains off-policy on TRL's
+    # old log-probs (ratios != 1, clipped), so the parameter change is g1 + g2(theta_1)
+    ("dapo", 1, {"epsilon_high": 0.28, "steps_per_generation": 2, "per_device_train_batch_size": 8, "max_steps": 2}),
+    ("grpo", 1, {"num_iterations": 2, "max_steps": 2}),
+    ("bnpo", 2, {"num_iterations": 2, "max_steps": 2, "mask_truncated_completions": True}),
 ]
 
 
