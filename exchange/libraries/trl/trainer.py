@@ -224,18 +224,20 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         if self.exchange_advantages is not None:
             # TRL's advantages: over the whole generation batch of every process (rewards
             # are gathered), then this process's slice; the objective's own estimator
+            # in float64 (rollout_of casts them to the loss's dtype): a float64 measurement
+            # of the same batch (the lab's instruments) then sees advantages that sum to 0
             rewards = weighted_rewards(self, per_func).to(torch.float64)
             g = self.num_generations if self.model.training else self.num_generations_eval
             n, device = rewards.shape[0], rewards.device
             whole = Rollout(tokens=torch.zeros(n, 1, dtype=torch.long, device=device),
                             mask=torch.ones(n, 1, dtype=torch.bool, device=device), rewards=rewards,
                             group=torch.arange(n, device=device) // g,
-                            old_logprobs=torch.zeros(n, 1, dtype=torch.float64, device=device))
+                            old_logprobs=torch.zeros(n, 1, dtype=rewards.dtype, device=device))
             params = {**self.exchange_params, "scale": self.exchange_params.get("scale", self.args.scale_rewards)}
             adv = self.exchange_advantages(whole, params).detach()
             start = self.accelerator.process_index * output["completion_ids"].shape[0]
             output["exchange_advantages"] = adv[start: start + output["completion_ids"].shape[0]].to(
-                output["completion_ids"].device, torch.float32)
+                output["completion_ids"].device)
         return output
 
     def _exchange_rollout(self, inputs, per_token_logps: Tensor) -> Rollout:
