@@ -36,6 +36,7 @@ def _first_step_gradient(tmp_path, exchange: bool, loss_type: str, ga: int, **se
 
     model, tokenizer = _tiny_model_and_tokenizer()
     settings = dict(settings)
+    objective = settings.pop("objective", loss_type)
     steps, per_device = settings.pop("max_steps", 1), settings.pop("per_device_train_batch_size", 16 // ga)
     args = GRPOConfig(
         output_dir=str(tmp_path / ("x" if exchange else "t")), report_to="none", use_cpu=True, max_steps=steps,
@@ -58,7 +59,7 @@ def _first_step_gradient(tmp_path, exchange: bool, loss_type: str, ga: int, **se
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # the plain trainer carries the callback: both integrations see the same (truncated) rows
-        trainer = (ExchangeGRPOTrainer(**kwargs, objective=loss_type) if exchange
+        trainer = (ExchangeGRPOTrainer(**kwargs, objective=objective) if exchange
                    else GRPOTrainer(**kwargs, callbacks=[ExchangeCallback()]))
     before = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
     trainer.train()
@@ -107,6 +108,8 @@ ROWS = [
     ("dapo", 1, {"epsilon_high": 0.28, "steps_per_generation": 2, "per_device_train_batch_size": 8, "max_steps": 2}),
     ("grpo", 1, {"num_iterations": 2, "max_steps": 2}),
     ("bnpo", 2, {"num_iterations": 2, "max_steps": 2, "mask_truncated_completions": True}),
+    # TRL's sequence-level ratios are the catalog's gspo (refused for token-ratio objectives)
+    ("grpo", 1, {"importance_sampling_level": "sequence", "objective": "gspo", "num_iterations": 2, "max_steps": 2}),
 ]
 
 
