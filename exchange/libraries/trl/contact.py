@@ -20,17 +20,29 @@ from __future__ import annotations
 
 import inspect
 from collections import defaultdict, deque
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Callable
 
 import torch
 
 from exchange.libraries.versions import LibraryError
 
 __all__ = [
-    "ATTRIBUTES", "METHODS", "MODULE_FUNCTIONS", "broken_contacts", "require_contacts",
-    "hook_scoring", "hook_loss", "group_batching", "log_metric", "applied_entropy_coef", "pad_token_id",
-    "shell", "score", "shell_loss", "replace_forward",
+    "ATTRIBUTES",
+    "METHODS",
+    "MODULE_FUNCTIONS",
+    "applied_entropy_coef",
+    "broken_contacts",
+    "group_batching",
+    "hook_loss",
+    "hook_scoring",
+    "log_metric",
+    "pad_token_id",
+    "replace_forward",
+    "require_contacts",
+    "score",
+    "shell",
+    "shell_loss",
 ]
 
 # Private methods, with the leading parameters the integration relies on.

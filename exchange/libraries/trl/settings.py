@@ -29,7 +29,8 @@ cispo cap at or below 1).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from exchange.errors import InvalidArgument
 
@@ -57,8 +58,8 @@ _REFUSED = {
     "top_entropy_quantile": (1.0, "set top_entropy_quantile=1.0, or objective=None to train TRL's own loss"),
     "delta": (None, "set delta=None, or objective=None to train TRL's own loss"),
     "off_policy_mask_threshold": (None, "set off_policy_mask_threshold=None, or objective=None"),
-    "multi_objective_aggregation": ("sum_then_normalize", "use 'sum_then_normalize' (the objective centres the "
-                                    "weighted reward sum), or objective=None"),
+    "multi_objective_aggregation": ("sum_then_normalize", ("use 'sum_then_normalize' (the objective centres the "
+                                                           "weighted reward sum), or objective=None")),
 }
 
 

@@ -51,8 +51,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -61,8 +62,18 @@ from exchange.core.metric_keys import LEARNING_TAX, LEARNING_TAX_SKIPPED
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
 from exchange.libraries.trl.settings import (
-    GLOBAL_TOKEN_MEAN, NO_CATALOG_OBJECTIVE, advantage_hook, base_of, batching_of, config_params, differences,
-    objective_defaults, refused_settings, trl_defaults as _trl_default_values,
+    GLOBAL_TOKEN_MEAN,
+    NO_CATALOG_OBJECTIVE,
+    advantage_hook,
+    base_of,
+    batching_of,
+    config_params,
+    differences,
+    objective_defaults,
+    refused_settings,
+)
+from exchange.libraries.trl.settings import (
+    trl_defaults as _trl_default_values,
 )
 from exchange.libraries.versions import LibraryError, require
 
@@ -72,7 +83,7 @@ try:
 except ImportError as err:  # pragma: no cover - require() already checked the install
     raise LibraryError(f"library='trl' failed to import ({err}); pip install -e '.[trl]'") from err
 
-__all__ = ["ExchangeGRPOTrainer", "resolve_objective", "config_params", "differences", "refused_settings"]
+__all__ = ["ExchangeGRPOTrainer", "config_params", "differences", "refused_settings", "resolve_objective"]
 
 LossFn = Callable[[Tensor, Rollout], Tensor]
 
@@ -177,7 +188,11 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         self.add_callback(self.exchange_callback)
 
     def _exchange_bind(self, objective, objective_params, batching, trl_defaults: bool) -> None:
-        from exchange.libraries.trl.contact import group_batching, hook_loss, hook_scoring
+        from exchange.libraries.trl.contact import (
+            group_batching,
+            hook_loss,
+            hook_scoring,
+        )
 
         _refuse(self.args, objective, objective_params, trl_defaults)
         params = config_params(self.args, objective, objective_params, trl_defaults)

@@ -230,7 +230,11 @@ def test_the_vllm_correction_is_refused_naming_the_fix(tmp_path):
 
 
 def test_hyperparameters_come_from_grpo_config(tmp_path):
-    from exchange.libraries.trl.settings import config_params, differences, refused_settings
+    from exchange.libraries.trl.settings import (
+        config_params,
+        differences,
+        refused_settings,
+    )
 
     args = _config(tmp_path, epsilon=0.1, epsilon_high=0.3, beta=0.04, scale_rewards="batch")
     assert config_params(args, "grpo") == {"eps_low": 0.1, "eps_high": 0.3, "beta": 0.04, "scale": "batch",
