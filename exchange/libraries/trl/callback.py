@@ -60,6 +60,13 @@ from torch import Tensor
 from exchange.core.events import SharedResidual, shared_residual_parts
 from exchange.core.metric_keys import SHARED_EVENTS, SHARED_KAPPA_SHARE, SHARED_RESIDUAL
 from exchange.core.rollout import Rollout
+from exchange.libraries.trl.contact import (
+    hook_loss,
+    hook_scoring,
+    log_metric,
+    pad_token_id,
+    require_contacts,
+)
 from exchange.libraries.versions import require
 
 require("trl")
@@ -119,8 +126,6 @@ def add_batch_keys(trainer, output: dict, per_func: Tensor, completion_ids: list
     output["exchange_row"] = rows - start
     if completion_ids is not None and len(completion_ids) == n:
         device = output["completion_ids"].device
-        from exchange.libraries.trl.contact import pad_token_id
-
         eos_and_pad = {*trainer.eos_token_ids, pad_token_id(trainer)}  # as TRL tests it
         output["exchange_lengths"] = torch.tensor([len(ids) for ids in completion_ids], device=device)
         output["exchange_truncated"] = torch.tensor([bool(ids) and ids[-1] not in eos_and_pad for ids in completion_ids],
@@ -208,8 +213,6 @@ class ExchangeCallback(TrainerCallback):
         """Wrap ``trainer``'s methods (instance attributes) so the callback sees each batch."""
         if self.trainer is trainer:
             return self
-        from exchange.libraries.trl.contact import require_contacts
-
         require_contacts()  # a TRL whose private methods moved fails here, naming them
         self.trainer = trainer
         args = trainer.args
@@ -223,8 +226,6 @@ class ExchangeCallback(TrainerCallback):
             )
             self.enabled = False
             return self
-
-        from exchange.libraries.trl.contact import hook_loss, hook_scoring
 
         holder: dict[str, Any] = {}
 
@@ -267,8 +268,6 @@ def log_metrics(trainer, mode: str, kappa: Tensor, rollout: Rollout) -> dict[str
     sums = batch_sums(kappa, rollout).to(trainer.accelerator.device, torch.float32)
     sums = trainer.accelerator.reduce(sums, reduction="sum")
     metrics = metrics_from_sums(sums.cpu())
-    from exchange.libraries.trl.contact import log_metric
-
     for key, value in metrics.items():
         log_metric(trainer, mode, key, value)
     return metrics
