@@ -3,7 +3,8 @@
 Both trainers start from the same tiny model (seeded), sample the same completions (same
 seed; EOS made likely with ``sequence_bias`` so that some completions end and some are
 truncated; the plain GRPOTrainer carries ``ExchangeCallback``, which must log on those rows) and take one plain SGD step (``lr=1``, no clipping, no weight decay), so the
-parameter change *is* the gradient. Margins: ratio ``|g_x| / |g_trl|`` within 1e-4 of 1
+parameter change *is* the gradient (two steps for the rows that reuse a generation
+batch: ``g1 + g2(theta_1)``, the second off-policy on TRL's old log-probs). Margins: ratio ``|g_x| / |g_trl|`` within 1e-4 of 1
 and cosine > 0.9999, as the issue asks; the two losses are the same arithmetic in float32
 on the same tensors, so both hold to about 1e-6 when the objective equals TRL's loss, and a
 missed setting moves them by far more (dr_grpo's old 1024 budget gave a ratio of 0.0036;
