@@ -201,5 +201,5 @@ def test_the_callback_measures_bnpos_micro_batch_residual(tmp_path):
         train_dataset=Dataset.from_dict({"prompt": ["a b c", "d e f"]}),
     )
     trainer.train()
-    ours = [h for h in trainer.state.log_history if SHARED_RESIDUAL in h][0][SHARED_RESIDUAL]
+    ours = next(h for h in trainer.state.log_history if SHARED_RESIDUAL in h)[SHARED_RESIDUAL]
     assert abs(ours - residuals[2]) <= 1e-4 * residuals[2], (ours, residuals)

@@ -197,7 +197,7 @@ def test_exchange_trainer_keeps_trl_metrics_and_whole_groups_when_asked(tmp_path
 def test_rows_batching_is_trls_own_split_with_the_generation_batchs_advantages(tmp_path):
     """A plain family trains on TRL's row-shuffled micro-batches (partial groups, even a
     per-device batch smaller than a group) with advantages computed over the whole batch."""
-    trainer = _exchange(tmp_path, "bnpo", per_device_train_batch_size=2)
+    trainer = _exchange(tmp_path, "bnpo", per_device_train_batch_size=2, max_steps=1)
     assert trainer.exchange_batching == "rows"
     seen = _spy_groups(trainer)
     trainer.train()
@@ -220,6 +220,17 @@ def test_settings_it_cannot_apply_are_refused_naming_each(tmp_path):
         _exchange(tmp_path, "cispo", loss_type="cispo")
 
 
+def test_a_loss_type_the_user_set_is_named_when_the_objective_differs(tmp_path):
+    import warnings
+
+    with pytest.warns(UserWarning, match="trains objective='dapo', not GRPOConfig.loss_type='grpo'"):
+        _exchange(tmp_path, "dapo", loss_type="grpo")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*GRPOConfig.loss_type.*")
+        _exchange(tmp_path, "dapo")  # TRL's default loss_type: the user never set it
+        _exchange(tmp_path, "grpo", loss_type="grpo")  # the objective is the loss type
+
+
 def test_the_vllm_correction_is_refused_naming_the_fix(tmp_path):
     from exchange.libraries.trl.settings import refused_settings
 
@@ -227,6 +238,18 @@ def test_the_vllm_correction_is_refused_naming_the_fix(tmp_path):
     args.use_vllm = True  # GRPOConfig would want vLLM installed to accept it; the rule reads the value
     (line,) = refused_settings(args, "grpo")
     assert line.startswith("vllm_importance_sampling_correction=True") and "=False" in line
+
+
+@pytest.mark.parametrize("setting, value", [("delta", 2.0), ("off_policy_mask_threshold", 0.5),
+                                            ("multi_objective_aggregation", "normalize_then_sum"),
+                                            ("top_entropy_quantile", 0.2)])
+def test_each_unappliable_loss_setting_is_refused_by_name(tmp_path, setting, value):
+    from exchange.libraries.trl.settings import refused_settings
+
+    for objective in ("dapo", "grpo+surgical", lambda lp, r: lp.sum()):
+        (line,) = refused_settings(_config(tmp_path, **{setting: value}), objective)
+        assert line.startswith(f"{setting}={value!r}: ") and "objective=None" in line, line
+    assert refused_settings(_config(tmp_path), "dapo") == []
 
 
 def test_hyperparameters_come_from_grpo_config(tmp_path):

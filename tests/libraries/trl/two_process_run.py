@@ -41,7 +41,7 @@ for name in ("callback", "trainer"):
 # scale_rewards=batch and of ExchangeGRPOTrainer(objective="bnpo"): one group of 8 split
 # between the two processes, each process's half row-shuffled into 2 micro-batches, so
 # the advantages must come from the gathered rewards and the normalisers per micro-batch.
-import torch  # noqa: E402
+import torch
 
 for name in ("trl_bnpo", "exchange_bnpo"):
     model, tokenizer = _tiny_model_and_tokenizer()
@@ -52,7 +52,8 @@ for name in ("trl_bnpo", "exchange_bnpo"):
         save_strategy="no", seed=0, bf16=False, loss_type="bnpo", scale_rewards="batch",
         generation_kwargs={"sequence_bias": {(1,): 2.0}},
     )
-    common = dict(model=model, reward_funcs=_reward, args=args, processing_class=tokenizer, train_dataset=dataset)
+    common = {"model": model, "reward_funcs": _reward, "args": args, "processing_class": tokenizer,
+              "train_dataset": dataset}
     trainer = GRPOTrainer(**common) if name == "trl_bnpo" else ExchangeGRPOTrainer(**common, objective="bnpo")
     before = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
     trainer.train()
