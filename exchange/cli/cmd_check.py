@@ -87,23 +87,31 @@ def recipe_targets(path: str) -> list:
     objective bound as ``ExchangeGRPOTrainer`` binds it from the recipe's GRPOConfig."""
     from pathlib import Path
 
-    from exchange.libraries.trl.recipe import config_target, loss_of_config, parse_recipe
+    from exchange.errors import InvalidArgument
+    from exchange.libraries.trl.recipe import config_target, loss_of_config, parse_recipe, present_regularizers
     from exchange.targets import Target
 
     config, data = parse_recipe(path)
+    present = "".join(f"; {note}" for note in present_regularizers(config))
     if "experiment" not in data:
         lib_target, _ = config_target(config)
-        return [Target(f"{lib_target} (from {path})", loss_of_config(config), source="trl")]
+        return [Target(f"{lib_target} (from {path}{present})", loss_of_config(config), source="trl")]
     from exchange.lab.config import load_experiment
-    from exchange.libraries.trl.trainer import config_params, resolve_objective
+    from exchange.libraries.trl.settings import config_params, refused_settings
+    from exchange.libraries.trl.trainer import resolve_objective
 
     experiment = Path(str(data["experiment"]))
     if not experiment.is_file() and (Path(path).parent / experiment).is_file():
         experiment = Path(path).parent / experiment
     out = []
     for arm in load_experiment(experiment).arms:
-        params = config_params(config, arm.objective, arm.params or None)
-        out.append(Target(f"{arm.objective} (arm {arm.name!r} of {path}, as ExchangeGRPOTrainer binds it)",
+        # as run_llm's trainer binds it: the arm's own clip widths unless the recipe sets them
+        refused = refused_settings(config, arm.objective, arm.params or None, trl_defaults=False)
+        if refused:
+            raise InvalidArgument(f"--trl-config {path}: arm {arm.name!r} (objective={arm.objective!r}) cannot "
+                                  "apply GRPOConfig." + "; GRPOConfig.".join(refused) + ".")
+        params = config_params(config, arm.objective, arm.params or None, trl_defaults=False)
+        out.append(Target(f"{arm.objective} (arm {arm.name!r} of {path}, as ExchangeGRPOTrainer binds it{present})",
                           resolve_objective(arm.objective, params), source="catalog"))
     return out
 

@@ -296,10 +296,11 @@ def grammar_fused_head(hf_model: nn.Module, temperature: float) -> nn.Module:
     ``FusedCausalLMOutput`` (``log_probs``, ``entropy`` at ``temperature``). Call after
     the trainer is built; other calls go to the forward TRL left."""
     import functools
-    import types
 
     import torch
     from trl.trainer.utils import FusedCausalLMOutput
+
+    from exchange.libraries.trl.contact import replace_forward
 
     grammar = getattr(hf_model, "_exchange_grammar_lm", None)
     if grammar is None:
@@ -325,7 +326,7 @@ def grammar_fused_head(hf_model: nn.Module, temperature: float) -> nn.Module:
         n = mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
         return FusedCausalLMOutput(loss=-lp.sum() / n, log_probs=lp, entropy=ent, label_mask=mask)
 
-    hf_model.forward = types.MethodType(forward, hf_model)
+    replace_forward(hf_model, forward)
     return hf_model
 
 

@@ -405,6 +405,9 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
         trainer = cls(model=setup.policy, reward_funcs=[setup.reward], args=rargs,
                       train_dataset=Dataset.from_list(setup.prompts), processing_class=setup.tokenizer,
                       callbacks=[callback], objective=run.arm.objective, objective_params=run.arm.params or None,
+                      # the experiment's arms are catalog objectives (their own clip widths, as on
+                      # the CPU harness), and its instruments read whole groups in every micro-batch
+                      trl_defaults=False, batching="groups",
                       measure_update_norm=run.train.measure_update_norm, instruments=setup.instruments)
         callback.trainer = trainer
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)

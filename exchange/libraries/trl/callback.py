@@ -60,12 +60,19 @@ from torch import Tensor
 from exchange.core.events import SharedResidual, shared_residual_parts
 from exchange.core.metric_keys import SHARED_EVENTS, SHARED_KAPPA_SHARE, SHARED_RESIDUAL
 from exchange.core.rollout import Rollout
+from exchange.libraries.trl.contact import (
+    hook_loss,
+    hook_scoring,
+    log_metric,
+    pad_token_id,
+    require_contacts,
+)
 from exchange.libraries.versions import require
 
 require("trl")
 from transformers import TrainerCallback  # noqa: E402
 
-__all__ = ["ExchangeCallback", "batch_sums", "metrics_from_sums"]
+__all__ = ["ExchangeCallback", "add_batch_keys", "batch_sums", "metrics_from_sums", "rollout_of", "weighted_rewards"]
 
 # The additive sums behind the metrics, in order: the parts of the shared residual
 # (exchange.core.events.SharedResidual) and the coefficient mass of all tokens.
@@ -95,7 +102,8 @@ def metrics_from_sums(sums: Tensor) -> dict[str, float]:
     }
 
 
-def _weighted_rewards(trainer, per_func: Tensor) -> Tensor:
+def weighted_rewards(trainer, per_func: Tensor) -> Tensor:
+    """``[B]``: each row's reward as TRL's "sum_then_normalize" sums it (``per_func [B, n_funcs]``)."""
     weights = trainer.reward_weights.to(per_func.device)
     return (per_func * weights[None, :]).nansum(dim=1)  # TRL's "sum_then_normalize" reward
 
@@ -109,7 +117,7 @@ def add_batch_keys(trainer, output: dict, per_func: Tensor, completion_ids: list
     keys keep the row as data (its tokens, its place in its group)."""
     n = output["completion_ids"].shape[0]
     start = trainer.accelerator.process_index * n
-    rewards = _weighted_rewards(trainer, per_func)[start : start + n]
+    rewards = weighted_rewards(trainer, per_func)[start : start + n]
     mode = "train" if trainer.model.training else "eval"
     g = trainer.num_generations if mode == "train" else trainer.num_generations_eval
     rows = torch.arange(start, start + n, device=rewards.device)
@@ -118,7 +126,7 @@ def add_batch_keys(trainer, output: dict, per_func: Tensor, completion_ids: list
     output["exchange_row"] = rows - start
     if completion_ids is not None and len(completion_ids) == n:
         device = output["completion_ids"].device
-        eos_and_pad = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}  # as TRL tests it
+        eos_and_pad = {*trainer.eos_token_ids, pad_token_id(trainer)}  # as TRL tests it
         output["exchange_lengths"] = torch.tensor([len(ids) for ids in completion_ids], device=device)
         output["exchange_truncated"] = torch.tensor([bool(ids) and ids[-1] not in eos_and_pad for ids in completion_ids],
                                                     dtype=torch.bool, device=device)
@@ -130,7 +138,9 @@ def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None
     log-probs are TRL's, or ``logprobs`` (detached) where TRL takes the on-policy
     shortcut, or zeros (a ratio of 1) for the events-only use. A row TRL truncated keeps
     its tokens (``exchange_lengths``) and carries ``Rollout.truncated``, even where
-    ``mask_truncated_completions`` zeroed its ``completion_mask``."""
+    ``mask_truncated_completions`` zeroed its ``completion_mask``. The advantages
+    ``ExchangeGRPOTrainer`` computed over the generation batch (``exchange_advantages``)
+    become ``Rollout.advantages``."""
     mask = inputs["completion_mask"]
     lengths = inputs.get("exchange_lengths")
     if lengths is not None:
@@ -148,6 +158,7 @@ def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None
         ),
         ref_logprobs=inputs.get("ref_per_token_logps"),
         truncated=inputs.get("exchange_truncated"),
+        advantages=None if inputs.get("exchange_advantages") is None else inputs["exchange_advantages"].to(dtype),
         prompt_tokens=inputs.get("prompt_ids"),
         prompt_mask=None if inputs.get("prompt_mask") is None else inputs["prompt_mask"].bool(),
     )
@@ -180,7 +191,6 @@ class ExchangeCallback(TrainerCallback):
     def __init__(self) -> None:
         self.trainer = None
         self._acc = _Accumulator()
-        self._capture: list[Tensor] | None = None
         self.enabled = True
 
     # --------------------------------------------------------------- binding
@@ -203,8 +213,6 @@ class ExchangeCallback(TrainerCallback):
         """Wrap ``trainer``'s methods (instance attributes) so the callback sees each batch."""
         if self.trainer is trainer:
             return self
-        from exchange.libraries.trl.contact import require_contacts
-
         require_contacts()  # a TRL whose private methods moved fails here, naming them
         self.trainer = trainer
         args = trainer.args
@@ -219,17 +227,12 @@ class ExchangeCallback(TrainerCallback):
             self.enabled = False
             return self
 
-        calc, gen = trainer._calculate_rewards, trainer._generate_and_score_completions
-        logps, compute = trainer._get_per_token_logps_and_entropies, trainer._compute_loss
         holder: dict[str, Any] = {}
 
-        def _calculate_rewards(inputs, prompts, completions, completion_ids_list):
-            holder["per_func"] = out = calc(inputs, prompts, completions, completion_ids_list)
-            holder["completion_ids"] = completion_ids_list
-            return out
+        def on_rewards(per_func, completion_ids):
+            holder["per_func"], holder["completion_ids"] = per_func, completion_ids
 
-        def _generate_and_score_completions(inputs):
-            output = gen(inputs)
+        def on_output(output):
             per_func, ids = holder.pop("per_func", None), holder.pop("completion_ids", None)
             if "exchange_row" not in output:  # ExchangeGRPOTrainer adds them itself
                 output = add_batch_keys(trainer, output, per_func, ids)
@@ -237,26 +240,13 @@ class ExchangeCallback(TrainerCallback):
                 self._acc.reset(output)
             return output
 
-        def _get_per_token_logps_and_entropies(*a, **k):
-            out = logps(*a, **k)
-            if self._capture is not None:
-                self._capture.append(out[0])
-            return out
-
-        def _compute_loss(model, inputs):
-            self._capture = []
-            try:
-                loss = compute(model, inputs)
-            finally:
-                captured, self._capture = self._capture, None
-            if trainer.model.training and captured and captured[-1].requires_grad and loss.requires_grad:
-                self._measure(loss, captured[-1], inputs)
+        def on_loss(model, inputs, loss, logps, entropies, entropy_coef):
+            if trainer.model.training and logps is not None and logps.requires_grad and loss.requires_grad:
+                self._measure(loss, logps, inputs)
             return loss
 
-        trainer._calculate_rewards = _calculate_rewards
-        trainer._generate_and_score_completions = _generate_and_score_completions
-        trainer._get_per_token_logps_and_entropies = _get_per_token_logps_and_entropies
-        trainer._compute_loss = _compute_loss
+        hook_scoring(trainer, on_rewards, on_output)
+        hook_loss(trainer, on_loss)
         return self
 
     # -------------------------------------------------------------- measuring
@@ -279,5 +269,5 @@ def log_metrics(trainer, mode: str, kappa: Tensor, rollout: Rollout) -> dict[str
     sums = trainer.accelerator.reduce(sums, reduction="sum")
     metrics = metrics_from_sums(sums.cpu())
     for key, value in metrics.items():
-        trainer._metrics[mode][key].append(value)
+        log_metric(trainer, mode, key, value)
     return metrics

@@ -1,25 +1,49 @@
-"""TRL's private contact points: every private ``GRPOTrainer`` method, attribute and
-module function that exchange's TRL integration (``trainer.py``, ``callback.py``,
-``loss.py``) touches, in one list, checked against the installed TRL (trl==1.16.0).
+"""TRL's private contact points, all of them, in this one module (trl==1.16.0).
 
-TRL has no public hook for what the integration needs (each row's reward and group, the
-log-probs of the loss's own forward pass, whole-group micro-batches, TRL's own
-advantage code on given tokens), so it overrides or wraps private methods. A TRL upgrade
-that renames one, or changes its parameters, makes :func:`require_contacts` raise at
-construction of ``ExchangeGRPOTrainer`` / ``ExchangeCallback`` naming each broken
-contact, instead of failing somewhere inside a training step.
-``tests/libraries/trl/test_contact.py`` checks the list against the installed TRL and
-against the integration's source (an ``ast`` walk: a private ``GRPOTrainer`` name used
-there but missing here fails the test).
+TRL has no public hook for what exchange's integration needs (each row's reward and
+group, the log-probs of the loss's own forward pass, whole-group micro-batches, TRL's
+own advantage and loss code on given tokens, TRL's fused LM head), so it touches private
+``GRPOTrainer`` methods and attributes. Every such touch is a function here; the rest of
+the package (``trainer.py``, ``callback.py``, ``loss.py``, the lab) calls these functions
+and never names a private TRL attribute nor patches a method itself.
+``tests/libraries/trl/test_contact.py`` enforces it: an ``ast`` walk of every module of
+the package fails on a private TRL name (or ``types.MethodType``) used outside this file,
+and the lists below are checked against the installed TRL.
+
+A TRL upgrade that renames a contact, or changes its parameters, makes
+:func:`require_contacts` raise at construction of ``ExchangeGRPOTrainer`` /
+``ExchangeCallback`` naming each broken contact, instead of failing somewhere inside a
+training step.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections import defaultdict, deque
+from collections.abc import Callable
+from types import SimpleNamespace
+
+import torch
 
 from exchange.libraries.versions import LibraryError
 
-__all__ = ["ATTRIBUTES", "METHODS", "MODULE_FUNCTIONS", "broken_contacts", "require_contacts"]
+__all__ = [
+    "ATTRIBUTES",
+    "METHODS",
+    "MODULE_FUNCTIONS",
+    "applied_entropy_coef",
+    "broken_contacts",
+    "group_batching",
+    "hook_loss",
+    "hook_scoring",
+    "log_metric",
+    "pad_token_id",
+    "replace_forward",
+    "require_contacts",
+    "score",
+    "shell",
+    "shell_loss",
+]
 
 # Private methods, with the leading parameters the integration relies on.
 METHODS: dict[str, tuple[str, ...]] = {
@@ -30,7 +54,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "_get_per_token_logps_and_entropies": ("self", "model", "input_ids", "attention_mask", "logits_to_keep"),
     "_prepare_inputs": ("self", "generation_batch"),
 }
-# Private attributes GRPOTrainer sets (read or replaced on the trainer shell).
+# Private attributes GRPOTrainer sets (read or replaced on the trainer or the shell).
 ATTRIBUTES: tuple[str, ...] = (
     "_buffered_inputs", "_step", "_metrics", "_tokenizer", "_logs", "_pending_extra_logs", "_pending_metrics",
     "_entropy_bonus_enabled", "_last_world_entropy",
@@ -67,3 +91,217 @@ def require_contacts() -> None:
             "the installed trl does not have the private GRPOTrainer methods exchange's integration uses "
             f"(pinned trl==1.16.0): {'; '.join(broken)}. Install trl==1.16.0."
         )
+
+
+# ------------------------------------------------------------- a live trainer
+def hook_scoring(trainer, on_rewards: Callable, on_output: Callable) -> None:
+    """Wrap, on ``trainer`` (the instance, not the class), the reward scoring and the
+    generation output: ``on_rewards(rewards_per_func [B, n_funcs] gathered,
+    completion_ids_list)`` sees each scoring, ``on_output(output) -> output`` each
+    generation batch ``_generate_and_score_completions`` returns."""
+    calc, gen = trainer._calculate_rewards, trainer._generate_and_score_completions
+
+    def _calculate_rewards(inputs, prompts, completions, completion_ids_list):
+        out = calc(inputs, prompts, completions, completion_ids_list)
+        on_rewards(out, completion_ids_list)
+        return out
+
+    def _generate_and_score_completions(inputs):
+        return on_output(gen(inputs))
+
+    trainer._calculate_rewards = _calculate_rewards
+    trainer._generate_and_score_completions = _generate_and_score_completions
+
+
+def hook_loss(trainer, on_loss: Callable) -> None:
+    """Wrap ``trainer``'s loss (instance attribute): TRL's ``_compute_loss`` runs as
+    always (its forward pass, its metrics), and ``on_loss(model, inputs, loss, logps,
+    entropies, entropy_coef) -> loss`` receives its loss, the log-probs ``[B, T]`` /
+    entropies of that forward pass (``None`` when TRL skipped it) and the entropy
+    coefficient TRL applied (:func:`applied_entropy_coef`, read before TRL's adaptive
+    controller moves it), and returns the loss to train with."""
+    logps_fn, compute = trainer._get_per_token_logps_and_entropies, trainer._compute_loss
+    active: list[list] = []
+
+    def _get_per_token_logps_and_entropies(*a, **k):
+        out = logps_fn(*a, **k)
+        if active:
+            active[-1].append(out)
+        return out
+
+    def _compute_loss(model, inputs):
+        entropy_coef = applied_entropy_coef(trainer)
+        active.append([])
+        try:
+            loss = compute(model, inputs)
+        finally:
+            captured = active.pop()
+        logps, entropies = (captured[-1][0], captured[-1][1]) if captured else (None, None)
+        return on_loss(model, inputs, loss, logps, entropies, entropy_coef)
+
+    trainer._get_per_token_logps_and_entropies = _get_per_token_logps_and_entropies
+    trainer._compute_loss = _compute_loss
+
+
+def group_batching(trainer, shuffle: Callable[[dict], dict]) -> None:
+    """Replace ``trainer``'s ``_prepare_inputs`` (instance attribute) by TRL's own, with
+    ``shuffle(generation_batch) -> generation_batch`` in place of TRL's row shuffle
+    (``shuffle_sequence_dict``): the split into ``steps_per_generation`` micro-batches,
+    their buffering and the regeneration every ``steps_per_generation * num_iterations``
+    steps are TRL 1.16's lines."""
+    from trl.trainer import grpo_trainer as G
+
+    original = trainer._prepare_inputs
+
+    def _prepare_inputs(generation_batch):
+        if not trainer.model.training:
+            return original(generation_batch)
+        generate_every = trainer.args.steps_per_generation * trainer.num_iterations
+        if trainer._step % generate_every == 0 or trainer._buffered_inputs is None:
+            batch = trainer._generate_and_score_completions(generation_batch)
+            batch = G.split_pixel_values_by_grid(batch)
+            batch = shuffle(batch)
+            batches = G.split_tensor_dict(batch, trainer.args.steps_per_generation)
+            trainer._buffered_inputs = [G.unsplit_pixel_values_by_grid(b) for b in batches]
+        return trainer._buffered_inputs[trainer._step % trainer.args.steps_per_generation]
+
+    trainer._prepare_inputs = _prepare_inputs
+
+
+def log_metric(trainer, mode: str, key: str, value: float) -> None:
+    """Append ``value`` to TRL's metrics of ``mode`` (logged and averaged by TRL's ``log``)."""
+    trainer._metrics[mode][key].append(value)
+
+
+def applied_entropy_coef(trainer) -> float:
+    """The entropy coefficient TRL's ``_compute_loss`` applies to the next micro-batch
+    (0 when its bonus is off; the adaptive controller's gate read before TRL moves it)."""
+    if not trainer._entropy_bonus_enabled:
+        return 0.0
+    if trainer.use_adaptive_entropy and trainer._last_world_entropy > trainer.args.entropy_target:
+        return 0.0
+    return float(trainer.entropy_coef)
+
+
+def pad_token_id(trainer):
+    """The pad id TRL's truncation test compares the last completion id with."""
+    return trainer._tokenizer.pad_token_id
+
+
+# ----------------------------------------------- a shell: TRL's code without a model
+class _Accelerator:
+    """One CPU process: every collective is the identity."""
+
+    num_processes = 1
+    process_index = 0
+    is_main_process = True
+    sync_gradients = True
+    device = torch.device("cpu")
+
+    def gather(self, x):
+        return x
+
+    gather_for_metrics = gather
+
+    def reduce(self, x, reduction="sum"):
+        return x
+
+    def pad_across_processes(self, x, dim=0, pad_index=0):
+        return x
+
+
+def shell(config, num_generations: int, eos_id: int, pad_id: int):
+    """A ``GRPOTrainer`` without a model (built with ``__new__``): the attributes
+    ``__init__`` sets from ``config``, one CPU process, no vLLM, no entropy bonus."""
+    from trl import GRPOTrainer
+
+    t = GRPOTrainer.__new__(GRPOTrainer)
+    a = config
+    t.args = a
+    t.state = SimpleNamespace(global_step=0)
+    t.accelerator = _Accelerator()
+    t.model = SimpleNamespace(training=True, is_gradient_checkpointing=False)
+    t._tokenizer = SimpleNamespace(pad_token_id=pad_id)
+    t.eos_token_ids = [eos_id]
+    t.pad_to_multiple_of = a.pad_to_multiple_of
+    t.environment_factories = None
+    t.environments = None
+    t.tools = None
+    t.use_vllm = False
+    t.vllm_importance_sampling_correction = False
+    t.num_generations = num_generations
+    t.num_generations_eval = num_generations
+    t.num_iterations = a.num_iterations
+    t.max_completion_length = a.max_completion_length
+    t.loss_type = a.loss_type
+    t.multi_objective_aggregation = a.multi_objective_aggregation
+    t.scale_rewards = a.scale_rewards
+    t.importance_sampling_level = a.importance_sampling_level
+    t.off_policy_mask_threshold = a.off_policy_mask_threshold
+    t.mask_truncated_completions = a.mask_truncated_completions
+    t.top_entropy_quantile = a.top_entropy_quantile
+    t.beta = a.beta
+    t.epsilon_low = a.epsilon
+    t.epsilon_high = a.epsilon_high if a.epsilon_high is not None else a.epsilon
+    t.entropy_coef = 0.0
+    t.use_adaptive_entropy = False
+    t._entropy_bonus_enabled = False
+    t.aux_loss_enabled = False
+    t.router_aux_loss_coef = 0.0
+    t.current_gradient_accumulation_steps = 1
+    t.reward_funcs = [None]
+    t.reward_func_names = ["exchange"]
+    t.reward_weights = torch.ones(1, dtype=torch.float32)
+    t.log_multimodal = False
+    t._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
+    t._logs = {
+        "images": deque(),
+        "prompt": deque(),
+        "completion": deque(),
+        "rewards": defaultdict(deque),
+        "advantages": deque(),
+        "extra": defaultdict(deque),
+    }
+    t._pending_extra_logs = defaultdict(list)
+    t._pending_metrics = defaultdict(list)
+    return t
+
+
+def score(t, completion_ids: list[list[int]], rewards: torch.Tensor) -> dict:
+    """TRL's ``_generate_and_score_completions`` on the shell ``t`` with generation and
+    reward scoring replaced: ``completion_ids`` (unpadded) and ``rewards [n, 1]``."""
+    t.beta = 0.0  # scoring would run the reference model; the advantages do not depend on it
+
+    def generate(prompts):
+        prompt_ids = [[0]] * len(prompts)
+        texts = [""] * len(prompts)
+        return prompt_ids, completion_ids, None, texts, None, {}, None, None
+
+    def old_logps(model, input_ids, attention_mask, logits_to_keep, *a, **k):
+        # steps_per_generation > 1 makes TRL compute old log-probs here; the caller passes
+        # its own, so any value of the right shape does
+        return torch.zeros(input_ids.shape[0], logits_to_keep), None, None
+
+    t._generate = generate
+    t._calculate_rewards = lambda inputs, prompts, completions, ids: rewards
+    t._get_per_token_logps_and_entropies = old_logps
+    return t._generate_and_score_completions([{"prompt": ""} for _ in range(len(completion_ids))])
+
+
+def shell_loss(t, inputs: dict, logprobs, entropy, accumulation: int):
+    """TRL's ``_compute_loss`` on the shell ``t`` for one micro-batch ``inputs``, whose
+    forward pass returns ``logprobs`` / ``entropy`` ``[n, T]``, with
+    ``current_gradient_accumulation_steps = accumulation``."""
+    t.current_gradient_accumulation_steps = accumulation
+    t._get_per_token_logps_and_entropies = lambda *a, **kw: (logprobs, entropy, None)
+    return t._compute_loss(None, inputs)
+
+
+# ------------------------------------------------------------ a model's forward
+def replace_forward(hf_model, forward: Callable) -> None:
+    """Bind ``forward(self, *args, **kwargs)`` as ``hf_model.forward`` (this instance):
+    how a model answers TRL 1.16's fused LM-head call (``model(..., labels=,
+    fused_lm_head=True)``), which TRL makes for every training and reference log-prob."""
+    import types
+
+    hf_model.forward = types.MethodType(forward, hf_model)

@@ -37,13 +37,12 @@ When group sizes differ, TRL's advantage code runs once per group size (exact fo
 groups, TRL's centring per size divided by the std of every reward in the batch plus
 1e-4, TRL's batch formula).
 
-The shell relies on private attributes of trl 1.16.0, hence the version pin.
+The shell relies on private attributes of trl 1.16.0, hence the version pin; it is built
+and driven by :mod:`exchange.libraries.trl.contact`, which owns every private TRL name.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
-from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 import torch
@@ -144,83 +143,7 @@ def _config(target: str, loss_type: str, options: Mapping[str, Any]):
 
 
 # ---------------------------------------------------------------------------- shell
-
-
-class _Accelerator:
-    """One CPU process: every collective is the identity."""
-
-    num_processes = 1
-    process_index = 0
-    is_main_process = True
-    sync_gradients = True
-    device = torch.device("cpu")
-
-    def gather(self, x):
-        return x
-
-    gather_for_metrics = gather
-
-    def reduce(self, x, reduction="sum"):
-        return x
-
-    def pad_across_processes(self, x, dim=0, pad_index=0):
-        return x
-
-
-def _shell(config, num_generations: int, eos_id: int):
-    """A ``GRPOTrainer`` without a model: the attributes ``__init__`` sets from ``config``."""
-    from trl import GRPOTrainer
-
-    t = GRPOTrainer.__new__(GRPOTrainer)
-    a = config
-    t.args = a
-    t.state = SimpleNamespace(global_step=0)
-    t.accelerator = _Accelerator()
-    t.model = SimpleNamespace(training=True, is_gradient_checkpointing=False)
-    t._tokenizer = SimpleNamespace(pad_token_id=_PAD_ID)
-    t.eos_token_ids = [eos_id]
-    t.pad_to_multiple_of = a.pad_to_multiple_of
-    t.environment_factories = None
-    t.environments = None
-    t.tools = None
-    t.use_vllm = False
-    t.vllm_importance_sampling_correction = False
-    t.num_generations = num_generations
-    t.num_generations_eval = num_generations
-    t.num_iterations = a.num_iterations
-    t.max_completion_length = a.max_completion_length
-    t.loss_type = a.loss_type
-    t.multi_objective_aggregation = a.multi_objective_aggregation
-    t.scale_rewards = a.scale_rewards
-    t.importance_sampling_level = a.importance_sampling_level
-    t.off_policy_mask_threshold = a.off_policy_mask_threshold
-    t.mask_truncated_completions = a.mask_truncated_completions
-    t.top_entropy_quantile = a.top_entropy_quantile
-    t.beta = a.beta
-    t.epsilon_low = a.epsilon
-    t.epsilon_high = a.epsilon_high if a.epsilon_high is not None else a.epsilon
-    t.entropy_coef = 0.0
-    t.use_adaptive_entropy = False
-    t._entropy_bonus_enabled = False
-    t.aux_loss_enabled = False
-    t.router_aux_loss_coef = 0.0
-    t.current_gradient_accumulation_steps = 1
-    t.reward_funcs = [None]
-    t.reward_func_names = ["exchange"]
-    t.reward_weights = torch.ones(1, dtype=torch.float32)
-    t.log_multimodal = False
-    t._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
-    t._logs = {
-        "images": deque(),
-        "prompt": deque(),
-        "completion": deque(),
-        "rewards": defaultdict(deque),
-        "advantages": deque(),
-        "extra": defaultdict(deque),
-    }
-    t._pending_extra_logs = defaultdict(list)
-    t._pending_metrics = defaultdict(list)
-    return t
+# TRL's GRPOTrainer without a model: exchange.libraries.trl.contact (shell, score, shell_loss).
 
 
 def _eos_id(rollout: Rollout) -> int:
@@ -272,28 +195,10 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
 
 
 def _score(config, rows: Rollout, num_generations: int, eos_id: int) -> dict:
-    shell = _shell(config, num_generations, eos_id)
-    # Scoring would run the reference model when beta != 0; the advantages do not depend
-    # on it, and _loss passes rollout.ref_logprobs as TRL's ref_per_token_logps.
-    shell.beta = 0.0
-    completion_ids = _completion_lists(rows, eos_id)
+    from exchange.libraries.trl.contact import score, shell
+
     rewards = rows.rewards.detach().to(torch.float64)[:, None]  # [n, 1]: one reward function
-
-    def generate(prompts):
-        prompt_ids = [[0]] * len(prompts)
-        texts = [""] * len(prompts)
-        return prompt_ids, completion_ids, None, texts, None, {}, None, None
-
-    def old_logps(model, input_ids, attention_mask, logits_to_keep, *a, **k):
-        # steps_per_generation > 1 makes TRL compute old log-probs here; _loss passes
-        # rollout.old_logprobs instead, so any value of the right shape does
-        return torch.zeros(input_ids.shape[0], logits_to_keep), None, None
-
-    shell._generate = generate
-    shell._calculate_rewards = lambda inputs, prompts, completions, ids: rewards
-    shell._get_per_token_logps_and_entropies = old_logps
-    inputs = [{"prompt": ""} for _ in range(rows.n)]
-    return shell._generate_and_score_completions(inputs)
+    return score(shell(config, num_generations, eos_id, _PAD_ID), _completion_lists(rows, eos_id), rewards)
 
 
 def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
@@ -306,24 +211,26 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
         )
     if config.beta != 0.0 and rollout.ref_logprobs is None:
         raise RolloutError("rollout.ref_logprobs=None but trl beta!=0 adds a KL term: pass ref_logprobs [N, T].")
+    from exchange.libraries.trl.contact import shell
+
     k = int(config.steps_per_generation or 1)
-    shell = _shell(config, int(rollout.group_sizes.max()), _eos_id(rollout))
+    t = shell(config, int(rollout.group_sizes.max()), _eos_id(rollout), _PAD_ID)
     entropy = rollout.entropy if rollout.entropy is not None else torch.zeros_like(logprobs)
     if k <= 1:
-        return _micro_loss(shell, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(), 1)
+        return _micro_loss(t, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(), 1)
     # TRL: shuffle the generation batch's rows, split it into k micro-batches, accumulate
     perm = torch.randperm(rollout.n, generator=torch.Generator(device="cpu").manual_seed(0), device="cpu")
-    parts = [_micro_loss(shell, rollout, logprobs, entropy, adv, mask, rows, mask.sum(), k)
+    parts = [_micro_loss(t, rollout, logprobs, entropy, adv, mask, rows, mask.sum(), k)
              for rows in perm.chunk(k) if rows.numel()]
     return torch.stack(parts).sum()
 
 
-def _micro_loss(shell, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Tensor, mask: Tensor,
+def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Tensor, mask: Tensor,
                 rows: Tensor, num_items: Tensor, k: int) -> Tensor:
     """TRL's ``_compute_loss`` on the micro-batch ``rows`` (``k`` per generation batch)."""
+    from exchange.libraries.trl.contact import shell_loss
+
     rows = rows.to(rollout.mask.device)
-    shell.current_gradient_accumulation_steps = k
-    shell._get_per_token_logps_and_entropies = lambda *a, **kw: (logprobs[rows], entropy[rows], None)
     n = int(rows.numel())
     inputs = {
         "prompt_ids": torch.zeros(n, 1, dtype=torch.long),
@@ -336,7 +243,7 @@ def _micro_loss(shell, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv:
     }
     if rollout.ref_logprobs is not None:
         inputs["ref_per_token_logps"] = rollout.ref_logprobs[rows].to(logprobs.dtype)
-    return shell._compute_loss(None, inputs)
+    return shell_loss(t, inputs, logprobs[rows], entropy[rows], k)
 
 
 # ------------------------------------------------------------------ expected verdicts

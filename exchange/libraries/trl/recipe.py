@@ -23,7 +23,8 @@ from typing import Any, Callable
 from exchange.errors import InvalidArgument
 from exchange.libraries.versions import require
 
-__all__ = ["RUN_LLM_KEYS", "load_config", "config_target", "loss_of_config", "parse_recipe"]
+__all__ = ["RUN_LLM_KEYS", "load_config", "config_target", "loss_of_config", "parse_recipe", "present_regularizers",
+           "unmodelled"]
 
 
 # run_llm.py's own options (experiments/llm/run_llm.py, LLMArguments): allowed in a
@@ -119,11 +120,40 @@ def parse_recipe(path: Any) -> tuple[Any, dict[str, Any]]:
     return _parse_recipe(p)
 
 
+def unmodelled(config) -> str | None:
+    """Why the recipe's loss cannot be audited from a rollout, or None. TRL's vLLM
+    importance-sampling correction multiplies each token's loss by the ratio of the
+    trainer's to vLLM's sampling probability, which a rollout does not carry."""
+    if getattr(config, "use_vllm", False) and getattr(config, "vllm_importance_sampling_correction", False):
+        return ("use_vllm=True with vllm_importance_sampling_correction=True: TRL multiplies each token's loss by "
+                f"the trainer/vLLM probability ratio ({config.vllm_importance_sampling_mode}), which needs vLLM's "
+                "sampling log-probs that no rollout here carries. Check the policy loss alone with "
+                "vllm_importance_sampling_correction: false (and read that mode's weights as a separate factor)")
+    return None
+
+
+def present_regularizers(config) -> list[str]:
+    """The recipe's terms outside the coefficient model, reported as present (THEORY.md
+    section 1): TRL's entropy bonus is the entropy of the whole next-token distribution
+    (its ``entropies`` come from the logits), a whole-distribution regulariser, not a
+    mechanism; the verdicts are those of the policy loss (with its KL term)."""
+    out = []
+    if getattr(config, "entropy_coef", 0.0) or getattr(config, "use_adaptive_entropy", False):
+        what = "adaptive, " if getattr(config, "use_adaptive_entropy", False) else ""
+        out.append(f"entropy_coef={config.entropy_coef!r} ({what}TRL's full-distribution entropy bonus: present, "
+                   "outside the coefficient model, THEORY.md section 1)")
+    return out
+
+
 def config_target(source: Any) -> tuple[str, dict[str, Any]]:
-    """``("trl:<loss_type>", params)``: the adapter target and the GRPOConfig loss settings."""
+    """``("trl:<loss_type>", params)``: the adapter target and the GRPOConfig loss settings.
+    A recipe whose loss cannot be audited (:func:`unmodelled`) is an ``InvalidArgument``."""
     from exchange.libraries.trl.loss import PARAMS
 
     config = load_config(source)
+    why = unmodelled(config)
+    if why is not None:
+        raise InvalidArgument(f"--trl-config: {why}.")
     params = {name: getattr(config, name) for name in PARAMS if hasattr(config, name)}
     return f"trl:{config.loss_type}", params
 

@@ -6,47 +6,33 @@
     trainer.train()
 
 The trainer is TRL's ``GRPOTrainer`` (generation, rewards, reference model, logging,
-optimizer, ``accelerate`` processes, gradient accumulation) with two changes:
+optimizer, ``accelerate`` processes, gradient accumulation, ``steps_per_generation`` and
+``num_iterations`` buffering) with its loss replaced:
 
-- **The loss.** ``_compute_loss`` runs TRL's own ``_compute_loss`` (one forward pass;
-  TRL logs ``entropy``, ``clip_ratio/*``, ``kl`` ... as always), keeps the log-probs of
-  that forward pass and returns ``objective(logprobs, rollout)`` (plus its KL term and
-  TRL's entropy bonus) instead of TRL's loss, normalised as TRL normalises its own under
-  gradient accumulation (see below). The rollout is the
-  micro-batch: completion ids and mask, each row's group and reward (TRL's weighted
-  sum), old and reference log-probs. The objective computes its own advantages.
-  ``objective=None`` keeps TRL's loss (then this class is GRPOTrainer plus
-  :class:`~exchange.libraries.trl.callback.ExchangeCallback`).
-- **Whole groups per micro-batch.** TRL shuffles the rows of a generation batch before
-  splitting it into ``steps_per_generation`` micro-batches; this trainer shuffles whole
-  groups instead, so every micro-batch holds whole groups. That needs
-  ``per_device_train_batch_size % num_generations == 0`` (checked; the error names it).
-  Several processes work (each process's slice of the generation batch is then whole
-  groups too); DDP averages the processes' gradients, as for TRL's own loss.
+- **The loss.** TRL's ``_compute_loss`` still runs (one forward pass; TRL logs
+  ``entropy``, ``clip_ratio/*``, ``kl`` ... as always); the log-probs of that forward pass
+  feed ``objective(logprobs, rollout)`` (plus its KL term and TRL's entropy bonus), whose
+  value is returned instead of TRL's loss, normalised as TRL normalises its own under
+  gradient accumulation. The rollout is the micro-batch: completion ids and mask, each
+  row's group and reward (TRL's weighted sum), old and reference log-probs, and, for
+  objectives whose estimator is TRL's (group mean, optional std), the advantages the
+  trainer computed over the whole generation batch of every process, as TRL does
+  (``Rollout.advantages``; so ``scale_rewards: batch`` is the batch's std at any
+  gradient accumulation). ``objective=None`` keeps TRL's loss (then this class is
+  GRPOTrainer plus :class:`~exchange.libraries.trl.callback.ExchangeCallback`).
+- **Micro-batches** (``batching``, :func:`~exchange.libraries.trl.settings.batching_of`):
+  ``"rows"``, the default for a plain catalog family with TRL's estimator, keeps TRL's own
+  row-shuffled split, so per-micro-batch normalisers (bnpo's token count) are TRL's;
+  ``"groups"``, the default otherwise (transforms, the surgical arm, callables, own
+  estimators), shuffles whole groups instead (needs ``per_device_train_batch_size %
+  num_generations == 0``; checked).
 
-Hyperparameters come from ``GRPOConfig`` under TRL's names (:func:`config_params`), where
-the objective has the parameter: ``scale_rewards`` -> ``scale``,
-``max_completion_length`` -> ``max_length`` and ``mask_truncated_completions`` ->
-``mask_truncated`` always (TRL's value wins, defaults included); ``epsilon`` ->
-``eps_low``, ``epsilon_high`` -> ``eps_high`` and ``beta`` -> ``beta`` when changed from
-TRL's defaults (otherwise the objective keeps its own, e.g. DAPO's 0.28 or GSPO's 3e-4,
-and a ``UserWarning`` names the value GRPOTrainer would use: :func:`differences`);
-``objective_params`` win. Every other loss setting the objective cannot honour and that
-is not at TRL's neutral value (``beta != 0`` without a KL term,
-``importance_sampling_level``, ``delta``, ``top_entropy_quantile``,
-``off_policy_mask_threshold``, ``multi_objective_aggregation``, ``use_vllm`` (its IS
-correction), and ``loss_type`` when the user set it) is named in a
-``UserWarning`` at construction.
-
-As TRL applies them: the objective's KL regulariser (``beta``, ``use_bias_correction_kl``),
-TRL's entropy bonus (``entropy_coef``, adaptive included), and for the dapo/cispo
-families TRL's generation-batch token count as the normaliser under gradient
-accumulation (:data:`GLOBAL_TOKEN_MEAN`); other objectives are divided by the
-accumulation steps, as TRL divides grpo, bnpo and dr_grpo.
-
-Truncated completions (``mask_truncated_completions``) stay in the rollout as data
-(``Rollout.truncated``; :func:`~exchange.libraries.trl.callback.add_batch_keys`) and the
-objective masks them after centring, as TRL does.
+Every GRPOConfig loss setting is applied as GRPOTrainer applies it (TRL's values win,
+its defaults included), or refused at construction with an ``InvalidArgument`` naming
+the setting and the fix: :mod:`exchange.libraries.trl.settings`. A ``loss_type`` the user
+set that differs from the objective is named in a ``UserWarning`` (the objective is the
+loss). Truncated completions (``mask_truncated_completions``) stay in the rollout as data
+(``Rollout.truncated``) and the objective masks them after centring, as TRL does.
 
 With ``dump_batches="dir"`` every micro-batch is also written to ``dir/`` for
 ``exchange inspect dir/train-step000010-0003.pt dapo`` (format:
@@ -57,24 +43,39 @@ Every step it logs the metrics of :class:`ExchangeCallback` (``tax/shared_residu
 when ``learning_tax=True`` and ``exchange.paramspace`` is present,
 ``tax/learning_tax`` (the update-norm share of zero-credit occurrences; a
 micro-batch whose update is zero, e.g. every group with reward std 0, is skipped rather
-than logged as NaN, and counted in ``tax/learning_tax_skipped``). The keys are
-:mod:`exchange.core.metric_keys`' (``exchange/*`` until issue 29).
+than logged as NaN, and counted in ``tax/learning_tax_skipped``). TRL's private methods
+are reached only through :mod:`exchange.libraries.trl.contact`.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from exchange.core.metric_keys import LEARNING_TAX, LEARNING_TAX_SKIPPED
-from exchange.libraries.versions import LibraryError, require
-from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
+from exchange.errors import InvalidArgument
+from exchange.libraries.trl.settings import (
+    GLOBAL_TOKEN_MEAN,
+    NO_CATALOG_OBJECTIVE,
+    advantage_hook,
+    base_of,
+    batching_of,
+    config_params,
+    differences,
+    objective_defaults,
+    refused_settings,
+)
+from exchange.libraries.trl.settings import (
+    trl_defaults as _trl_default_values,
+)
+from exchange.libraries.versions import LibraryError, require
 
 require("trl")
 try:
@@ -82,13 +83,13 @@ try:
 except ImportError as err:  # pragma: no cover - require() already checked the install
     raise LibraryError(f"library='trl' failed to import ({err}); pip install -e '.[trl]'") from err
 
-__all__ = ["ExchangeGRPOTrainer", "resolve_objective", "config_params", "differences", "unhonoured_settings"]
+__all__ = ["ExchangeGRPOTrainer", "config_params", "differences", "refused_settings", "resolve_objective"]
 
 LossFn = Callable[[Tensor, Rollout], Tensor]
 
 
 def resolve_objective(objective: str | LossFn, params: Mapping[str, Any] | None = None) -> LossFn:
-    """A catalog name (``"dapo"``, later ``"gspo+min_replace"``), a library target
+    """A catalog name (``"dapo"``, ``"gspo+min_replace"``), a library target
     (``"trl:grpo"``, ``"verl:vanilla/token-mean"``) or a ``loss_fn`` callable."""
     if callable(objective):
         if params:
@@ -96,6 +97,10 @@ def resolve_objective(objective: str | LossFn, params: Mapping[str, Any] | None 
         return objective
     if not isinstance(objective, str):
         raise InvalidArgument(f"objective={objective!r} is neither a name nor a loss_fn(logprobs, rollout) callable.")
+    if objective in NO_CATALOG_OBJECTIVE:
+        raise InvalidArgument(
+            f"objective={objective!r}: TRL's loss_type={objective!r} has no catalog objective; train it with "
+            "objective=None (TRL's own loss, which the exchange callback measures).")
     if ":" in objective:
         from exchange.libraries import resolve
 
@@ -103,132 +108,6 @@ def resolve_objective(objective: str | LossFn, params: Mapping[str, Any] | None 
     from exchange.objectives import resolve
 
     return resolve(objective, **dict(params or {}))
-
-
-# TRL's name -> the exchange objective's parameter name. Clip widths and beta pass when
-# the user changed them from TRL's default (a catalog objective keeps its source's own
-# value otherwise, e.g. DAPO's 0.28 or GSPO's 3e-4, and a warning names the difference).
-_MAPPED = {"epsilon": "eps_low", "epsilon_high": "eps_high", "beta": "beta"}
-# Settings whose GRPOConfig value always wins, TRL's defaults included: they describe the
-# run (the generation budget, the reward scaling, the truncation mask), not the objective.
-_ALWAYS = {"scale_rewards": "scale", "max_completion_length": "max_length",
-           "mask_truncated_completions": "mask_truncated", "use_bias_correction_kl": "bias_correction_kl"}
-# Loss settings an exchange objective does not see, with TRL's neutral value.
-_NEUTRAL = {
-    "beta": 0.0,
-    "importance_sampling_level": "token",
-    "delta": None,
-    "top_entropy_quantile": 1.0,
-    "off_policy_mask_threshold": None,
-    "multi_objective_aggregation": "sum_then_normalize",
-    "use_vllm": False,  # vLLM generation: GRPOTrainer's IS correction (on by default there) is not applied
-}
-
-
-# Catalog families whose token-mean TRL takes over the whole generation batch
-# (``num_items_in_batch``, loss types dapo and cispo), not over each micro-batch (bnpo).
-GLOBAL_TOKEN_MEAN = ("dapo", "cispo", "cispo_verl")
-
-
-def _objective_defaults(objective) -> dict[str, Any] | None:
-    if not isinstance(objective, str) or ":" in objective:
-        return None
-    from exchange.objectives import SURGICAL, get
-
-    # "<spec>+surgical" wraps <spec>'s loss and keeps its parameters (exchange.objectives.surgical)
-    return dict(get(objective.removesuffix(f"+{SURGICAL}")).defaults)
-
-
-def _trl_defaults() -> dict[str, Any]:
-    import dataclasses
-
-    from trl import GRPOConfig
-
-    return {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
-
-
-def _effective(args, name: str):
-    """A GRPOConfig value as TRL uses it (``epsilon_high=None`` is ``epsilon``)."""
-    value = getattr(args, name)
-    if name == "epsilon_high" and value is None:
-        return args.epsilon
-    return value
-
-
-def _set_in(args) -> dict[str, Any]:
-    """The clip/beta settings the user changed from TRL's defaults."""
-    defaults = _trl_defaults()
-    return {k: getattr(args, k) for k in _MAPPED if getattr(args, k) != defaults[k]}
-
-
-def config_params(args, objective, objective_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The objective's parameters taken from ``GRPOConfig`` ``args``.
-
-    ``scale_rewards`` -> ``scale``, ``max_completion_length`` -> ``max_length``,
-    ``mask_truncated_completions`` -> ``mask_truncated`` and ``use_bias_correction_kl`` ->
-    ``bias_correction_kl`` always (TRL's value wins, its defaults included); ``epsilon``/``epsilon_high``/``beta`` -> ``eps_low``/``eps_high``/
-    ``beta`` where they differ from TRL's defaults (the objective keeps its own otherwise:
-    :func:`differences` names it). Only parameters the objective has; ``objective_params``
-    win."""
-    defaults = _objective_defaults(objective)
-    params: dict[str, Any] = {}
-    if defaults is not None:
-        for trl_name, name in _ALWAYS.items():
-            value = getattr(args, trl_name)
-            if value is None or (name in ("mask_truncated", "bias_correction_kl") and not value):
-                continue  # off (or unset): the objective's own default is the same
-            if name in defaults:
-                params[name] = float(value) if name == "max_length" else value
-        for trl_name, value in _set_in(args).items():
-            name = _MAPPED[trl_name]
-            if name in defaults and (name != "eps_low" or defaults[name] is not None):
-                params[name] = _effective(args, trl_name)
-    params.update(objective_params or {})
-    return params
-
-
-def differences(args, objective, objective_params: Mapping[str, Any] | None = None) -> list[str]:
-    """``"eps_high=0.28 (GRPOConfig.epsilon_high gives 0.2)"`` for each clip width or beta
-    where the objective trains with its own value, not the one GRPOTrainer would use."""
-    defaults = _objective_defaults(objective)
-    if defaults is None:
-        return []
-    taken = config_params(args, objective, objective_params)
-    out = []
-    for trl_name, name in _MAPPED.items():
-        if name in defaults and name not in taken and defaults[name] is not None:
-            trl_value = _effective(args, trl_name)
-            if defaults[name] != trl_value:
-                out.append(f"{name}={defaults[name]!r} (GRPOConfig.{trl_name} gives {trl_value!r})")
-    return out
-
-
-def unhonoured_settings(args, objective, objective_params: Mapping[str, Any] | None = None) -> list[str]:
-    """``"name=value"`` for each GRPOConfig loss setting the objective does not honour."""
-    if objective is None:
-        return []
-    defaults = _objective_defaults(objective)
-    taken = set(config_params(args, objective, objective_params)) if defaults is not None else set()
-    out = []
-    if args.loss_type != _trl_defaults()["loss_type"]:  # set by the user: say it is not the loss
-        out.append(f"loss_type={args.loss_type!r} (the loss is objective={getattr(objective, '__name__', objective)!r})")
-    changed = _set_in(args)
-    for trl_name in ("epsilon", "epsilon_high"):
-        if trl_name in changed and _MAPPED[trl_name] not in taken:
-            out.append(f"{trl_name}={changed[trl_name]!r}")
-    for trl_name, name in _ALWAYS.items():
-        neutral = {"scale_rewards": "group", "max_completion_length": None, "mask_truncated_completions": False,
-                   "use_bias_correction_kl": None}[trl_name]
-        value = getattr(args, trl_name)
-        if name not in taken and neutral is not None and value != neutral:
-            out.append(f"{trl_name}={value!r}")
-    for name, neutral in _NEUTRAL.items():
-        value = getattr(args, name, neutral)
-        if name == "beta" and "beta" in taken:
-            continue
-        if value != neutral:
-            out.append(f"{name}={value!r}")
-    return out
 
 
 def _group_shuffle(batch: dict, group_size: int) -> dict:
@@ -248,6 +127,16 @@ def _group_shuffle(batch: dict, group_size: int) -> dict:
     return {k: permute(v) for k, v in batch.items()}
 
 
+def _refuse(args, objective, objective_params, trl_defaults: bool) -> None:
+    """One ``InvalidArgument`` naming every GRPOConfig setting the objective cannot apply."""
+    if objective in NO_CATALOG_OBJECTIVE:
+        resolve_objective(objective)  # raises, naming the loss type and the fix
+    refused = refused_settings(args, objective, objective_params, trl_defaults)
+    if refused:
+        raise InvalidArgument(f"ExchangeGRPOTrainer(objective={getattr(objective, '__name__', objective)!r}) "
+                              "cannot apply GRPOConfig." + "; GRPOConfig.".join(refused) + ".")
+
+
 class ExchangeGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose loss is an exchange objective (see the module docstring).
 
@@ -258,6 +147,12 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         learning_tax: also log ``tax/learning_tax`` (one extra backward pass per
             zero-credit part; needs ``exchange.paramspace``).
         dump_batches: a folder: write every batch there for ``exchange inspect``.
+        batching: ``"rows"`` (TRL's micro-batches), ``"groups"`` (whole groups per
+            micro-batch) or ``None`` (rows where the objective allows them).
+        trl_defaults: ``True``: GRPOConfig's clip widths, beta and SAPO temperatures win,
+            TRL's defaults included; ``False``: only where the user changed them (the
+            objective keeps its own otherwise, e.g. GSPO's 3e-4; a ``UserWarning`` names
+            each such value).
     """
 
     def __init__(
@@ -267,74 +162,98 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         objective_params: Mapping[str, Any] | None = None,
         learning_tax: bool = False,
         dump_batches: str | None = None,
+        batching: str | None = None,
+        trl_defaults: bool = True,
         **kwargs: Any,
     ) -> None:
         from exchange.libraries.trl.contact import require_contacts
 
         require_contacts()  # a TRL whose private methods moved fails here, naming them
-        self._exchange_spec = objective
-        self._exchange_params = objective_params
         self.exchange_learning_tax = learning_tax
         self.exchange_dump_batches = dump_batches
-        self._exchange_dumped = 0
+        self.exchange_dumped = 0
+        config = kwargs.get("args", args[2] if len(args) > 2 else None)
+        if objective is not None and config is not None:  # refuse before TRL loads models
+            _refuse(config, objective, objective_params, trl_defaults)
         super().__init__(*args, **kwargs)
         self.exchange_regularizer = None
-        if objective is None:
-            self.exchange_objective = None
-        else:
-            params = config_params(self.args, objective, objective_params)
-            self.exchange_objective = resolve_objective(objective, params)
-            if _objective_defaults(objective) is not None:
-                from exchange.objectives import SURGICAL, get
-
-                # the surgical arm keeps its objective's regulariser (the transform touches
-                # only the shared-event coefficients of the reward-driven loss)
-                self.exchange_regularizer = get(objective.removesuffix(f"+{SURGICAL}")).bind_regularizer(**params)
-        # objectives whose normaliser TRL takes over the generation batch (loss_type dapo, cispo)
-        self._exchange_global_tokens = (isinstance(objective, str) and ":" not in objective
-                                        and objective.split("+")[0] in GLOBAL_TOKEN_MEAN)
-        for setting in unhonoured_settings(self.args, objective, objective_params):
-            warnings.warn(f"ExchangeGRPOTrainer does not honour GRPOConfig.{setting}.", UserWarning, stacklevel=2)
-        for setting in differences(self.args, objective, objective_params):
-            warnings.warn(f"ExchangeGRPOTrainer trains objective={objective!r} with {setting}: the objective's own "
-                          "value; set it in GRPOConfig or objective_params to match GRPOTrainer.", UserWarning, stacklevel=2)
-        if objective is not None and self.args.per_device_train_batch_size % self.num_generations:
-            raise InvalidArgument(
-                f"per_device_train_batch_size={self.args.per_device_train_batch_size} is not a multiple of "
-                f"num_generations={self.num_generations}: a micro-batch would hold part of a group, which has no "
-                "baseline. Use a multiple (gradient accumulation and several processes are fine)."
-            )
+        self.exchange_objective = None
+        self.exchange_advantages = None
+        self.exchange_batching = "rows"
+        if objective is not None:
+            self._exchange_bind(objective, objective_params, batching, trl_defaults)
         from exchange.libraries.trl.callback import ExchangeCallback
 
         self.exchange_callback = ExchangeCallback().bind(self)
         self.add_callback(self.exchange_callback)
 
+    def _exchange_bind(self, objective, objective_params, batching, trl_defaults: bool) -> None:
+        from exchange.libraries.trl.contact import (
+            group_batching,
+            hook_loss,
+            hook_scoring,
+        )
+
+        _refuse(self.args, objective, objective_params, trl_defaults)
+        params = config_params(self.args, objective, objective_params, trl_defaults)
+        self.exchange_params = params
+        self.exchange_objective = resolve_objective(objective, params)
+        if objective_defaults(objective) is not None:
+            from exchange.objectives import SURGICAL, get
+
+            # the surgical arm keeps its objective's regulariser (the transform touches
+            # only the shared-event coefficients of the reward-driven loss)
+            self.exchange_regularizer = get(objective.removesuffix(f"+{SURGICAL}")).bind_regularizer(**params)
+        # objectives whose normaliser TRL takes over the generation batch (loss_type dapo, cispo)
+        self.exchange_global_tokens = base_of(objective) in GLOBAL_TOKEN_MEAN
+        self.exchange_advantages = advantage_hook(objective)
+        self.exchange_batching = batching_of(objective, batching)
+        if self.args.loss_type != _trl_default_values()["loss_type"] and self.args.loss_type != base_of(objective):
+            warnings.warn(f"ExchangeGRPOTrainer trains objective={getattr(objective, '__name__', objective)!r}, not "
+                          f"GRPOConfig.loss_type={self.args.loss_type!r}.", UserWarning, stacklevel=3)
+        for setting in differences(self.args, objective, objective_params, trl_defaults):
+            warnings.warn(f"ExchangeGRPOTrainer trains objective={objective!r} with {setting}: the objective's own "
+                          "value (trl_defaults=False).", UserWarning, stacklevel=3)
+        if self.exchange_batching == "groups" and self.args.per_device_train_batch_size % self.num_generations:
+            raise InvalidArgument(
+                f"per_device_train_batch_size={self.args.per_device_train_batch_size} is not a multiple of "
+                f"num_generations={self.num_generations}: a micro-batch would hold part of a group, which "
+                f"objective={objective!r} cannot train on (batching='groups'). Use a multiple (gradient "
+                "accumulation and several processes are fine).")
+        holder: dict[str, Any] = {}
+
+        def on_rewards(per_func, completion_ids):
+            holder["per_func"], holder["completion_ids"] = per_func, completion_ids
+
+        hook_scoring(self, on_rewards, lambda output: self._exchange_output(output, holder))
+        hook_loss(self, self._exchange_loss)
+        if self.exchange_batching == "groups":
+            group_batching(self, lambda batch: _group_shuffle(batch, self.num_generations))
+
     # ----------------------------------------------------------- batch -> rollout
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._exchange_rewards_per_func = rewards_per_func  # [B, n_funcs], gathered
-        self._exchange_completion_ids = completion_ids_list  # this process's, unpadded
-        return rewards_per_func
+    def _exchange_output(self, output: dict, holder: dict) -> dict:
+        from exchange.libraries.trl.callback import add_batch_keys, weighted_rewards
 
-    def _generate_and_score_completions(self, inputs):
-        from exchange.libraries.trl.callback import add_batch_keys
-
-        output = super()._generate_and_score_completions(inputs)
-        return add_batch_keys(self, output, self._exchange_rewards_per_func, self._exchange_completion_ids)
-
-    def _prepare_inputs(self, generation_batch):
-        if self.exchange_objective is None or not self.model.training:
-            return super()._prepare_inputs(generation_batch)
-        from trl.trainer import grpo_trainer as G
-
-        generate_every = self.args.steps_per_generation * self.num_iterations
-        if self._step % generate_every == 0 or self._buffered_inputs is None:
-            batch = self._generate_and_score_completions(generation_batch)
-            batch = G.split_pixel_values_by_grid(batch)
-            batch = _group_shuffle(batch, self.num_generations)  # TRL: shuffle_sequence_dict (rows)
-            batches = G.split_tensor_dict(batch, self.args.steps_per_generation)
-            self._buffered_inputs = [G.unsplit_pixel_values_by_grid(b) for b in batches]
-        return self._buffered_inputs[self._step % self.args.steps_per_generation]
+        per_func, ids = holder.pop("per_func"), holder.pop("completion_ids")
+        output = add_batch_keys(self, output, per_func, ids)
+        if self.exchange_advantages is not None:
+            # TRL's advantages: over the whole generation batch of every process (rewards
+            # are gathered), then this process's slice; the objective's own estimator
+            # in float64 (rollout_of casts them to the loss's dtype): a float64 measurement
+            # of the same batch (the lab's instruments) then sees advantages that sum to 0
+            rewards = weighted_rewards(self, per_func).to(torch.float64)
+            g = self.num_generations if self.model.training else self.num_generations_eval
+            n, device = rewards.shape[0], rewards.device
+            whole = Rollout(tokens=torch.zeros(n, 1, dtype=torch.long, device=device),
+                            mask=torch.ones(n, 1, dtype=torch.bool, device=device), rewards=rewards,
+                            group=torch.arange(n, device=device) // g,
+                            old_logprobs=torch.zeros(n, 1, dtype=rewards.dtype, device=device))
+            params = {**self.exchange_params, "scale": self.exchange_params.get("scale", self.args.scale_rewards)}
+            adv = self.exchange_advantages(whole, params).detach()
+            start = self.accelerator.process_index * output["completion_ids"].shape[0]
+            output["exchange_advantages"] = adv[start: start + output["completion_ids"].shape[0]].to(
+                output["completion_ids"].device)
+        return output
 
     def _exchange_rollout(self, inputs, per_token_logps: Tensor) -> Rollout:
         from exchange.libraries.trl.callback import rollout_of
@@ -342,25 +261,12 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         return rollout_of(inputs, per_token_logps.dtype, per_token_logps)
 
     # ----------------------------------------------------------------- the loss
-    def _compute_loss(self, model, inputs):
-        if self.exchange_objective is None:
-            return super()._compute_loss(model, inputs)
+    def _exchange_loss(self, model, inputs, trl_loss: Tensor, per_token_logps: Tensor, entropies: Tensor,
+                       entropy_coef: float) -> Tensor:
+        """The objective's loss on the micro-batch ``inputs`` (TRL's ``trl_loss`` dropped),
+        normalised as TRL normalises its own; ``entropy_coef`` is the coefficient TRL
+        applied to this micro-batch (read before its adaptive controller moved it)."""
         mode = "train" if self.model.training else "eval"
-        entropy_coef = self._exchange_entropy_coef()  # read before TRL's adaptive controller moves it
-        captured: list[tuple] = []
-        original = self._get_per_token_logps_and_entropies
-
-        def capture(*a, **k):
-            out = original(*a, **k)
-            captured.append(out)
-            return out
-
-        self._get_per_token_logps_and_entropies = capture
-        try:
-            super()._compute_loss(model, inputs)  # TRL's metrics; its loss is dropped
-        finally:
-            self._get_per_token_logps_and_entropies = original
-        per_token_logps, entropies = captured[-1][0], captured[-1][1]
         rollout = self._exchange_rollout(inputs, per_token_logps)
         loss = self.exchange_objective(per_token_logps, rollout)
         if self.exchange_regularizer is not None:  # the objective's KL (beta), as TRL adds its own
@@ -369,7 +275,7 @@ class ExchangeGRPOTrainer(GRPOTrainer):
             self._exchange_dump(mode, rollout, per_token_logps)
         mask = inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
         accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
-        if self._exchange_global_tokens:
+        if self.exchange_global_tokens:
             # TRL's dapo/cispo: sum over the micro-batch / the generation batch's token count
             # (num_items_in_batch) per accumulation window; the objective divided by this
             # micro-batch's count, and is linear in that constant.
@@ -386,14 +292,6 @@ class ExchangeGRPOTrainer(GRPOTrainer):
             self._exchange_learning_tax(model, rollout)
         return loss
 
-    def _exchange_entropy_coef(self) -> float:
-        """The entropy coefficient TRL applies to this micro-batch (0 when its bonus is off)."""
-        if not self._entropy_bonus_enabled:
-            return 0.0
-        if self.use_adaptive_entropy and self._last_world_entropy > self.args.entropy_target:
-            return 0.0
-        return float(self.entropy_coef)
-
     def _exchange_dump(self, mode: str, rollout: Rollout, per_token_logps: Tensor) -> None:
         from pathlib import Path
 
@@ -402,17 +300,18 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         folder = Path(self.exchange_dump_batches)
         folder.mkdir(parents=True, exist_ok=True)
         save_batch(replace(rollout, logprobs=per_token_logps.detach()),
-                   folder / f"{mode}-step{self.state.global_step:06d}-{self._exchange_dumped:04d}.pt")
-        self._exchange_dumped += 1
+                   folder / f"{mode}-step{self.state.global_step:06d}-{self.exchange_dumped:04d}.pt")
+        self.exchange_dumped += 1
 
     def _exchange_learning_tax(self, model, rollout: Rollout) -> None:
         try:
             from exchange.paramspace import learning_tax
         except ImportError:
             return
+        from exchange.libraries.trl.contact import log_metric
+
         tax = float(learning_tax(self.accelerator.unwrap_model(model), self.exchange_objective, rollout).tax)
-        metrics = self._metrics["train"]
         if math.isfinite(tax):
-            metrics[LEARNING_TAX].append(tax)
+            log_metric(self, "train", LEARNING_TAX, tax)
         else:  # a zero update (every group's reward std is 0): the share is 0/0
-            metrics[LEARNING_TAX_SKIPPED].append(1.0)
+            log_metric(self, "train", LEARNING_TAX_SKIPPED, 1.0)

@@ -1,5 +1,7 @@
-"""The TRL integration's private contact points: one list (exchange.libraries.trl.contact),
-true of the installed TRL, and complete for the integration's source."""
+"""TRL's private contact points live in one module (exchange.libraries.trl.contact): its
+lists are true of the installed TRL, it lists every private name it uses, and no other
+module of the package (nor experiments/) names a private TRL attribute, overrides a
+private TRL method or patches a method with ``types.MethodType``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,43 @@ import pytest
 pytestmark = pytest.mark.usefixtures("trl_ready")
 
 ROOT = Path(__file__).resolve().parents[3]
-INTEGRATION = ("exchange/libraries/trl/trainer.py", "exchange/libraries/trl/callback.py", "exchange/libraries/trl/loss.py")
+CONTACT = ROOT / "exchange/libraries/trl/contact.py"
+
+
+def _trl_private_names() -> set[str]:
+    """Private names of TRL's GRPOTrainer (methods, and attributes it or transformers'
+    Trainer sets on ``self``)."""
+    import inspect
+    import re
+
+    from transformers import Trainer
+    from trl import GRPOTrainer
+
+    names = {n for n in dir(GRPOTrainer) if n.startswith("_") and not n.startswith("__")}
+    for cls in (GRPOTrainer, Trainer):
+        names |= set(re.findall(r"self\.(_[a-z]\w*)\s*=", inspect.getsource(cls)))
+    return names - OWN_NAMES
+
+
+# exchange's own private names that coincide with one of transformers' Trainer (never
+# used on a trainer: exchange/libraries/wheel.py's and exchange/theory/cache.py's _name)
+OWN_NAMES = {"_name"}
+
+
+def private_contacts(source: str, trl_private: set[str]) -> list[str]:
+    """``"line: what"`` for each private TRL contact in ``source``: a private TRL name as
+    an attribute, a private TRL method defined in a class (an override), ``MethodType``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in trl_private:
+            out.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ClassDef):
+            out += [f"{f.lineno}: def {f.name}" for f in node.body
+                    if isinstance(f, ast.FunctionDef) and f.name in trl_private]
+        if (isinstance(node, ast.Attribute) and node.attr == "MethodType") or (
+                isinstance(node, ast.alias) and node.name.endswith("MethodType")):
+            out.append(f"{getattr(node, 'lineno', '?')}: MethodType")
+    return out
 
 
 def test_every_listed_contact_exists_in_the_installed_trl():
@@ -20,24 +58,38 @@ def test_every_listed_contact_exists_in_the_installed_trl():
     assert broken_contacts() == []
 
 
-def test_every_private_trl_name_the_integration_uses_is_listed():
-    import inspect
+def test_the_contact_module_lists_every_private_name_it_uses():
+    from exchange.libraries.trl.contact import ATTRIBUTES, METHODS
 
-    from trl import GRPOTrainer
+    used = {line.split(".", 1)[1] for line in private_contacts(CONTACT.read_text(), _trl_private_names())
+            if ": ." in line}
+    assert used <= set(METHODS) | set(ATTRIBUTES), sorted(used - set(METHODS) - set(ATTRIBUTES))
+    assert {"_compute_loss", "_prepare_inputs", "_metrics", "_step"} <= used  # the walk sees them
 
-    from exchange.libraries.trl.contact import ATTRIBUTES, METHODS, MODULE_FUNCTIONS
 
-    source = inspect.getsource(GRPOTrainer)
-    trl_private = {n for n in dir(GRPOTrainer) if n.startswith("_") and not n.startswith("__")}
-    used = set()
-    for path in INTEGRATION:
-        for node in ast.walk(ast.parse((ROOT / path).read_text())):
-            private = isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-            if private and (node.attr in trl_private or f"self.{node.attr} =" in source):
-                used.add(node.attr)
-    listed = set(METHODS) | set(ATTRIBUTES) | set(MODULE_FUNCTIONS)
-    assert used <= listed, sorted(used - listed)
-    assert {"_compute_loss", "_prepare_inputs", "_metrics"} <= used  # the walk sees them
+def test_no_module_outside_contact_touches_a_private_trl_name():
+    trl_private = _trl_private_names()
+    files = [p for p in sorted((ROOT / "exchange").rglob("*.py")) + sorted((ROOT / "experiments").rglob("*.py"))
+             if p != CONTACT]
+    assert len(files) > 100  # the walk sees the package
+    found = [f"{p.relative_to(ROOT)}:{hit}" for p in files for hit in private_contacts(p.read_text(), trl_private)]
+    assert found == [], found
+
+
+def test_the_scan_finds_each_kind_of_contact():
+    """The scan can fail: the three contacts the TRL integration used to make itself."""
+    source = (
+        "import types\n"
+        "class T(GRPOTrainer):\n"
+        "    def _prepare_inputs(self, batch):\n"
+        "        return self._buffered_inputs\n"
+        "def patch(trainer, model, f):\n"
+        "    trainer._metrics['train']['x'].append(1.0)\n"
+        "    model.forward = types.MethodType(f, model)\n"
+    )
+    hits = private_contacts(source, _trl_private_names())
+    assert hits == ["3: def _prepare_inputs", "4: ._buffered_inputs", "6: ._metrics", "7: MethodType"] or sorted(
+        hits) == sorted(["3: def _prepare_inputs", "4: ._buffered_inputs", "6: ._metrics", "7: MethodType"]), hits
 
 
 def test_a_missing_contact_is_named(monkeypatch):

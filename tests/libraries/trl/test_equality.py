@@ -3,7 +3,8 @@
 Both trainers start from the same tiny model (seeded), sample the same completions (same
 seed; EOS made likely with ``sequence_bias`` so that some completions end and some are
 truncated; the plain GRPOTrainer carries ``ExchangeCallback``, which must log on those rows) and take one plain SGD step (``lr=1``, no clipping, no weight decay), so the
-parameter change *is* the gradient. Margins: ratio ``|g_x| / |g_trl|`` within 1e-4 of 1
+parameter change *is* the gradient (two steps for the rows that reuse a generation
+batch: ``g1 + g2(theta_1)``, the second off-policy on TRL's old log-probs). Margins: ratio ``|g_x| / |g_trl|`` within 1e-4 of 1
 and cosine > 0.9999, as the issue asks; the two losses are the same arithmetic in float32
 on the same tensors, so both hold to about 1e-6 when the objective equals TRL's loss, and a
 missed setting moves them by far more (dr_grpo's old 1024 budget gave a ratio of 0.0036;
@@ -35,9 +36,12 @@ def _first_step_gradient(tmp_path, exchange: bool, loss_type: str, ga: int, **se
     from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
 
     model, tokenizer = _tiny_model_and_tokenizer()
+    settings = dict(settings)
+    objective = settings.pop("objective", loss_type)
+    steps, per_device = settings.pop("max_steps", 1), settings.pop("per_device_train_batch_size", 16 // ga)
     args = GRPOConfig(
-        output_dir=str(tmp_path / ("x" if exchange else "t")), report_to="none", use_cpu=True, max_steps=1,
-        logging_steps=1, per_device_train_batch_size=16 // ga, gradient_accumulation_steps=ga, num_generations=4,
+        output_dir=str(tmp_path / ("x" if exchange else "t")), report_to="none", use_cpu=True, max_steps=steps,
+        logging_steps=1, per_device_train_batch_size=per_device, gradient_accumulation_steps=ga, num_generations=4,
         max_completion_length=6, temperature=1.0, learning_rate=1.0, optim="sgd", lr_scheduler_type="constant",
         max_grad_norm=0.0, weight_decay=0.0, save_strategy="no", seed=0, bf16=False, loss_type=loss_type,
         generation_kwargs={"sequence_bias": {(1,): 2.0}}, **settings,
@@ -56,7 +60,7 @@ def _first_step_gradient(tmp_path, exchange: bool, loss_type: str, ga: int, **se
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # the plain trainer carries the callback: both integrations see the same (truncated) rows
-        trainer = (ExchangeGRPOTrainer(**kwargs, objective=loss_type) if exchange
+        trainer = (ExchangeGRPOTrainer(**kwargs, objective=objective) if exchange
                    else GRPOTrainer(**kwargs, callbacks=[ExchangeCallback()]))
     before = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
     trainer.train()
@@ -85,6 +89,28 @@ ROWS = [
     ("grpo", 2, {"beta": 0.04, "mask_truncated_completions": True}),
     ("dapo", 1, {"epsilon_high": 0.28, "entropy_coef": 0.05}),
     ("grpo", 2, {"entropy_coef": 0.05}),
+    # issue 32's remaining rows: TRL's row-shuffled micro-batches and the generation
+    # batch's advantages (bnpo's per-micro-batch token count, scale_rewards batch)
+    ("bnpo", 2, {}),
+    ("bnpo", 2, {"mask_truncated_completions": True}),
+    ("grpo", 2, {"scale_rewards": "batch"}),
+    ("dapo", 2, {"scale_rewards": "batch"}),
+    ("bnpo", 2, {"entropy_coef": 0.05}),
+    # TRL's defaults win: dapo clipped at epsilon_high=None (0.2), not the catalog's 0.28
+    # (seen on the second, off-policy step of a reused generation batch)
+    ("dapo", 1, {"num_iterations": 2, "max_steps": 2}),
+    # the loss types with a catalog objective (cispo's cap is absolute in TRL)
+    ("cispo", 1, {"epsilon_high": 5.0}),
+    ("cispo", 2, {"epsilon_high": 5.0}),
+    ("sapo", 1, {}),
+    ("sapo", 2, {}),
+    # two optimizer steps on one generation batch: the second trains off-policy on TRL's
+    # old log-probs (ratios != 1, clipped), so the parameter change is g1 + g2(theta_1)
+    ("dapo", 1, {"epsilon_high": 0.28, "steps_per_generation": 2, "per_device_train_batch_size": 8, "max_steps": 2}),
+    ("grpo", 1, {"num_iterations": 2, "max_steps": 2}),
+    ("bnpo", 2, {"num_iterations": 2, "max_steps": 2, "mask_truncated_completions": True}),
+    # TRL's sequence-level ratios are the catalog's gspo (refused for token-ratio objectives)
+    ("grpo", 1, {"importance_sampling_level": "sequence", "objective": "gspo", "num_iterations": 2, "max_steps": 2}),
 ]
 
 

@@ -82,6 +82,14 @@ def test_on_policy_token_weight_matches_the_reference_notes(loss_type, weight):
         ("trl:grpo", {}, "grpo", {}),
         # TRL's dr_grpo changes only the normaliser: the std stays unless scale_rewards=none.
         ("trl:dr_grpo", {"scale_rewards": "none"}, "dr_grpo", {"max_length": 512.0}),
+        # what ExchangeGRPOTrainer binds for these loss types (exchange.libraries.trl.settings):
+        # TRL's cispo cap is absolute (eps_high = epsilon_high - 1), its sapo takes the
+        # per-sequence mean, and its sequence-level ratio is GSPO's
+        ("trl:cispo", {"epsilon_high": 5.0}, "cispo", {"eps_high": 4.0}),
+        # (TRL builds sapo's temperatures with torch.where on Python floats: float32, so
+        # 1.05 is 1.0499999523 there; off-policy that moves kappa by ~1e-8 relative)
+        ("trl:sapo", {}, "sapo", {"loss_agg_mode": "seq-mean-token-mean", "tau_neg": 1.0499999523162842}),
+        ("trl:grpo", {"importance_sampling_level": "sequence"}, "gspo", {"eps_low": 0.2, "eps_high": 0.2}),
     ],
 )
 def test_trl_equals_the_catalog_objective(off_policy, target, params, catalog, catalog_params):

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from exchange.core.metric_keys import SHARED_EVENTS, SHARED_KAPPA_SHARE, SHARED_RESIDUAL
 
@@ -36,3 +37,8 @@ def test_two_processes_with_gradient_accumulation(tmp_path):
         for entry in logged:
             for key in ("entropy", "clip_ratio/region_mean", "reward", SHARED_EVENTS, SHARED_KAPPA_SHARE):
                 assert key in entry, (name, key, entry)
+    # a group split between processes: the gathered rewards' advantages, TRL's normalisers
+    trl, ours = (torch.tensor(result[name]["step"], dtype=torch.float64) for name in ("trl_bnpo", "exchange_bnpo"))
+    assert float(trl.norm()) > 0
+    ratio, cosine = float(ours.norm() / trl.norm()), float(ours @ trl / (ours.norm() * trl.norm()))
+    assert abs(ratio - 1) < 1e-4 and cosine > 0.9999, (ratio, cosine)

@@ -69,6 +69,41 @@ def test_a_misspelt_key_is_exit_2_naming_it(tmp_path, capsys):
     assert len(err) == 1 and "epsilon_hihg" in err[0], err
 
 
+def test_the_vllm_correction_is_exit_2_and_the_entropy_bonus_reported_present(tmp_path, capsys):
+    """Every setting the recipe check accepts is in its verdict: the vLLM IS correction
+    (which needs vLLM's sampling log-probs) is refused naming the fix; the entropy bonus
+    (TRL's whole-distribution entropy, outside the coefficient model) is named as present."""
+    from exchange.cli import main
+    from exchange.cli.cmd_check import recipe_targets
+
+    path = tmp_path / "vllm.yaml"
+    path.write_text("loss_type: dapo\nuse_vllm: true\n")
+    assert main(["check", "--trl-config", str(path), "--max-examples", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vllm_importance_sampling_correction: false" in err[0], err
+    path.write_text("loss_type: dapo\nuse_vllm: true\nvllm_importance_sampling_correction: false\n")
+    assert [t.name.split(" ")[0] for t in recipe_targets(str(path))] == ["trl:dapo"]
+    path.write_text("loss_type: dapo\nentropy_coef: 0.05\n")
+    (target,) = recipe_targets(str(path))
+    assert "entropy_coef=0.05" in target.name and "outside the coefficient model" in target.name
+    path.write_text("loss_type: dapo\n")
+    assert "entropy" not in recipe_targets(str(path))[0].name
+
+
+def test_a_run_llm_recipe_with_a_refused_setting_is_an_error_naming_it(tmp_path):
+    from pathlib import Path
+
+    from exchange.cli.cmd_check import recipe_targets
+    from exchange.errors import InvalidArgument
+
+    root = Path(__file__).resolve().parents[3]
+    text = (root / "experiments/llm/recipes/grpo_norm_llama25m.yaml").read_text()
+    text = text.replace("experiment: experiments/", f"experiment: {root}/experiments/") + "top_entropy_quantile: 0.5\n"
+    (tmp_path / "r.yaml").write_text(text)
+    with pytest.raises(InvalidArgument, match=r"arm 'grpo'.*top_entropy_quantile=0.5"):
+        recipe_targets(str(tmp_path / "r.yaml"))
+
+
 def test_a_run_llm_recipe_reports_the_objectives_its_arms_train(tmp_path):
     from pathlib import Path
 
@@ -152,3 +187,19 @@ def test_the_callback_measures_bnpos_micro_batch_residual(tmp_path):
         assert logged[SHARED_EVENTS] > 0, logged  # else the row tests nothing
         residuals[ga] = logged[SHARED_RESIDUAL]
     assert residuals[1] <= 1e-6 < residuals[2], residuals  # one micro-batch holds; two do not
+    # ExchangeGRPOTrainer(objective="bnpo") trains on TRL's own micro-batches: the same
+    # residual (before issue 32's rows batching it measured 0 on whole groups)
+    from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
+
+    model, tokenizer = _tiny_model_and_tokenizer()
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(25.0)
+    trainer = ExchangeGRPOTrainer(
+        model=model, reward_funcs=_reward, processing_class=tokenizer, objective="bnpo",
+        args=_config(tmp_path / "x2", loss_type="bnpo", gradient_accumulation_steps=2, per_device_train_batch_size=4,
+                     max_steps=1, generation_kwargs={"sequence_bias": {(1,): 4.0}}),
+        train_dataset=Dataset.from_dict({"prompt": ["a b c", "d e f"]}),
+    )
+    trainer.train()
+    ours = next(h for h in trainer.state.log_history if SHARED_RESIDUAL in h)[SHARED_RESIDUAL]
+    assert abs(ours - residuals[2]) <= 1e-4 * residuals[2], (ours, residuals)

@@ -157,28 +157,35 @@ def test_callback_on_plain_grpo_trainer_with_grad_accumulation(tmp_path):
         assert not any(k.startswith("exchange/") for k in entry)  # the pre-issue-29 keys are gone
 
 
-def test_exchange_trainer_keeps_trl_metrics_whole_groups_and_warns(tmp_path):
+def _exchange(tmp_path, objective, prompts=("a b c", "d e f", "g h", "i j k"), **settings):
     from datasets import Dataset
 
     from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
 
     model, tokenizer = _tiny_model_and_tokenizer()
-    args = _config(tmp_path, epsilon=0.1, epsilon_high=0.3, importance_sampling_level="sequence")
-    with pytest.warns(UserWarning, match="importance_sampling_level='sequence'"):
-        trainer = ExchangeGRPOTrainer(
-            model=model, reward_funcs=_reward, args=args, processing_class=tokenizer,
-            train_dataset=Dataset.from_dict({"prompt": ["a b c", "d e f", "g h", "i j k"]}), objective="dapo",
-        )
-    seen_groups = []
+    kwargs = {k: settings.pop(k) for k in ("batching", "trl_defaults", "objective_params") if k in settings}
+    return ExchangeGRPOTrainer(model=model, reward_funcs=_reward, args=_config(tmp_path, **settings),
+                               processing_class=tokenizer, train_dataset=Dataset.from_dict({"prompt": list(prompts)}),
+                               objective=objective, **kwargs)
+
+
+def _spy_groups(trainer) -> list:
+    seen = []
     original = trainer.exchange_objective
 
     def spy(logprobs, rollout):
-        seen_groups.append(torch.bincount(rollout.group_index).tolist())
+        seen.append((torch.bincount(rollout.group_index).tolist(), rollout.advantages is not None))
         return original(logprobs, rollout)
 
     trainer.exchange_objective = spy
+    return seen
+
+
+def test_exchange_trainer_keeps_trl_metrics_and_whole_groups_when_asked(tmp_path):
+    trainer = _exchange(tmp_path, "dapo", batching="groups", epsilon=0.1, epsilon_high=0.3)
+    seen = _spy_groups(trainer)
     trainer.train()
-    assert seen_groups and all(sizes == [4] for sizes in seen_groups), seen_groups  # whole groups
+    assert seen and all(sizes == [4] for sizes, _ in seen), seen  # whole groups
     logged = _logged(trainer)
     assert len(logged) == 2
     for entry in logged:
@@ -187,49 +194,108 @@ def test_exchange_trainer_keeps_trl_metrics_whole_groups_and_warns(tmp_path):
         assert entry[SHARED_RESIDUAL] <= 1e-6  # dapo keeps (C)
 
 
+def test_rows_batching_is_trls_own_split_with_the_generation_batchs_advantages(tmp_path):
+    """A plain family trains on TRL's row-shuffled micro-batches (partial groups, even a
+    per-device batch smaller than a group) with advantages computed over the whole batch."""
+    trainer = _exchange(tmp_path, "bnpo", per_device_train_batch_size=2, max_steps=1)
+    assert trainer.exchange_batching == "rows"
+    seen = _spy_groups(trainer)
+    trainer.train()
+    assert seen and all(given for _, given in seen)
+    assert any(sizes != [4] for sizes, _ in seen), seen  # TRL's micro-batches split groups
+    assert _logged(trainer)  # the callback still measures whole groups
+
+
+def test_settings_it_cannot_apply_are_refused_naming_each(tmp_path):
+    from exchange.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"top_entropy_quantile=0.5.*set top_entropy_quantile=1.0.*"
+                                              r"importance_sampling_level='sequence'.*objective='gspo'"):
+        _exchange(tmp_path, "dapo", importance_sampling_level="sequence", top_entropy_quantile=0.5)
+    with pytest.raises(InvalidArgument, match=r"beta=0.04: objective 'dapo' has no KL term"):
+        _exchange(tmp_path, "dapo", beta=0.04)
+    with pytest.raises(InvalidArgument, match=r"loss_type='vespo' has no catalog objective.*objective=None"):
+        _exchange(tmp_path, "vespo", loss_type="vespo")
+    with pytest.raises(InvalidArgument, match=r"epsilon_high=0.2 with loss_type='cispo'.*epsilon_high > 1"):
+        _exchange(tmp_path, "cispo", loss_type="cispo")
+
+
+def test_a_loss_type_the_user_set_is_named_when_the_objective_differs(tmp_path):
+    import warnings
+
+    with pytest.warns(UserWarning, match="trains objective='dapo', not GRPOConfig.loss_type='grpo'"):
+        _exchange(tmp_path, "dapo", loss_type="grpo")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*GRPOConfig.loss_type.*")
+        _exchange(tmp_path, "dapo")  # TRL's default loss_type: the user never set it
+        _exchange(tmp_path, "grpo", loss_type="grpo")  # the objective is the loss type
+
+
+def test_the_vllm_correction_is_refused_naming_the_fix(tmp_path):
+    from exchange.libraries.trl.settings import refused_settings
+
+    args = _config(tmp_path)
+    args.use_vllm = True  # GRPOConfig would want vLLM installed to accept it; the rule reads the value
+    (line,) = refused_settings(args, "grpo")
+    assert line.startswith("vllm_importance_sampling_correction=True") and "=False" in line
+
+
+@pytest.mark.parametrize("setting, value", [("delta", 2.0), ("off_policy_mask_threshold", 0.5),
+                                            ("multi_objective_aggregation", "normalize_then_sum"),
+                                            ("top_entropy_quantile", 0.2)])
+def test_each_unappliable_loss_setting_is_refused_by_name(tmp_path, setting, value):
+    from exchange.libraries.trl.settings import refused_settings
+
+    for objective in ("dapo", "grpo+surgical", lambda lp, r: lp.sum()):
+        (line,) = refused_settings(_config(tmp_path, **{setting: value}), objective)
+        assert line.startswith(f"{setting}={value!r}: ") and "objective=None" in line, line
+    assert refused_settings(_config(tmp_path), "dapo") == []
+
+
 def test_hyperparameters_come_from_grpo_config(tmp_path):
-    from exchange.libraries.trl.trainer import (
+    from exchange.libraries.trl.settings import (
         config_params,
         differences,
-        unhonoured_settings,
+        refused_settings,
     )
 
     args = _config(tmp_path, epsilon=0.1, epsilon_high=0.3, beta=0.04, scale_rewards="batch")
     assert config_params(args, "grpo") == {"eps_low": 0.1, "eps_high": 0.3, "beta": 0.04, "scale": "batch",
                                            "bias_correction_kl": True}  # TRL's default: the KL times the ratio
     assert config_params(args, "dapo", {"eps_high": 0.5}) == {"eps_low": 0.1, "eps_high": 0.5, "scale": "batch"}
-    names = " ".join(unhonoured_settings(args, "dapo"))
-    assert "beta=0.04" in names and "scale_rewards" not in names
-    assert "loss_type" not in names  # TRL's default loss_type: the user never set it
-    assert "beta" not in " ".join(unhonoured_settings(args, "grpo"))
-    assert "loss_type='grpo'" in " ".join(unhonoured_settings(_config(tmp_path, loss_type="grpo"), "dapo"))
-    assert unhonoured_settings(args, None) == []
+    assert refused_settings(args, "grpo") == []
+    assert [r.split(":")[0] for r in refused_settings(args, "dapo")] == ["beta=0.04"]
+    assert refused_settings(args, None) == []
     plain = _config(tmp_path)
-    # the run's settings always come from TRL, defaults included: the budget, the scaling, the mask
-    assert config_params(plain, "dr_grpo") == {"scale": "group", "max_length": 6.0}
-    assert config_params(_config(tmp_path, mask_truncated_completions=True), "dapo") == {
-        "scale": "group", "mask_truncated": True}
-    # clip widths: the objective's own (GSPO's 3e-4, DAPO's 0.28), loudly
-    assert config_params(plain, "gspo") == {} and config_params(plain, "dapo") == {"scale": "group"}
-    assert differences(plain, "dapo") == ["eps_high=0.28 (GRPOConfig.epsilon_high gives 0.2)"]
-    assert differences(_config(tmp_path, epsilon_high=0.28), "dapo") == []
-    assert unhonoured_settings(plain, "rloo") == []
-    assert unhonoured_settings(_config(tmp_path, entropy_coef=0.01), "dapo") == []  # applied as TRL does
+    # TRL's values win, its defaults included: the budget, the scaling, the clip widths
+    assert config_params(plain, "dr_grpo") == {"scale": "group", "max_length": 6.0, "eps_low": 0.2, "eps_high": 0.2}
+    assert config_params(plain, "dapo") == {"scale": "group", "eps_low": 0.2, "eps_high": 0.2}  # not DAPO's 0.28
+    assert config_params(plain, "gspo") == {"eps_low": 0.2, "eps_high": 0.2}  # not GSPO's 3e-4
+    assert config_params(_config(tmp_path, mask_truncated_completions=True), "dapo")["mask_truncated"] is True
+    # the lab keeps its catalog objectives' own clip widths, loudly
+    assert config_params(plain, "gspo", trl_defaults=False) == {}
+    assert differences(plain, "dapo", trl_defaults=False) == ["eps_high=0.28 (GRPOConfig.epsilon_high gives 0.2)"]
+    # what a loss type fixes: TRL's cispo cap is absolute, its sapo takes the per-sequence mean
+    assert config_params(_config(tmp_path, loss_type="cispo", epsilon_high=5.0), "cispo") == {"eps_high": 4.0}
+    assert config_params(_config(tmp_path, loss_type="sapo"), "sapo") == {
+        "tau_pos": 1.0, "tau_neg": 1.05, "loss_agg_mode": "seq-mean-token-mean"}
+    assert refused_settings(plain, "rloo") == []
+    assert refused_settings(_config(tmp_path, entropy_coef=0.01), "dapo") == []  # applied as TRL does
+    assert refused_settings(_config(tmp_path, steps_per_generation=4, num_iterations=2), "dapo") == []  # applied
+    assert "epsilon_high=0.3: objective 'rloo' has no such parameter" in refused_settings(
+        _config(tmp_path, epsilon_high=0.3), "rloo")[0]
+    assert "scale_rewards='none'" in refused_settings(_config(tmp_path, scale_rewards="none"), "rloo")[0]
+    assert "scale_rewards" not in " ".join(refused_settings(_config(tmp_path, scale_rewards="none"), "gspo"))
 
 
 def test_partial_groups_are_refused_naming_the_setting(tmp_path):
-    from datasets import Dataset
-
     from exchange.errors import ExchangeError
-    from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
 
-    model, tokenizer = _tiny_model_and_tokenizer()
-    args = _config(tmp_path, per_device_train_batch_size=2, gradient_accumulation_steps=2)
-    with pytest.raises(ExchangeError, match="per_device_train_batch_size=2"):
-        ExchangeGRPOTrainer(
-            model=model, reward_funcs=_reward, args=args, processing_class=tokenizer,
-            train_dataset=Dataset.from_dict({"prompt": ["a b c", "d e f"]}), objective="dapo",
-        )
+    # a transform needs whole groups in every micro-batch (batching='groups')
+    with pytest.raises(ExchangeError, match="per_device_train_batch_size=2.*batching='groups'"):
+        _exchange(tmp_path, "dapo+sign_free_clip", prompts=("a b c", "d e f"), per_device_train_batch_size=2)
+    with pytest.raises(ExchangeError, match="batching='rows' with objective='dapo\\+sign_free_clip'"):
+        _exchange(tmp_path, "dapo+sign_free_clip", batching="rows")
 
 
 def test_learning_tax_is_never_nan_when_reward_std_is_zero(tmp_path):

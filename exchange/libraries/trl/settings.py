@@ -1,0 +1,230 @@
+"""How ``ExchangeGRPOTrainer`` reads a ``GRPOConfig``: each TRL loss setting is applied
+as GRPOTrainer applies it, or refused at construction (trl==1.16.0).
+
+TRL's values win, its defaults included (a TRL user who writes a TRL config gets TRL's
+behaviour): ``epsilon`` -> ``eps_low``, ``epsilon_high`` -> ``eps_high`` (TRL's cispo
+cap is absolute: ``eps_high = epsilon_high - 1``), ``beta`` -> ``beta``,
+``sapo_temperature_pos/neg`` -> ``tau_pos/neg``, ``scale_rewards`` -> ``scale``,
+``max_completion_length`` -> ``max_length``, ``mask_truncated_completions`` ->
+``mask_truncated``, ``use_bias_correction_kl`` -> ``bias_correction_kl``, wherever the
+objective has the parameter; a TRL ``loss_type`` whose catalog objective is named fixes
+what the loss type implies (:data:`LOSS_TYPE_PARAMS`: sapo's per-sequence mean);
+``objective_params`` win over all of these. ``trl_defaults=False`` (the lab, whose
+experiments are defined by their catalog objectives) passes the clip widths, ``beta``
+and the SAPO temperatures only where they differ from TRL's defaults
+(:func:`differences` names what the objective keeps).
+
+Applied by the trainer itself: ``entropy_coef`` (adaptive included),
+``steps_per_generation`` / ``num_iterations`` (TRL's buffering and old log-probs), the
+generation batch's advantages (``scale_rewards: batch`` over the whole batch, every
+process), gradient accumulation normalisers. Refused (:func:`refused_settings`, an
+``InvalidArgument`` naming each setting and its fix): whatever the objective cannot
+apply exactly (``top_entropy_quantile < 1``, ``delta``, ``off_policy_mask_threshold``,
+``multi_objective_aggregation='normalize_then_sum'``, vLLM's importance-sampling
+correction, ``importance_sampling_level='sequence'`` for a token-ratio objective, ``beta``
+without a KL term, a clip width or temperature the objective does not have, TRL's
+cispo cap at or below 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from exchange.errors import InvalidArgument
+
+__all__ = ["GLOBAL_TOKEN_MEAN", "LOSS_TYPE_PARAMS", "NO_CATALOG_OBJECTIVE", "advantage_hook", "batching_of",
+           "config_params", "differences", "refused_settings"]
+
+# GRPOConfig name -> the objective's parameter (TRL's value wins where the objective has it).
+TRL_TO_PARAM = {"epsilon": "eps_low", "epsilon_high": "eps_high", "beta": "beta",
+                "sapo_temperature_pos": "tau_pos", "sapo_temperature_neg": "tau_neg"}
+# Settings that describe the run (the budget, the reward scaling, the truncation mask):
+# GRPOConfig's value always wins, in every mode.
+RUN_TO_PARAM = {"scale_rewards": "scale", "max_completion_length": "max_length",
+                "mask_truncated_completions": "mask_truncated", "use_bias_correction_kl": "bias_correction_kl"}
+# TRL loss_type -> what it fixes in its catalog objective (tests/libraries/trl/test_loss.py
+# checks each pair per token): TRL's sapo takes the per-sequence mean, as its grpo does.
+LOSS_TYPE_PARAMS: dict[str, dict[str, Any]] = {
+    "grpo": {}, "bnpo": {}, "dr_grpo": {}, "dapo": {}, "cispo": {}, "sapo": {"loss_agg_mode": "seq-mean-token-mean"},
+}
+NO_CATALOG_OBJECTIVE = ("vespo", "luspo")  # TRL loss types with no catalog objective
+# Catalog families whose token-mean TRL takes over the whole generation batch
+# (``num_items_in_batch``, loss types dapo and cispo), not over each micro-batch (bnpo).
+GLOBAL_TOKEN_MEAN = ("dapo", "cispo", "cispo_verl")
+# Loss settings the trainer cannot apply, with TRL's neutral value and the fix.
+_REFUSED = {
+    "top_entropy_quantile": (1.0, "set top_entropy_quantile=1.0, or objective=None to train TRL's own loss"),
+    "delta": (None, "set delta=None, or objective=None to train TRL's own loss"),
+    "off_policy_mask_threshold": (None, "set off_policy_mask_threshold=None, or objective=None"),
+    "multi_objective_aggregation": ("sum_then_normalize", ("use 'sum_then_normalize' (the objective centres the "
+                                                           "weighted reward sum), or objective=None")),
+}
+
+
+def base_of(objective) -> str | None:
+    """The catalog family of a catalog spec (``"dapo+surgical"`` -> ``"dapo"``); None otherwise."""
+    if not isinstance(objective, str) or ":" in objective:
+        return None
+    return objective.split("+")[0]
+
+
+def objective_defaults(objective) -> dict[str, Any] | None:
+    """The parameters (with defaults) of a catalog spec; None for a callable or library target."""
+    base = base_of(objective)
+    if base is None or base in NO_CATALOG_OBJECTIVE:
+        return None
+    from exchange.objectives import SURGICAL, get
+
+    # "<spec>+surgical" wraps <spec>'s loss and keeps its parameters (exchange.objectives.surgical)
+    return dict(get(objective.removesuffix(f"+{SURGICAL}")).defaults)
+
+
+def trl_defaults() -> dict[str, Any]:
+    from trl import GRPOConfig
+
+    return {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+
+
+def _effective(args, name: str):
+    """A GRPOConfig value as TRL uses it (``epsilon_high=None`` is ``epsilon``)."""
+    value = getattr(args, name)
+    if name == "epsilon_high" and value is None:
+        return args.epsilon
+    return value
+
+
+def _changed(args) -> dict[str, Any]:
+    """The clip / beta / temperature settings the user changed from TRL's defaults."""
+    defaults = trl_defaults()
+    return {k: _effective(args, k) for k in TRL_TO_PARAM if getattr(args, k) != defaults[k]}
+
+
+def _cispo_cap(args, objective) -> bool:
+    """TRL's cispo caps the ratio at ``epsilon_high`` itself; the catalog's at ``1 + eps_high``."""
+    return base_of(objective) == "cispo" and args.loss_type == "cispo"
+
+
+def config_params(args, objective, objective_params: Mapping[str, Any] | None = None,
+                  trl_defaults: bool = True) -> dict[str, Any]:
+    """The objective's parameters taken from ``GRPOConfig`` ``args`` (module docstring).
+    Only parameters the objective has; ``objective_params`` win."""
+    defaults = objective_defaults(objective)
+    params: dict[str, Any] = {}
+    if defaults is not None:
+        for trl_name, name in RUN_TO_PARAM.items():
+            value = getattr(args, trl_name)
+            if value is None or (name in ("mask_truncated", "bias_correction_kl") and not value):
+                continue  # off (or unset): the objective's own default is the same
+            if name in defaults:
+                params[name] = float(value) if name == "max_length" else value
+        values = {k: _effective(args, k) for k in TRL_TO_PARAM} if trl_defaults else _changed(args)
+        for trl_name, value in values.items():
+            name = TRL_TO_PARAM[trl_name]
+            if name not in defaults or (name == "eps_low" and defaults[name] is None):
+                continue  # cispo has no lower bound, as TRL's cispo
+            params[name] = value - 1.0 if name == "eps_high" and _cispo_cap(args, objective) else value
+        if base_of(objective) == args.loss_type:
+            params.update(LOSS_TYPE_PARAMS.get(args.loss_type, {}))
+    params.update(objective_params or {})
+    return params
+
+
+def differences(args, objective, objective_params: Mapping[str, Any] | None = None,
+                trl_defaults: bool = True) -> list[str]:
+    """``"eps_high=0.28 (GRPOConfig.epsilon_high gives 0.2)"`` for each clip width, beta or
+    temperature where the objective trains with its own value (``trl_defaults=False``)."""
+    defaults = objective_defaults(objective)
+    if defaults is None:
+        return []
+    taken = config_params(args, objective, objective_params, trl_defaults)
+    out = []
+    for trl_name, name in TRL_TO_PARAM.items():
+        if name in defaults and name not in taken and defaults[name] is not None:
+            trl_value = _effective(args, trl_name)
+            if defaults[name] != trl_value:
+                out.append(f"{name}={defaults[name]!r} (GRPOConfig.{trl_name} gives {trl_value!r})")
+    return out
+
+
+def advantage_hook(objective) -> Callable | None:
+    """The objective's advantage estimator when it is TRL's (group mean, optional std,
+    a pure function of the rewards): the trainer then computes the advantages over the
+    whole generation batch, as TRL does, and hands them over as ``Rollout.advantages``."""
+    base = base_of(objective)
+    if base is None or base in NO_CATALOG_OBJECTIVE:
+        return None
+    from exchange.objectives import get
+    from exchange.objectives.grpo import centred_advantages, scaled_advantages
+
+    factors = get(base).factors
+    if factors is None or factors.advantages not in (scaled_advantages, centred_advantages):
+        return None
+    return factors.advantages
+
+
+def batching_of(objective, requested: str | None) -> str:
+    """``"rows"``: TRL's own row-shuffled micro-batches (a plain catalog family whose
+    advantages the trainer computes over the generation batch: per-micro-batch normalisers
+    are then TRL's); ``"groups"``: whole groups per micro-batch (needed by transforms,
+    the surgical arm, callables and objectives with their own estimator)."""
+    rows_ok = isinstance(objective, str) and "+" not in objective and advantage_hook(objective) is not None
+    if requested is None:
+        return "rows" if rows_ok else "groups"
+    if requested not in ("rows", "groups"):
+        raise InvalidArgument(f"batching={requested!r} is not one of 'rows', 'groups'.")
+    if requested == "rows" and not rows_ok:
+        raise InvalidArgument(
+            f"batching='rows' with objective={objective!r}: row-shuffled micro-batches split groups, and this "
+            "objective needs whole groups (a transform, a callable, or its own advantage estimator). "
+            "Use batching='groups'.")
+    return requested
+
+
+def refused_settings(args, objective, objective_params: Mapping[str, Any] | None = None,
+                     trl_defaults: bool = True) -> list[str]:
+    """``"name=value: why; fix"`` for each GRPOConfig setting the trainer cannot apply
+    exactly with ``objective`` (empty: every setting is applied)."""
+    if objective is None:
+        return []
+    name = getattr(objective, "__name__", objective)
+    defaults = objective_defaults(objective)
+    taken = config_params(args, objective, objective_params, trl_defaults) if defaults is not None else {}
+    has = (lambda p: p in defaults) if defaults is not None else (lambda p: False)
+    out = []
+    for setting, (neutral, fix) in _REFUSED.items():
+        value = getattr(args, setting)
+        if value != neutral:
+            out.append(f"{setting}={value!r}: the objective's loss has no such term; {fix}")
+    if args.use_vllm and args.vllm_importance_sampling_correction:
+        out.append("vllm_importance_sampling_correction=True (use_vllm=True): TRL multiplies each token's loss by the "
+                   "vLLM/trainer ratio, which an objective's scalar loss cannot carry; set "
+                   "vllm_importance_sampling_correction=False (the objective then trains on vLLM's samples without "
+                   "that correction), or objective=None")
+    from exchange.objectives import get
+
+    sequence_level = defaults is not None and getattr(get(base_of(objective)).factors, "clip_level", None) == "sequence"
+    if args.importance_sampling_level == "sequence" and not sequence_level:
+        out.append(f"importance_sampling_level='sequence': objective {name!r} uses token ratios; use "
+                   "objective='gspo' (TRL's grpo with sequence-level ratios, equal per token), or "
+                   "importance_sampling_level='token'")
+    if args.beta != 0.0 and "beta" not in taken:
+        out.append(f"beta={args.beta!r}: objective {name!r} has no KL term taking it; set beta=0.0, or use "
+                   "objective='grpo' (its KL term is TRL's)")
+    changed = _changed(args)
+    for trl_name in ("epsilon", "epsilon_high", "sapo_temperature_pos", "sapo_temperature_neg"):
+        if trl_name in changed and not has(TRL_TO_PARAM[trl_name]):
+            out.append(f"{trl_name}={getattr(args, trl_name)!r}: objective {name!r} has no such parameter; "
+                       f"leave {trl_name} at TRL's default, or choose an objective that has it")
+    if _cispo_cap(args, objective) and "eps_high" not in (objective_params or {}) and _effective(args, "epsilon_high") <= 1:
+        out.append(f"epsilon_high={_effective(args, 'epsilon_high')!r} with loss_type='cispo': TRL caps the ratio at "
+                   "epsilon_high itself (min(r, epsilon_high)), a cap at or below 1 that the catalog cispo "
+                   "(cap 1 + eps_high > 1) does not take; set epsilon_high > 1 (TRL's docs use 5.0)")
+    if args.scale_rewards != "group" and not has("scale") and advantage_hook(objective) is None:
+        out.append(f"scale_rewards={args.scale_rewards!r}: objective {name!r} has its own advantage estimator; "
+                   "leave scale_rewards='group'")
+    if args.mask_truncated_completions and not has("mask_truncated"):
+        out.append(f"mask_truncated_completions=True: objective {name!r} cannot mask truncated responses after "
+                   "centring; use a factored objective (grpo, dapo, ...) or set it to False")
+    return out
