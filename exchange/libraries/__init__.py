@@ -214,20 +214,6 @@ _AREAL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
 # Audit rows where the checker and the prediction differ, with why; each is shown by a
 # test, and tests/test_audit.py fails if a row listed here agrees (or one not here does not).
 KNOWN_DISAGREEMENTS: dict[str, str] = {
-    "skyrl:clip_cov": (
-        "the checker finds (Z), (E), (C) and (P) broken, as predicted, but names no mechanism "
-        "on-policy and only M2 off-policy, where the catalog's Clip-Cov derivation (THEORY.md "
-        "section 4: a selection by the advantage, M2, that prunes after centring, M4) predicts "
-        "M2 and M4; the catalog's own clip_cov row in docs/audit.md reads **NO** the same way "
-        "(tests/libraries/skyrl/test_loss.py::test_clip_cov_on_policy_is_the_catalogs_disagreement)"
-    ),
-    "skyrl:kl_cov": (
-        "off-policy the checker finds (E), (C), (N) and (P) broken, as predicted, but names only "
-        "M2, where the catalog's KL-Cov derivation (THEORY.md section 4: a selection by the "
-        "advantage, M2, adding abs(log rho) to the selected tokens, M6) predicts M2 and M6; the "
-        "catalog's own kl_cov row in docs/audit.md reads **NO** the same way "
-        "(tests/libraries/skyrl/test_loss.py::test_kl_cov_prediction_is_the_catalogs)"
-    ),
     "areal:ppo": (
         "AReaL's default keeps raw rewards (no reward_norm/adv_norm). Off-policy the PPO clip splits "
         "an event's occurrences by the sign of the reward (M2) and (E) breaks, but the checker's "
