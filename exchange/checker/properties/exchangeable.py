@@ -149,13 +149,19 @@ def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
     determinant must be the same in three row orders (a normaliser that depends on the
     row order, such as a token count per micro-batch, would make one of its own)."""
     result = ProbeResult(probe)
-    res, det, rollout, kappa = _feature_det(engine, probe, (0, 1, 2, 3))
-    others = [_feature_det(engine, probe, order)[1] for order in ((0, 2, 1, 3), (3, 2, 1, 0))]
-    note = f"probe {probe.name}: {probe.description}"
-    result.evaluations[NAME] = Evaluation(res, True, rollout, kappa, note=note)
     tol = _FEATURE_RTOL[getattr(engine, "precision", "float64")]
-    if abs(det) > tol and all(abs(det - d) <= tol * abs(det) for d in others):
-        result.mechanism = probe.mechanism
+    # without the length limit first (a mask after centring would drop Y), then with it
+    # (a reward set to 0 on truncated responses needs one)
+    for case_probe in (replace(probe, case=replace(probe.case, length_limit=None)), probe):
+        res, det, rollout, kappa = _feature_det(engine, case_probe, (0, 1, 2, 3))
+        if NAME not in result.evaluations or res > result.evaluations[NAME].residual:
+            result.evaluations[NAME] = Evaluation(res, True, rollout, kappa, note=f"probe {probe.name}: {probe.description}")
+        if abs(det) <= tol:
+            continue
+        others = [_feature_det(engine, case_probe, order)[1] for order in ((0, 2, 1, 3), (3, 2, 1, 0))]
+        if all(abs(det - d) <= tol * abs(det) for d in others):
+            result.mechanism = probe.mechanism
+            break
     return result
 
 
