@@ -216,7 +216,10 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     evs = events(rollout)
     cancel = Evaluation(float(cancellation(kappa[None], evs, evs.shared)[0]), True, rollout, kappa,
                         cancellation_mismatches(rollout, kappa, evs, evs.shared, RTOL_CANCEL))
-    if ev.residual > RTOL_CANCEL and finite:
+    # judged at the loss's precision here: below it, (Z) holds and the (C) break left is
+    # an additive term's (the branch after this one)
+    tol = at_precision(RTOL_CANCEL, getattr(engine, "precision", "float64"))
+    if ev.residual > tol and finite:
         mechanism = probe.mechanism
         if probe.signature is not None:
             mechanism = probe.signature(engine, probe, ev)
@@ -237,15 +240,14 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
         result.mechanism = mechanism
         return result
     result.evaluations[NAME] = ev
-    if cancel.residual > RTOL_CANCEL and finite and _identical(probe.case):
+    if cancel.residual > tol and finite and _identical(probe.case):
         # K_e that neither the rewards nor their assignment to the (identical) responses
         # move: an additive event term. Unequal weights of identical responses (a
         # normaliser per micro-batch) move with the assignment and are left to (E)/(P).
         shifted = cyclic_shifts(rollout)[1]
         (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards[shifted]})])
         # the same K_e up to the loss's own round-off (a bf16 additive term is no less one)
-        if float(reward_dependent([kappa[None], moved[None]], evs, evs.shared)[0]) <= at_precision(
-                RTOL_CANCEL, getattr(engine, "precision", "float64")):
+        if float(reward_dependent([kappa[None], moved[None]], evs, evs.shared)[0]) <= tol:
             cancel.note = f"probe {probe.name}: K_e is the same for every reward vector and assignment"
             result.evaluations[shared_cancellation.NAME] = cancel
             result.mechanism = "M6"
