@@ -66,7 +66,7 @@ def per_response_rescaling(engine: Engine, probe, ev) -> str:
     alpha, alpha_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
     scale = float(alpha.abs().max())
     ok = alpha.abs() > ZERO_COLUMN * scale
-    if not bool(ok[mutated]) or int(ok.sum()) < 3:
+    if not bool(ok[mutated]) or int(ok.sum()) < 2:  # the mutated one and at least one other
         return ""
     q = alpha_v / torch.where(ok, alpha, torch.ones_like(alpha))
     others = [float(q[i]) for i in range(len(q)) if i != mutated and bool(ok[i])]
