@@ -17,8 +17,9 @@ from exchange.core.coefficients import Engine
 
 __all__ = ["affine_in_rewards", "per_response_rescaling", "common_shift", "dropped_response"]
 
-# Four distinct advantages, two of each sign: (0.125, -0.875, -0.375, 1.125).
-_SIGN_SPLIT_REWARDS = (1.0, 0.0, 0.5, 2.0)
+# Four distinct rewards, two of each sign, so that advantages have both signs whether
+# the loss centres them (0.625, -1.375, -0.875, 1.625) or not (a greedy or raw baseline).
+_SIGN_SPLIT_REWARDS = (1.0, -1.0, -0.5, 2.0)
 
 
 def affine_in_rewards(engine: Engine, probe, ev) -> str:
@@ -77,7 +78,7 @@ def per_response_rescaling(engine: Engine, probe, ev) -> str:
 
 # The same order of advantages on another scale: what a selection by the advantage picks
 # stays picked, a term proportional to the advantage changes and an additive one does not.
-_SIGN_SPLIT_REWARDS_RESCALED = (1.0, 0.0, 0.5, 3.0)
+_SIGN_SPLIT_REWARDS_RESCALED = (1.0, -1.0, -0.5, 3.0)
 
 
 def _moved_column(engine: Engine, probe, rewards) -> tuple[torch.Tensor, torch.Tensor]:

@@ -214,13 +214,6 @@ _AREAL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
 # Audit rows where the checker and the prediction differ, with why; each is shown by a
 # test, and tests/test_audit.py fails if a row listed here agrees (or one not here does not).
 KNOWN_DISAGREEMENTS: dict[str, str] = {
-    "areal:ppo": (
-        "AReaL's default keeps raw rewards (no reward_norm/adv_norm). Off-policy the PPO clip splits "
-        "an event's occurrences by the sign of the reward (M2) and (E) breaks, but the checker's "
-        "shared-ratio probes use rewards >= 0, where raw-reward advantages have one sign, so it "
-        "names only M4 "
-        "(tests/libraries/areal/test_loss.py::test_raw_rewards_off_policy_m2_is_not_named)"
-    ),
 }
 
 # ART: its default CISPO-style loss and PPO, then every advantage option, sequence-level

@@ -206,7 +206,10 @@ _UNEQUAL_LENGTHS = GroupConfig(
 # The moved shared event is a common token (behaviour prob 0.5), so even trust regions
 # that widen for rare tokens (DCPO: r(r-1) <= eps/q) exclude ratios 2.0 and 0.25.
 # Every entropy is 1 so that entropy-driven weights (M5) cannot masquerade as M1/M2.
-_COMMON_EVENT = Case(groups=(_EQUAL_LENGTHS,), old_prob=(((0, 1, 2), 0.5),), entropy_all=1.0)
+# Rewards of both signs (1, -1, -1, 1): a loss that does not centre them (a greedy or raw
+# baseline) still has advantages of both signs for a clip to split.
+_COMMON_EVENT = Case(groups=(replace(_EQUAL_LENGTHS, rewards=(1.0, -1.0, -1.0, 1.0)),),
+                     old_prob=(((0, 1, 2), 0.5),), entropy_all=1.0)
 
 PROBES = (
     Probe(

@@ -141,11 +141,10 @@ def test_declares_float32_advantages():
     assert not tight.holds("zero_sum", "on_policy")  # the residual is float32 round-off
 
 
-def test_raw_rewards_off_policy_m2_is_not_named():
+def test_raw_rewards_off_policy_m2_is_named():
     """AReaL's default (raw rewards): with rewards of both signs the PPO clip zeroes a
-    shared event above 1 + eps only in the positive responses (M2); the checker, whose
-    shared-ratio probes draw rewards >= 0, names only M4 off-policy. KNOWN_DISAGREEMENTS
-    records the row."""
+    shared event above 1 + eps only in the positive responses (M2); the checker's
+    shared-ratio probes draw rewards of both signs (issue 30), so it names M2 and M4."""
     from exchange.libraries import KNOWN_DISAGREEMENTS
     from exchange.libraries.areal.loss import expected
 
@@ -159,4 +158,8 @@ def test_raw_rewards_off_policy_m2_is_not_named():
     kappa = token_coefficients(resolve("areal:ppo"), lp.detach(), rollout)
     assert float(kappa[0, 0]) == 0.0 and float(kappa[1, 0]) != 0.0  # clipped for A > 0 only
     assert "M2" in expected("ppo")["off_policy"].mechanisms
-    assert "areal:ppo" in KNOWN_DISAGREEMENTS
+    assert "areal:ppo" not in KNOWN_DISAGREEMENTS
+    from exchange import check
+
+    report = check(resolve("areal:ppo"), max_examples=10, seed=0, regimes=("off_policy",))
+    assert set(report.mechanisms_in("off_policy")) == set(expected("ppo")["off_policy"].mechanisms)
