@@ -173,7 +173,11 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
     (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards + level})])
     scale = float(kappa[tied_rows].abs().max())
-    if float((moved - kappa)[tied_rows].abs().max()) > RTOL_EQUAL * scale:
+    # A centre that is not the group's own moves the tied advantages by a share of the
+    # level (O(0.1-1) here); the level also changes how shaped rewards round, by up to
+    # u max|R| / std (1e-5 in float32 for a shaping with spread 0.07): the pattern
+    # threshold separates them at every precision
+    if float((moved - kappa)[tied_rows].abs().max()) > _PATTERN_RTOL * scale:
         # a centre that is not the group's own leaves the tied group's shared events
         # uncancelled; a shaping that moves with the level (a reward set to 0) cancels
         Km, massm, _ = (x[0] for x in per_event(moved[None], evs))

@@ -13,7 +13,7 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               configurations)
-from exchange.checker.properties.residuals import as_residual
+from exchange.checker.properties.residuals import as_residual, conditioning
 from exchange.checker.properties.shared_cancellation import any_groups
 from exchange.checker.tolerances import RTOL_EQUAL, SIGNATURE_RTOL, TINY, ZERO_COLUMN
 from exchange.core.coefficients import Engine
@@ -49,7 +49,8 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     permuted = _permuted(rollout, perm, relabel)
     kappa, kappa_p = engine([rollout, permuted])
     diff = (kappa_p - kappa[perm]).abs().max()
-    res = float(as_residual(diff / (kappa.abs().max() + TINY)))
+    res = float(as_residual(diff / (kappa.abs().max() + TINY)) / conditioning(
+        [rollout.rewards[None]], rollout, getattr(engine, "precision", "float64"))[0])
     mism = []
     if res > RTOL_EQUAL:
         mism.append(f"rows permuted by {perm} and groups relabelled {relabel}: max |kappa change| = {float(diff):.6g}")
@@ -63,7 +64,7 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     permuted = _permuted(rollout, perm, relabel)
     _, kappa_p, failed_p = b.coefficients(permuted, {name: value[:, perm] for name, value in fields.items()})
     diff = (kappa_p - kappa[:, perm]).abs().flatten(1).amax(1)
-    res = as_residual(diff / (kappa.abs().flatten(1).amax(1) + TINY))
+    res = as_residual(diff / (kappa.abs().flatten(1).amax(1) + TINY)) / conditioning([b.rewards], rollout, b.precision)
     failed = failed | failed_p
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed))
 

@@ -13,7 +13,8 @@ from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, TINY, ZERO_COL
 from exchange.core.events import Events
 from exchange.core.rollout import Rollout
 
-__all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups", "event_label", "fmt"]
+__all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
+           "event_label", "fmt", "reference_rewards", "conditioning"]
 
 
 def as_residual(x: Tensor) -> Tensor:
@@ -129,3 +130,31 @@ def event_label(rollout: Rollout, ev: Events, e: int) -> str:
 
 def fmt(v: Tensor) -> str:
     return "(" + ", ".join(f"{float(x):.4g}" for x in v) + ")"
+
+
+def conditioning(variants: list[Tensor], rollout: Rollout, precision: str) -> Tensor:
+    """``[K]``: how much the rewards' own magnitudes amplify round-off in centred
+    advantages (THEORY.md section 2, round-off per event): the largest
+    ``max|R_g| / std(R_g)`` over the groups that are not tied and over the reward vectors
+    ``variants`` (each ``[K, N]``), at least 1. Rounding ``R`` to a precision with unit
+    round-off ``u`` moves ``R - mean R`` by about ``u max|R|``, so a (Z) residual is
+    judged in units of this factor: an advantage sum off by round-off stays below the
+    precision's tolerance, a non-zero-sum estimator (an ``O(1)`` relative effect) does not;
+    a reordered sum of such advantages ((P)) differs by as much.
+    In float64 (``precision``) the factor is 1: round-off there is 8 orders of magnitude
+    below the tolerance whatever the rewards, and a float32 step inside a loss checked as
+    float64 must still show."""
+    gi = rollout.group_index.to(variants[0].device)
+    out = torch.ones(variants[0].shape[0], dtype=variants[0].dtype, device=variants[0].device)
+    if precision == "float64":
+        return out
+    for g in range(rollout.n_groups):
+        rows = (gi == g).nonzero().flatten()
+        if rows.numel() < 2:
+            continue
+        for v in variants:
+            r = v[:, rows]
+            std = r.std(dim=1, unbiased=False)
+            ratio = r.abs().amax(1) / torch.where(std > 0, std, torch.ones_like(std))
+            out = torch.where(std > 0, torch.maximum(out, ratio), out)
+    return out
