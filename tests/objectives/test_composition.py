@@ -117,3 +117,25 @@ def test_docs_table_lists_every_part_with_its_facets() -> None:
 
 def test_public_api_exports_compose() -> None:
     assert exchange.compose is compose and "compose" in exchange.__all__ and "Composition" in exchange.__all__
+
+
+# Random compositions (several parts at once): the checker does not yet agree on all of
+# them (docs/properties.md, "Known disagreements"). The counts below are this commit's,
+# measured with these settings (the checker is seeded, so they are exact on one
+# machine): a change that loses agreement fails here, one that gains it should raise
+# them.
+RANDOM_SEED, RANDOM_N = 2026, 60
+MIN_CELLS_AGREEING, MIN_MECHANISM_SETS_AGREEING = 705, 61  # of 720 cells and 120 sets
+
+
+@pytest.mark.slow
+def test_random_compositions_do_not_lose_agreement() -> None:
+    rng = random.Random(RANDOM_SEED)
+    cells = sets = 0
+    for _ in range(RANDOM_N):
+        comp = random_composition(rng)
+        rep = exchange.check(comp.bind(), max_examples=10, seed=0)
+        for regime, exp in comp.expected().items():
+            cells += sum((not rep.holds(p, regime)) == (p in exp.breaks) for p in PROPERTIES)
+            sets += set(rep.mechanisms_in(regime)) == set(exp.mechanisms)
+    assert cells >= MIN_CELLS_AGREEING and sets >= MIN_MECHANISM_SETS_AGREEING, (cells, sets)
