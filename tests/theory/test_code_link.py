@@ -151,3 +151,95 @@ def test_a_free_scale_still_fails_on_the_wrong_shape(built):
     wrong = link.LinkCase(case.label, "grpo", (), case.rewards, case.lengths, 0.0, case.coq,
                           "free")
     assert _fails(built, [wrong])
+
+
+# --- M6, Adv-Orthogonal's unequal weights, T2 over real rewards --------------------------
+
+def test_m6_cases_are_in_the_link():
+    m6 = _only("grpo", "M6 additive k3")
+    assert len(m6) == 2 * len(link.groups()) and all(c.ref_offset is not None for c in m6)
+
+
+# ~1 s an example (one coqc call): the slow tier.
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rewards, st.data())
+def test_m6_additive_term_survives_zero_sum_advantages(built, r, data):
+    # M6_additive_term / M6_does_not_vanish: with zero-sum advantages and one normaliser,
+    # the package's coefficients are (A_i + phi) / Ntok with phi = beta (exp(ref - l) - 1),
+    # as Coq evaluates them, and they sum to G phi / Ntok, not 0, for any group size.
+    lengths = tuple(data.draw(st.lists(st.integers(1, 12), min_size=len(r), max_size=len(r))))
+    offset = data.draw(st.sampled_from([0.3, -0.5, 1.0]))
+    case = link.LinkCase("M6 any G", "grpo", link.M6_PARAMS, tuple(r), lengths, 0.0,
+                         "adv {G} 1 {r} i + {phi}", "1/Ntok", offset)
+    assert _fails(built, [case]) == []
+    kappa, phi = link.python_kappa(case), link._m6_phi(case)
+    assert abs(sum(kappa) - len(r) * phi / sum(lengths)) <= 1e-12 * abs(phi)
+    assert abs(sum(kappa)) > 1e-3 * abs(phi) / sum(lengths)
+
+
+def test_m6_dropped_kl_is_caught(built, monkeypatch):
+    from exchange.objectives import grpo
+
+    monkeypatch.setattr(grpo, "k3_kl", lambda logprobs, rollout, who: 0.0 * logprobs)
+    problems = _fails(built, _only("grpo", "M6 additive k3 ref-l=0.3 group 1 "))
+    assert problems and all("M6 additive" in p for p in problems)
+
+
+def test_m6_kl_scaled_by_the_advantage_is_caught(built, monkeypatch):
+    # A KL weighted by each response's advantage would cancel like the policy term: no
+    # longer an additive term, and the link sees it.
+    from exchange.objectives import grpo
+
+    real = grpo.k3_kl
+
+    def by_advantage(logprobs, rollout, who):
+        adv = rollout.rewards - rollout.rewards.mean()
+        return real(logprobs, rollout, who) * adv[:, None]
+
+    monkeypatch.setattr(grpo, "k3_kl", by_advantage)
+    problems = _fails(built, _only("grpo", "M6 additive k3 ref-l=0.3 group 1 "))
+    assert problems and all("M6 additive" in p for p in problems)
+
+
+def test_adv_orthogonal_weights_stay_unequal_on_cor33(built):
+    # T5_adv_orthogonal_unequal's group: r = (1, 1, 0) gives A ~ (1, 1, -2) and lengths
+    # (6, 2, 3) give weights 1/L ~ (1, 3, 2). The package's Adv-Orthogonal agrees with
+    # Coq's projection there, the event cancels, and the weights kappa_i / A_i differ.
+    case = link.LinkCase("T5 Adv-Orthogonal cor33", "grpo+adv_orthogonal", (("scale", "none"),),
+                         (1, 1, 0), (6, 2, 3), 0.0,
+                         "adv {G} 1 {r} i * orth {G} (adv {G} 1 {r}) (fun j => / {L} j) i", "1/G")
+    assert _fails(built, [case]) == []
+    kappa = link.python_kappa(case)
+    adv = [1 / 3, 1 / 3, -2 / 3]
+    weights = [k / a for k, a in zip(kappa, adv)]
+    assert abs(sum(kappa)) <= 1e-12 * max(map(abs, kappa))
+    assert abs(weights[0] - weights[1]) > 0.1 * max(map(abs, weights))
+
+
+real_rewards = st.lists(st.floats(-3, 3, allow_nan=False, allow_infinity=False),
+                        min_size=2, max_size=8).filter(lambda r: max(r) - min(r) > 1e-3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(real_rewards)
+def test_t2_over_real_rewards(r):
+    # R_T2_necessity_reals: equal weights (Dr. GRPO, one normaliser) cancel for every
+    # non-constant real reward vector, std-scaled or not...
+    from exchange import objectives
+    from exchange.core.coefficients import token_coefficients
+
+    G = len(r)
+    lengths = tuple(range(1, G + 1))
+    for name, params in (("dr_grpo", {}), ("grpo", {"loss_agg_mode": "token-mean"})):
+        rollout, lp, _ = link.build_group(tuple(r), lengths, 0.0)
+        kappa = token_coefficients(objectives.get(name).bind(**params), lp, rollout)[:, 0]
+        assert abs(float(kappa.sum())) <= 1e-9 * float(kappa.abs().max())
+    # ...and unequal weights (GRPO's 1/L_i) fail on some one-hot reward vector e_j, which
+    # the theorem's hypothesis includes.
+    sums = []
+    for j in range(G):
+        rollout, lp, _ = link.build_group(tuple(float(i == j) for i in range(G)), lengths, 0.0)
+        kappa = token_coefficients(objectives.get("grpo").bind(), lp, rollout)[:, 0]
+        sums.append(abs(float(kappa.sum())))
+    assert max(sums) > 1e-3
