@@ -120,12 +120,6 @@ Qed.
     (Unequal weights at equal lengths would need [exp a <> exp b] for some [a, b]: the
     standard library proves that only through [Classical_Prop.classic], so
     [R_M1_gspo_equal_lengths] has no such witness.) *)
-Lemma gspo_weight_zero : forall L, gspo_weight L (fun _ => 0) = 1.
-Proof.
-  intros L. unfold gspo_weight. rewrite (Rsum_zero L (fun _ => 0)) by (intros; reflexivity).
-  replace (0 / INR L) with 0 by (unfold Rdiv; ring). apply exp_0.
-Qed.
-
 Definition NL12 (i : nat) : nat := match i with O => 1%nat | _ => 2%nat end.
 
 Lemma F_R_M1_gspo :
@@ -139,8 +133,12 @@ Proof.
   assert (HR : ~ (forall i j, (i < 2)%nat -> (j < 2)%nat ->
        gspo_weight (NL12 i) (fun _ => 0) / INR (NL12 i) =
        gspo_weight (NL12 j) (fun _ => 0) / INR (NL12 j))).
-  { intro H. specialize (H 0%nat 1%nat ltac:(lia) ltac:(lia)). simpl in H.
-    rewrite !gspo_weight_zero in H. field_simplify in H; lra. }
+  { (* GSPO's weight of zero log-ratios is exp 0 = 1. *)
+    assert (W1 : forall L, gspo_weight L (fun _ => 0) = 1).
+    { intros L. unfold gspo_weight. rewrite (Rsum_zero L (fun _ => 0)) by (intros; reflexivity).
+      replace (0 / INR L) with 0 by (unfold Rdiv; ring). apply exp_0. }
+    intro H. specialize (H 0%nat 1%nat ltac:(lia) ltac:(lia)). simpl in H.
+    rewrite !W1 in H. field_simplify in H; lra. }
   split; [|exact HR].
   intro H. apply HR. apply (proj1 (R_M1_gspo 2 NL12 (fun _ _ => 0) ltac:(lia))), H.
 Qed.
