@@ -291,6 +291,7 @@ def _opo_mismatches(estimator, groups, coq) -> list:
             if max(abs(p - float(c)) for p, c in zip(estimator(r, L), values)) > 1e-12]
 
 
+@pytest.mark.slow  # importing verl takes ~4 s
 @pytest.mark.usefixtures("verl_ready")
 def test_verl_opo_is_not_zero_sum_and_a_mean_baseline_is_caught(built):
     # M4_opo_not_zero_sum's group: lengths (1, 2), rewards (1, 0): advantages (2/3, -1/3).

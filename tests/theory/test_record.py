@@ -11,7 +11,12 @@ import shutil
 from pathlib import Path
 
 from exchange.cli import main
-from exchange.theory.coq import applies, coq_theorem_names, default_proofs_dir, strip_comments
+from exchange.theory.coq import (
+    applies,
+    coq_theorem_names,
+    default_proofs_dir,
+    strip_comments,
+)
 from exchange.theory.record import (
     SPEC_FILE,
     accept_record,
