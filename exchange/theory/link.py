@@ -41,6 +41,7 @@ from exchange.core.rollout import Rollout
 __all__ = [
     "LINK_MODULES",
     "M6_PARAMS",
+    "M6_TERM",
     "REL_TOL",
     "LinkCase",
     "cases",
@@ -62,6 +63,7 @@ REL_TOL = 1e-9
 SHARED_TOKEN = 7
 # GRPO with a k3 KL to the reference (beta), one token-mean normaliser, no std: M6's case.
 M6_PARAMS = (("beta", 0.1), ("loss_agg_mode", "token-mean"), ("scale", "none"))
+M6_TERM = "adv {G} 1 {r} i * 1 + {phi}"
 
 
 @dataclass(frozen=True)
@@ -261,12 +263,13 @@ def cases(group_list=None) -> list[LinkCase]:
             "adv {G} 1 {r} i * min_replace {G} (fun j => / {L} j) i", "1/G")
         add("T5 Adv-Orthogonal", "grpo+adv_orthogonal", (("scale", "none"),),
             "adv {G} 1 {r} i * orth {G} (adv {G} 1 {r}) (fun j => / {L} j) i", "1/G")
-        # M6 (M6_additive_term): GRPO with its k3 KL, one normaliser (token-mean), on
-        # policy: every occurrence of the shared event gets A_i + phi, phi the KL's
-        # additive term (the same in every response), times 1/Ntok; summed, G * phi.
+        # M6 (M6_additive_term's summand A_i * w0 + phi, w0 = 1): GRPO with its k3 KL,
+        # one normaliser (token-mean), on policy: every occurrence of the shared event
+        # gets A_i + phi, phi the KL's additive term (the same in every response), times
+        # 1/Ntok; summed, G * phi.
         for offset in (0.3, -0.5):
             add(f"M6 additive k3 ref-l={offset}", "grpo", M6_PARAMS,
-                "adv {G} 1 {r} i + {phi}", "1/Ntok", ref_offset=offset)
+                M6_TERM, "1/Ntok", ref_offset=offset)
         for params in (ppo_default, asym):
             p = dict(params)
             bounds = [1 - p["eps_low"], 1 + p["eps_high"], p["clip_c"]]

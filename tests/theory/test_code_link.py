@@ -174,7 +174,7 @@ def test_m6_additive_term_survives_zero_sum_advantages(built, r, data):
     lengths = tuple(data.draw(st.lists(st.integers(1, 12), min_size=len(r), max_size=len(r))))
     offset = data.draw(st.sampled_from([0.3, -0.5, 1.0]))
     case = link.LinkCase("M6 any G", "grpo", link.M6_PARAMS, tuple(r), lengths, 0.0,
-                         "adv {G} 1 {r} i + {phi}", "1/Ntok", offset)
+                         link.M6_TERM, "1/Ntok", offset)
     assert _fails(built, [case]) == []
     kappa, phi = link.python_kappa(case), link._m6_phi(case)
     assert abs(sum(kappa) - len(r) * phi / sum(lengths)) <= 1e-12 * abs(phi)
