@@ -246,7 +246,7 @@ THEOREMS: dict[str, Theorem] = dict(
              "M1 over R, equal lengths: cancellation iff all GSPO weights s_i are equal "
              "(exp being injective, the codimension G-1 set of equal mean log-ratios; "
              "that last step is not formalised).",
-             witness=WITNESS),
+             witness=WITNESS, false_witness=FALSE_WITNESS),
         _coq("Real", "R_Cor33_hyperplane",
              "Cor 3.3 over R, any G: for a fixed non-zero A the cancelling weight vectors "
              "are closed under linear combinations, miss A, and every w is one of them "
@@ -258,7 +258,7 @@ THEOREMS: dict[str, Theorem] = dict(
 # registered theorem and witness is checked by the kernel against the statement of the
 # same name there. Changing this line is a re-pin: `exchange proofs --write-statements
 # --accept` does it and logs the diff in proofs/CHANGES.
-SPEC_SHA256 = "5eefb537daa8456208cc25e36d17745fe3f2ec2bf087a64622655e5f9001a404"
+SPEC_SHA256 = "1ccbe25f8feba4f08dd314a4d4f56d736c90d1b551bf31ffa58e96db7f51191e"
 
 # Theorems with no hypotheses (an identity, an iff between two statements, or a closed
 # proposition), so no hypothesis witness is needed; a test checks that each registered

@@ -550,3 +550,10 @@ Definition F_R_M1_gspo : Prop :=
   ~ (forall i j, (i < 2)%nat -> (j < 2)%nat ->
        gspo_weight (NL12 i) (fun _ => 0) / INR (NL12 i) =
        gspo_weight (NL12 j) (fun _ => 0) / INR (NL12 j)).
+
+Definition Rlogh (h : R) (i t : nat) : R := match i with O => 0 | _ => h end.
+
+Definition F_R_M1_gspo_equal_lengths : Prop := exists h : R,
+  ~ (forall j, (j < 2)%nat ->
+       RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j)) (fun i => gspo_weight 1 (Rlogh h i) / INR 1) = 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> gspo_weight 1 (Rlogh h i) = gspo_weight 1 (Rlogh h j)).

@@ -116,10 +116,7 @@ Proof.
   intro H. apply HR. apply (proj1 (R_T3_harmonic_mean 2 RL12 1 ltac:(lia) RL12_pos)), H.
 Qed.
 
-(** Log-ratios all [0] (weights [1]), lengths [1] and [2]: [s_i / L_i] are [1] and [1/2].
-    (Unequal weights at equal lengths would need [exp a <> exp b] for some [a, b]: the
-    standard library proves that only through [Classical_Prop.classic], so
-    [R_M1_gspo_equal_lengths] has no such witness.) *)
+(** Log-ratios all [0] (weights [1]), lengths [1] and [2]: [s_i / L_i] are [1] and [1/2]. *)
 Definition NL12 (i : nat) : nat := match i with O => 1%nat | _ => 2%nat end.
 
 Lemma F_R_M1_gspo :
@@ -141,4 +138,39 @@ Proof.
     rewrite !W1 in H. field_simplify in H; lra. }
   split; [|exact HR].
   intro H. apply HR. apply (proj1 (R_M1_gspo 2 NL12 (fun _ _ => 0) ltac:(lia))), H.
+Qed.
+
+(** Equal lengths need unequal weights, [exp h <> exp 0] for some [h]. The standard
+    library's monotonicity of [exp] ([exp_increasing], [exp_ineq1]) uses
+    [Classical_Prop.classic]; its derivative at 0 ([derivable_pt_lim_exp]) does not:
+    [(exp h - 1) / h] is within [1/2] of [1] for small [h <> 0], so [exp h <> 1]. *)
+Lemma exp_not_constant : exists h : R, exp h <> 1.
+Proof.
+  destruct (derivable_pt_lim_exp 0 (1/2) ltac:(lra)) as [d Hd].
+  assert (Hpos := cond_pos d).
+  exists (d/2). intro E.
+  assert (H1 : d/2 <> 0) by lra.
+  assert (H2 : Rabs (d/2) < d) by (rewrite Rabs_right; lra).
+  specialize (Hd (d/2) H1 H2). rewrite Rplus_0_l, E, exp_0 in Hd.
+  replace ((1 - 1) / (d/2) - 1) with (- 1) in Hd by (field; lra).
+  rewrite Rabs_left in Hd by lra. lra.
+Qed.
+
+(** One token each, log-ratios [0] and [h]: weights [1] and [exp h <> 1]. *)
+Definition Rlogh (h : R) (i t : nat) : R := match i with O => 0 | _ => h end.
+
+Lemma F_R_M1_gspo_equal_lengths : exists h : R,
+  ~ (forall j, (j < 2)%nat ->
+       RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j)) (fun i => gspo_weight 1 (Rlogh h i) / INR 1) = 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> gspo_weight 1 (Rlogh h i) = gspo_weight 1 (Rlogh h j)).
+Proof.
+  destruct exp_not_constant as [h Eh]. exists h.
+  assert (HR : ~ (forall i j, (i < 2)%nat -> (j < 2)%nat ->
+                  gspo_weight 1 (Rlogh h i) = gspo_weight 1 (Rlogh h j))).
+  { intro H. specialize (H 0%nat 1%nat ltac:(lia) ltac:(lia)).
+    unfold gspo_weight, Rlogh in H. simpl in H.
+    replace ((0 + 0) / 1) with 0 in H by field. replace ((0 + h) / 1) with h in H by field.
+    rewrite exp_0 in H. apply Eh. symmetry. exact H. }
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (R_M1_gspo_equal_lengths 2 1 (Rlogh h) ltac:(lia) ltac:(lia))), H.
 Qed.
