@@ -112,6 +112,14 @@ class TrainConfig:
     """Reward bonus for responses that contain S (0 = none). Only the pilot's sensitivity
     runs set it: the measured drift of log p(S) per unit of injected credit converts
     delta_hat into the forced-prefix certificate's bound (exchange.lab.certificate)."""
+    common_rollouts: bool = False
+    """Common rollouts for every arm of a seed (issue 31: arms that differ only in the
+    mechanism): the baseline samples each step's rollout and stores it in its run
+    directory (``rollouts/step<k>.pt``); every other arm of the seed (surgical,
+    treatment, the pilot's sensitivity run) trains on those same tokens and rewards,
+    with ``old_logprobs`` recomputed under its own policy (first-epoch ratios 1, as
+    on-policy). Without it the arms sample from their own, diverging policies and their
+    paired difference carries the sampling noise of two trajectories."""
     attribute: bool = False
     """Record the attribution instrument (exchange.lab.attribution) per step: the first-order
     change of the P2/P3 probes along the path (``attr/<probe>/path``) and the part the

@@ -52,11 +52,27 @@ def _die_with_parent() -> None:
             pass
 
 
-def _one(args: tuple[RunConfig, str, bool]) -> str:
-    run, out_root, progress = args
+def _one(args: tuple[RunConfig, str, bool, str | None]) -> str:
+    run, out_root, progress, source = args
     torch.set_num_threads(1)
     exp_dir = Path(out_root) / run.experiment
-    return str(train_run(run, run_dir(out_root, run), sft_cache=exp_dir / "_sft", progress=progress))
+    return str(train_run(run, run_dir(out_root, run), sft_cache=exp_dir / "_sft", progress=progress,
+                         rollouts_from=source))
+
+
+def _rollout_sources(runs: list[RunConfig], out_root) -> list[str | None]:
+    """Per run, the baseline run directory it replays (``[train] common_rollouts``), else None."""
+    base = {(r.experiment, r.seed): run_dir(out_root, r) for r in runs if r.arm.role == "baseline"}
+    out = []
+    for r in runs:
+        if not r.train.common_rollouts or r.arm.role == "baseline":
+            out.append(None)
+        elif (r.experiment, r.seed) not in base:
+            raise InvalidArgument(f"[train] common_rollouts=true: experiment {r.experiment!r} seed {r.seed} has no "
+                                  "baseline arm to sample the common rollouts.")
+        else:
+            out.append(str(base[(r.experiment, r.seed)]))
+    return out
 
 
 def pilot_runs(cfg: ExperimentConfig) -> list[RunConfig]:
@@ -136,11 +152,14 @@ def _freeze(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> FrozenPil
 
 
 def _train_all(runs: list[RunConfig], out_root, jobs: int, progress: bool) -> None:
-    work = [(run, str(out_root), progress) for run in runs]
+    work = [(run, str(out_root), progress, src) for run, src in zip(runs, _rollout_sources(runs, out_root))]
+    # common rollouts: every baseline first (it samples and stores them), then the arms that replay them
+    phases = [[w for w in work if w[3] is None], [w for w in work if w[3] is not None]]
     if jobs <= 1:
         torch.set_num_threads(1)
-        for item in work:
-            _one(item)
+        for phase in phases:
+            for item in phase:
+                _one(item)
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
@@ -155,4 +174,5 @@ def _train_all(runs: list[RunConfig], out_root, jobs: int, progress: bool) -> No
                                 Path(out_root) / run.experiment / "_sft")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                              initializer=_die_with_parent) as pool:
-        list(pool.map(_one, work))
+        for phase in phases:
+            list(pool.map(_one, phase))

@@ -37,7 +37,7 @@ from exchange.core.metric_keys import SHARED_RESIDUAL
 from exchange.errors import InvalidArgument
 from exchange.lab.runlog import check_steps, read_metrics
 
-__all__ = ["KL_KEY", "MANIPULATION_KEY", "PREDICTIONS", "Prediction", "RunData", "read_run"]
+__all__ = ["KL_KEY", "MANIPULATION_KEY", "ROLLOUT_HASH", "PREDICTIONS", "Prediction", "RunData", "read_run"]
 
 MANIPULATION_KEY = SHARED_RESIDUAL
 """The manipulation check: the treatment must have removed the mechanism (its shared
@@ -45,6 +45,9 @@ residual, :data:`exchange.core.metric_keys.SHARED_RESIDUAL`, ~ 0)."""
 KL_KEY = "kl/control_contexts"
 """Trust-region match: mean KL(pi_before || pi_after) per step on the control contexts
 (neither shared nor probe contexts, :mod:`exchange.lab.klstep`), compared between arms."""
+ROLLOUT_HASH = "charts/rollout_hash"
+"""Per step, a hash of the rollout an arm trained on (:func:`exchange.lab.trainer.rollout_hash`):
+with ``[train] common_rollouts`` every arm's must equal the baseline's."""
 
 
 def read_run(d) -> "RunData":
