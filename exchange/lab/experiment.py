@@ -29,7 +29,8 @@ from exchange.lab.runlog import RunLock, atomic_write_text
 from exchange.lab.tasks import get_task
 from exchange.lab.trainer import train_run, warm_started_policy
 
-__all__ = ["pilot_runs", "run_dir", "run_experiment", "run_pilot", "write_experiment_json"]
+__all__ = ["check_pilot", "freeze_runs", "pilot_runs", "run_dir", "run_experiment", "run_pilot",
+           "write_experiment_json"]
 
 
 def run_dir(out_root: str | Path, run: RunConfig) -> Path:
@@ -120,14 +121,23 @@ def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
     if cfg.pilot_seeds and not (exp_dir / "pilot.json").exists():
         atomic_write_text(exp_dir / "pilot.json", run_pilot(cfg, out_root, jobs=jobs, progress=progress).to_json())
     if cfg.pilot_seeds:
-        pilot = load_pilot(exp_dir / "pilot.json")
-        if pilot.refused:
-            raise InvalidArgument(
-                f"experiment {cfg.name!r}: the pilot refused the design: {100 * pilot.zero_spread:.0f}% of its groups "
-                f"have zero reward spread (> {100 * ZERO_SPREAD_LIMIT:.0f}%); the test seeds do not run. Raise the "
-                f"group size or choose a warm start at moderate accuracy ({exp_dir / 'pilot.json'} has the pilot)."
-            )
+        check_pilot(cfg, exp_dir)
     _train_all(cfg.runs(), out_root, jobs, progress)
+
+
+def check_pilot(cfg: ExperimentConfig, exp_dir: str | Path) -> FrozenPilot:
+    """The frozen ``exp_dir/pilot.json``; raises when the pilot refused the design (too
+    many groups without reward spread): its test seeds must not run. The CPU harness and
+    the TRL run (exchange.lab.llm_run) both call it."""
+    path = Path(exp_dir) / "pilot.json"
+    pilot = load_pilot(path)
+    if pilot.refused:
+        raise InvalidArgument(
+            f"experiment {cfg.name!r}: the pilot refused the design: {100 * pilot.zero_spread:.0f}% of its groups "
+            f"have zero reward spread (> {100 * ZERO_SPREAD_LIMIT:.0f}%); the test seeds do not run. Raise the "
+            f"group size or choose a warm start at moderate accuracy ({path} has the pilot)."
+        )
+    return pilot
 
 
 def run_pilot(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int = 1,
@@ -140,10 +150,12 @@ def run_pilot(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int
         raise InvalidArgument(f"experiment {cfg.name!r} has no pilot_seeds; add pilot_seeds = [...] to its config.")
     runs = pilot_runs(cfg)
     _train_all(runs, out_root, jobs, progress)
-    return _freeze(cfg, runs, out_root)
+    return freeze_runs(cfg, runs, out_root)
 
 
-def _freeze(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> FrozenPilot:
+def freeze_runs(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> FrozenPilot:
+    """Freeze the finished pilot runs ``runs`` (:func:`pilot_runs`, under
+    ``out_root/<name>/pilot/``) with :func:`exchange.lab.pilot.freeze`."""
     by_role: dict[str, dict[int, RunData]] = {}
     for run in runs:
         by_role.setdefault(run.arm.role, {})[run.seed] = read_run(run_dir(out_root, run))

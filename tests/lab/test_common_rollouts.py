@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from _tiny import tiny_config
+
 from exchange.errors import InvalidArgument
 from exchange.lab.config import load_experiment
 from exchange.lab.experiment import run_experiment
@@ -75,9 +75,8 @@ def test_own_rollouts_diverge_and_the_check_catches_different_data(pair):
 
 def test_replay_rescored_by_the_arms_own_policy(pair):
     """The replaying arm's first-epoch ratios are 1: its old log-probs are its own."""
-    from exchange.lab.trainer import replay_rollout
     from exchange.lab.tasks import get_task
-    from exchange.lab.trainer import warm_started_policy
+    from exchange.lab.trainer import replay_rollout, warm_started_policy
 
     (cfg, exp), _ = pair
     run = cfg.runs((0,))[1]
