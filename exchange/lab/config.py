@@ -56,6 +56,13 @@ class TaskConfig:
     """The grammar's cap on reward-irrelevant filler tokens; the warm start draws 0..max_filler."""
     style_p: float = 0.9
     """Warm-start probability of the shared style token S after the template."""
+    long_wrong: bool = False
+    """M3's reward-length link (``exchange.lab.tasks.Task.long_wrong``): filler only after a
+    wrong answer, so wrong answers run long."""
+
+    def build(self):
+        """The :class:`exchange.lab.tasks.Task` this section describes."""
+        return get_task(self.name, self.max_filler, self.style_p, self.long_wrong)
 
 
 @dataclass(frozen=True)
@@ -315,7 +322,7 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
             "groups are never split, so use at most one minibatch per prompt."
         )
 
-    need = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p).max_response_len
+    need = cfg.task.build().max_response_len
     if cfg.train.max_response_len < need:
         raise InvalidArgument(
             f"{source}: [train] max_response_len={cfg.train.max_response_len} < {need}, the longest grammatical "

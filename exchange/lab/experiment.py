@@ -26,7 +26,6 @@ from exchange.lab.config import ExperimentConfig, RunConfig
 from exchange.lab.pilot import SENSITIVITY_BONUS, ZERO_SPREAD_LIMIT, FrozenPilot, freeze, load_pilot
 from exchange.lab.predictions import RunData, read_run
 from exchange.lab.runlog import RunLock, atomic_write_text
-from exchange.lab.tasks import get_task
 from exchange.lab.trainer import train_run, warm_started_policy
 
 __all__ = ["check_pilot", "freeze_runs", "pilot_runs", "run_dir", "run_experiment", "run_pilot",
@@ -182,7 +181,7 @@ def _train_all(runs: list[RunConfig], out_root, jobs: int, progress: bool) -> No
     for run in runs:
         if run.sft_key() not in seen:
             seen.add(run.sft_key())
-            warm_started_policy(run, get_task(run.task.name, run.task.max_filler, run.task.style_p),
+            warm_started_policy(run, run.task.build(),
                                 Path(out_root) / run.experiment / "_sft")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                              initializer=_die_with_parent) as pool:

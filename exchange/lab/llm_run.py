@@ -67,7 +67,6 @@ from exchange.lab.llm import (
     grammar_fused_head, load_math_jsonl, render, task_reward, task_tokenizer, text_accuracy,
 )
 from exchange.lab.sft import sft_warm_start
-from exchange.lab.tasks import get_task
 from exchange.lab.trainer import certificate, evaluate, fixed_eval_set, initial_metrics, measure_minibatch
 
 __all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm"]
@@ -375,7 +374,7 @@ class _Setup:
 
 def _synthetic_setup(run: RunConfig, args, exp_dir: Path, model: str | None, model_config: str | None,
                      device: str) -> _Setup:
-    task = get_task(run.task.name, run.task.max_filler, run.task.style_p)
+    task = run.task.build()
     eval_prompts, probes = fixed_eval_set(run, task)
     held_out, train_prompts = held_out_split(task, eval_prompts, run.seed)
     policy, tokenizer = (_local_model(model, task, device) if model is not None
@@ -464,7 +463,7 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
 
 
 def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
-    need = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p).max_response_len
+    need = cfg.task.build().max_response_len
     if not text and args.max_completion_length < need:
         raise InvalidArgument(
             f"max_completion_length={args.max_completion_length} < {need}, the longest grammatical response of "
@@ -596,7 +595,7 @@ def _write_meta(cfg: ExperimentConfig, args, exp_dir: Path, seeds: list[int], mo
     n_eval = cfg.train.eval_prompts
     if data is None:
         run0 = dataclasses.replace(cfg.runs()[0], seed=seeds[0])
-        task = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p)
+        task = cfg.task.build()
         n_eval = len(held_out_split(task, fixed_eval_set(run0, task)[0], run0.seed)[0])
     tc = dataclasses.replace(
         cfg.train, steps=args.max_steps, group_size=args.num_generations, epochs=args.num_iterations,

@@ -74,7 +74,6 @@ from exchange.lab.tasks import (
     Task,
     certify_zero_credit,
     filler_accuracy,
-    get_task,
 )
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 
@@ -379,7 +378,7 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    task = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p)
+    task = cfg.task.build()
     loss_fn = cfg.arm.loss_fn()
     tc = cfg.train
     replay = tc.common_rollouts and cfg.arm.role != "baseline"

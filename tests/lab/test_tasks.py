@@ -1,11 +1,22 @@
-import torch
-from hypothesis import given, strategies as st
-
-from exchange.lab.tasks import (
-    EOS, FILLER, PAD, ROLE_DECISION, ROLE_FILLER, ROLE_TEMPLATE, TASKS, TEMPLATE, get_task, token_roles, verify,
-)
-from exchange.errors import InvalidArgument
 import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exchange.errors import InvalidArgument
+from exchange.lab.tasks import (
+    EOS,
+    FILLER,
+    PAD,
+    ROLE_DECISION,
+    ROLE_FILLER,
+    ROLE_TEMPLATE,
+    TASKS,
+    TEMPLATE,
+    get_task,
+    token_roles,
+    verify,
+)
 
 
 @pytest.mark.parametrize("name", list(TASKS))
@@ -71,13 +82,13 @@ def test_unknown_task_is_a_precise_error():
 
 # ------------------------------------------------ zero-credit certification
 def _warm(train_filler: int, filler_after: bool = True):
+    import dataclasses
+
     import torch as _t
 
     from exchange.lab.sft import sft_warm_start
     from exchange.lab.tasks import VOCAB_SIZE, GrammarLM
     from exchange.models import TinyLM, TinyLMConfig
-
-    import dataclasses
 
     task = dataclasses.replace(get_task("arithmetic", 3), filler_after=filler_after)
     lm = GrammarLM(TinyLM(TinyLMConfig(VOCAB_SIZE, 5 + 2 * task.max_response_len, 32, 2, 1, seed=0)), task)
@@ -149,3 +160,67 @@ def test_after_a_filler_only_filler_or_eos_can_follow():
             assert all(v in FILLER + (EOS,) for v in row[first:]), row
             if row[-1] != EOS:  # truncated: only when the answer part was already too long (wrong anyway)
                 assert sum(v not in FILLER + TEMPLATE + (STYLE,) for v in row) > task.answer_len, row
+
+
+# ----------------------------------------- M3's reward-length link (Task.long_wrong)
+def _uniform_grammar(task):
+    import torch as _t
+
+    from exchange.lab.tasks import VOCAB_SIZE, GrammarLM
+
+    class Uniform(_t.nn.Module):
+        def forward(self, ids):
+            return _t.zeros(ids.shape + (VOCAB_SIZE,))
+
+    return GrammarLM(Uniform(), task)
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_long_wrong_allows_filler_only_after_a_wrong_answer(name):
+    from exchange.lab.tasks import STYLE, link_lifted
+
+    task = get_task(name, 3, 0.5, long_wrong=True)
+    lm = _uniform_grammar(task)
+    prompt = task.sample_prompts(1, torch.Generator().manual_seed(3))
+    right = list(task.answers(prompt[0].tolist())[0])
+    wrong = [v + 1 if v + 1 != right[0] + 1 or len(right) > 1 else v + 2 for v in right]
+    wrong = wrong if tuple(wrong) not in task.answers(prompt[0].tolist()) else [right[0]] * len(right) + [right[0]]
+    assert verify(task, prompt, torch.tensor([list(TEMPLATE) + wrong + [EOS]]), torch.ones(1, len(wrong) + 3,
+                                                                                          dtype=torch.bool)).item() == 0
+
+    def filler_blocked(answer):
+        ids = torch.cat([prompt, torch.tensor([list(TEMPLATE) + [STYLE] + answer])], 1)
+        return bool((lm(ids)[0, -1, list(FILLER)] < -1e3).all())
+
+    assert filler_blocked(right) and not filler_blocked(wrong)
+    assert not filler_blocked(right[:-1]) or len(right) == 1  # an unfinished answer is not yet correct
+    with link_lifted(lm):  # the warm start trains filler after correct answers as usual
+        assert not filler_blocked(right)
+    assert filler_blocked(right)
+    assert not _uniform_grammar(get_task(name, 3, 0.5))(torch.cat(
+        [prompt, torch.tensor([list(TEMPLATE) + [STYLE] + right])], 1))[0, -1, list(FILLER)].lt(-1e3).any()
+
+
+@pytest.mark.slow
+def test_long_wrong_makes_wrong_answers_long_after_the_warm_start():
+    """The design's lever, measured on sampled responses of a warm-started policy: with
+    the link, correct responses carry no filler and wrong ones are longer; without it,
+    correct responses carry filler too (the check can fail)."""
+    from exchange.lab.generation import sample_group_rollout
+    from exchange.lab.sft import sft_warm_start
+    from exchange.lab.tasks import VOCAB_SIZE, GrammarLM
+    from exchange.models import TinyLM, TinyLMConfig
+
+    out = {}
+    for link in (True, False):
+        task = get_task("arithmetic", 3, 0.5, long_wrong=link)
+        lm = GrammarLM(TinyLM(TinyLMConfig(VOCAB_SIZE, 5 + 2 * task.max_response_len, 32, 2, 1, seed=0)), task)
+        sft_warm_start(lm, task, 60, 64, 3e-3, torch.Generator().manual_seed(1))
+        r = sample_group_rollout(lm, task, task.sample_prompts(64, torch.Generator().manual_seed(2)), 4,
+                                 task.max_response_len, 1.0, torch.Generator().manual_seed(3))
+        fill = torch.isin(r.tokens, torch.tensor(FILLER)).logical_and(r.mask).sum(1).double()
+        good = r.rewards > 0
+        assert 0.1 < float(good.double().mean()) < 0.9  # both kinds present
+        out[link] = (float(fill[good].mean()), float(fill[~good].mean()))
+    assert out[True][0] == 0.0 and out[True][1] > 0.3, out
+    assert out[False][0] > 0.3, out
