@@ -27,12 +27,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from levers import _variant  # noqa: E402
+from levers import _variant
 
-from exchange.lab.config import load_experiment  # noqa: E402
-from exchange.lab.experiment import run_experiment, run_pilot  # noqa: E402
-from exchange.lab.experiment_report import decide_experiment  # noqa: E402
-from exchange.lab.verdict import ACCEPT_RATIO, decide_dose_response, dose_response_mde  # noqa: E402
+from exchange.lab.config import load_experiment
+from exchange.lab.experiment import run_experiment, run_pilot
+from exchange.lab.experiment_report import decide_experiment
+from exchange.lab.verdict import ACCEPT_RATIO, decide_dose_response, dose_response_mde
 
 
 def main(argv=None) -> int:
