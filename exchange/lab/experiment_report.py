@@ -168,12 +168,17 @@ def _avg(values: list[float | None]) -> float | None:
     return float(np.mean(v)) if v else None
 
 
-def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: float) -> Row:
+def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: float, common: bool = False) -> Row:
     against = pred.against if pred.against in runs else ("surgical" if "surgical" in runs else "treatment")
     if against not in runs:
         return Row(pred, against, [], [], [], None, f"no {pred.against} arm")
     base = [pred.per_run(runs["baseline"][s]) for s in seeds]
     other = [pred.per_run(runs[against][s]) for s in seeds]
+    if common and pred.key == "P4":  # the method test needs each arm to sample its own responses
+        diffs = [o - b for b, o in zip(base, other)]
+        return Row(pred, against, base, other, diffs, None,
+                   "common rollouts: the treatment trained on the baseline's samples, not its own, so its "
+                   "accuracy is not the method's")
     if pred.orient == "pilot":
         if pilot is None:
             return Row(pred, against, base, other, [], None, "no pilot: no frozen sign or delta_hat")
@@ -217,7 +222,8 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
     acc = float(np.mean([r.init["eval/accuracy"] for r in runs["baseline"].values()]))
     n_eval = meta["train"]["eval_prompts"]
     eval_se = math.sqrt(max(acc * (1 - acc), 0.25 / n_eval) / n_eval)
-    rows = [_row(p, runs, seeds, pilot, eval_se) for p in PREDICTIONS]
+    common = bool(meta["train"].get("common_rollouts"))
+    rows = [_row(p, runs, seeds, pilot, eval_se, common) for p in PREDICTIONS]
     dose = {role: {MANIPULATION_KEY: _avg([_mean_key(r, MANIPULATION_KEY) for r in rr.values()]),
                    "tax/style_residual": _avg([_mean_key(r, "tax/style_residual") for r in rr.values()]),
                    "tax/style_K_signed": _avg([_mean_key(r, "tax/style_K_signed") for r in rr.values()])}

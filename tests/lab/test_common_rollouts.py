@@ -51,6 +51,9 @@ def test_every_arm_trains_on_the_baselines_rollouts(pair):
         assert not (treat / "rollouts").exists()  # only the baseline stores them
     res = decide_experiment(exp)
     assert res.common_rollouts == {"treatment": True}
+    # P4 is the method test: an arm that never sampled its own responses does not decide it
+    p4 = next(r for r in res.rows if r.prediction.key == "P4" and r.prediction.primary)
+    assert p4.decision is None and "common rollouts" in p4.reason
 
 
 def test_own_rollouts_diverge_and_the_check_catches_different_data(pair):
