@@ -12,7 +12,8 @@ each dose's oriented delta_hat and pilot SD, and the design's MDE of the slope a
 slope 1 (the measured paired difference follows delta_hat); the design is accepted only
 when 1 >= 3 x MDE. With ``--test`` (and only for an accepted design) every dose's test
 seeds run (exchange.lab.experiment.run_experiment) and the slope is decided
-(exchange.lab.verdict.decide_dose_response). Doses whose frozen sign differs from the
+(exchange.lab.verdict.decide_dose_response), unless the probe S is not certified at
+every dose (then the slope is a measurement, with no verdict). Doses whose frozen sign differs from the
 first dose's are refused: one orientation for the whole regression.
 """
 
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from levers import _variant
 
 from exchange.lab.config import load_experiment
-from exchange.lab.experiment import run_experiment, run_pilot
+from exchange.lab.experiment import freeze_runs, pilot_runs, run_dir, run_experiment, run_pilot
 from exchange.lab.experiment_report import decide_experiment
 from exchange.lab.verdict import ACCEPT_RATIO, decide_dose_response, dose_response_mde
 
@@ -43,6 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dose", action="append", required=True)
     ap.add_argument("--test", action="store_true", help="run the test seeds of an accepted design and decide")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--pathway-only", action="store_true",
+                    help="with --test: train only the baseline and surgical arms (P2/P3 need no treatment)")
     args = ap.parse_args(argv)
     base = load_experiment(args.config)
     variants, pilots = [], []
@@ -50,7 +53,11 @@ def main(argv=None) -> int:
         label, _, overrides = dose.partition(":")
         cfg = _variant(base, label, overrides)
         variants.append(cfg)
-        pilots.append(run_pilot(cfg, args.out, jobs=args.jobs, progress=False))
+        runs = pilot_runs(cfg)
+        done = all((run_dir(args.out, r) / "done.json").exists() for r in runs)
+        # finished pilot runs (e.g. of the lever study) are read as they are
+        pilots.append(freeze_runs(cfg, runs, args.out) if done else run_pilot(cfg, args.out, jobs=args.jobs,
+                                                                               progress=False))
     code = 0
     for key in ("P2", "P3"):
         signs = {p.orientation[key] for p in pilots}
@@ -71,12 +78,20 @@ def main(argv=None) -> int:
         diffs = []
         for cfg in variants:
             cfg = dataclasses.replace(cfg, seeds=tuple(range(args.seeds)))
+            if args.pathway_only:
+                cfg = dataclasses.replace(cfg, arms=tuple(a for a in cfg.arms if a.role != "treatment"))
+            frozen = Path(args.out) / cfg.name / "pilot.json"
+            if not frozen.exists():  # the pilot frozen above, before any test seed runs
+                frozen.write_text(pilots[variants.index(next(v for v in variants if v.name == cfg.name))].to_json())
             res = decide_experiment(run_experiment(cfg, args.out, jobs=args.jobs, progress=False))
             row = next(r for r in res.rows if r.prediction.key == key and r.prediction.primary)
             diffs.append(row.diffs)
         r = decide_dose_response(key, [p.pilots[key].delta_hat for p in pilots], np.asarray(diffs),
                                  [p.pilots[key] for p in pilots])
-        print(f"{key}: slope {r.slope:.3g} [{r.low:.3g}, {r.high:.3g}] over {r.n} differences: {r.label}.")
+        label = r.label if all(p.certified for p in pilots) else (
+            "not tested (the probe S is not certified zero-credit at every dose): a measurement of the "
+            "attribution across doses, no verdict")
+        print(f"{key}: slope {r.slope:.3g} [{r.low:.3g}, {r.high:.3g}] over {r.n} differences: {label}.")
     return code
 
 

@@ -205,13 +205,26 @@ class RunConfig:
 
     def fingerprint(self) -> str:
         """A short hash of the config: a run directory belongs to exactly one config."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(_stable(self.to_dict()), sort_keys=True).encode()).hexdigest()[:16]
 
     def sft_key(self) -> str:
         """Runs that share this key share one warm-started model (both arms of a seed)."""
-        key = {"task": dataclasses.asdict(self.task), "model": dataclasses.asdict(self.model),
-               "sft": dataclasses.asdict(self.sft), "seed": self.seed}
+        key = _stable({"task": dataclasses.asdict(self.task), "model": dataclasses.asdict(self.model),
+                       "sft": dataclasses.asdict(self.sft), "seed": self.seed})
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_ADDED_LATER = {("task", "long_wrong"): False, ("train", "common_rollouts"): False}
+"""Fields added after runs were recorded: at their default they leave the fingerprint and
+the warm-start key out, so every earlier run directory and warm start stays valid."""
+
+
+def _stable(d: dict[str, Any]) -> dict[str, Any]:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+    for (section, key), default in _ADDED_LATER.items():
+        if section in out and out[section].get(key, default) == default:
+            out[section].pop(key, None)
+    return out
 
 
 # ------------------------------------------------------------------- parsing
