@@ -3,6 +3,7 @@
     for step in steps:
         prompts  = task.sample_prompts(...)                 # exchange.lab.tasks
         rollout  = sample_group_rollout(model, ...)         # exchange.lab.generation
+                   (or, [train] common_rollouts and not the baseline: the baseline's, replay_rollout)
         for epoch, minibatch in reuse(rollout):             # rollout reuse: ratios leave 1
             logprobs = response_logprobs(model, mb)         # exchange.models
             kappa    = token_coefficients(loss_fn, ...)     # exchange.core.coefficients
