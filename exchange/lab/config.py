@@ -59,10 +59,13 @@ class TaskConfig:
     long_wrong: bool = False
     """M3's reward-length link (``exchange.lab.tasks.Task.long_wrong``): filler only after a
     wrong answer, so wrong answers run long."""
+    template_in_prompt: bool = False
+    """The template ends the prompt (``exchange.lab.tasks.Task.template_in_prompt``), so the
+    shared mass is the probe event S, not the template."""
 
     def build(self):
         """The :class:`exchange.lab.tasks.Task` this section describes."""
-        return get_task(self.name, self.max_filler, self.style_p, self.long_wrong)
+        return get_task(self.name, self.max_filler, self.style_p, self.long_wrong, self.template_in_prompt)
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,8 @@ class RunConfig:
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-_ADDED_LATER = {("task", "long_wrong"): False, ("train", "common_rollouts"): False}
+_ADDED_LATER = {("task", "long_wrong"): False, ("task", "template_in_prompt"): False,
+                ("train", "common_rollouts"): False}
 """Fields added after runs were recorded: at their default they leave the fingerprint and
 the warm-start key out, so every earlier run directory and warm start stays valid."""
 

@@ -96,8 +96,9 @@ def _mean(key: str) -> Callable[[RunData], float]:
 
 
 def _change(key: str) -> Callable[[RunData], float]:
-    """Signed ``final - initial`` of a fixed-context probe."""
-    return lambda run: run.final(key) - float(run.init[key])
+    """Signed ``final - initial`` of a fixed-context probe (NaN where the probe has no
+    position, e.g. the template's log-prob when the template ends the prompt)."""
+    return lambda run: float("nan") if run.init.get(key) is None else run.final(key) - float(run.init[key])
 
 
 def _late_mean(key: str, frac: float = 0.25) -> Callable[[RunData], float]:

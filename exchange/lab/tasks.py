@@ -132,6 +132,12 @@ class Task:
     style_p: float = 0.9
     filler_after: bool = True
     """Filler after the answer (zero credit by construction); False: the old, before."""
+    template_in_prompt: bool = False
+    """Issue 31's undiluted dose: the template tokens end the prompt (``prompt_len``
+    includes them) instead of opening the response, so the response is ``[S] DECISION+
+    FILLER* EOS`` and the shared mass of a group is the probe event S (and decisions that
+    happen to agree), not the near-deterministic template that held ~90% of it. The
+    grammar allows no template token in the response."""
     long_wrong: bool = False
     """M3's reward-length link (issue 31): filler may follow only a **wrong** answer; after
     a correct one the grammar allows no filler, so wrong answers run long, as truncation
@@ -142,9 +148,16 @@ class Task:
     filler after a wrong answer with the probability it learned."""
 
     @property
+    def head(self) -> list[int]:
+        """The zero-credit tokens that open every response before S: the template, or
+        nothing when it ends the prompt (:attr:`template_in_prompt`)."""
+        return [] if self.template_in_prompt else list(TEMPLATE)
+
+    @property
     def max_response_len(self) -> int:
-        """The longest grammatical response: template, S, max_filler fillers, answer, EOS."""
-        return len(TEMPLATE) + 1 + self.max_filler + self.answer_len + 1
+        """The longest grammatical response: template (unless in the prompt), S,
+        max_filler fillers, answer, EOS."""
+        return len(self.head) + 1 + self.max_filler + self.answer_len + 1
 
     def sample_prompts(self, n: int, gen: torch.Generator) -> Tensor:
         """``LongTensor[n, P]`` prompts drawn with ``gen``."""
@@ -161,7 +174,8 @@ class Task:
             t = [_apply(OPS[o], a, b) for (a, b), o in zip(x[:, :2].tolist(), ops.tolist())]
             body = torch.cat([x[:, :2], torch.tensor(t)[:, None]], dim=1) + DIGIT0
         q, eq = torch.full((n, 1), Q), torch.full((n, 1), EQ)
-        return torch.cat([q, body, eq], dim=1)
+        tail = [torch.tensor([TEMPLATE]).expand(n, -1)] if self.template_in_prompt else []
+        return torch.cat([q, body, eq, *tail], dim=1)
 
     def answers(self, prompt: list[int]) -> list[tuple[int, ...]]:
         """Every correct answer (decision tokens before EOS) of one prompt."""
@@ -193,7 +207,7 @@ class Task:
             answer = self.answers(prompt)[0]
             f = int(n_filler[i])
             fill = [FILLER[k] for k in kinds[i, :f].tolist()]
-            head = list(TEMPLATE) + ([STYLE] if bool(style[i]) else [])
+            head = self.head + ([STYLE] if bool(style[i]) else [])
             row = head + (list(answer) + fill if self.filler_after else fill + list(answer)) + [EOS]
             out[i, : len(row)] = torch.tensor(row)
         return out
@@ -224,7 +238,7 @@ TASKS = {
 
 
 def get_task(name: str, max_filler: int | None = None, style_p: float | None = None,
-             long_wrong: bool = False) -> Task:
+             long_wrong: bool = False, template_in_prompt: bool = False) -> Task:
     """The task called ``name`` (``max_filler`` overrides the filler cap, ``style_p`` the
     warm-start probability of the style token, ``long_wrong`` sets :attr:`Task.long_wrong`)."""
     if name not in TASKS:
@@ -240,6 +254,8 @@ def get_task(name: str, max_filler: int | None = None, style_p: float | None = N
         task = dataclasses.replace(task, style_p=style_p)
     if long_wrong:
         task = dataclasses.replace(task, long_wrong=True)
+    if template_in_prompt:
+        task = dataclasses.replace(task, template_in_prompt=True, prompt_len=task.prompt_len + len(TEMPLATE))
     return task
 
 
@@ -261,7 +277,7 @@ class GrammarLM(torch.nn.Module):
         super().__init__()
         self.lm = lm
         self.prompt_len = task.prompt_len
-        self.caps = ((list(TEMPLATE), len(TEMPLATE)), ([STYLE], 1), (list(FILLER), task.max_filler))
+        self.caps = ((list(TEMPLATE), len(task.head)), ([STYLE], 1), (list(FILLER), task.max_filler))
         self.filler_after = task.filler_after
         self.after_filler = torch.ones(VOCAB_SIZE, dtype=torch.bool)  # blocked once a filler is out
         self.after_filler[list(FILLER) + [EOS]] = False
@@ -365,7 +381,7 @@ def filler_accuracy(model: torch.nn.Module, task: Task, prompts: Tensor, max_len
     (:func:`certify_zero_credit`).
     """
     n = prompts.shape[0]
-    head = torch.tensor(list(TEMPLATE) + [STYLE]).repeat(n, 1)
+    head = torch.tensor(task.head + [STYLE]).repeat(n, 1)
     decision = ~_ZERO_CREDIT.clone()
     decision[[PAD, EOS]] = False
     answer = _greedy(model, torch.cat([prompts, head], 1), task.answer_len, decision) if task.filler_after else head[:, :0]

@@ -109,3 +109,22 @@ def test_a_replaying_arm_without_the_baselines_rollouts_is_refused(tmp_path):
         train_run(treat, tmp_path / "t", progress=False)
     with pytest.raises(InvalidArgument, match=r"step00000.pt is missing; the baseline arm"):
         train_run(treat, tmp_path / "t", progress=False, rollouts_from=tmp_path / "nowhere")
+
+
+@pytest.mark.slow
+def test_template_in_prompt_runs_through_the_pilot_and_the_report(tmp_path):
+    """The whole loop (pilot with the attribution and the certificate, common rollouts,
+    test seeds, report) on a task whose template ends the prompt."""
+    path = tiny_config(tmp_path, name="moved", seeds=(0, 1), steps=3, sft_steps=150, ckpt_every=3)
+    text = path.read_text().replace("[task]\n", "[task]\ntemplate_in_prompt = true\nstyle_p = 0.5\n")
+    text = text.replace("[train]\n", "[train]\ncommon_rollouts = true\nmeasure_prop31 = false\n")
+    text = text.replace('seeds = [0, 1]', 'seeds = [0, 1]\npilot_seeds = [100, 101]')
+    path.write_text(text)
+    cfg = load_experiment(path)
+    exp = run_experiment(cfg, tmp_path / "runs", progress=False)
+    res = decide_experiment(exp)
+    assert res.pilot is not None and res.common_rollouts == {"treatment": True}
+    init = json.loads((exp / "grpo" / "seed0" / "init.json").read_text())
+    assert init["drift/template_logp"] is None and init["drift/style_logp"] is not None  # no template in responses
+    tokens = torch.tensor(torch.load(rollout_path(exp / "grpo" / "seed0", 0), weights_only=False)["tokens"])
+    assert not torch.isin(tokens, torch.tensor([4, 5])).any()

@@ -224,3 +224,56 @@ def test_long_wrong_makes_wrong_answers_long_after_the_warm_start():
         out[link] = (float(fill[good].mean()), float(fill[~good].mean()))
     assert out[True][0] == 0.0 and out[True][1] > 0.3, out
     assert out[False][0] > 0.3, out
+
+
+# ------------------------------------- template in the prompt (Task.template_in_prompt)
+@pytest.mark.parametrize("name", list(TASKS))
+def test_template_in_prompt_moves_the_template_out_of_the_response(name):
+    from exchange.lab.generation import generate
+    from exchange.lab.tasks import STYLE
+
+    base, moved = get_task(name, 2, 0.5), get_task(name, 2, 0.5, template_in_prompt=True)
+    assert moved.prompt_len == base.prompt_len + 2 and moved.max_response_len == base.max_response_len - 2
+    gen = torch.Generator().manual_seed(0)
+    prompts = moved.sample_prompts(64, gen)
+    assert prompts.shape == (64, moved.prompt_len) and (prompts[:, -2:] == torch.tensor(TEMPLATE)).all()
+    ref = moved.reference(prompts, gen)
+    assert verify(moved, prompts, ref, ref != PAD).tolist() == [1.0] * 64
+    assert not torch.isin(ref, torch.tensor(TEMPLATE)).any() and bool((ref[:, 0] == STYLE).any())
+    tokens, mask, _ = generate(_uniform_grammar(moved), prompts, moved.max_response_len, 1.0,
+                               torch.Generator().manual_seed(1))
+    assert not torch.isin(torch.where(mask, tokens, PAD), torch.tensor(TEMPLATE)).any()  # the grammar bans it
+
+
+def test_template_in_prompt_leaves_the_shared_mass_to_the_probe_event():
+    """The dose is not diluted: on a GRPO update of sampled groups the template holds
+    shared mass when it opens the response (the control: the check can fail) and none
+    when it ends the prompt; S's shared events remain."""
+    from exchange.core.coefficients import token_coefficients
+    from exchange.core.events import events, shared_event_coefficients
+    from exchange.core.rollout import Rollout
+    from exchange.lab.klstep import control_contexts
+    from exchange.lab.tasks import STYLE
+    from exchange.objectives import resolve
+
+    share = {}
+    for moved in (False, True):
+        task = get_task("arithmetic", 2, 0.5, template_in_prompt=moved)
+        gen = torch.Generator().manual_seed(0)
+        prompts = task.sample_prompts(32, gen).repeat_interleave(4, 0)  # groups of 4 warm-start-like responses
+        tokens = task.reference(prompts, gen)
+        zeros = torch.zeros(tokens.shape, dtype=torch.float64)
+        r = Rollout(tokens=tokens, mask=tokens != PAD, rewards=torch.arange(128, dtype=torch.float64) % 3,
+                    group=torch.arange(128) // 4, old_logprobs=zeros, logprobs=zeros, prompt_tokens=prompts,
+                    prompt_mask=torch.ones(prompts.shape, dtype=torch.bool))
+        kappa = token_coefficients(resolve("grpo"), r.logprobs, r)
+        ev = events(r)
+        ids, K, mass = shared_event_coefficients(kappa, ev)
+        tok = torch.zeros(ev.count, dtype=torch.long)
+        tok[ev.ids[ev.ids >= 0]] = r.tokens[ev.ids >= 0]
+        template = torch.isin(tok[ids], torch.tensor(TEMPLATE))
+        share[moved] = (float(mass[template].sum() / mass.sum()), int((tok[ids] == STYLE).sum()))
+        if moved:  # the S slot is response position 0 and stays out of the control contexts
+            assert not control_contexts(r)[:, 0].any()
+    assert share[False][0] > 0.3 and share[True][0] == 0.0, share
+    assert share[True][1] > 0, share
