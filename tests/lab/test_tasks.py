@@ -268,7 +268,7 @@ def test_template_in_prompt_leaves_the_shared_mass_to_the_probe_event():
                     prompt_mask=torch.ones(prompts.shape, dtype=torch.bool))
         kappa = token_coefficients(resolve("grpo"), r.logprobs, r)
         ev = events(r)
-        ids, K, mass = shared_event_coefficients(kappa, ev)
+        ids, _, mass = shared_event_coefficients(kappa, ev)
         tok = torch.zeros(ev.count, dtype=torch.long)
         tok[ev.ids[ev.ids >= 0]] = r.tokens[ev.ids >= 0]
         template = torch.isin(tok[ids], torch.tensor(TEMPLATE))
