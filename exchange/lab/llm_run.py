@@ -240,9 +240,10 @@ def _trainer_class():
             ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
             att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
             p = inputs["prompt_ids"].shape[1]
-            # float32 whatever the training precision: the "before" pass runs inside TRL's
-            # bf16 autocast (in _compute_loss), the "after" pass outside it, and bf16
-            # logits would put noise of ~1e-5 per step into a KL compared at 10%
+            # autocast off: the "before" pass runs inside TRL's bf16 autocast (in _compute_loss),
+            # the "after" pass outside it, and bf16 logits would put noise of ~1e-5 per step into a
+            # KL compared at 10%. Under --bf16, though, accelerate has wrapped model.forward itself
+            # in a bf16 autocast, which this does not undo (docs/experiments.md, "Precision")
             with torch.autocast(device_type=ids.device.type, enabled=False):
                 logits = model(input_ids=ids, attention_mask=att).logits[:, p - 1: -1]
             return torch.log_softmax(logits.double(), -1).cpu()
