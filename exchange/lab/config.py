@@ -62,10 +62,14 @@ class TaskConfig:
     template_in_prompt: bool = False
     """The template ends the prompt (``exchange.lab.tasks.Task.template_in_prompt``), so the
     shared mass is the probe event S, not the template."""
+    forced_style: bool = False
+    """The teacher-forced shared prefix (``exchange.lab.tasks.Task.forced_style``): S in every
+    response, zero-credit by construction; needs ``template_in_prompt``."""
 
     def build(self):
         """The :class:`exchange.lab.tasks.Task` this section describes."""
-        return get_task(self.name, self.max_filler, self.style_p, self.long_wrong, self.template_in_prompt)
+        return get_task(self.name, self.max_filler, self.style_p, self.long_wrong, self.template_in_prompt,
+                        self.forced_style)
 
 
 @dataclass(frozen=True)
@@ -217,7 +221,7 @@ class RunConfig:
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-_ADDED_LATER = {("task", "long_wrong"): False, ("task", "template_in_prompt"): False,
+_ADDED_LATER = {("task", "long_wrong"): False, ("task", "template_in_prompt"): False, ("task", "forced_style"): False,
                 ("train", "common_rollouts"): False}
 """Fields added after runs were recorded: at their default they leave the fingerprint and
 the warm-start key out, so every earlier run directory and warm start stays valid."""

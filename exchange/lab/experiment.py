@@ -84,6 +84,8 @@ def pilot_runs(cfg: ExperimentConfig) -> list[RunConfig]:
         run = dataclasses.replace(run, experiment=f"{cfg.name}/pilot")
         if run.arm.role == "baseline":
             out.append(dataclasses.replace(run, train=dataclasses.replace(run.train, attribute=True)))
+            if run.task.forced_style:  # S in every response: a bonus for S injects no credit, nothing to certify
+                continue
             bonus = dataclasses.replace(run.train, style_bonus=SENSITIVITY_BONUS)
             out.append(dataclasses.replace(run, arm=dataclasses.replace(run.arm, name=f"{run.arm.name}+style_bonus",
                                                                         role="sensitivity"), train=bonus))
@@ -159,7 +161,7 @@ def freeze_runs(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> Froze
     for run in runs:
         by_role.setdefault(run.arm.role, {})[run.seed] = read_run(run_dir(out_root, run))
     sens = by_role.pop("sensitivity", {})
-    return freeze(cfg.name, by_role, sens)
+    return freeze(cfg.name, by_role, sens, by_construction=cfg.task.forced_style)
 
 
 def _train_all(runs: list[RunConfig], out_root, jobs: int, progress: bool) -> None:

@@ -557,6 +557,10 @@ def _check_rollout_options(cfg: ExperimentConfig, args, text: bool) -> None:
     tc = cfg.train
     on = {k: v for k, v in (("kl_target", tc.kl_target), ("attribute", tc.attribute),
                             ("pilot_seeds", list(cfg.pilot_seeds))) if v}
+    if cfg.task.forced_style:
+        raise InvalidArgument(
+            f"{cfg.name}: [task] forced_style=true: TRL samples the completions itself and cannot write S into them; "
+            "the teacher-forced prefix runs in the CPU harness only (exchange experiment run). Set it to false.")
     if tc.common_rollouts:
         raise InvalidArgument(
             f"{cfg.name}: [train] common_rollouts=true: the TRL engine samples each arm's rollouts itself; common "

@@ -138,6 +138,13 @@ class Task:
     FILLER* EOS`` and the shared mass of a group is the probe event S (and decisions that
     happen to agree), not the near-deterministic template that held ~90% of it. The
     grammar allows no template token in the response."""
+    forced_style: bool = False
+    """Issue 31's teacher-forced shared prefix: S is written into every response at its
+    slot by the environment (sampling and greedy decoding emit it whatever the policy),
+    while the objective still sees the policy's own ``log p(S)`` there. S is then shared by
+    every group and carries **zero credit by construction** (no response lacks it, so it
+    cannot predict the reward); its drift is the pathway's. Needs ``template_in_prompt``
+    (S opens the response)."""
     long_wrong: bool = False
     """M3's reward-length link (issue 31): filler may follow only a **wrong** answer; after
     a correct one the grammar allows no filler, so wrong answers run long, as truncation
@@ -238,7 +245,7 @@ TASKS = {
 
 
 def get_task(name: str, max_filler: int | None = None, style_p: float | None = None,
-             long_wrong: bool = False, template_in_prompt: bool = False) -> Task:
+             long_wrong: bool = False, template_in_prompt: bool = False, forced_style: bool = False) -> Task:
     """The task called ``name`` (``max_filler`` overrides the filler cap, ``style_p`` the
     warm-start probability of the style token, ``long_wrong`` sets :attr:`Task.long_wrong`)."""
     if name not in TASKS:
@@ -256,6 +263,11 @@ def get_task(name: str, max_filler: int | None = None, style_p: float | None = N
         task = dataclasses.replace(task, long_wrong=True)
     if template_in_prompt:
         task = dataclasses.replace(task, template_in_prompt=True, prompt_len=task.prompt_len + len(TEMPLATE))
+    if forced_style:
+        if not template_in_prompt:
+            raise InvalidArgument("task.forced_style=true needs task.template_in_prompt=true: the forced S opens "
+                                  "the response; set both.")
+        task = dataclasses.replace(task, forced_style=True)
     return task
 
 

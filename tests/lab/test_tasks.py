@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from hypothesis import given
@@ -277,3 +279,48 @@ def test_template_in_prompt_leaves_the_shared_mass_to_the_probe_event():
             assert not control_contexts(r)[:, 0].any()
     assert share[False][0] > 0.3 and share[True][0] == 0.0, share
     assert share[True][1] > 0, share
+
+
+# ------------------------------------------ the teacher-forced shared prefix (forced_style)
+def test_forced_style_writes_s_into_every_response_and_keeps_its_log_prob():
+    """S is emitted whatever the policy (sampling and greedy), so it is shared by every
+    group and carries no credit by construction; the objective still sees the policy's
+    own log p(S) there (not 0), so its drift is measurable."""
+    from exchange.lab.generation import greedy_accuracy, sample_group_rollout
+    from exchange.lab.tasks import STYLE
+
+    task = get_task("arithmetic", 2, 0.5, template_in_prompt=True, forced_style=True)
+    lm = _uniform_grammar(task)
+    r = sample_group_rollout(lm, task, task.sample_prompts(16, torch.Generator().manual_seed(0)), 4,
+                             task.max_response_len, 1.0, torch.Generator().manual_seed(1))
+    assert bool((r.tokens[:, 0] == STYLE).all())
+    # the policy's own log p(S): uniform over the 17 ids the grammar allows there (no template)
+    assert torch.allclose(r.old_logprobs[:, 0], torch.full((r.n,), -math.log(17.0), dtype=torch.float64))
+    free = get_task("arithmetic", 2, 0.5, template_in_prompt=True)  # the control: S is sampled, not forced
+    r0 = sample_group_rollout(_uniform_grammar(free), free, free.sample_prompts(16, torch.Generator().manual_seed(0)),
+                              4, free.max_response_len, 1.0, torch.Generator().manual_seed(1))
+    assert not bool((r0.tokens[:, 0] == STYLE).all())
+    greedy_accuracy(lm, task, task.sample_prompts(4, torch.Generator().manual_seed(2)), task.max_response_len)
+    with pytest.raises(InvalidArgument, match="forced_style=true needs task.template_in_prompt=true"):
+        get_task("arithmetic", 2, 0.5, forced_style=True)
+
+
+def test_a_forced_probe_is_certified_by_construction_and_a_sampled_one_is_not():
+    from exchange.lab.pilot import freeze
+    from exchange.lab.predictions import RunData
+
+    def run(k):
+        init = {"drift/style_logp": -0.7, "entropy/fixed_weak_credit": 0.5, **{f"cert/style_{x}": v for x, v in
+                (("forced", 0.6), ("banned", 0.5), ("credit", 0.1), ("low", 0.08), ("high", 0.12), ("n", 64))}}
+        rows = [{"step": 0, "tax/style_K_signed": 0.1, "tax/shared_update_share": 0.01 * k,
+                 "attr/drift/style_logp/shared": 0.01 * k, "attr/entropy/fixed_weak_credit/shared": 0.0,
+                 "drift/style_logp": -0.7 + 0.01 * k, "entropy/fixed_weak_credit": 0.5, **{
+                     f"cert/style_{x}": v for x, v in (("forced", 0.6), ("banned", 0.5), ("credit", 0.1),
+                                                      ("low", 0.08), ("high", 0.12), ("n", 64))}}]
+        return RunData(init=init, rows=rows, target_accuracy=0.0)
+
+    runs = {"baseline": {s: run(s + 1) for s in (0, 1)}, "surgical": {s: run(0) for s in (0, 1)}}
+    sens = {s: run(s + 3) for s in (0, 1)}
+    assert freeze("x", runs, sens).certified is False  # S carries 0.1 of P(correct): above any bound here
+    forced = freeze("x", runs, {}, by_construction=True)
+    assert forced.certified is True and any("by construction" in n for n in forced.notes)
