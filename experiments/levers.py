@@ -3,8 +3,8 @@
     python experiments/levers.py CONFIG [--out runs/levers] [--seeds 12] \
         --lever "base" --lever "G=2:train.group_size=2,train.prompts_per_step=16" ...
 
-Each ``--lever`` is ``label:key=value,...`` (dotted keys into the config's sections; no
-overrides for "base"). For each lever the pilot (``pilot_seeds`` of the config) is
+Each ``--lever`` is ``label:key=value,...`` (dotted keys into the config's sections,
+``arms.<param>`` for a parameter of every arm's objective; no overrides for "base"). For each lever the pilot (``pilot_seeds`` of the config) is
 trained and frozen (exchange.lab.experiment.run_pilot), and one markdown row is printed:
 delta_hat, pilot SD and MDE at ``--seeds`` test seeds for P1-P3, and their ratio (the
 design is accepted at delta_hat >= 3 MDE), plus the dose at the probe event.
@@ -27,6 +27,10 @@ def _variant(cfg, label: str, overrides: str):
     for item in [x for x in overrides.split(",") if x.strip()]:
         key, value = item.split("=", 1)
         section, name = key.strip().split(".")
+        if section == "arms":  # a parameter of every arm's objective (e.g. arms.eps_low=0.2)
+            arms = tuple(dataclasses.replace(a, params={**a.params, name: float(value)}) for a in out.arms)
+            out = dataclasses.replace(out, arms=arms)
+            continue
         sec = getattr(out, section)
         old = getattr(sec, name)
         new = type(old)(float(value)) if isinstance(old, (int, float)) and not isinstance(old, bool) else value
@@ -46,8 +50,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     cfg = load_experiment(args.config)
     print("| lever | P1 dh/MDE | P2 sign, delta_hat, SD, MDE, dh/MDE | P3 sign, delta_hat, SD, MDE, dh/MDE | "
-          "S certified | sensitivity | zero-spread groups |")
-    print("|---|---|---|---|---|---|---|")
+          "S certified | sensitivity | zero-spread groups | orientation at S (agreeing/counted) |")
+    print("|---|---|---|---|---|---|---|---|")
     for lever in args.lever:
         label, _, overrides = lever.partition(":")
         p = run_pilot(_variant(cfg, label, overrides), args.out, jobs=args.jobs, progress=False)
@@ -62,7 +66,10 @@ def main(argv=None) -> int:
                 cells.append(f"{p.orientation[key]:+d}, {pl.delta_hat:.3g}, {pl.sd:.3g}, {mde:.3g}, {ratio:.2f}")
         sens = "n/a" if p.sensitivity is None else f"{p.sensitivity:.3g}"
         zs = "n/a" if p.zero_spread is None else f"{100 * p.zero_spread:.0f}%" + (" (refused)" if p.refused else "")
-        print(f"| {label} {overrides} | " + " | ".join(cells) + f" | {p.certified} | {sens} | {zs} |", flush=True)
+        o = p.style_orientation
+        orient = f"{o.agreeing}/{o.counted} ({100 * o.agreement:.0f}%)" if o.counted else "none counted"
+        print(f"| {label} {overrides} | " + " | ".join(cells) + f" | {p.certified} | {sens} | {zs} | {orient} |",
+              flush=True)
     return 0
 
 

@@ -181,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     if failed or problems:
         return 1
     console.print(f"[green]all {len(statuses)} theorems checked[/green]; each has the type "
-                  "of its statement in the reviewed record (kernel), its witness too, "
+                  "of its statement in the reviewed record (kernel), its witnesses too "
+                  "(each applies the theorem), "
                   "Print Assumptions within its module's rule; record hash and inventory, "
                   "_CoqProject, coqchk, source scan"
                   + (", code link" if not args.no_link else " (code link skipped: --no-link)")

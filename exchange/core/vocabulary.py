@@ -267,6 +267,9 @@ PROPERTY_THEOREMS: dict[str, tuple[str, ...]] = {
         "T2_necessity_binary",
         "T2_necessity_zero_sum",
         "T2_characterisation",
+        # THEORY.md's "equivalently kappa = c_g * A_i * h(e)": the definition and its
+        # product form agree.
+        "E_product_form",
     ),
     # (C): T1 proves it, T2 says when it must fail, Cor 3.3 why one reward vector is not (E).
     "shared_cancellation": (
@@ -319,7 +322,9 @@ MECHANISM_THEOREMS: dict[str, tuple[str, ...]] = {
         "R_T3_harmonic_mean",
         "T5_constant_normaliser",
     ),
-    "M4": ("M4_nonzero_sum_breaks", "T1_event_coefficient"),
+    "M4": ("M4_nonzero_sum_breaks", "T1_event_coefficient",
+           # OPO's length-weighted baseline: zero-sum only when L and r do not co-vary.
+           "M4_opo_sum", "M4_opo_equal_lengths", "M4_opo_not_zero_sum"),
     # Response-level statistics make the weights differ across responses: T2 applies.
     "M5": ("T2_necessity_binary", "T2_necessity_zero_sum", "T5_min_replace"),
     # An event term adds m_e*phi(rho_e) to K_e whatever the advantages: T1's sum A = 0

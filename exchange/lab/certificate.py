@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
-from exchange.lab.tasks import EOS, FILLER, STYLE, TEMPLATE, Task
+from exchange.lab.tasks import EOS, FILLER, STYLE, Task
 from exchange.lab.verdict import interval
 
 __all__ = ["Certificate", "StyleCredit", "certify", "credit_bound", "p_correct", "style_credit"]
@@ -61,7 +61,7 @@ class Certificate:
 @torch.no_grad()
 def p_correct(model: nn.Module, task: Task, prompts: Tensor, forced: bool) -> Tensor:
     """``[n]`` exact P(correct | prompt, template[, S]) (see the module)."""
-    head = list(TEMPLATE) + ([STYLE] if forced else [])
+    head = task.head + ([STYLE] if forced else [])
     rows, owner = [], []
     for j, prompt in enumerate(prompts.tolist()):
         for a in task.answers(prompt):

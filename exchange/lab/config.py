@@ -56,6 +56,20 @@ class TaskConfig:
     """The grammar's cap on reward-irrelevant filler tokens; the warm start draws 0..max_filler."""
     style_p: float = 0.9
     """Warm-start probability of the shared style token S after the template."""
+    long_wrong: bool = False
+    """M3's reward-length link (``exchange.lab.tasks.Task.long_wrong``): filler only after a
+    wrong answer, so wrong answers run long."""
+    template_in_prompt: bool = False
+    """The template ends the prompt (``exchange.lab.tasks.Task.template_in_prompt``), so the
+    shared mass is the probe event S, not the template."""
+    forced_style: bool = False
+    """The teacher-forced shared prefix (``exchange.lab.tasks.Task.forced_style``): S in every
+    response, zero-credit by construction; needs ``template_in_prompt``."""
+
+    def build(self):
+        """The :class:`exchange.lab.tasks.Task` this section describes."""
+        return get_task(self.name, self.max_filler, self.style_p, self.long_wrong, self.template_in_prompt,
+                        self.forced_style)
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,14 @@ class TrainConfig:
     """Reward bonus for responses that contain S (0 = none). Only the pilot's sensitivity
     runs set it: the measured drift of log p(S) per unit of injected credit converts
     delta_hat into the forced-prefix certificate's bound (exchange.lab.certificate)."""
+    common_rollouts: bool = False
+    """Common rollouts for every arm of a seed (issue 31: arms that differ only in the
+    mechanism): the baseline samples each step's rollout and stores it in its run
+    directory (``rollouts/step<k>.pt``); every other arm of the seed (surgical,
+    treatment, the pilot's sensitivity run) trains on those same tokens and rewards,
+    with ``old_logprobs`` recomputed under its own policy (first-epoch ratios 1, as
+    on-policy). Without it the arms sample from their own, diverging policies and their
+    paired difference carries the sampling noise of two trajectories."""
     attribute: bool = False
     """Record the attribution instrument (exchange.lab.attribution) per step: the first-order
     change of the P2/P3 probes along the path (``attr/<probe>/path``) and the part the
@@ -190,13 +212,27 @@ class RunConfig:
 
     def fingerprint(self) -> str:
         """A short hash of the config: a run directory belongs to exactly one config."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(_stable(self.to_dict()), sort_keys=True).encode()).hexdigest()[:16]
 
     def sft_key(self) -> str:
         """Runs that share this key share one warm-started model (both arms of a seed)."""
-        key = {"task": dataclasses.asdict(self.task), "model": dataclasses.asdict(self.model),
-               "sft": dataclasses.asdict(self.sft), "seed": self.seed}
+        key = _stable({"task": dataclasses.asdict(self.task), "model": dataclasses.asdict(self.model),
+                       "sft": dataclasses.asdict(self.sft), "seed": self.seed})
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_ADDED_LATER = {("task", "long_wrong"): False, ("task", "template_in_prompt"): False, ("task", "forced_style"): False,
+                ("train", "common_rollouts"): False}
+"""Fields added after runs were recorded: at their default they leave the fingerprint and
+the warm-start key out, so every earlier run directory and warm start stays valid."""
+
+
+def _stable(d: dict[str, Any]) -> dict[str, Any]:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+    for (section, key), default in _ADDED_LATER.items():
+        if section in out and out[section].get(key, default) == default:
+            out[section].pop(key, None)
+    return out
 
 
 # ------------------------------------------------------------------- parsing
@@ -307,7 +343,7 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
             "groups are never split, so use at most one minibatch per prompt."
         )
 
-    need = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p).max_response_len
+    need = cfg.task.build().max_response_len
     if cfg.train.max_response_len < need:
         raise InvalidArgument(
             f"{source}: [train] max_response_len={cfg.train.max_response_len} < {need}, the longest grammatical "

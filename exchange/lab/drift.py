@@ -27,7 +27,8 @@ def make_probes(task: Task, n_prompts: int, gen: torch.Generator) -> Rollout:
     """A ``Rollout`` of ``2 * n_prompts`` reference solutions: row ``2k`` (no filler) and
     row ``2k + 1`` (``task.max_filler`` filler) answer prompt ``k``; all rewards are 1."""
     prompts = task.sample_prompts(n_prompts, gen).repeat_interleave(2, dim=0)  # [2n, P]
-    n_filler = torch.tensor([0, task.max_filler]).repeat(n_prompts)
+    # Task.long_wrong: no filler after a correct answer, so both probes are filler-free
+    n_filler = torch.tensor([0, 0 if task.long_wrong else task.max_filler]).repeat(n_prompts)
     tokens = task.reference(prompts, gen, n_filler=n_filler, style=torch.ones(2 * n_prompts, dtype=torch.bool))
     mask = tokens != PAD
     n = tokens.shape[0]

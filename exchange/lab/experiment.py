@@ -26,10 +26,10 @@ from exchange.lab.config import ExperimentConfig, RunConfig
 from exchange.lab.pilot import SENSITIVITY_BONUS, ZERO_SPREAD_LIMIT, FrozenPilot, freeze, load_pilot
 from exchange.lab.predictions import RunData, read_run
 from exchange.lab.runlog import RunLock, atomic_write_text
-from exchange.lab.tasks import get_task
 from exchange.lab.trainer import train_run, warm_started_policy
 
-__all__ = ["pilot_runs", "run_dir", "run_experiment", "run_pilot", "write_experiment_json"]
+__all__ = ["check_pilot", "freeze_runs", "pilot_runs", "run_dir", "run_experiment", "run_pilot",
+           "write_experiment_json"]
 
 
 def run_dir(out_root: str | Path, run: RunConfig) -> Path:
@@ -52,11 +52,27 @@ def _die_with_parent() -> None:
             pass
 
 
-def _one(args: tuple[RunConfig, str, bool]) -> str:
-    run, out_root, progress = args
+def _one(args: tuple[RunConfig, str, bool, str | None]) -> str:
+    run, out_root, progress, source = args
     torch.set_num_threads(1)
     exp_dir = Path(out_root) / run.experiment
-    return str(train_run(run, run_dir(out_root, run), sft_cache=exp_dir / "_sft", progress=progress))
+    return str(train_run(run, run_dir(out_root, run), sft_cache=exp_dir / "_sft", progress=progress,
+                         rollouts_from=source))
+
+
+def _rollout_sources(runs: list[RunConfig], out_root) -> list[str | None]:
+    """Per run, the baseline run directory it replays (``[train] common_rollouts``), else None."""
+    base = {(r.experiment, r.seed): run_dir(out_root, r) for r in runs if r.arm.role == "baseline"}
+    out = []
+    for r in runs:
+        if not r.train.common_rollouts or r.arm.role == "baseline":
+            out.append(None)
+        elif (r.experiment, r.seed) not in base:
+            raise InvalidArgument(f"[train] common_rollouts=true: experiment {r.experiment!r} seed {r.seed} has no "
+                                  "baseline arm to sample the common rollouts.")
+        else:
+            out.append(str(base[(r.experiment, r.seed)]))
+    return out
 
 
 def pilot_runs(cfg: ExperimentConfig) -> list[RunConfig]:
@@ -68,6 +84,8 @@ def pilot_runs(cfg: ExperimentConfig) -> list[RunConfig]:
         run = dataclasses.replace(run, experiment=f"{cfg.name}/pilot")
         if run.arm.role == "baseline":
             out.append(dataclasses.replace(run, train=dataclasses.replace(run.train, attribute=True)))
+            if run.task.forced_style:  # S in every response: a bonus for S injects no credit, nothing to certify
+                continue
             bonus = dataclasses.replace(run.train, style_bonus=SENSITIVITY_BONUS)
             out.append(dataclasses.replace(run, arm=dataclasses.replace(run.arm, name=f"{run.arm.name}+style_bonus",
                                                                         role="sensitivity"), train=bonus))
@@ -104,14 +122,23 @@ def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
     if cfg.pilot_seeds and not (exp_dir / "pilot.json").exists():
         atomic_write_text(exp_dir / "pilot.json", run_pilot(cfg, out_root, jobs=jobs, progress=progress).to_json())
     if cfg.pilot_seeds:
-        pilot = load_pilot(exp_dir / "pilot.json")
-        if pilot.refused:
-            raise InvalidArgument(
-                f"experiment {cfg.name!r}: the pilot refused the design: {100 * pilot.zero_spread:.0f}% of its groups "
-                f"have zero reward spread (> {100 * ZERO_SPREAD_LIMIT:.0f}%); the test seeds do not run. Raise the "
-                f"group size or choose a warm start at moderate accuracy ({exp_dir / 'pilot.json'} has the pilot)."
-            )
+        check_pilot(cfg, exp_dir)
     _train_all(cfg.runs(), out_root, jobs, progress)
+
+
+def check_pilot(cfg: ExperimentConfig, exp_dir: str | Path) -> FrozenPilot:
+    """The frozen ``exp_dir/pilot.json``; raises when the pilot refused the design (too
+    many groups without reward spread): its test seeds must not run. The CPU harness and
+    the TRL run (exchange.lab.llm_run) both call it."""
+    path = Path(exp_dir) / "pilot.json"
+    pilot = load_pilot(path)
+    if pilot.refused:
+        raise InvalidArgument(
+            f"experiment {cfg.name!r}: the pilot refused the design: {100 * pilot.zero_spread:.0f}% of its groups "
+            f"have zero reward spread (> {100 * ZERO_SPREAD_LIMIT:.0f}%); the test seeds do not run. Raise the "
+            f"group size or choose a warm start at moderate accuracy ({path} has the pilot)."
+        )
+    return pilot
 
 
 def run_pilot(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int = 1,
@@ -124,23 +151,28 @@ def run_pilot(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int
         raise InvalidArgument(f"experiment {cfg.name!r} has no pilot_seeds; add pilot_seeds = [...] to its config.")
     runs = pilot_runs(cfg)
     _train_all(runs, out_root, jobs, progress)
-    return _freeze(cfg, runs, out_root)
+    return freeze_runs(cfg, runs, out_root)
 
 
-def _freeze(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> FrozenPilot:
+def freeze_runs(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> FrozenPilot:
+    """Freeze the finished pilot runs ``runs`` (:func:`pilot_runs`, under
+    ``out_root/<name>/pilot/``) with :func:`exchange.lab.pilot.freeze`."""
     by_role: dict[str, dict[int, RunData]] = {}
     for run in runs:
         by_role.setdefault(run.arm.role, {})[run.seed] = read_run(run_dir(out_root, run))
     sens = by_role.pop("sensitivity", {})
-    return freeze(cfg.name, by_role, sens)
+    return freeze(cfg.name, by_role, sens, by_construction=cfg.task.forced_style)
 
 
 def _train_all(runs: list[RunConfig], out_root, jobs: int, progress: bool) -> None:
-    work = [(run, str(out_root), progress) for run in runs]
+    work = [(run, str(out_root), progress, src) for run, src in zip(runs, _rollout_sources(runs, out_root))]
+    # common rollouts: every baseline first (it samples and stores them), then the arms that replay them
+    phases = [[w for w in work if w[3] is None], [w for w in work if w[3] is not None]]
     if jobs <= 1:
         torch.set_num_threads(1)
-        for item in work:
-            _one(item)
+        for phase in phases:
+            for item in phase:
+                _one(item)
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
@@ -151,8 +183,9 @@ def _train_all(runs: list[RunConfig], out_root, jobs: int, progress: bool) -> No
     for run in runs:
         if run.sft_key() not in seen:
             seen.add(run.sft_key())
-            warm_started_policy(run, get_task(run.task.name, run.task.max_filler, run.task.style_p),
+            warm_started_policy(run, run.task.build(),
                                 Path(out_root) / run.experiment / "_sft")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                              initializer=_die_with_parent) as pool:
-        list(pool.map(_one, work))
+        for phase in phases:
+            list(pool.map(_one, phase))

@@ -27,6 +27,7 @@ from exchange.lab.predictions import (
     KL_KEY,
     MANIPULATION_KEY,
     PREDICTIONS,
+    ROLLOUT_HASH,
     Prediction,
     RunData,
     read_run,
@@ -117,6 +118,10 @@ class ExperimentResult:
     eval_se: float
     mean_wall_s: float
     notes: list[str] = field(default_factory=list)
+    common_rollouts: dict[str, bool] = field(default_factory=dict)
+    """``[train] common_rollouts``: per non-baseline role, whether every seed trained on the
+    baseline's rollouts at every step (``charts/rollout_hash`` equal); empty when off.
+    Part of the manipulation check: arms that saw other data differ in more than the mechanism."""
 
     def verdict(self, key: str) -> str:
         rows = [r for r in self.rows if r.prediction.key == key and r.prediction.primary]
@@ -147,6 +152,7 @@ class ExperimentResult:
                 "rows": [r.to_dict() for r in self.rows], "dose": self.dose, "kl": self.kl,
                 "kl_matched": self.kl_matched, "manipulation_passed": self.manipulation_passed,
                 "eval_se": self.eval_se, "mean_wall_s": self.mean_wall_s, "notes": self.notes,
+                "common_rollouts": self.common_rollouts,
                 "verdicts": {k: self.verdict(k) for k in ("P1", "P2", "P3", "P4")}, "falsifier": self.falsifier()}
 
 
@@ -162,12 +168,17 @@ def _avg(values: list[float | None]) -> float | None:
     return float(np.mean(v)) if v else None
 
 
-def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: float) -> Row:
+def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: float, common: bool = False) -> Row:
     against = pred.against if pred.against in runs else ("surgical" if "surgical" in runs else "treatment")
     if against not in runs:
         return Row(pred, against, [], [], [], None, f"no {pred.against} arm")
     base = [pred.per_run(runs["baseline"][s]) for s in seeds]
     other = [pred.per_run(runs[against][s]) for s in seeds]
+    if common and pred.key == "P4":  # the method test needs each arm to sample its own responses
+        diffs = [o - b for b, o in zip(base, other)]
+        return Row(pred, against, base, other, diffs, None,
+                   "common rollouts: the treatment trained on the baseline's samples, not its own, so its "
+                   "accuracy is not the method's")
     if pred.orient == "pilot":
         if pilot is None:
             return Row(pred, against, base, other, [], None, "no pilot: no frozen sign or delta_hat")
@@ -211,7 +222,8 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
     acc = float(np.mean([r.init["eval/accuracy"] for r in runs["baseline"].values()]))
     n_eval = meta["train"]["eval_prompts"]
     eval_se = math.sqrt(max(acc * (1 - acc), 0.25 / n_eval) / n_eval)
-    rows = [_row(p, runs, seeds, pilot, eval_se) for p in PREDICTIONS]
+    common = bool(meta["train"].get("common_rollouts"))
+    rows = [_row(p, runs, seeds, pilot, eval_se, common) for p in PREDICTIONS]
     dose = {role: {MANIPULATION_KEY: _avg([_mean_key(r, MANIPULATION_KEY) for r in rr.values()]),
                    "tax/style_residual": _avg([_mean_key(r, "tax/style_residual") for r in rr.values()]),
                    "tax/style_K_signed": _avg([_mean_key(r, "tax/style_K_signed") for r in rr.values()])}
@@ -223,9 +235,28 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
     base_res = dose["baseline"]["tax/style_residual"]
     passed = "surgical" not in runs or (
         (dose["surgical"][MANIPULATION_KEY] or 0.0) < RESIDUAL_THRESHOLD and base_res is not None and base_res > 0)
+    common = _common_rollouts(meta, runs, seeds)
+    passed = passed and all(common.values())
     walls = [json.loads((exp_dir / a["name"] / f"seed{s}" / "done.json").read_text())["wall_s"]
              for a in meta["arms"] for s in seeds]
-    return ExperimentResult(meta, pilot, rows, dose, kl, matched, passed, eval_se, sum(walls) / len(walls))
+    return ExperimentResult(meta, pilot, rows, dose, kl, matched, passed, eval_se, sum(walls) / len(walls),
+                            common_rollouts=common)
+
+
+def _common_rollouts(meta: dict[str, Any], runs, seeds) -> dict[str, bool]:
+    """Per non-baseline role: its rollout hashes equal the baseline's at every step of every
+    seed (only with ``[train] common_rollouts``)."""
+    if not meta["train"].get("common_rollouts"):
+        return {}
+    out = {}
+    for role, rr in runs.items():
+        if role == "baseline":
+            continue
+        out[role] = all(
+            len(rr[s].series(ROLLOUT_HASH)) == len(runs["baseline"][s].series(ROLLOUT_HASH)) > 0
+            and bool(np.array_equal(rr[s].series(ROLLOUT_HASH), runs["baseline"][s].series(ROLLOUT_HASH)))
+            for s in seeds)
+    return out
 
 
 def _fmt(x: float | None) -> str:
@@ -279,6 +310,10 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
                      f"(signed K {_fmt(d['tax/style_K_signed'])})" for role, d in res.dose.items())
     kl = ", ".join(f"{role} {_fmt(v)}" for role, v in res.kl.items()) + "; " + ", ".join(
         f"{role} {'matched' if ok else 'CONFOUNDED'}" for role, ok in res.kl_matched.items())
+    if res.common_rollouts:
+        dose += "; common rollouts: " + ", ".join(
+            f"{role} {'identical to the baseline at every step' if ok else 'DIFFERENT DATA'}"
+            for role, ok in res.common_rollouts.items())
     lines += [f"1. **Manipulation check** (dose at the probe event S): {dose}: "
               f"**{'passed' if res.manipulation_passed else 'FAILED'}**.",
               f"2. **KL per step on the control contexts** (against the baseline, tolerance "

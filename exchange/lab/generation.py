@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from exchange.lab.tasks import EOS, PAD, Task, verify
+from exchange.lab.tasks import EOS, PAD, STYLE, Task, verify
 from exchange.models import response_logprobs
 from exchange.core.rollout import Rollout
 
@@ -19,11 +19,14 @@ __all__ = ["generate", "sample_group_rollout", "greedy_accuracy"]
 
 
 @torch.no_grad()
-def generate(model: nn.Module, prompts: Tensor, max_len: int, temperature: float, gen: torch.Generator | None):
+def generate(model: nn.Module, prompts: Tensor, max_len: int, temperature: float, gen: torch.Generator | None,
+             first: int | None = None):
     """Autoregressive sampling: ``(tokens [B, T], mask [B, T], entropy [B, T])``.
 
     ``temperature=0`` decodes greedily (``gen`` unused). A row stops after its EOS;
-    rows that never emit EOS stop at ``max_len`` (truncated).
+    rows that never emit EOS stop at ``max_len`` (truncated). ``first``: a token the
+    environment writes at the first position whatever the policy
+    (:attr:`exchange.lab.tasks.Task.forced_style`).
     """
     b = prompts.shape[0]
     ids = prompts
@@ -37,6 +40,8 @@ def generate(model: nn.Module, prompts: Tensor, max_len: int, temperature: float
             nxt = logits.argmax(-1)
         else:
             nxt = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen).squeeze(-1)
+        if first is not None and not toks:
+            nxt = torch.full_like(nxt, first)
         nxt = torch.where(alive, nxt, torch.full_like(nxt, PAD))
         toks.append(nxt)
         masks.append(alive.clone())
@@ -64,7 +69,7 @@ def sample_group_rollout(
     function the training forward uses (first-epoch ratios are 1 up to float32 round-off).
     """
     rep = prompts.repeat_interleave(group_size, dim=0)  # [N, P]
-    tokens, mask, entropy = generate(model, rep, max_len, temperature, gen)
+    tokens, mask, entropy = generate(model, rep, max_len, temperature, gen, _first(task))
     rewards = verify(task, rep, tokens, mask)
     group = torch.arange(prompts.shape[0]).repeat_interleave(group_size)
     zeros = torch.zeros(tokens.shape, dtype=torch.float64)
@@ -84,8 +89,12 @@ def sample_group_rollout(
     return rollout.replace(old_logprobs=old, logprobs=old)
 
 
+def _first(task: Task) -> int | None:
+    return STYLE if task.forced_style else None
+
+
 @torch.no_grad()
 def greedy_accuracy(model: nn.Module, task: Task, prompts: Tensor, max_len: int) -> float:
     """Fraction of ``prompts: [B, P]`` answered correctly by greedy decoding."""
-    tokens, mask, _ = generate(model, prompts, max_len, 0.0, None)
+    tokens, mask, _ = generate(model, prompts, max_len, 0.0, None, _first(task))
     return float(verify(task, prompts, tokens, mask).mean())

@@ -55,6 +55,8 @@ def control_contexts(rollout: Rollout) -> Tensor:
     roles = token_roles(tokens)
     after_template = torch.zeros_like(mask)
     after_template[:, 1:] = tokens[:, :-1] == TEMPLATE[-1]
+    if rollout.prompt_tokens is not None:  # Task.template_in_prompt: the S slot opens the response
+        after_template[:, 0] = rollout.prompt_tokens[:, -1] == TEMPLATE[-1]
     probe = ((roles != ROLE_DECISION) & (roles != ROLE_FILLER)) | after_template  # template/S tokens, S slot
     return mask & ~same & ~probe
 

@@ -30,7 +30,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
-from exchange.lab.tasks import EOS, GrammarLM, PAD, VOCAB_SIZE, verify
+from exchange.lab.tasks import EOS, PAD, STYLE, VOCAB_SIZE, GrammarLM, verify
 
 __all__ = ["load_math_jsonl", "extract_answer", "exact_match_reward", "tiny_causal_lm", "LogitsOnly",
            "TINY_WORDS", "TASK_WORDS", "task_tokenizer", "render", "check_task_tokenizer", "task_reward",
@@ -210,9 +210,11 @@ def check_task_tokenizer(tokenizer, where: str) -> None:
         )
 
 
-def task_reward(task):
+def task_reward(task, style_bonus: float = 0.0):
     """The task's exact verifier (:func:`exchange.lab.tasks.verify`) as a TRL reward
-    function: ``reward(prompts, completions, completion_ids, ...) -> [float]``."""
+    function: ``reward(prompts, completions, completion_ids, ...) -> [float]``.
+    ``style_bonus``: added for completions that contain S (the pilot's sensitivity runs,
+    as the CPU harness's ``[train] style_bonus``)."""
     import torch
 
     index = {w: i for i, w in enumerate(TASK_WORDS)}
@@ -224,7 +226,11 @@ def task_reward(task):
         for i, c in enumerate(completion_ids):
             resp[i, : len(c)] = torch.as_tensor(list(c), dtype=torch.long)
         mask = torch.arange(width)[None] < torch.tensor([len(c) for c in completion_ids])[:, None]
-        return verify(task, p, resp, mask).tolist()
+        rewards = verify(task, p, resp, mask)
+        if style_bonus:
+            rewards = rewards + style_bonus * torch.tensor([float(STYLE in list(c)) for c in completion_ids],
+                                                           dtype=rewards.dtype)
+        return rewards.tolist()
 
     return synthetic_task_reward
 

@@ -54,7 +54,10 @@ from exchange.lab.runlog import (
     MetricsLog, RunDir, RunLock, atomic_write_text, check_steps, read_metrics, record_environment,
 )
 from exchange.core.events import events
-from exchange.lab.experiment import write_experiment_json
+from exchange.lab.drift import probe_scalars
+from exchange.lab.experiment import check_pilot, freeze_runs, pilot_runs, write_experiment_json
+from exchange.lab.llm_step import RolloutStep
+from exchange.lab.pilot import FrozenPilot
 from exchange.lab.klstep import control_contexts
 from exchange.lab.instruments import (
     context_kl, reward_length_covariance, update_share, zero_credit_gradient, zero_credit_mask,
@@ -64,7 +67,6 @@ from exchange.lab.llm import (
     grammar_fused_head, load_math_jsonl, render, task_reward, task_tokenizer, text_accuracy,
 )
 from exchange.lab.sft import sft_warm_start
-from exchange.lab.tasks import get_task
 from exchange.lab.trainer import certificate, evaluate, fixed_eval_set, initial_metrics, measure_minibatch
 
 __all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm"]
@@ -177,10 +179,12 @@ def _trainer_class():
     """``ExchangeGRPOTrainer`` measuring the CPU harness's instruments on every
     micro-batch it trains on (built lazily: trl is imported here)."""
     from exchange.libraries.trl.callback import rollout_of
+    from exchange.libraries.trl import contact
     from exchange.libraries.trl.trainer import ExchangeGRPOTrainer
 
     class InstrumentedGRPOTrainer(ExchangeGRPOTrainer):
-        def __init__(self, *a, measure_update_norm: bool = True, instruments: bool = True, **k):
+        def __init__(self, *a, measure_update_norm: bool = True, instruments: bool = True, kl_target: float = 0.0,
+                     probes=None, **k):
             self.exchange_measure_update_norm = measure_update_norm
             self.exchange_instruments = instruments
             self.exchange_step_metrics: dict[str, list] = {}
@@ -190,6 +194,14 @@ def _trainer_class():
             for m in (self.model, self.ref_model):  # TRL's fused head must see the task grammar too
                 if m is not None:
                     grammar_fused_head(m, self.temperature)
+            # the KL-normalised step and the attribution, per TRL rollout (exchange.lab.llm_step)
+            self.exchange_generate_every = self.args.steps_per_generation * self.num_iterations
+            self.exchange_rollout_step = None
+            if kl_target > 0 or probes is not None:
+                model = self.accelerator.unwrap_model(self.model)
+                self.exchange_rollout_step = RolloutStep(
+                    model, self._exchange_context_logp, self.exchange_generate_every, self.args.steps_per_generation,
+                    kl_target, None if probes is None else probe_scalars(probes), LogitsOnly(model))
 
         def _exchange_rollout(self, inputs, per_token_logps):
             rollout = super()._exchange_rollout(inputs, per_token_logps)
@@ -202,14 +214,22 @@ def _trainer_class():
             mb = rollout_of(cpu, torch.float64, logprobs.detach().double().cpu())
             ev = events(mb)
             shared_occ = ev.shared[ev.ids.clamp(min=0)] & mb.mask
-            params = [p for p in self.model.parameters() if p.requires_grad]
+            params = list(self.model.parameters())
+            step = self.exchange_rollout_step
+            attribute = step is not None and step.probes is not None
             metrics, g_shared, kappa = measure_minibatch(
                 self.exchange_objective, logprobs, mb, ev, zero_credit_mask(mb, ev), shared_occ, params,
-                self.exchange_measure_update_norm)
+                self.exchange_measure_update_norm or attribute)
+            g_total = None
             if g_shared is not None:  # -grad loss = sum kappa grad l (the loss sees theta only through l)
                 g_total = zero_credit_gradient(params, logprobs, kappa.to(logprobs), mb.mask.to(logprobs.device))
                 metrics["tax/shared_update_share"] = update_share(g_shared, g_total, mass=float(kappa.abs().sum()))
             metrics["len/cov_reward_inv_len"] = reward_length_covariance(mb)
+            spread = mb.group_max(mb.rewards) > mb.group_min(mb.rewards)  # [n], per row of each group
+            metrics["charts/zero_spread_groups"] = 1.0 - float(spread.double().mean())
+            if step is not None:
+                step.micro_batch(contact.micro_step(self), inputs, control_contexts(mb), g_shared if attribute else None,
+                                 g_total if attribute else None)
             for key, value in metrics.items():
                 self.exchange_step_metrics.setdefault(key, []).append(value)
             with torch.no_grad():  # KL(pi_before || pi_after) of this step at the micro-batch's contexts
@@ -221,16 +241,20 @@ def _trainer_class():
             ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
             att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
             p = inputs["prompt_ids"].shape[1]
-            # float32 whatever the training precision: the "before" pass runs inside TRL's
-            # bf16 autocast (in _compute_loss), the "after" pass outside it, and bf16
-            # logits would put noise of ~1e-5 per step into a KL compared at 10%
+            # autocast off: the "before" pass runs inside TRL's bf16 autocast (in _compute_loss),
+            # the "after" pass outside it, and bf16 logits would put noise of ~1e-5 per step into a
+            # KL compared at 10%. Under --bf16, though, accelerate has wrapped model.forward itself
+            # in a bf16 autocast, which this does not undo (docs/experiments.md, "Precision")
             with torch.autocast(device_type=ids.device.type, enabled=False):
                 logits = model(input_ids=ids, attention_mask=att).logits[:, p - 1: -1]
             return torch.log_softmax(logits.double(), -1).cpu()
 
         def exchange_end_step(self) -> dict[str, Any]:
-            """The step's instrument row (means over its micro-batches); resets them."""
+            """The step's instrument row (means over its micro-batches); resets them. At a
+            rollout's end, first the KL-normalised step and the attribution's sums."""
             row: dict[str, Any] = {}
+            if self.exchange_rollout_step is not None:
+                row.update(self.exchange_rollout_step.end_step(contact.micro_step(self)))
             for key, values in self.exchange_step_metrics.items():
                 vals = [v for v in values if v is not None]
                 row[key] = sum(vals) / len(vals) if vals else None
@@ -246,20 +270,30 @@ def _trainer_class():
             for key, pairs in kl.items():
                 n = sum(c for _, c in pairs)
                 row[key] = sum(v * c for v, c in pairs) / n if n else None
+            if self.exchange_rollout_step is not None and self.exchange_rollout_step.kl_target > 0:
+                # the KL-normalised step acts per rollout: the trust-region KL is the rollout's (as in the
+                # CPU harness, where one step is one rollout), logged at its last step
+                row["kl/control_contexts"] = row.get("kl/rollout_control")
             self.exchange_step_metrics, self.exchange_kl_pending = {}, []
             return row
 
     return InstrumentedGRPOTrainer
 
 
+STEP_STATE = "exchange_rollout_step.pt"
+"""Saved in each TRL checkpoint folder: the attribution's shadow moments and the cumulative KL."""
+
+
 def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: int, wall_start: float,
-                      deadline: float | None = None):
+                      deadline: float | None = None, resume: Path | None = None):
     """Writes the harness's ``metrics.jsonl`` rows (one per step, ``step`` 0-based) from
     TRL's logs, the trainer's instruments and ``evaluate_fn(model, last) -> dict`` (the
     held-out evaluation, every ``eval_steps`` steps and after the last). Past ``deadline``
     (``time.time()``), it stops training after the step with a checkpoint, so a later
     call resumes there."""
     from transformers import TrainerCallback
+
+    from exchange.libraries.trl import contact
 
     class RunLogCallback(TrainerCallback):
         def __init__(self):
@@ -269,6 +303,11 @@ def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: in
             self.t0 = None
 
         def on_train_begin(self, args, state, control, **kw):
+            step = getattr(self.trainer, "exchange_rollout_step", None)
+            if step is not None:
+                step.begin(self.trainer.optimizer)
+                if resume is not None and (resume / STEP_STATE).exists():
+                    step.load_state_dict(torch.load(resume / STEP_STATE, weights_only=False))
             if not state.is_world_process_zero:
                 return
             log = MetricsLog(out / "metrics.jsonl")
@@ -295,7 +334,9 @@ def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: in
                 model.train(was)
             self.pending = row
             self.wall += time.perf_counter() - (self.t0 or time.perf_counter())
-            if deadline is not None and time.time() >= deadline and step < state.max_steps:
+            rollout_step = getattr(self.trainer, "exchange_rollout_step", None)
+            at_boundary = rollout_step is None or contact.micro_step(self.trainer) % self.trainer.exchange_generate_every == 0
+            if deadline is not None and time.time() >= deadline and step < state.max_steps and at_boundary:
                 control.should_save = True  # the next call resumes from this step
                 control.should_training_stop = True
 
@@ -312,6 +353,11 @@ def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: in
         def on_save(self, args, state, control, **kw):
             if state.is_world_process_zero:
                 atomic_write_text(out / "wall.json", json.dumps({"step": state.global_step, "wall_s": self.wall}))
+                step = getattr(self.trainer, "exchange_rollout_step", None)
+                if step is not None:
+                    from exchange.lab.runlog import atomic_torch_save
+
+                    atomic_torch_save(step.state_dict(), out / f"checkpoint-{state.global_step}" / STEP_STATE)
 
     return RunLogCallback()
 
@@ -327,11 +373,12 @@ class _Setup:
     evaluate: Any  # (model, last: bool) -> dict of eval/... metrics
     init: Any  # model -> init.json
     instruments: bool
+    probes: Any = None  # the fixed drift probes (Rollout), for the attribution
 
 
 def _synthetic_setup(run: RunConfig, args, exp_dir: Path, model: str | None, model_config: str | None,
                      device: str) -> _Setup:
-    task = get_task(run.task.name, run.task.max_filler, run.task.style_p)
+    task = run.task.build()
     eval_prompts, probes = fixed_eval_set(run, task)
     held_out, train_prompts = held_out_split(task, eval_prompts, run.seed)
     policy, tokenizer = (_local_model(model, task, device) if model is not None
@@ -342,8 +389,9 @@ def _synthetic_setup(run: RunConfig, args, exp_dir: Path, model: str | None, mod
         lm = LogitsOnly(m)
         return {**evaluate(lm, task, held_out, probes, max_len), **(certificate(lm, task, held_out, max_len) if last else {})}
 
-    return _Setup(policy, tokenizer, task_reward(task), [{"prompt": render(p)} for p in train_prompts.tolist()],
-                  evaluate_fn, lambda m: initial_metrics(LogitsOnly(m), task, held_out, probes, max_len), True)
+    return _Setup(policy, tokenizer, task_reward(task, run.train.style_bonus),
+                  [{"prompt": render(p)} for p in train_prompts.tolist()],
+                  evaluate_fn, lambda m: initial_metrics(LogitsOnly(m), task, held_out, probes, max_len), True, probes)
 
 
 def _text_setup(run: RunConfig, args, data: str, model: str, device: str) -> _Setup:
@@ -400,7 +448,8 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
         if setup.instruments:  # the grammar inside the forward needs the whole prefix at every generation step
             rargs.generation_kwargs = {**(rargs.generation_kwargs or {}), "use_cache": False}
         rows_per_step = rargs.per_device_train_batch_size * rargs.gradient_accumulation_steps * rargs.world_size
-        callback = _run_log_callback(out, setup.evaluate, rargs.eval_steps, rows_per_step, wall_start, deadline)
+        callback = _run_log_callback(out, setup.evaluate, rargs.eval_steps, rows_per_step, wall_start, deadline,
+                                     ckpt)
         cls = _trainer_class()
         trainer = cls(model=setup.policy, reward_funcs=[setup.reward], args=rargs,
                       train_dataset=Dataset.from_list(setup.prompts), processing_class=setup.tokenizer,
@@ -408,7 +457,9 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
                       # the experiment's arms are catalog objectives (their own clip widths, as on
                       # the CPU harness), and its instruments read whole groups in every micro-batch
                       trl_defaults=False, batching="groups",
-                      measure_update_norm=run.train.measure_update_norm, instruments=setup.instruments)
+                      measure_update_norm=run.train.measure_update_norm, instruments=setup.instruments,
+                      kl_target=run.train.kl_target if setup.instruments else 0.0,
+                      probes=setup.probes if run.train.attribute and setup.instruments else None)
         callback.trainer = trainer
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
         # a run stopped by the time budget keeps its checkpoint and no done.json: it resumes
@@ -419,7 +470,7 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
 
 
 def _check_args(cfg: ExperimentConfig, args, text: bool) -> None:
-    need = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p).max_response_len
+    need = cfg.task.build().max_response_len
     if not text and args.max_completion_length < need:
         raise InvalidArgument(
             f"max_completion_length={args.max_completion_length} < {need}, the longest grammatical response of "
@@ -460,12 +511,7 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
         raise InvalidArgument(f"data={data!r} (text mode) needs model=PATH, a local model with its own tokenizer; "
                               "model_config builds a model for the synthetic task only.")
     _check_args(cfg, args, data is not None)
-    if cfg.train.kl_target > 0 or cfg.train.attribute or cfg.pilot_seeds:
-        raise InvalidArgument(
-            f"{cfg.name}: [train] kl_target={cfg.train.kl_target}, attribute={cfg.train.attribute}, "
-            f"pilot_seeds={list(cfg.pilot_seeds)}: the KL-normalised step, the attribution and the pilot run in the "
-            "CPU harness only (exchange experiment run); set them to 0/false/[] for the TRL run. The surgical arm "
-            "(objective '<spec>+surgical') runs through TRL as any objective does.")
+    _check_rollout_options(cfg, args, data is not None)
     device = device or str(args.device)  # this process's device (cuda:<local rank> under accelerate)
     seeds = list(seeds or cfg.seeds)
     chosen = [a for a in cfg.arms if not arms or a.name in arms]
@@ -477,19 +523,76 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
     with RunLock(exp_dir) if _main_process() else contextlib.nullcontext():
         if _main_process():
             _write_meta(cfg, args, exp_dir, seeds, model or model_config, data, source)
+        kw = {"model": model, "model_config": model_config, "data": data, "device": device, "deadline": deadline}
         trained = False
-        for seed in seeds:
-            for arm in chosen:
-                finished = (exp_dir / arm.name / f"seed{seed}" / "done.json").exists()
-                if deadline is not None and time.time() >= deadline and trained and not finished:
-                    print(f"[run_llm] time budget spent: arm={arm.name} seed={seed} waits for the next call", flush=True)
-                    continue
-                run = dataclasses.replace(cfg.runs()[0], arm=arm, seed=seed)
-                print(f"[run_llm] {cfg.name} arm={arm.name} objective={arm.objective} seed={seed}", flush=True)
-                run_arm(run, args, exp_dir, model=model, model_config=model_config, data=data, device=device,
-                        deadline=deadline)
-                trained = trained or not finished  # every call trains at least one step of one run
+        if cfg.pilot_seeds and data is None and not (exp_dir / "pilot.json").exists():
+            # the pilot first (exchange.lab.experiment.pilot_runs: every arm on pilot_seeds, the baseline
+            # with the attribution, the sensitivity runs), frozen into pilot.json before any test seed
+            runs = pilot_runs(cfg)
+            trained = _train_runs([(r, r.arm) for r in runs], args, exp_dir / "pilot", kw, trained)
+            if not all((exp_dir / "pilot" / r.arm.name / f"seed{r.seed}" / "done.json").exists() for r in runs):
+                return exp_dir  # the time budget stopped the pilot: the next call resumes it
+            if _main_process():
+                pilot: FrozenPilot = freeze_runs(cfg, runs, out_root)
+                atomic_write_text(exp_dir / "pilot.json", pilot.to_json())
+        if cfg.pilot_seeds and data is None:
+            check_pilot(cfg, exp_dir)  # a refused design runs no test seed
+        work = [(dataclasses.replace(cfg.runs()[0], arm=arm, seed=seed), arm) for seed in seeds for arm in chosen]
+        _train_runs(work, args, exp_dir, kw, trained)
     return exp_dir
+
+
+def _train_runs(work, args, exp_dir: Path, kw: dict[str, Any], trained: bool) -> bool:
+    """Train each ``(run, arm)`` of ``work`` into ``exp_dir`` within the time budget; returns
+    whether any run trained (every call trains at least one step of one run)."""
+    deadline = kw["deadline"]
+    for run, arm in work:
+        finished = (exp_dir / arm.name / f"seed{run.seed}" / "done.json").exists()
+        if deadline is not None and time.time() >= deadline and trained and not finished:
+            print(f"[run_llm] time budget spent: arm={arm.name} seed={run.seed} waits for the next call", flush=True)
+            continue
+        print(f"[run_llm] {run.experiment} arm={arm.name} objective={arm.objective} seed={run.seed}", flush=True)
+        run_arm(run, args, exp_dir, **kw)
+        trained = trained or not finished
+    return trained
+
+
+def _check_rollout_options(cfg: ExperimentConfig, args, text: bool) -> None:
+    """The per-rollout options of issue 31 on the TRL engine (exchange.lab.llm_step):
+    refused where they cannot be honoured, with the field and the fix."""
+    tc = cfg.train
+    on = {k: v for k, v in (("kl_target", tc.kl_target), ("attribute", tc.attribute),
+                            ("pilot_seeds", list(cfg.pilot_seeds))) if v}
+    if cfg.task.forced_style:
+        raise InvalidArgument(
+            f"{cfg.name}: [task] forced_style=true: TRL samples the completions itself and cannot write S into them; "
+            "the teacher-forced prefix runs in the CPU harness only (exchange experiment run). Set it to false.")
+    if tc.common_rollouts:
+        raise InvalidArgument(
+            f"{cfg.name}: [train] common_rollouts=true: the TRL engine samples each arm's rollouts itself; common "
+            "rollouts run in the CPU harness only (exchange experiment run). Set it to false for run_llm.")
+    if not on:
+        return
+    if text:
+        raise InvalidArgument(f"{cfg.name}: {on} with data= (text mode): the KL-normalised step, the attribution and "
+                              "the pilot need the synthetic task's probes and contexts; drop --data or set them off.")
+    if args.world_size > 1:
+        raise InvalidArgument(f"{cfg.name}: {on} with world_size={args.world_size}: each process would rescale by "
+                              "its own slice's KL; run them on one process (or set them off).")
+    every = args.steps_per_generation * args.num_iterations
+    if every % args.gradient_accumulation_steps:
+        raise InvalidArgument(
+            f"{cfg.name}: {on}: steps_per_generation x num_iterations = {every} is not a multiple of "
+            f"gradient_accumulation_steps={args.gradient_accumulation_steps}: a rollout must end at an optimizer step.")
+    if args.bf16 or args.fp16:
+        print(f"[run_llm] warning: {on} with bf16/fp16: accelerate runs every forward of the model in reduced "
+              "precision, the attribution's probes and the KL included (exchange.lab.llm_step); at CPU scale pass "
+              "--bf16 false.", flush=True)
+    per_rollout = every // args.gradient_accumulation_steps
+    if args.save_steps % per_rollout:
+        raise InvalidArgument(
+            f"{cfg.name}: {on}: save_steps={args.save_steps} is not a multiple of the {per_rollout} optimizer steps "
+            "of one rollout; a checkpoint must fall between rollouts (set save_steps to a multiple).")
 
 
 def _model_names() -> list[str]:
@@ -503,7 +606,7 @@ def _write_meta(cfg: ExperimentConfig, args, exp_dir: Path, seeds: list[int], mo
     n_eval = cfg.train.eval_prompts
     if data is None:
         run0 = dataclasses.replace(cfg.runs()[0], seed=seeds[0])
-        task = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p)
+        task = cfg.task.build()
         n_eval = len(held_out_split(task, fixed_eval_set(run0, task)[0], run0.seed)[0])
     tc = dataclasses.replace(
         cfg.train, steps=args.max_steps, group_size=args.num_generations, epochs=args.num_iterations,

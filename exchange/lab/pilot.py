@@ -104,9 +104,13 @@ def _credit(d: dict[str, Any]) -> StyleCredit:
     return StyleCredit(**{k: d[f"cert/style_{k}"] for k in ("forced", "banned", "credit", "low", "high", "n")})
 
 
-def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dict[int, RunData]) -> FrozenPilot:
+def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dict[int, RunData], *,
+           by_construction: bool = False) -> FrozenPilot:
     """The frozen pilot of experiment ``name`` from its pilot runs: ``runs[role][seed]``
-    (the baseline's with ``attr/`` keys) and the baseline-with-bonus runs per seed."""
+    (the baseline's with ``attr/`` keys) and the baseline-with-bonus runs per seed.
+    ``by_construction``: the probe S is teacher-forced in every response
+    (``Task.forced_style``), so it carries no credit in the RL data by construction and
+    the forced-prefix certificate is not needed (nor the sensitivity runs)."""
     base = runs["baseline"]
     seeds = tuple(sorted(base))
     if len(seeds) < 2:
@@ -148,7 +152,11 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
                               / SENSITIVITY_BONUS for s in seeds]))
     bound, certs, certified = None, [], False
     dh = pilots["P2"].delta_hat
-    if sens is not None and sens > 0 and dh > 0:
+    if by_construction:
+        certified = True
+        notes.append("certificate: S is teacher-forced in every response (task.forced_style), so it carries no "
+                     "credit by construction.")
+    elif sens is not None and sens > 0 and dh > 0:
         bound = credit_bound(dh, sens)
         src = f"credit_bound(delta_hat_P2={dh:.3g}, sensitivity={sens:.3g} nats per unit credit)"
         certified = True

@@ -37,7 +37,7 @@ from exchange.core.metric_keys import SHARED_RESIDUAL
 from exchange.errors import InvalidArgument
 from exchange.lab.runlog import check_steps, read_metrics
 
-__all__ = ["KL_KEY", "MANIPULATION_KEY", "PREDICTIONS", "Prediction", "RunData", "read_run"]
+__all__ = ["KL_KEY", "MANIPULATION_KEY", "ROLLOUT_HASH", "PREDICTIONS", "Prediction", "RunData", "read_run"]
 
 MANIPULATION_KEY = SHARED_RESIDUAL
 """The manipulation check: the treatment must have removed the mechanism (its shared
@@ -45,6 +45,9 @@ residual, :data:`exchange.core.metric_keys.SHARED_RESIDUAL`, ~ 0)."""
 KL_KEY = "kl/control_contexts"
 """Trust-region match: mean KL(pi_before || pi_after) per step on the control contexts
 (neither shared nor probe contexts, :mod:`exchange.lab.klstep`), compared between arms."""
+ROLLOUT_HASH = "charts/rollout_hash"
+"""Per step, a hash of the rollout an arm trained on (:func:`exchange.lab.trainer.rollout_hash`):
+with ``[train] common_rollouts`` every arm's must equal the baseline's."""
 
 
 def read_run(d) -> "RunData":
@@ -93,8 +96,9 @@ def _mean(key: str) -> Callable[[RunData], float]:
 
 
 def _change(key: str) -> Callable[[RunData], float]:
-    """Signed ``final - initial`` of a fixed-context probe."""
-    return lambda run: run.final(key) - float(run.init[key])
+    """Signed ``final - initial`` of a fixed-context probe (NaN where the probe has no
+    position, e.g. the template's log-prob when the template ends the prompt)."""
+    return lambda run: float("nan") if run.init.get(key) is None else run.final(key) - float(run.init[key])
 
 
 def _late_mean(key: str, frac: float = 0.25) -> Callable[[RunData], float]:

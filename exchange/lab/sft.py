@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from exchange.lab.tasks import PAD, Task
-from exchange.models import sequence_logits
 from exchange.core.rollout import Rollout
+from exchange.lab.tasks import PAD, Task, link_lifted
+from exchange.models import sequence_logits
 
 __all__ = ["sft_warm_start"]
 
@@ -37,12 +37,18 @@ def sft_warm_start(model: nn.Module, task: Task, steps: int, batch: int, lr: flo
     """
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     loss = torch.zeros(())
-    for _ in range(steps):
-        prompts = task.sample_prompts(batch, gen)
-        ro = _as_rollout(prompts, task.reference(prompts, gen))
-        logits, _ = sequence_logits(model, ro)  # [B, T, V]
-        loss = nn.functional.cross_entropy(logits[ro.mask], ro.tokens[ro.mask])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    with link_lifted(model):  # the reference data keep their filler (Task.long_wrong)
+        for _ in range(steps):
+            loss = _sft_step(model, task, batch, gen, opt)
     return float(loss.detach())
+
+
+def _sft_step(model: nn.Module, task: Task, batch: int, gen: torch.Generator, opt) -> torch.Tensor:
+    prompts = task.sample_prompts(batch, gen)
+    ro = _as_rollout(prompts, task.reference(prompts, gen))
+    logits, _ = sequence_logits(model, ro)  # [B, T, V]
+    loss = nn.functional.cross_entropy(logits[ro.mask], ro.tokens[ro.mask])
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss

@@ -50,10 +50,31 @@ from torch import Tensor
 from exchange.errors import InvalidArgument
 
 __all__ = [
-    "PAD", "EOS", "Q", "EQ", "TEMPLATE", "FILLER", "OPS", "BASE", "DIGIT0", "VOCAB_SIZE",
-    "ROLE_TEMPLATE", "ROLE_FILLER", "ROLE_DECISION", "ROLE_NAMES",
-    "STYLE", "ROLE_STYLE", "Task", "TASKS", "get_task", "token_roles", "verify", "GrammarLM", "filler_accuracy",
+    "BASE",
+    "DIGIT0",
+    "EOS",
+    "EQ",
+    "FILLER",
+    "OPS",
+    "PAD",
+    "ROLE_DECISION",
+    "ROLE_FILLER",
+    "ROLE_NAMES",
+    "ROLE_STYLE",
+    "ROLE_TEMPLATE",
+    "STYLE",
+    "TASKS",
+    "TEMPLATE",
+    "VOCAB_SIZE",
+    "GrammarLM",
+    "Q",
+    "Task",
     "certify_zero_credit",
+    "filler_accuracy",
+    "get_task",
+    "link_lifted",
+    "token_roles",
+    "verify",
 ]
 
 # ----------------------------------------------------------------- vocabulary
@@ -111,11 +132,39 @@ class Task:
     style_p: float = 0.9
     filler_after: bool = True
     """Filler after the answer (zero credit by construction); False: the old, before."""
+    template_in_prompt: bool = False
+    """Issue 31's undiluted dose: the template tokens end the prompt (``prompt_len``
+    includes them) instead of opening the response, so the response is ``[S] DECISION+
+    FILLER* EOS`` and the shared mass of a group is the probe event S (and decisions that
+    happen to agree), not the near-deterministic template that held ~90% of it. The
+    grammar allows no template token in the response."""
+    forced_style: bool = False
+    """Issue 31's teacher-forced shared prefix: S is written into every response at its
+    slot by the environment (sampling and greedy decoding emit it whatever the policy),
+    while the objective still sees the policy's own ``log p(S)`` there. S is then shared by
+    every group and carries **zero credit by construction** (no response lacks it, so it
+    cannot predict the reward); its drift is the pathway's. Needs ``template_in_prompt``
+    (S opens the response)."""
+    long_wrong: bool = False
+    """M3's reward-length link (issue 31): filler may follow only a **wrong** answer; after
+    a correct one the grammar allows no filler, so wrong answers run long, as truncation
+    makes them in real RLVR, and in a group where S is shared the per-response ``1/L_i``
+    weights have one systematic sign (correct short, wrong long). Filler stays zero-credit:
+    it can only follow an answer whose reward is already fixed. The warm start's data keep
+    their filler (:func:`link_lifted` lifts the link during SFT), so the policy emits
+    filler after a wrong answer with the probability it learned."""
+
+    @property
+    def head(self) -> list[int]:
+        """The zero-credit tokens that open every response before S: the template, or
+        nothing when it ends the prompt (:attr:`template_in_prompt`)."""
+        return [] if self.template_in_prompt else list(TEMPLATE)
 
     @property
     def max_response_len(self) -> int:
-        """The longest grammatical response: template, S, max_filler fillers, answer, EOS."""
-        return len(TEMPLATE) + 1 + self.max_filler + self.answer_len + 1
+        """The longest grammatical response: template (unless in the prompt), S,
+        max_filler fillers, answer, EOS."""
+        return len(self.head) + 1 + self.max_filler + self.answer_len + 1
 
     def sample_prompts(self, n: int, gen: torch.Generator) -> Tensor:
         """``LongTensor[n, P]`` prompts drawn with ``gen``."""
@@ -132,7 +181,8 @@ class Task:
             t = [_apply(OPS[o], a, b) for (a, b), o in zip(x[:, :2].tolist(), ops.tolist())]
             body = torch.cat([x[:, :2], torch.tensor(t)[:, None]], dim=1) + DIGIT0
         q, eq = torch.full((n, 1), Q), torch.full((n, 1), EQ)
-        return torch.cat([q, body, eq], dim=1)
+        tail = [torch.tensor([TEMPLATE]).expand(n, -1)] if self.template_in_prompt else []
+        return torch.cat([q, body, eq, *tail], dim=1)
 
     def answers(self, prompt: list[int]) -> list[tuple[int, ...]]:
         """Every correct answer (decision tokens before EOS) of one prompt."""
@@ -164,7 +214,7 @@ class Task:
             answer = self.answers(prompt)[0]
             f = int(n_filler[i])
             fill = [FILLER[k] for k in kinds[i, :f].tolist()]
-            head = list(TEMPLATE) + ([STYLE] if bool(style[i]) else [])
+            head = self.head + ([STYLE] if bool(style[i]) else [])
             row = head + (list(answer) + fill if self.filler_after else fill + list(answer)) + [EOS]
             out[i, : len(row)] = torch.tensor(row)
         return out
@@ -194,9 +244,10 @@ TASKS = {
 }
 
 
-def get_task(name: str, max_filler: int | None = None, style_p: float | None = None) -> Task:
+def get_task(name: str, max_filler: int | None = None, style_p: float | None = None,
+             long_wrong: bool = False, template_in_prompt: bool = False, forced_style: bool = False) -> Task:
     """The task called ``name`` (``max_filler`` overrides the filler cap, ``style_p`` the
-    warm-start probability of the style token)."""
+    warm-start probability of the style token, ``long_wrong`` sets :attr:`Task.long_wrong`)."""
     if name not in TASKS:
         raise InvalidArgument(f"task.name={name!r} is not a task; choose one of: {', '.join(TASKS)}.")
     task = TASKS[name]
@@ -208,6 +259,15 @@ def get_task(name: str, max_filler: int | None = None, style_p: float | None = N
         if not 0.0 <= style_p <= 1.0:
             raise InvalidArgument(f"task.style_p={style_p} must lie in [0, 1].")
         task = dataclasses.replace(task, style_p=style_p)
+    if long_wrong:
+        task = dataclasses.replace(task, long_wrong=True)
+    if template_in_prompt:
+        task = dataclasses.replace(task, template_in_prompt=True, prompt_len=task.prompt_len + len(TEMPLATE))
+    if forced_style:
+        if not template_in_prompt:
+            raise InvalidArgument("task.forced_style=true needs task.template_in_prompt=true: the forced S opens "
+                                  "the response; set both.")
+        task = dataclasses.replace(task, forced_style=True)
     return task
 
 
@@ -229,10 +289,13 @@ class GrammarLM(torch.nn.Module):
         super().__init__()
         self.lm = lm
         self.prompt_len = task.prompt_len
-        self.caps = ((list(TEMPLATE), len(TEMPLATE)), ([STYLE], 1), (list(FILLER), task.max_filler))
+        self.caps = ((list(TEMPLATE), len(task.head)), ([STYLE], 1), (list(FILLER), task.max_filler))
         self.filler_after = task.filler_after
         self.after_filler = torch.ones(VOCAB_SIZE, dtype=torch.bool)  # blocked once a filler is out
         self.after_filler[list(FILLER) + [EOS]] = False
+        self.task = task
+        self.link_active = task.long_wrong  # Task.long_wrong: no filler after a correct answer
+        self._answers: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
 
     def forward(self, ids: Tensor) -> Tensor:
         return self.mask_logits(ids, self.lm(ids))
@@ -256,8 +319,50 @@ class GrammarLM(torch.nn.Module):
         if self.filler_after:  # after a filler: only filler or EOS, so the answer is already fixed
             started = torch.isin(resp, torch.tensor(FILLER, device=ids.device)).long().cumsum(1) > 0  # [B, S]
             block[..., : VOCAB_SIZE] |= started[..., None] & self.after_filler.to(ids.device)
+        if self.link_active:  # Task.long_wrong: after a correct answer, no filler
+            block[..., list(FILLER)] |= self._correct_so_far(ids)[..., None].to(ids.device)
         block = block[:, ids.shape[1] - logits.shape[1]:].to(logits.device)
         return logits.masked_fill(block, _NEG)
+
+    def _correct_so_far(self, ids: Tensor) -> Tensor:
+        """``BoolTensor[B, S]`` (CPU): the decision tokens of the response up to and
+        including position ``t`` are a correct answer of the row's prompt."""
+        p = self.prompt_len
+        zero_credit = _ZERO_CREDIT.tolist()
+        out = []
+        for row in ids.detach().cpu().tolist():
+            key = tuple(row[:p])
+            if key not in self._answers:
+                self._answers[key] = set(self.task.answers(row[:p]))
+            answers, so_far, flags = self._answers[key], (), [False] * p
+            for v in row[p:]:
+                if v not in (PAD, EOS) and not zero_credit[v]:
+                    so_far += (v,)
+                flags.append(so_far in answers)
+            out.append(flags)
+        return torch.tensor(out, dtype=torch.bool).reshape(ids.shape)
+
+
+class link_lifted:
+    """``with link_lifted(model):`` the grammar's reward-length link (``Task.long_wrong``)
+    is off in every :class:`GrammarLM` of ``model`` (its modules, or the one a Hugging
+    Face model carries, :func:`exchange.lab.llm.constrain_to_grammar`): the warm start
+    trains filler after correct answers as in every other design."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        found = [m for m in model.modules() if isinstance(m, GrammarLM)]
+        found += [g for m in model.modules() if isinstance(g := getattr(m, "_exchange_grammar_lm", None), GrammarLM)]
+        self.grammars = found
+        self.saved = [g.link_active for g in found]
+
+    def __enter__(self) -> link_lifted:
+        for g in self.grammars:
+            g.link_active = False
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for g, was in zip(self.grammars, self.saved):
+            g.link_active = was
 
 
 # ------------------------------------------------------- zero-credit certificate
@@ -288,7 +393,7 @@ def filler_accuracy(model: torch.nn.Module, task: Task, prompts: Tensor, max_len
     (:func:`certify_zero_credit`).
     """
     n = prompts.shape[0]
-    head = torch.tensor(list(TEMPLATE) + [STYLE]).repeat(n, 1)
+    head = torch.tensor(task.head + [STYLE]).repeat(n, 1)
     decision = ~_ZERO_CREDIT.clone()
     decision[[PAD, EOS]] = False
     answer = _greedy(model, torch.cat([prompts, head], 1), task.answer_len, decision) if task.filler_after else head[:, :0]

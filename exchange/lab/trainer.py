@@ -3,6 +3,7 @@
     for step in steps:
         prompts  = task.sample_prompts(...)                 # exchange.lab.tasks
         rollout  = sample_group_rollout(model, ...)         # exchange.lab.generation
+                   (or, [train] common_rollouts and not the baseline: the baseline's, replay_rollout)
         for epoch, minibatch in reuse(rollout):             # rollout reuse: ratios leave 1
             logprobs = response_logprobs(model, mb)         # exchange.models
             kappa    = token_coefficients(loss_fn, ...)     # exchange.core.coefficients
@@ -22,6 +23,7 @@ wall-clock value enters the metrics, so a resumed run reproduces them exactly.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 from collections import defaultdict
@@ -35,6 +37,7 @@ from torch import nn
 from exchange.core.coefficients import token_coefficients
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
+from exchange.errors import InvalidArgument
 from exchange.lab.attribution import ProbeAttribution
 from exchange.lab.certificate import style_credit
 from exchange.lab.config import RunConfig
@@ -53,6 +56,7 @@ from exchange.lab.instruments import (
     zero_credit_mask,
 )
 from exchange.lab.klstep import control_contexts, normalise_step
+from exchange.lab.predictions import ROLLOUT_HASH
 from exchange.lab.runlog import (
     MetricsLog,
     RunDir,
@@ -71,7 +75,6 @@ from exchange.lab.tasks import (
     Task,
     certify_zero_credit,
     filler_accuracy,
-    get_task,
 )
 from exchange.models import TinyLM, TinyLMConfig, response_logprobs, sequence_logits
 
@@ -81,6 +84,9 @@ __all__ = [
     "fixed_eval_set",
     "initial_metrics",
     "measure_minibatch",
+    "replay_rollout",
+    "rollout_hash",
+    "rollout_path",
     "train_run",
     "warm_started_policy",
 ]
@@ -320,9 +326,45 @@ def certificate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, max_le
     return {"cert/filler_accuracy": accs, "cert/filler_flat": flat, "cert/filler_p": p, **style}
 
 
+# ------------------------------------------------------- common rollouts
+def rollout_path(run_dir: str | Path, step: int) -> Path:
+    """Where a baseline run with ``[train] common_rollouts`` stores step ``step``'s rollout."""
+    return Path(run_dir) / "rollouts" / f"step{step:05d}.pt"
+
+
+def rollout_hash(rollout: Rollout) -> int:
+    """A 52-bit hash (exact in a JSON float) of what a rollout gives every arm: prompts,
+    tokens, mask, rewards and groups. Logged per step (``charts/rollout_hash``), so the
+    report can check that arms with common rollouts trained on the same data."""
+    h = hashlib.sha256()
+    for t in (rollout.prompt_tokens, rollout.tokens, rollout.mask, rollout.rewards, rollout.group):
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return int(h.hexdigest()[:13], 16)
+
+
+@torch.no_grad()
+def replay_rollout(model: nn.Module, source: str | Path, step: int) -> Rollout:
+    """Step ``step``'s rollout of the baseline run at ``source``, re-scored by ``model``:
+    ``old_logprobs`` (= ``logprobs``) and the sampling entropies are recomputed under
+    ``model``, so the replaying arm's first-epoch ratios are 1 as on-policy and only its
+    objective differs from the baseline's. Raises if the baseline has not written it."""
+    path = rollout_path(source, step)
+    if not path.exists():
+        raise InvalidArgument(
+            f"[train] common_rollouts=true: {path} is missing; the baseline arm of this seed must run first "
+            "(exchange experiment run orders it so); rerun the experiment.")
+    rollout = Rollout.from_dict(torch.load(path, weights_only=False))
+    logits, _ = sequence_logits(model, rollout)
+    logp = torch.log_softmax(logits.double(), -1)  # [N, T, V]
+    ent = -(logp.exp() * logp).sum(-1)
+    old = response_logprobs(model, rollout).double()
+    zeros = torch.zeros_like(old)
+    return rollout.replace(old_logprobs=old, logprobs=old, entropy=torch.where(rollout.mask, ent, zeros))
+
+
 # --------------------------------------------------------------- the loop
 def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | None = None,
-              progress: bool = True) -> Path:
+              progress: bool = True, rollouts_from: str | Path | None = None) -> Path:
     """Train one (arm, seed) into ``out_dir``; resume from ``out_dir/ckpt.pt`` if present.
 
     Writes ``config.json``, ``init.json`` (metrics of the warm-started policy),
@@ -331,19 +373,27 @@ def train_run(cfg: RunConfig, out_dir: str | Path, *, sft_cache: str | Path | No
     same ``metrics.jsonl`` as an uninterrupted run. The directory is locked
     (:class:`~exchange.lab.runlog.RunLock`) while it trains; a log with duplicate or
     missing steps is refused; ``env.json`` records the stack of every (re)start.
+
+    With ``[train] common_rollouts`` the baseline stores its rollouts and every other arm
+    replays them from ``rollouts_from`` (the baseline's run directory of this seed).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    task = get_task(cfg.task.name, cfg.task.max_filler, cfg.task.style_p)
+    task = cfg.task.build()
     loss_fn = cfg.arm.loss_fn()
     tc = cfg.train
+    replay = tc.common_rollouts and cfg.arm.role != "baseline"
+    if replay and rollouts_from is None:
+        raise InvalidArgument(f"[train] common_rollouts=true: arm {cfg.arm.name!r} (role {cfg.arm.role}) replays the "
+                              "baseline's rollouts; pass rollouts_from=<the baseline's run directory of this seed>.")
     with RunDir(out_dir, cfg.fingerprint(), config=cfg.to_dict()) as rd:  # refuses a second trainer
         if rd.finished(tc.steps):
             return out_dir
-        return _train_locked(cfg, rd, task, loss_fn, sft_cache, progress)
+        return _train_locked(cfg, rd, task, loss_fn, sft_cache, progress, Path(rollouts_from) if replay else None)
 
 
-def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, progress: bool) -> Path:
+def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, progress: bool,
+                  source: Path | None = None) -> Path:
     from tqdm.auto import tqdm
 
     out_dir = rd.path
@@ -362,9 +412,15 @@ def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, pr
                desc=f"{cfg.experiment}/{cfg.arm.name}/seed{cfg.seed}", leave=False)
     for step in bar:
         t0 = time.perf_counter()
-        prompts = task.sample_prompts(tc.prompts_per_step, st.gens["prompts"])
-        rollout = sample_group_rollout(st.model, task, prompts, tc.group_size, tc.max_response_len,
-                                       tc.temperature, st.gens["sample"])
+        if source is not None:  # common rollouts: the baseline's tokens and rewards, this policy's log-probs
+            rollout = replay_rollout(st.model, source, step)
+        else:
+            prompts = task.sample_prompts(tc.prompts_per_step, st.gens["prompts"])
+            rollout = sample_group_rollout(st.model, task, prompts, tc.group_size, tc.max_response_len,
+                                           tc.temperature, st.gens["sample"])
+            if tc.common_rollouts:
+                atomic_torch_save(rollout.to_dict(), rollout_path(out_dir, step))
+        r_hash = rollout_hash(rollout)  # before any style bonus: the data every arm shares
         spread = rollout.group_max(rollout.rewards) > rollout.group_min(rollout.rewards)  # [N], per group
         zero_spread = 1.0 - float(spread.double().mean())  # rows weight groups equally: groups have G rows each
         if tc.style_bonus:  # injected credit for S (the pilot's sensitivity runs only)
@@ -377,6 +433,7 @@ def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, pr
             "charts/length": float(rollout.lengths.double().mean()),
             "charts/truncated": float(rollout.truncated.double().mean()),
             "charts/zero_spread_groups": zero_spread,
+            ROLLOUT_HASH: r_hash,
             "len/cov_reward_inv_len": reward_length_covariance(rollout),
             **entropy_by_role(rollout),
         }

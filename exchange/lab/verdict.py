@@ -43,13 +43,16 @@ __all__ = [
     "ACCEPT_RATIO",
     "ROUNDOFF_FLOOR",
     "Decision",
+    "DoseResponse",
     "Orientation",
     "Pilot",
     "Size",
     "Verdict",
+    "decide_dose_response",
     "decide_p4",
     "decide_signed",
     "design_mde",
+    "dose_response_mde",
     "interval",
     "orient",
 ]
@@ -269,3 +272,74 @@ def decide_p4(diffs, *, sesoi: float | None = None, sesoi_source: str = "", alph
         v = Verdict.INCONCLUSIVE
     return Decision(key="P4", mean=mean, low=low, high=high, n=n, mde=mde, verdict=v, sesoi=sesoi,
                     sesoi_derivation=sesoi_source, n_positive=int((np.asarray(diffs) > 0).sum()))
+
+
+# ------------------------------------------------------ dose-response (M2's design)
+@dataclass(frozen=True)
+class DoseResponse:
+    """The slope of the measured paired differences on the predicted effects over several
+    doses (e.g. M2's clip widths): ``d_{w,s} = b * delta_hat_w + noise``, least squares
+    through the origin. The theory predicts ``b = 1`` (the first-order prediction is the
+    effect); ``b = 0`` means the measured effect does not follow the dose. Decided by the
+    module's rule on the slope's interval with ``delta_hat = 1`` and ``SESOI = 1/2``."""
+
+    key: str
+    slope: float
+    low: float
+    high: float
+    n: int
+    """number of (dose, seed) differences"""
+    mde: float
+    """of the slope, from the pilot's SDs (the design), at the test's seeds"""
+    accepted: bool
+    """``1 >= ACCEPT_RATIO * mde``"""
+    verdict: Verdict
+    size: Size | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.verdict.value} ({self.size.value})" if self.size is not None else self.verdict.value
+
+
+def dose_response_mde(pilots: list[Pilot], n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """MDE of the dose-response slope for ``n`` test seeds per dose, from each dose's
+    pilot (``delta_hat_w``, paired SD ``sd_w``): ``SE(b) = sqrt(sum_w dh_w^2 sd_w^2 / n) /
+    sum_w dh_w^2`` (least squares through the origin, independent doses)."""
+    dh = np.array([p.delta_hat for p in pilots], dtype=np.float64)
+    sd = np.array([p.sd for p in pilots], dtype=np.float64)
+    ss = float((dh ** 2).sum())
+    if len(pilots) < 2 or n < 2 or ss == 0:
+        raise InvalidArgument(f"doses={len(pilots)}, seeds={n}, sum delta_hat^2={ss}: a dose-response needs >= 2 "
+                              "doses with a non-zero prediction and >= 2 seeds per dose.")
+    se = math.sqrt(float((dh ** 2 * sd ** 2).sum()) / n) / ss
+    df = len(pilots) * n - 1
+    return (_t(1 - alpha / 2, df) + _t(power, df)) * se
+
+
+def decide_dose_response(key: str, delta_hats, diffs, pilots: list[Pilot], *, alpha: float = 0.05,
+                         power: float = 0.8) -> DoseResponse:
+    """``delta_hats: [W]`` frozen per dose (oriented), ``diffs: [W][S]`` the test seeds'
+    oriented paired differences per dose; ``pilots`` the doses' pilots (the design's MDE).
+    Least squares through the origin; the interval uses the residual SD."""
+    dh = np.asarray(delta_hats, dtype=np.float64)
+    d = np.asarray(diffs, dtype=np.float64)
+    if d.ndim != 2 or d.shape[0] != dh.size or d.shape[1] < 2:
+        raise InvalidArgument(f"diffs shape={list(d.shape)} with {dh.size} doses: need one row of >= 2 seeds per dose.")
+    if not np.isfinite(d).all() or not np.isfinite(dh).all():
+        raise InvalidArgument("a dose-response needs finite delta_hats and differences; a run is missing a metric.")
+    x = np.repeat(dh, d.shape[1])
+    y = d.flatten()
+    sxx = float((x ** 2).sum())
+    if sxx == 0:
+        raise InvalidArgument("every delta_hat is 0: the doses do not vary the prediction.")
+    b = float((x * y).sum() / sxx)
+    df = y.size - 1
+    se = math.sqrt(float(((y - b * x) ** 2).sum()) / df / sxx)
+    half = _t(1 - alpha / 2, df) * se
+    low, high = b - half, b + half
+    mde = dose_response_mde(pilots, d.shape[1], alpha=alpha, power=power)
+    accepted = 1.0 >= ACCEPT_RATIO * mde
+    if not accepted:
+        return DoseResponse(key, b, low, high, y.size, mde, False, Verdict.UNINFORMATIVE)
+    v = _rule(low, high, 0.5)
+    return DoseResponse(key, b, low, high, y.size, mde, True, v, _size(low, high, 1.0) if v is Verdict.EFFECT else None)

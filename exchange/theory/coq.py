@@ -48,6 +48,7 @@ __all__ = [
     "load_path_flags",
     "vfiles",
     "SPEC_MODULE",
+    "applies",
 ]
 
 CHECKED = "checked"
@@ -237,6 +238,7 @@ class _CoqRun:
     pinned: dict[str, str]  # name -> "" (has the recorded type) or the kernel's error
     clean: bool  # every coqc run ended normally (0 or a located error): the result can be cached
     passes: int
+    bodies: dict[str, str] = field(default_factory=dict)  # witness -> its printed proof term
 
 
 def _marker(text: str) -> str:
@@ -247,7 +249,7 @@ def _pin_const(label: str) -> str:
     return "exchange_pin_" + label.replace(".", "_")
 
 
-def _script(proof_dir: Path, units: list[_Unit]) -> str:
+def _script(proof_dir: Path, units: list[_Unit], printed: frozenset[str] = frozenset()) -> str:
     """The .v file for one pass: ``Require`` (no Import, so axioms print with their
     library's qualified name), the Print Assumptions units, then the pin units, each
     one definition the kernel type-checks against the reviewed record."""
@@ -272,6 +274,8 @@ def _script(proof_dir: Path, units: list[_Unit]) -> str:
             lines += [_marker(f"{_PIN_MARKER}{unit.label}"),
                       f"Definition {_pin_const(unit.label)} : {SPEC_MODULE}.{short} := "
                       f"@{unit.label}."]
+            if unit.label in printed:  # a witness: its proof term, to see what it applies
+                lines.append(f"Print {unit.label}.")
     return "\n".join(lines) + "\n"
 
 
@@ -298,7 +302,8 @@ def _assumptions_of(label: str, lines: list[str]) -> tuple[str, ...]:
 
 
 def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
-             expect_closed, reused: dict[str, tuple[str, ...]] | None = None) -> _CoqRun:
+             expect_closed, reused: dict[str, tuple[str, ...]] | None = None,
+             printed: frozenset[str] = frozenset()) -> _CoqRun:
     """Print Assumptions for every name and (``pins``) check it against the reviewed
     record, in one coqc pass when nothing fails.
 
@@ -322,12 +327,13 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
     errors: list[str] = []
     unresolved: set[str] = set()
     pinned: dict[str, str] = {}
+    bodies: dict[str, str] = {}
     clean, passes = True, 0
     while units:
         passes += 1
         with tempfile.TemporaryDirectory() as tmp:
             vfile = Path(tmp) / "ExchangeCheck.v"
-            vfile.write_text(_script(proof_dir, units))
+            vfile.write_text(_script(proof_dir, units, printed))
             # The two passes this one replaces had 600 s each.
             proc = subprocess.run([coqc, *load_path_flags(proof_dir), str(vfile)],
                                   capture_output=True, text=True, cwd=tmp, timeout=1200)
@@ -372,9 +378,10 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
                     retry += [_Unit("theorem", n, (n,)) for n in unit.members]
             elif unit.kind == "pin" and lines is not None:
                 pinned[unit.label] = ""
+                bodies[unit.label] = "\n".join(lines)
         # Theorems coqc could not resolve cannot be pinned either.
         units = [u for u in retry if not (u.kind == "pin" and u.label in unresolved)]
-    return _CoqRun(found, "\n".join(errors), pinned, clean, passes)
+    return _CoqRun(found, "\n".join(errors), pinned, clean, passes, bodies)
 
 
 def _halves(unit: _Unit) -> list[_Unit]:
@@ -449,10 +456,12 @@ def compile_proofs(
         if hit is not None and store.unchanged():
             return hit
     names = _all_names(theorems)
+    witnesses = frozenset(w for t in theorems.values() for w in _witnesses(t))
     run = _run_coq(proof_dir, names, coqc, pins=pin, expect_closed=_expect_closed(theorems),
-                   reused=store.reusable_assumptions(names) if store is not None else None)
-    statuses = [_full_status(k, t, run.found, run.errors, run.pinned if pin else None)
-                for k, t in theorems.items()]
+                   reused=store.reusable_assumptions(names) if store is not None else None,
+                   printed=witnesses if pin else frozenset())
+    statuses = [_full_status(k, t, run.found, run.errors, run.pinned if pin else None,
+                             run.bodies) for k, t in theorems.items()]
     if store is not None and store.unchanged():  # else files changed under the check
         store.save_assumptions(run.found)
         if run.clean:
@@ -491,7 +500,7 @@ def _all_names(theorems: dict[str, Theorem]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _full_status(key, thm, found, errors, pinned) -> TheoremStatus:
+def _full_status(key, thm, found, errors, pinned, bodies=None) -> TheoremStatus:
     allowed = allowed_axioms(thm)
     status = _status(key, thm, found, errors, allowed)
     if status.ok and pinned is not None:
@@ -506,11 +515,24 @@ def _full_status(key, thm, found, errors, pinned) -> TheoremStatus:
         why = wstatus.detail if not wstatus.ok else ""
         if not why and pinned is not None:
             why = _pin_mismatch(witness, pinned)
+        if not why and pinned is not None and not applies(thm.name, (bodies or {}).get(witness, "")):
+            why = (f"its proof does not apply {thm.name} (a witness must be the theorem "
+                   "applied to concrete arguments, so that a change of the theorem's "
+                   "hypotheses or conclusion breaks it)")
         if why:
             return TheoremStatus(key, thm.name, FAILED,
                                  f"non-vacuity witness {witness}: {why}", status.axioms)
         axioms = tuple(dict.fromkeys(axioms + wstatus.axioms))
     return TheoremStatus(key, thm.name, status.status, status.detail, axioms)
+
+
+_QUALID = re.compile(r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*")
+
+
+def applies(theorem: str, body: str) -> bool:
+    """Whether a printed proof term (``Print <witness>``) names ``theorem`` (qualified,
+    or by a suffix of its qualified name, as Coq prints it)."""
+    return any(theorem == tok or theorem.endswith("." + tok) for tok in _QUALID.findall(body))
 
 
 def _status(key: str, thm: Theorem, found: dict, errors: str,

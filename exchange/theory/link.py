@@ -21,6 +21,7 @@ at, just below and just above it, with asymmetric clips.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -39,6 +40,8 @@ from exchange.core.rollout import Rollout
 
 __all__ = [
     "LINK_MODULES",
+    "M6_PARAMS",
+    "M6_TERM",
     "REL_TOL",
     "LinkCase",
     "cases",
@@ -58,6 +61,9 @@ LINK_MODULES = ("Sums", "Cancellation", "Clipping", "Restoration")
 # every planted bug the tests use (>= 1e-3 relative).
 REL_TOL = 1e-9
 SHARED_TOKEN = 7
+# GRPO with a k3 KL to the reference (beta), one token-mean normaliser, no std: M6's case.
+M6_PARAMS = (("beta", 0.1), ("loss_agg_mode", "token-mean"), ("scale", "none"))
+M6_TERM = "adv {G} 1 {r} i * 1 + {phi}"
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,10 @@ class LinkCase:
     log_rho: float  # log-ratio of the shared event (token 0) in every response
     coq: str  # Coq term of type Q for response i (free variable i), see _term
     factor: str  # "1/G", "1/Ntok" (exact) or "free" (one positive constant per group)
+    # M6: the reference log-prob of the shared event is the current one plus this offset
+    # (the same in every response), and the objective's regularizer (GRPO's beta * k3 KL)
+    # is added to its loss; None: no reference, no regularizer.
+    ref_offset: float | None = None
 
 
 def _q(x) -> str:
@@ -100,12 +110,38 @@ def build_group(rewards, lengths, log_rho: float) -> tuple[Rollout, torch.Tensor
     return rollout, lp, rho
 
 
+def _with_reference(rollout: Rollout, logprobs: torch.Tensor, offset: float) -> Rollout:
+    """The rollout with ``ref_logprobs``: the current log-probs, the shared event's
+    (token 0) shifted by ``offset`` in every response."""
+    ref = logprobs.detach().clone()
+    ref[:, 0] += offset
+    return dataclasses.replace(rollout, ref_logprobs=ref)
+
+
+def _m6_phi(case: LinkCase) -> float:
+    """The per-occurrence additive term of GRPO's ``beta * k3`` KL at the shared event:
+    ``-d(beta * k3)/dl = beta * (exp(ref - l) - 1)`` (before the token-mean's 1/Ntok), from
+    the float64 ``ref - l`` the package computes."""
+    rollout, logprobs, _ = build_group(case.rewards, case.lengths, case.log_rho)
+    ref = _with_reference(rollout, logprobs, case.ref_offset).ref_logprobs
+    delta = float(ref[0, 0] - logprobs[0, 0])
+    return dict(case.params)["beta"] * math.expm1(delta)
+
+
 def python_kappa(case: LinkCase) -> list[float]:
     """The package's coefficient of the shared event, per response (autograd)."""
     from exchange import objectives
 
     rollout, logprobs, _ = build_group(case.rewards, case.lengths, case.log_rho)
-    loss_fn = objectives.get(case.objective).bind(**dict(case.params))
+    objective = objectives.get(case.objective)
+    loss_fn = objective.bind(**dict(case.params))
+    if case.ref_offset is not None:  # M6: the loss with its KL regularizer
+        rollout = _with_reference(rollout, logprobs, case.ref_offset)
+        policy, reg = loss_fn, objective.bind_regularizer(**dict(case.params))
+
+        def loss_fn(lp, r):
+            return policy(lp, r) + reg(lp, r)
+
     return token_coefficients(loss_fn, logprobs, rollout)[:, 0].tolist()
 
 
@@ -115,7 +151,8 @@ def _term(case: LinkCase) -> str:
     p = dict(case.params)
     expr = case.coq.format(G=G, r=_qfun(case.rewards), L=_qfun(case.lengths), rho=_q(rho),
                            el=_q(p.get("eps_low", 0)), eh=_q(p.get("eps_high", 0)),
-                           c=_q(p.get("clip_c", 0)))
+                           c=_q(p.get("clip_c", 0)),
+                           phi=_q(_m6_phi(case)) if case.ref_offset is not None else "0")
     return f"List.map (fun i => {expr}) (List.seq 0 {G})"
 
 
@@ -211,10 +248,11 @@ def cases(group_list=None) -> list[LinkCase]:
     ppo_default = tuple(sorted(objectives.get("ppo").defaults.items()))
     asym = (("clip_c", 2.5), ("eps_high", 0.25), ("eps_low", 0.125))
     for gi, (rewards, lengths) in enumerate(group_list or groups()):
-        def add(label, objective, params, coq, factor, log_rho=0.0,
+        def add(label, objective, params, coq, factor, log_rho=0.0, ref_offset=None,
                 gi=gi, rewards=rewards, lengths=lengths):
             out.append(LinkCase(f"{objective} {label} group {gi} r={rewards} L={lengths}",
-                                objective, params, rewards, lengths, log_rho, coq, factor))
+                                objective, params, rewards, lengths, log_rho, coq, factor,
+                                ref_offset))
 
         add("T3 seq-mean", "grpo", (("scale", "none"),), seq, "1/G")
         add("T3 seq-mean (std)", "grpo", (), seq, "free")
@@ -225,6 +263,13 @@ def cases(group_list=None) -> list[LinkCase]:
             "adv {G} 1 {r} i * min_replace {G} (fun j => / {L} j) i", "1/G")
         add("T5 Adv-Orthogonal", "grpo+adv_orthogonal", (("scale", "none"),),
             "adv {G} 1 {r} i * orth {G} (adv {G} 1 {r}) (fun j => / {L} j) i", "1/G")
+        # M6 (M6_additive_term's summand A_i * w0 + phi, w0 = 1): GRPO with its k3 KL,
+        # one normaliser (token-mean), on policy: every occurrence of the shared event
+        # gets A_i + phi, phi the KL's additive term (the same in every response), times
+        # 1/Ntok; summed, G * phi.
+        for offset in (0.3, -0.5):
+            add(f"M6 additive k3 ref-l={offset}", "grpo", M6_PARAMS,
+                M6_TERM, "1/Ntok", ref_offset=offset)
         for params in (ppo_default, asym):
             p = dict(params)
             bounds = [1 - p["eps_low"], 1 + p["eps_high"], p["clip_c"]]

@@ -41,13 +41,14 @@ class Theorem:
     backend: str = "coq"
     file: str = ""  # path under proofs/
     # Short name of the non-vacuity witness in proofs/theories/Witnesses.v (RealWitnesses.v
-    # for the theorems over R, module witness_module): a lemma that
-    # the theorem's hypotheses can all hold at once. "" only for theorems without
+    # for the theorems over R, module witness_module): the theorem applied to concrete
+    # arguments (so its hypotheses can all hold at once; exchange proofs checks that the
+    # witness's proof term uses the theorem). "" only for theorems without
     # hypotheses (NO_HYPOTHESES says which, and a test checks the pinned statements).
     witness: str = ""
     witness_module: str = "Witnesses"
-    # For an iff theorem: a lemma F_<theorem> in Witnesses.v, arguments meeting the
-    # hypotheses at which both sides of the iff are false ("" for the others).
+    # For an iff theorem: a lemma F_<theorem> in the witness module, arguments meeting
+    # the hypotheses at which both sides of the iff are false ("" for the others).
     false_witness: str = ""
 
     @property
@@ -59,12 +60,19 @@ class Theorem:
 
     @property
     def false_witness_name(self) -> str:
-        return f"Exchange.Witnesses.{self.false_witness}" if self.false_witness else ""
+        return f"Exchange.{self.witness_module}.{self.false_witness}" if self.false_witness else ""
 
     @property
     def short(self) -> str:
         """The theorem's name without its module path (the registry key)."""
         return self.name.rsplit(".", 1)[-1]
+
+
+# Marks a theorem whose witness is the lemma W_<theorem> (a hypothesis witness that
+# applies the theorem) or F_<theorem> (both sides of an iff false): the names follow
+# from the theorem's, so no two theorems share a witness.
+WITNESS = "W_"
+FALSE_WITNESS = "F_"
 
 
 def _coq(module: str, short: str, statement: str, witness: str = "",
@@ -75,9 +83,9 @@ def _coq(module: str, short: str, statement: str, witness: str = "",
         name=f"Exchange.{module}.{short}",
         statement=statement,
         file=f"theories/{module}.v",
-        witness=witness,
+        witness=f"{witness}{short}" if witness else "",
         witness_module="RealWitnesses" if module == "Real" else "Witnesses",
-        false_witness=false_witness,
+        false_witness=f"{false_witness}{short}" if false_witness else "",
     )
 
 
@@ -87,146 +95,162 @@ THEOREMS: dict[str, Theorem] = dict(
         _coq("Cancellation", "T1_event_coefficient",
              "T1: with kappa_i = c*A_i*h at m occurrences per response, K = c*h*m*sum_i A_i."),
         _coq("Cancellation", "T1_sufficiency_exchangeable",
-             "T1: zero-sum advantages (Z) and exchangeable coefficients (E) give K = 0 (C).", witness="W_T1_sufficiency_exchangeable"),
+             "T1: zero-sum advantages (Z) and exchangeable coefficients (E) give K = 0 (C).", witness=WITNESS),
         _coq("Cancellation", "T1_sufficiency",
-             "T1: zero-sum advantages and equal weights give K = sum_i A_i*w_i = 0.", witness="W_T1_sufficiency"),
+             "T1: zero-sum advantages and equal weights give K = sum_i A_i*w_i = 0.", witness=WITNESS),
         # THEORY.md T2 necessity.
         _coq("Cancellation", "T2_necessity_binary",
              "T2: K = 0 for every binary reward vector under group-mean advantages "
-             "(divided by any positive group constant) forces w_1 = ... = w_G.", witness="W_T2_necessity_binary"),
+             "(divided by any positive group constant) forces w_1 = ... = w_G.", witness=WITNESS),
         _coq("Cancellation", "T2_necessity_zero_sum",
-             "T2 (general): K = 0 for every zero-sum advantage vector forces equal weights.", witness="W_T2_necessity_zero_sum"),
+             "T2 (general): K = 0 for every zero-sum advantage vector forces equal weights.", witness=WITNESS),
         _coq("Cancellation", "T2_characterisation",
              "T1+T2: K = 0 for all zero-sum advantages iff all weights are equal.",
-             false_witness="F_T2_characterisation"),
+             witness=WITNESS, false_witness=FALSE_WITNESS),
         # THEORY.md section 4 subtlety / Cor 3.3.
         _coq("Cancellation", "Cor33_cancellation_unequal_weights",
              "Cor 3.3: A=(1,1,-2), w=(1,3,2) is zero-sum and cancels with unequal weights."),
         _coq("Cancellation", "M1_two_responses",
-             "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2.", witness="W_M1_two_responses",
-             false_witness="F_M1_two_responses"),
+             "M1: with A=(a,-a), a != 0, sequence weights cancel iff s_1 = s_2.", witness=WITNESS,
+             false_witness=FALSE_WITNESS),
         _coq("Cancellation", "M4_nonzero_sum_breaks",
-             "M4: with equal weights w0 != 0, K = w0*sum_i A_i != 0 when sum_i A_i != 0.", witness="W_M4_nonzero_sum_breaks"),
+             "M4: with equal weights w0 != 0, K = w0*sum_i A_i != 0 when sum_i A_i != 0.", witness=WITNESS),
+        # THEORY.md section 4, attribution rules: OPO's length-weighted baseline (M4).
+        _coq("Cancellation", "M4_opo_sum",
+             "M4 (OPO): with baseline b = sum_j L_j r_j / sum_j L_j, sum_i (r_i - b) times "
+             "sum_j L_j is -G times sum_i (L_i - mean L)(r_i - mean r): zero-sum exactly "
+             "when lengths and rewards do not co-vary.", witness=WITNESS),
+        _coq("Cancellation", "M4_opo_equal_lengths",
+             "M4 (OPO): with equal non-zero lengths the length-weighted baseline is the "
+             "group mean, and the advantages are zero-sum.", witness=WITNESS),
+        _coq("Cancellation", "M4_opo_not_zero_sum",
+             "M4 (OPO): lengths (1, 2), rewards (1, 0): the advantages sum to 1/3, not 0."),
+        # THEORY.md section 2: (E) and its product form.
+        _coq("Cancellation", "E_product_form",
+             "(E): for shared events of any type, equal ratios kappa_i(e)/A_i over the "
+             "responses with A_i != 0 and kappa_i(e) = 0 where A_i = 0 hold iff "
+             "kappa_i(e) = A_i * h(e) for one function h of the event.",
+             witness=WITNESS, false_witness=FALSE_WITNESS),
         # THEORY.md section 4, M6: an additive event term survives zero-sum advantages.
         _coq("Cancellation", "M6_additive_term",
              "M6: with zero-sum advantages and equal weights, a per-occurrence term phi "
-             "gives K = G*phi (one occurrence per response).", witness="W_T5_zero_sum"),
+             "gives K = G*phi (one occurrence per response).", witness=WITNESS),
         _coq("Cancellation", "M6_does_not_vanish",
              "M6: G > 0, phi != 0 and zero-sum advantages: K = sum_i (A_i*w0 + phi) != 0.",
-             witness="W_M6_does_not_vanish"),
+             witness=WITNESS),
         _coq("Cancellation", "null_on_equal_rewards",
-             "Equal rewards give zero group-mean advantages, so every A_i*w_i = 0.", witness="W_null_on_equal_rewards"),
+             "Equal rewards give zero group-mean advantages, so every A_i*w_i = 0.", witness=WITNESS),
         # THEORY.md T3 length normalisation.
         _coq("LengthNorm", "T3_covariance",
              "T3: K = sum_i A_i*x_i equals sum_i (r_i - mean r)(x_i - mean x) (x_i = 1/L_i)."),
         _coq("LengthNorm", "T3_one_correct",
-             "T3: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - (1/G) sum_i 1/L_i.", witness="W_T3_one_correct"),
+             "T3: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - (1/G) sum_i 1/L_i.", witness=WITNESS),
         _coq("LengthNorm", "T3_sign",
-             "T3: K > 0 iff 1/L_c exceeds the mean of 1/L_i.", witness="W_T3_one_correct",
-             false_witness="F_T3_sign"),
+             "T3: K > 0 iff 1/L_c exceeds the mean of 1/L_i.", witness=WITNESS,
+             false_witness=FALSE_WITNESS),
         _coq("LengthNorm", "T3_harmonic_mean",
-             "T3: with positive lengths, K > 0 iff L_c is below the harmonic mean of the L_i.", witness="W_T3_harmonic_mean",
-             false_witness="F_T3_harmonic_mean"),
+             "T3: with positive lengths, K > 0 iff L_c is below the harmonic mean of the L_i.", witness=WITNESS,
+             false_witness=FALSE_WITNESS),
         # THEORY.md T4 sign-dependent clipping.
         _coq("Clipping", "T4_above_event_coefficient",
-             "T4: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip.", witness="W_T4_above"),
+             "T4: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip.", witness=WITNESS),
         _coq("Clipping", "T4_above_negative",
-             "T4: rho > 1+eps_high and some A_i < 0: K < 0.", witness="W_T4_above"),
+             "T4: rho > 1+eps_high and some A_i < 0: K < 0.", witness=WITNESS),
         _coq("Clipping", "T4_below_event_coefficient",
-             "T4: rho < 1-eps_low: K = rho * sum_i max(A_i, 0) under PPO-clip.", witness="W_T4_below"),
+             "T4: rho < 1-eps_low: K = rho * sum_i max(A_i, 0) under PPO-clip.", witness=WITNESS),
         _coq("Clipping", "T4_below_positive",
-             "T4: 0 < rho < 1-eps_low and some A_i > 0: K > 0.", witness="W_T4_below"),
+             "T4: 0 < rho < 1-eps_low and some A_i > 0: K > 0.", witness=WITNESS),
         _coq("Clipping", "T4_inside_cancels",
-             "T4: inside the trust region nothing is clipped and zero-sum advantages cancel.", witness="W_T4_inside_cancels"),
+             "T4: inside the trust region nothing is clipped and zero-sum advantages cancel.", witness=WITNESS),
         # The dual clip c of the package's ppo (verl 'vanilla'): T4 holds up to c.
         _coq("Clipping", "T4_dual_agrees_up_to_c",
              "T4 dual clip: for rho <= c the dual-clipped coefficient is PPO-clip's.",
-             witness="W_T4_dual_agrees_up_to_c"),
+             witness=WITNESS),
         _coq("Clipping", "T4_dual_above_negative",
              "T4 dual clip: 1+eps_high < rho <= c and some A_i < 0: K < 0.",
-             witness="W_T4_dual_above"),
+             witness=WITNESS),
         _coq("Clipping", "T4_dual_above_c",
              "T4 dual clip: rho > c >= 1+eps_high: every coefficient is 0, so K = 0.",
-             witness="W_T4_dual_above_c"),
+             witness=WITNESS),
         # THEORY.md T5 restoration (section 4b).
         _coq("Restoration", "T5_min_replace",
-             "T5: Min-Replace weights (group minimum) cancel for zero-sum advantages.", witness="W_T5_zero_sum"),
+             "T5: Min-Replace weights (group minimum) cancel for zero-sum advantages.", witness=WITNESS),
         _coq("Restoration", "T5_constant_normaliser",
-             "T5: one normaliser constant per group cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
+             "T5: one normaliser constant per group cancels for zero-sum advantages.", witness=WITNESS),
         _coq("Restoration", "T5_adv_orthogonal",
-             "T5: Adv-Orthogonal weights w - (A.w/A.A) A give sum_i A_i w'_i = 0 when A != 0.", witness="W_T5_adv_orthogonal"),
+             "T5: Adv-Orthogonal weights w - (A.w/A.A) A give sum_i A_i w'_i = 0 when A != 0.", witness=WITNESS),
         _coq("Restoration", "T5_sign_free_weight",
-             "T5: a weight h(rho_e) of the event ratio alone cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
+             "T5: a weight h(rho_e) of the event ratio alone cancels for zero-sum advantages.", witness=WITNESS),
         _coq("Restoration", "T5_truncated_ratio",
-             "T5: CISPO's truncated weight min(rho, 1+eps) cancels for zero-sum advantages.", witness="W_T5_zero_sum"),
+             "T5: CISPO's truncated weight min(rho, 1+eps) cancels for zero-sum advantages.", witness=WITNESS),
         # THEORY.md 4b as defined, any G and any weights.
         _coq("Restoration", "T5_min_replace_general",
              "T5: Min-Replace maps any weights to equal ones, each the group minimum "
              "(a lower bound attained by a response); zero-sum advantages then cancel.",
-             witness="W_T5_min_replace_general"),
+             witness=WITNESS),
         _coq("Restoration", "T5_adv_orthogonal_projection",
              "T5: Adv-Orthogonal's result is orthogonal to A and differs from w by a "
              "multiple of A (the orthogonal projection), for A != 0.",
-             witness="W_T5_adv_orthogonal"),
+             witness=WITNESS),
         _coq("Restoration", "T5_adv_orthogonal_unequal",
              "T5: Adv-Orthogonal restores (C), not (E): on A=(1,1,-2), w=(1,3,2) its "
              "weights cancel and stay unequal."),
         _coq("Restoration", "T5_event_clip",
              "T5: a clip decision that is any function of the event alone (its ratio), "
              "with any event weight h(rho), cancels for zero-sum advantages.",
-             witness="W_T5_zero_sum"),
+             witness=WITNESS),
         # The same theorems over R (Coq's standard Reals; issue 18): the std with sqrt,
         # GSPO's exponential weight, a positivity hypothesis wherever a division needs it.
         _coq("Real", "R_T1_sufficiency",
              "T1 over R: zero-sum advantages and equal weights give K = 0.",
-             witness="W_R_T1_sufficiency"),
+             witness=WITNESS),
         _coq("Real", "R_T2_necessity_onehot",
              "T2 over R: K = 0 for every one-hot reward vector, advantages divided by any "
              "group constant positive on those vectors, forces w_1 = ... = w_G.",
-             witness="W_R_T2_necessity_onehot"),
+             witness=WITNESS),
         _coq("Real", "R_T2_necessity_std",
              "T2 over R with GRPO's std (sqrt of the population variance) as the divisor, "
              "G >= 2: cancellation on the one-hot rewards forces equal weights.",
-             witness="W_R_T2_necessity_std"),
+             witness=WITNESS),
         _coq("Real", "R_T2_necessity_reals",
              "T2 over real reward vectors, G >= 2: K = 0 for every non-constant real reward "
              "vector, advantages divided by any group constant positive on those, forces "
-             "equal weights.", witness="W_R_T2_necessity_reals"),
+             "equal weights.", witness=WITNESS),
         _coq("Real", "R_null_on_equal_rewards",
              "Over R: equal rewards and a positive scale give every A_i*w_i = 0.",
-             witness="W_R_null_on_equal_rewards"),
+             witness=WITNESS),
         _coq("Real", "R_T3_one_correct",
              "T3 over R: one correct response c, kappa_i = A_i/L_i: K = 1/L_c - mean_i 1/L_i.",
-             witness="W_R_T3_one_correct"),
+             witness=WITNESS),
         _coq("Real", "R_T3_harmonic_mean",
              "T3 over R: positive lengths: K > 0 iff L_c is below the harmonic mean.",
-             witness="W_R_T3_harmonic_mean"),
+             witness=WITNESS, false_witness=FALSE_WITNESS),
         _coq("Real", "R_T4_above_event_coefficient",
              "T4 over R: rho > 1+eps_high: K = rho * sum_i min(A_i, 0) under PPO-clip.",
-             witness="W_R_T4_above"),
+             witness=WITNESS),
         _coq("Real", "R_T4_above_negative",
-             "T4 over R: rho > 1+eps_high and some A_i < 0: K < 0.", witness="W_R_T4_above"),
+             "T4 over R: rho > 1+eps_high and some A_i < 0: K < 0.", witness=WITNESS),
         _coq("Real", "R_T4_below_event_coefficient",
              "T4 over R: rho < 1-eps_low: K = rho * sum_i max(A_i, 0) under PPO-clip.",
-             witness="W_R_T4_below"),
+             witness=WITNESS),
         _coq("Real", "R_T4_below_positive",
-             "T4 over R: 0 < rho < 1-eps_low and some A_i > 0: K > 0.", witness="W_R_T4_below"),
+             "T4 over R: 0 < rho < 1-eps_low and some A_i > 0: K > 0.", witness=WITNESS),
         _coq("Real", "R_T4_inside_cancels",
              "T4 over R: inside the trust region zero-sum advantages cancel.",
-             witness="W_R_T4_inside_cancels"),
+             witness=WITNESS),
         _coq("Real", "R_M1_gspo",
              "M1 over R, any G >= 2: with GSPO's s_i = exp(mean_t log rho_it), per-token "
              "coefficient A_i*s_i/L_i, K = 0 for every one-hot reward (std) iff all s_i/L_i "
-             "are equal.", witness="W_R_M1_gspo"),
+             "are equal.", witness=WITNESS, false_witness=FALSE_WITNESS),
         _coq("Real", "R_M1_gspo_equal_lengths",
              "M1 over R, equal lengths: cancellation iff all GSPO weights s_i are equal "
              "(exp being injective, the codimension G-1 set of equal mean log-ratios; "
              "that last step is not formalised).",
-             witness="W_R_M1_gspo_equal_lengths"),
+             witness=WITNESS, false_witness=FALSE_WITNESS),
         _coq("Real", "R_Cor33_hyperplane",
              "Cor 3.3 over R, any G: for a fixed non-zero A the cancelling weight vectors "
              "are closed under linear combinations, miss A, and every w is one of them "
-             "plus t*A (a hyperplane).", witness="W_R_Cor33_hyperplane"),
+             "plus t*A (a hyperplane).", witness=WITNESS),
     ]
 )
 
@@ -234,14 +258,15 @@ THEOREMS: dict[str, Theorem] = dict(
 # registered theorem and witness is checked by the kernel against the statement of the
 # same name there. Changing this line is a re-pin: `exchange proofs --write-statements
 # --accept` does it and logs the diff in proofs/CHANGES.
-SPEC_SHA256 = "68c021351a9c5ea49dd664d4b0a9990c961c6127363f47cf81dc7e7a68e8b628"
+SPEC_SHA256 = "1ccbe25f8feba4f08dd314a4d4f56d736c90d1b551bf31ffa58e96db7f51191e"
 
 # Theorems with no hypotheses (an identity, an iff between two statements, or a closed
-# proposition), so no witness is needed; a test checks that each registered theorem is
-# either here or has a witness.
+# proposition), so no hypothesis witness is needed; a test checks that each registered
+# theorem is either here or has a witness. An iff here may still have one (W_ applies
+# its right-to-left direction), and has an F_ witness (both sides false).
 NO_HYPOTHESES: frozenset[str] = frozenset(
     {"T1_event_coefficient", "T2_characterisation", "Cor33_cancellation_unequal_weights",
-     "T3_covariance", "T5_adv_orthogonal_unequal"}
+     "T3_covariance", "T5_adv_orthogonal_unequal", "M4_opo_not_zero_sum", "E_product_form"}
 )
 
 # Why a property or mechanism has no (or only partial) machine-checked backing.

@@ -189,55 +189,6 @@ Definition T5_adv_orthogonal_projection : Prop := forall G (A w : nat -> Q),
 Definition T5_event_clip : Prop := forall G (A : nat -> Q) (clip : Q -> bool) (h : Q -> Q) (rho : Q),
   sum G A == 0 -> sum G (fun i => if clip rho then 0 else A i * h rho) == 0.
 
-(** ** Non-vacuity witnesses over Q: the hypotheses of each theorem can all hold. *)
-
-Definition W_T1_sufficiency_exchangeable : Prop := exists G (A : nat -> Q),
-  (1 < G)%nat /\ sum G A == 0 /\ ~ A O == 0.
-
-Definition W_T1_sufficiency : Prop := exists G (A w : nat -> Q) (w0 : Q),
-  (1 < G)%nat /\ ~ A O == 0 /\ sum G A == 0 /\ (forall i, (i < G)%nat -> w i == w0).
-
-Definition W_T2_necessity_binary : Prop := exists G (w : nat -> Q) (sigma : (nat -> Q) -> Q),
-  (1 < G)%nat /\
-  (forall r, binary G r -> 0 < sigma r) /\
-  (forall r, binary G r -> K G (adv G (sigma r) r) w == 0).
-
-Definition W_T2_necessity_zero_sum : Prop := exists G (w : nat -> Q),
-  (1 < G)%nat /\ (forall A, sum G A == 0 -> K G A w == 0).
-
-Definition W_M1_two_responses : Prop := exists a : Q, ~ a == 0.
-
-Definition W_M4_nonzero_sum_breaks : Prop := exists G (A : nat -> Q) (w0 : Q),
-  (1 < G)%nat /\ ~ w0 == 0 /\ ~ sum G A == 0.
-
-Definition W_null_on_equal_rewards : Prop := exists G (r : nat -> Q) (r0 : Q),
-  (1 < G)%nat /\ (forall i, (i < G)%nat -> r i == r0).
-
-Definition W_T3_one_correct : Prop := exists G c : nat, (1 < G)%nat /\ (c < G)%nat.
-
-Definition W_T3_harmonic_mean : Prop := exists G (L : nat -> Q) (c : nat),
-  (1 < G)%nat /\ (c < G)%nat /\ (forall i, (i < G)%nat -> 0 < L i) /\ ~ L O == L 1%nat.
-
-Definition W_T4_above : Prop := exists G (A : nat -> Q) (eps_low eps_high rho : Q),
-  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\
-  (exists j, (j < G)%nat /\ A j < 0) /\ sum G A == 0.
-
-Definition W_T4_below : Prop := exists G (A : nat -> Q) (eps_low eps_high rho : Q),
-  0 <= eps_low /\ 0 <= eps_high /\ 0 < rho /\ rho < 1 - eps_low /\
-  (exists j, (j < G)%nat /\ 0 < A j) /\ sum G A == 0.
-
-Definition W_T4_inside_cancels : Prop := exists G (A : nat -> Q) (eps_low eps_high rho : Q),
-  1 - eps_low <= rho /\ rho <= 1 + eps_high /\ sum G A == 0 /\ ~ A O == 0.
-
-Definition W_T5_zero_sum : Prop := exists G (A : nat -> Q),
-  (1 < G)%nat /\ sum G A == 0 /\ ~ A O == 0.
-
-Definition W_T5_adv_orthogonal : Prop := exists G (A : nat -> Q),
-  (exists j, (j < G)%nat /\ ~ A j == 0).
-
-Definition W_T5_min_replace_general : Prop := exists G (w : nat -> Q),
-  (0 < G)%nat /\ ~ w O == w 1%nat /\ (1 < G)%nat.
-
 (** ** The dual clip of the package's [ppo], M6, and Adv-Orthogonal's weights *)
 
 (** For a negative advantage the surrogate is floored at [c * A]: above [rho > c] the
@@ -273,18 +224,6 @@ Definition T5_adv_orthogonal_unequal : Prop :=
   K 3 cor33_A (orth 3 cor33_A cor33_w) == 0 /\
   ~ orth 3 cor33_A cor33_w 0%nat == orth 3 cor33_A cor33_w 1%nat.
 
-Definition W_T4_dual_above : Prop := exists G (A : nat -> Q) (c eps_low eps_high rho : Q),
-  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\ rho <= c /\
-  (exists j, (j < G)%nat /\ A j < 0) /\ sum G A == 0.
-
-Definition W_T4_dual_above_c : Prop := exists G (A : nat -> Q) (c eps_low eps_high rho : Q),
-  1 + eps_high <= c /\ c < rho /\ 0 <= eps_low /\ sum G A == 0 /\ ~ A O == 0.
-
-Definition W_T4_dual_agrees_up_to_c : Prop := exists c rho : Q, rho <= c /\ 1 < rho.
-
-Definition W_M6_does_not_vanish : Prop := exists G (A : nat -> Q) (phi : Q),
-  (0 < G)%nat /\ ~ phi == 0 /\ sum G A == 0 /\ ~ A O == 0.
-
 (** ** Iff theorems over Q: an input where each side is false *)
 
 Definition L12 (i : nat) : Q := match i with O => 1 | _ => 2 end.
@@ -303,6 +242,127 @@ Definition F_T3_harmonic_mean : Prop :=
 
 Definition F_M1_two_responses : Prop :=
   ~ (K 2 (pair 1 (- 1)) (pair 1 2) == 0) /\ ~ (1 == 2).
+
+(** ** (E) and its product form; OPO's baseline (M4) *)
+
+(** (E) as THEORY.md section 2 defines it, for shared events of any type [E], one
+    coefficient [kappa i e] per response and event. *)
+Definition exchangeable {E : Type} (G : nat) (A : nat -> Q) (kappa : nat -> E -> Q) : Prop :=
+  (forall e i j, (i < G)%nat -> (j < G)%nat -> ~ A i == 0 -> ~ A j == 0 ->
+     kappa i e / A i == kappa j e / A j) /\
+  (forall e i, (i < G)%nat -> A i == 0 -> kappa i e == 0).
+
+(** OPO: advantages [r_i - b] with the length-weighted baseline [b = sum L r / sum L]. *)
+Definition opo_adv (G : nat) (L r : nat -> Q) (i : nat) : Q :=
+  r i - sum G (fun j => L j * r j) / sum G L.
+
+Example opo_adv_points : opo_adv 2 (pair 1 2) (pair 1 0) 0 == 2 # 3 /\
+  opo_adv 2 (pair 1 2) (pair 1 0) 1 == - (1 # 3).
+Proof. split; reflexivity. Qed.
+
+Definition E_product_form : Prop := forall (E : Type) (G : nat) (A : nat -> Q) (kappa : nat -> E -> Q),
+  exchangeable G A kappa <->
+  (exists h : E -> Q, forall e i, (i < G)%nat -> kappa i e == A i * h e).
+
+Definition M4_opo_sum : Prop := forall G (L r : nat -> Q), ~ sum G L == 0 ->
+  sum G (opo_adv G L r) * sum G L ==
+  - QG G * sum G (fun i => (L i - mean G L) * (r i - mean G r)).
+
+Definition M4_opo_equal_lengths : Prop := forall G (L r : nat -> Q) (l : Q), (0 < G)%nat -> ~ l == 0 ->
+  (forall i, (i < G)%nat -> L i == l) -> sum G (opo_adv G L r) == 0.
+
+Definition M4_opo_not_zero_sum : Prop := ~ sum 2 (opo_adv 2 (pair 1 2) (pair 1 0)) == 0.
+
+(** ** Non-vacuity witnesses over Q: each theorem's conclusion at concrete arguments,
+    proved in the development by applying the theorem there (so its hypotheses hold
+    at once); [exchange proofs] checks that the accepted term uses the theorem. *)
+
+Definition W_T1_sufficiency_exchangeable : Prop := sum 3 (fun i => 1 * (2 * cor33_A i * 3)) == 0.
+
+Definition W_T1_sufficiency : Prop := K 3 cor33_A (fun _ => 2) == 0.
+
+Definition W_T2_necessity_binary : Prop :=
+  forall i j, (i < 3)%nat -> (j < 3)%nat -> 2 == 2.
+
+Definition W_T2_necessity_zero_sum : Prop :=
+  forall i j, (i < 3)%nat -> (j < 3)%nat -> 2 == 2.
+
+Definition W_T2_characterisation : Prop := forall A, sum 2 A == 0 -> K 2 A (fun _ => 2) == 0.
+
+Definition W_M1_two_responses : Prop := K 2 (pair 1 (- 1)) (pair 2 2) == 0.
+
+Definition W_M4_nonzero_sum_breaks : Prop := ~ K 2 (pair 1 0) (fun _ => 2) == 0.
+
+Definition W_M6_additive_term : Prop := sum 3 (fun i => cor33_A i * 2 + 1) == QG 3 * 1.
+
+Definition W_M6_does_not_vanish : Prop := ~ sum 3 (fun i => cor33_A i * 2 + 1) == 0.
+
+Definition W_null_on_equal_rewards : Prop :=
+  forall i, (i < 3)%nat -> adv 3 2 (fun _ => 1) i * cor33_w i == 0.
+
+Definition W_E_product_form : Prop := exchangeable 3 cor33_A (fun i (e : Q) => cor33_A i * e).
+
+Definition W_M4_opo_sum : Prop :=
+  sum 2 (opo_adv 2 L12 (pair 1 0)) * sum 2 L12 ==
+  - QG 2 * sum 2 (fun i => (L12 i - mean 2 L12) * (pair 1 0 i - mean 2 (pair 1 0))).
+
+Definition W_M4_opo_equal_lengths : Prop := sum 3 (opo_adv 3 (fun _ => 2) (ind 0)) == 0.
+
+Definition W_T3_one_correct : Prop :=
+  K 2 (adv 2 1 (ind 1)) (fun i => / L12 i) == / L12 1%nat - mean 2 (fun i => / L12 i).
+
+Definition W_T3_sign : Prop := 0 < K 2 (adv 2 1 (ind 0)) (fun i => / L12 i).
+
+Definition W_T3_harmonic_mean : Prop := 0 < K 2 (adv 2 1 (ind 0)) (fun i => / L12 i).
+
+Definition W_T4_above_event_coefficient : Prop :=
+  sum 3 (fun i => clip_coef (1#5) (1#5) 2 (cor33_A i)) == 2 * sum 3 (fun i => neg_part (cor33_A i)).
+
+Definition W_T4_above_negative : Prop := sum 3 (fun i => clip_coef (1#5) (1#5) 2 (cor33_A i)) < 0.
+
+Definition W_T4_below_event_coefficient : Prop :=
+  sum 3 (fun i => clip_coef (1#5) (1#5) (1#2) (cor33_A i)) ==
+  (1#2) * sum 3 (fun i => pos_part (cor33_A i)).
+
+Definition W_T4_below_positive : Prop :=
+  0 < sum 3 (fun i => clip_coef (1#5) (1#5) (1#2) (cor33_A i)).
+
+Definition W_T4_inside_cancels : Prop := sum 3 (fun i => clip_coef (1#5) (1#5) 1 (cor33_A i)) == 0.
+
+Definition W_T4_dual_agrees_up_to_c : Prop :=
+  dual_clip_coef 3 (1#5) (1#5) 2 (-1) == clip_coef (1#5) (1#5) 2 (-1).
+
+Definition W_T4_dual_above_negative : Prop :=
+  sum 3 (fun i => dual_clip_coef 3 (1#5) (1#5) 2 (cor33_A i)) < 0.
+
+Definition W_T4_dual_above_c : Prop :=
+  forall i, (i < 3)%nat -> dual_clip_coef 3 (1#5) (1#5) 4 (cor33_A i) == 0.
+
+Definition W_T5_min_replace : Prop := K 3 cor33_A (fun _ => gmin 3 cor33_w) == 0.
+
+Definition W_T5_constant_normaliser : Prop := K 3 cor33_A (fun _ => / 7) == 0.
+
+Definition W_T5_adv_orthogonal : Prop := K 3 cor33_A (orth 3 cor33_A (pair 1 2)) == 0.
+
+Definition W_T5_adv_orthogonal_projection : Prop :=
+  K 3 cor33_A (orth 3 cor33_A (pair 1 2)) == 0 /\
+  exists t, forall i, pair 1 2 i - orth 3 cor33_A (pair 1 2) i == t * cor33_A i.
+
+Definition W_T5_sign_free_weight : Prop := K 3 cor33_A (fun _ => 2 * 2) == 0.
+
+Definition W_T5_truncated_ratio : Prop := K 3 cor33_A (fun _ => Qmin 2 (1 + (1#5))) == 0.
+
+Definition W_T5_min_replace_general : Prop :=
+  (forall i j, (i < 3)%nat -> (j < 3)%nat -> min_replace 3 cor33_w i == min_replace 3 cor33_w j) /\
+  (forall i j, (i < 3)%nat -> (j < 3)%nat -> min_replace 3 cor33_w i <= cor33_w j) /\
+  (exists k, (k < 3)%nat /\ forall i, min_replace 3 cor33_w i == cor33_w k) /\
+  (forall A, sum 3 A == 0 -> K 3 A (min_replace 3 cor33_w) == 0).
+
+Definition W_T5_event_clip : Prop := sum 3 (fun i => if qltb 1 2 then 0 else cor33_A i * 2) == 0.
+
+Definition F_E_product_form : Prop :=
+  ~ exchangeable 3 cor33_A (fun i (e : Q) => cor33_w i * e) /\
+  ~ (exists h : Q -> Q, forall e i, (i < 3)%nat -> cor33_w i * e == cor33_A i * h e).
 
 (** ** Definitions over R (Coq's standard Reals) *)
 Open Scope R_scope.
@@ -417,43 +477,6 @@ Definition R_Cor33_hyperplane : Prop := forall G (A : nat -> R),
   RK G A A <> 0 /\
   (forall w, exists t, RK G A (fun i => w i - t * A i) = 0).
 
-(** ** Non-vacuity witnesses over R *)
-
-Definition W_R_T1_sufficiency : Prop := exists G (A w : nat -> R) (w0 : R),
-  (1 < G)%nat /\ A O <> 0 /\ Rsum G A = 0 /\ (forall i, (i < G)%nat -> w i = w0).
-
-Definition W_R_T2_necessity_onehot : Prop := exists G (w : nat -> R) (sigma : (nat -> R) -> R),
-  (1 < G)%nat /\ (forall j, (j < G)%nat -> 0 < sigma (Rind j)) /\
-  (forall j, (j < G)%nat -> RK G (Radv G (sigma (Rind j)) (Rind j)) w = 0).
-
-Definition W_R_T2_necessity_std : Prop := exists G (w : nat -> R), (2 <= G)%nat /\
-  (forall j, (j < G)%nat -> RK G (Radv G (Rstd G (Rind j)) (Rind j)) w = 0).
-
-Definition W_R_null_on_equal_rewards : Prop := exists G (s : R) (r : nat -> R) (r0 : R),
-  (1 < G)%nat /\ 0 < s /\ (forall i, (i < G)%nat -> r i = r0).
-
-Definition W_R_T3_one_correct : Prop := exists G c : nat, (1 < G)%nat /\ (c < G)%nat.
-
-Definition W_R_T3_harmonic_mean : Prop := exists G (L : nat -> R) (c : nat),
-  (1 < G)%nat /\ (c < G)%nat /\ (forall i, (i < G)%nat -> 0 < L i) /\ L O <> L 1%nat.
-
-Definition W_R_T4_above : Prop := exists G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\
-  (exists j, (j < G)%nat /\ A j < 0) /\ Rsum G A = 0.
-
-Definition W_R_T4_below : Prop := exists G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low /\ 0 <= eps_high /\ 0 < rho /\ rho < 1 - eps_low /\
-  (exists j, (j < G)%nat /\ 0 < A j) /\ Rsum G A = 0.
-
-Definition W_R_T4_inside_cancels : Prop := exists G (A : nat -> R) (eps_low eps_high rho : R),
-  1 - eps_low <= rho /\ rho <= 1 + eps_high /\ Rsum G A = 0 /\ A O <> 0.
-
-Definition W_R_M1_gspo : Prop := exists G : nat, (2 <= G)%nat.
-
-Definition W_R_M1_gspo_equal_lengths : Prop := exists G L : nat, (2 <= G)%nat /\ (0 < L)%nat.
-
-Definition W_R_Cor33_hyperplane : Prop := exists G (A : nat -> R), exists j, (j < G)%nat /\ A j <> 0.
-
 (** ** T2 over real reward vectors *)
 
 Definition R_T2_necessity_reals : Prop := forall (G : nat) (w : nat -> R) (sigma : (nat -> R) -> R),
@@ -463,8 +486,74 @@ Definition R_T2_necessity_reals : Prop := forall (G : nat) (w : nat -> R) (sigma
      RK G (Radv G (sigma r) r) w = 0) ->
   forall i j, (i < G)%nat -> (j < G)%nat -> w i = w j.
 
-Definition W_R_T2_necessity_reals : Prop := exists G (w : nat -> R) (sigma : (nat -> R) -> R),
-  (2 <= G)%nat /\
-  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) -> 0 < sigma r) /\
-  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) ->
-     RK G (Radv G (sigma r) r) w = 0).
+(** ** Non-vacuity witnesses over R: the group [RA2 = (1, -1)], lengths [RL12 = (1, 2)]. *)
+
+Definition RA2 (i : nat) : R := match i with O => 1 | S O => -1 | _ => 0 end.
+Definition RL12 (i : nat) : R := match i with O => 1 | _ => 2 end.
+
+Definition W_R_T1_sufficiency : Prop := RK 2 RA2 (fun _ => 2) = 0.
+
+Definition W_R_T2_necessity_onehot : Prop := forall i j, (i < 2)%nat -> (j < 2)%nat -> 2 = 2.
+
+Definition W_R_T2_necessity_reals : Prop := forall i j, (i < 2)%nat -> (j < 2)%nat -> 2 = 2.
+
+Definition W_R_T2_necessity_std : Prop := forall i j, (i < 2)%nat -> (j < 2)%nat -> 2 = 2.
+
+Definition W_R_null_on_equal_rewards : Prop :=
+  forall i, (i < 2)%nat -> Radv 2 2 (fun _ => 1) i * RA2 i = 0.
+
+Definition W_R_T3_one_correct : Prop :=
+  RK 2 (Radv 2 1 (Rind 1)) (fun i => / RL12 i) = / RL12 1%nat - Rmean 2 (fun i => / RL12 i).
+
+Definition W_R_T3_harmonic_mean : Prop := 0 < RK 2 (Radv 2 1 (Rind 0)) (fun i => / RL12 i).
+
+Definition W_R_T4_above_event_coefficient : Prop :=
+  Rsum 2 (fun i => R_clip_coef (1/5) (1/5) 2 (RA2 i)) = 2 * Rsum 2 (fun i => R_neg_part (RA2 i)).
+
+Definition W_R_T4_above_negative : Prop := Rsum 2 (fun i => R_clip_coef (1/5) (1/5) 2 (RA2 i)) < 0.
+
+Definition W_R_T4_below_event_coefficient : Prop :=
+  Rsum 2 (fun i => R_clip_coef (1/5) (1/5) (1/2) (RA2 i)) =
+  1/2 * Rsum 2 (fun i => R_pos_part (RA2 i)).
+
+Definition W_R_T4_below_positive : Prop :=
+  0 < Rsum 2 (fun i => R_clip_coef (1/5) (1/5) (1/2) (RA2 i)).
+
+Definition W_R_T4_inside_cancels : Prop := Rsum 2 (fun i => R_clip_coef (1/5) (1/5) 1 (RA2 i)) = 0.
+
+Definition W_R_M1_gspo : Prop :=
+  forall j, (j < 2)%nat ->
+    RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j)) (fun i => gspo_weight 1 (fun _ => 0) / INR 1) = 0.
+
+Definition W_R_M1_gspo_equal_lengths : Prop :=
+  forall j, (j < 2)%nat ->
+    RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j)) (fun i => gspo_weight 1 (fun _ => 0) / INR 1) = 0.
+
+Definition W_R_Cor33_hyperplane : Prop :=
+  (forall w1 w2 a b, RK 2 RA2 w1 = 0 -> RK 2 RA2 w2 = 0 ->
+     RK 2 RA2 (fun i => a * w1 i + b * w2 i) = 0) /\
+  RK 2 RA2 RA2 <> 0 /\
+  (forall w, exists t, RK 2 RA2 (fun i => w i - t * RA2 i) = 0).
+
+(** ** Iff theorems over R: an input where each side is false *)
+
+Definition F_R_T3_harmonic_mean : Prop :=
+  ~ (0 < RK 2 (Radv 2 1 (Rind 1)) (fun i => / RL12 i)) /\
+  ~ (RL12 1%nat < / Rmean 2 (fun i => / RL12 i)).
+
+Definition NL12 (i : nat) : nat := match i with O => 1%nat | _ => 2%nat end.
+
+Definition F_R_M1_gspo : Prop :=
+  ~ (forall j, (j < 2)%nat ->
+       RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j))
+            (fun i => gspo_weight (NL12 i) (fun _ => 0) / INR (NL12 i)) = 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat ->
+       gspo_weight (NL12 i) (fun _ => 0) / INR (NL12 i) =
+       gspo_weight (NL12 j) (fun _ => 0) / INR (NL12 j)).
+
+Definition Rlogh (h : R) (i t : nat) : R := match i with O => 0 | _ => h end.
+
+Definition F_R_M1_gspo_equal_lengths : Prop := exists h : R,
+  ~ (forall j, (j < 2)%nat ->
+       RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j)) (fun i => gspo_weight 1 (Rlogh h i) / INR 1) = 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> gspo_weight 1 (Rlogh h i) = gspo_weight 1 (Rlogh h j)).

@@ -195,3 +195,102 @@ Proof.
   apply Qmult_integral in HK. destruct HK as [HK|HK]; [|contradiction].
   apply (QG_nonzero G HG), HK.
 Qed.
+
+(** ** (E) and its product form (THEORY.md section 2)
+
+    The shared events of a group, of any type [E], each occur in every response [i < G];
+    [kappa i e] is the coefficient of event [e] in response [i] (one coefficient per
+    response and event: occurrences at different positions of one response are not
+    modelled separately).  (E) as THEORY.md defines it: equal ratios [kappa / A] across
+    the responses with a non-zero advantage, and [kappa = 0] where [A = 0]. *)
+Definition exchangeable {E : Type} (G : nat) (A : nat -> Q) (kappa : nat -> E -> Q) : Prop :=
+  (forall e i j, (i < G)%nat -> (j < G)%nat -> ~ A i == 0 -> ~ A j == 0 ->
+     kappa i e / A i == kappa j e / A j) /\
+  (forall e i, (i < G)%nat -> A i == 0 -> kappa i e == 0).
+
+(** A bounded search, constructively: some advantage is non-zero or all are zero. *)
+Lemma some_nonzero_dec : forall G (A : nat -> Q),
+  {j | (j < G)%nat /\ ~ A j == 0} + {forall i, (i < G)%nat -> A i == 0}.
+Proof.
+  induction G as [|G IH]; intros A.
+  - right. intros i Hi. lia.
+  - destruct (IH A) as [[j [Hj HA]]|Hall].
+    + left. exists j. split; [lia|exact HA].
+    + destruct (Qeq_dec (A G) 0) as [HG|HG].
+      * right. intros i Hi. destruct (Nat.eq_dec i G) as [->|Hne]; [exact HG|].
+        apply Hall. lia.
+      * left. exists G. split; [lia|exact HG].
+Qed.
+
+(** (E) holds iff the coefficients have the product form [kappa i e = A_i * h e], with
+    [h] a function of the event alone (THEORY.md's [c_g * h(e)], the group constant
+    [c_g] folded into [h]). *)
+Theorem E_product_form : forall (E : Type) (G : nat) (A : nat -> Q) (kappa : nat -> E -> Q),
+  exchangeable G A kappa <->
+  exists h : E -> Q, forall e i, (i < G)%nat -> kappa i e == A i * h e.
+Proof.
+  intros E G A kappa. split.
+  - intros [Hratio Hzero]. destruct (some_nonzero_dec G A) as [[j [Hj HAj]]|Hall].
+    + exists (fun e => kappa j e / A j). intros e i Hi.
+      destruct (Qeq_dec (A i) 0) as [HAi|HAi].
+      * rewrite (Hzero e i Hi HAi), HAi. ring.
+      * rewrite <- (Hratio e i j Hi Hj HAi HAj). field. exact HAi.
+    + exists (fun _ => 0). intros e i Hi. rewrite (Hzero e i Hi (Hall i Hi)). ring.
+  - intros [h Hh]. split.
+    + intros e i j Hi Hj HAi HAj. rewrite (Hh e i Hi), (Hh e j Hj). field. split; assumption.
+    + intros e i Hi HAi. rewrite (Hh e i Hi), HAi. ring.
+Qed.
+
+(** ** M4: OPO's length-weighted baseline is not zero-sum
+
+    OPO's baseline [b = sum_j L_j r_j / sum_j L_j]; advantages [A_i = r_i - b]. *)
+Definition opo_adv (G : nat) (L r : nat -> Q) (i : nat) : Q :=
+  r i - sum G (fun j => L j * r j) / sum G L.
+
+(** Their sum, times the total length, is [- G] times the (unnormalised) covariance of
+    lengths and rewards: zero-sum exactly when lengths and rewards do not co-vary. *)
+Theorem M4_opo_sum : forall G (L r : nat -> Q), ~ sum G L == 0 ->
+  sum G (opo_adv G L r) * sum G L ==
+  - QG G * sum G (fun i => (L i - mean G L) * (r i - mean G r)).
+Proof.
+  intros G L r HL. unfold opo_adv.
+  assert (Hc : sum G (fun i => (L i - mean G L) * (r i - mean G r)) ==
+               sum G (fun i => L i * r i) - mean G L * sum G r).
+  { rewrite (sum_ext G _ (fun i => L i * r i - (mean G L * r i +
+                                   (mean G r * L i - mean G L * mean G r))))
+      by (intros; ring).
+    rewrite sum_minus, sum_plus, sum_minus, !sum_scale, sum_const.
+    destruct G as [|k].
+    - simpl. unfold mean, QG. simpl. ring.
+    - assert (Hm : mean (S k) r * QG (S k) == sum (S k) r).
+      { unfold mean. field. apply QG_nonzero. lia. }
+      unfold mean in *. field. apply QG_nonzero. lia. }
+  rewrite Hc, sum_minus, sum_const.
+  destruct G as [|k].
+  - simpl in HL. exfalso. apply HL. reflexivity.
+  - unfold mean. field. split; (exact HL || (apply QG_nonzero; lia)).
+Qed.
+
+(** Equal lengths: the baseline is the group mean, the advantages are zero-sum. *)
+Theorem M4_opo_equal_lengths : forall G (L r : nat -> Q) (l : Q), (0 < G)%nat -> ~ l == 0 ->
+  (forall i, (i < G)%nat -> L i == l) -> sum G (opo_adv G L r) == 0.
+Proof.
+  intros G L r l HG Hl HL.
+  assert (HS : ~ sum G L == 0).
+  { rewrite (sum_ext G L (fun _ => l)) by exact HL. rewrite sum_const.
+    intro H. apply Qmult_integral in H. destruct H as [H|H]; [|contradiction].
+    apply (QG_nonzero G HG), H. }
+  assert (H := M4_opo_sum G L r HS).
+  rewrite (sum_ext G (fun i => (L i - mean G L) * (r i - mean G r)) (fun _ => 0)) in H.
+  - rewrite sum_const in H.
+    assert (H0 : sum G (opo_adv G L r) * sum G L == 0 * sum G L) by (rewrite H; ring).
+    apply Qmult_inj_r in H0; [exact H0|exact HS].
+  - intros i Hi. unfold mean. rewrite (sum_ext G L (fun _ => l)) by exact HL.
+    rewrite sum_const, (HL i Hi). field. apply QG_nonzero. exact HG.
+Qed.
+
+(** Unequal lengths: two responses, lengths [(1, 2)], rewards [(1, 0)]: [b = 1/3] and
+    the advantages [(2/3, -1/3)] sum to [1/3], not [0]. *)
+Theorem M4_opo_not_zero_sum :
+  ~ sum 2 (opo_adv 2 (pair 1 2) (pair 1 0)) == 0.
+Proof. vm_compute. discriminate. Qed.

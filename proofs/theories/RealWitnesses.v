@@ -1,100 +1,176 @@
 (** * Non-vacuity witnesses of the theorems over R ([Real.v]).
 
-    Kept apart from [Witnesses.v] (the QArith ones) so that a change to the QArith
-    development does not make [exchange proofs] ask [Print Assumptions] about these
-    again (each walks the Reals construction). *)
+    As in [Witnesses.v]: each [W_] applies its theorem to concrete arguments (the group
+    [A = (1, -1)], lengths [(1, 2)]) and each [F_] refutes both sides of an iff, the
+    left one through the theorem.  Kept apart from [Witnesses.v] (the QArith ones) so
+    that a change to the QArith development does not make [exchange proofs] ask
+    [Print Assumptions] about these again (each walks the Reals construction). *)
 
 From Coq Require Import Reals Lra Lia.
 From Exchange Require Import Real.
-
-(** ** Witnesses for the theorems over R ([Real.v]): the group [A = (1, -1)]. *)
 Open Scope R_scope.
 
 Definition RA2 (i : nat) : R := match i with O => 1 | S O => -1 | _ => 0 end.
+Definition RL12 (i : nat) : R := match i with O => 1 | _ => 2 end.
 
 Lemma RA2_zero_sum : Rsum 2 RA2 = 0.
 Proof. simpl. ring. Qed.
 
-Lemma W_R_T1_sufficiency : exists G (A w : nat -> R) (w0 : R),
-  (1 < G)%nat /\ A O <> 0 /\ Rsum G A = 0 /\ (forall i, (i < G)%nat -> w i = w0).
+Lemma RL12_pos : forall i, (i < 2)%nat -> 0 < RL12 i.
+Proof. intros [|i] _; simpl; lra. Qed.
+
+(** [/ mean(1/L) = 4/3] for lengths [(1, 2)]. *)
+Lemma RL12_harmonic : / Rmean 2 (fun i => / RL12 i) = 4 / 3.
+Proof. unfold Rmean. simpl. field. Qed.
+
+Lemma W_R_T1_sufficiency : RK 2 RA2 (fun _ => 2) = 0.
+Proof. apply (R_T1_sufficiency 2 RA2 _ 2 RA2_zero_sum). reflexivity. Qed.
+
+Lemma W_R_T2_necessity_onehot :
+  forall i j, (i < 2)%nat -> (j < 2)%nat -> (fun _ : nat => 2) i = (fun _ : nat => 2) j.
 Proof.
-  exists 2%nat, RA2, (fun _ => 1), 1. repeat split; try lia.
-  - simpl. lra.
-  - exact RA2_zero_sum.
+  apply (R_T2_necessity_onehot 2 (fun _ => 2) (fun _ => 1)); [intros; lra |].
+  intros j _. apply (R_T1_sufficiency 2 _ _ 2); [apply Radv_zero_sum | reflexivity].
 Qed.
 
-Lemma W_R_T2_necessity_onehot : exists G (w : nat -> R) (sigma : (nat -> R) -> R),
-  (1 < G)%nat /\ (forall j, (j < G)%nat -> 0 < sigma (Rind j)) /\
-  (forall j, (j < G)%nat -> RK G (Radv G (sigma (Rind j)) (Rind j)) w = 0).
+Lemma W_R_T2_necessity_reals :
+  forall i j, (i < 2)%nat -> (j < 2)%nat -> (fun _ : nat => 2) i = (fun _ : nat => 2) j.
 Proof.
-  exists 2%nat, (fun _ => 1), (fun _ => 1). repeat split; [lia| intros; lra |].
-  intros j _. apply (R_T1_sufficiency 2 _ _ 1); [apply Radv_zero_sum | reflexivity].
+  apply (R_T2_necessity_reals 2 (fun _ => 2) (fun _ => 1)); [lia | intros; lra |].
+  intros r _. apply (R_T1_sufficiency 2 _ _ 2); [apply Radv_zero_sum | reflexivity].
 Qed.
 
-Lemma W_R_T2_necessity_reals : exists G (w : nat -> R) (sigma : (nat -> R) -> R),
-  (2 <= G)%nat /\
-  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) -> 0 < sigma r) /\
-  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) ->
-     RK G (Radv G (sigma r) r) w = 0).
+Lemma W_R_T2_necessity_std :
+  forall i j, (i < 2)%nat -> (j < 2)%nat -> (fun _ : nat => 2) i = (fun _ : nat => 2) j.
 Proof.
-  exists 2%nat, (fun _ => 1), (fun _ => 1). repeat split; [lia| intros; lra |].
-  intros r _. apply (R_T1_sufficiency 2 _ _ 1); [apply Radv_zero_sum | reflexivity].
+  apply (R_T2_necessity_std 2 (fun _ => 2)); [lia |].
+  intros j _. apply (R_T1_sufficiency 2 _ _ 2); [apply Radv_zero_sum | reflexivity].
 Qed.
 
-Lemma W_R_T2_necessity_std : exists G (w : nat -> R), (2 <= G)%nat /\
-  (forall j, (j < G)%nat -> RK G (Radv G (Rstd G (Rind j)) (Rind j)) w = 0).
+Lemma W_R_null_on_equal_rewards :
+  forall i, (i < 2)%nat -> Radv 2 2 (fun _ => 1) i * RA2 i = 0.
+Proof. apply (R_null_on_equal_rewards 2 2 (fun _ => 1) RA2 1); [lra | reflexivity]. Qed.
+
+Lemma W_R_T3_one_correct :
+  RK 2 (Radv 2 1 (Rind 1)) (fun i => / RL12 i) = / RL12 1%nat - Rmean 2 (fun i => / RL12 i).
+Proof. exact (R_T3_one_correct 2 RL12 1 ltac:(lia)). Qed.
+
+(** Right to left at the shorter correct response [c = 0]: [1 < 4/3]. *)
+Lemma W_R_T3_harmonic_mean : 0 < RK 2 (Radv 2 1 (Rind 0)) (fun i => / RL12 i).
 Proof.
-  exists 2%nat, (fun _ => 1). split; [lia|].
-  intros j _. apply (R_T1_sufficiency 2 _ _ 1); [apply Radv_zero_sum | reflexivity].
+  apply (proj2 (R_T3_harmonic_mean 2 RL12 0 ltac:(lia) RL12_pos)).
+  rewrite RL12_harmonic. simpl. lra.
 Qed.
 
-Lemma W_R_null_on_equal_rewards : exists G (s : R) (r : nat -> R) (r0 : R),
-  (1 < G)%nat /\ 0 < s /\ (forall i, (i < G)%nat -> r i = r0).
-Proof. exists 2%nat, 1, (fun _ => 1), 1. repeat split; [lia|lra]. Qed.
+Lemma W_R_T4_above_event_coefficient :
+  Rsum 2 (fun i => R_clip_coef (1/5) (1/5) 2 (RA2 i)) = 2 * Rsum 2 (fun i => R_neg_part (RA2 i)).
+Proof. apply R_T4_above_event_coefficient; lra. Qed.
 
-Lemma W_R_T3_one_correct : exists G c : nat, (1 < G)%nat /\ (c < G)%nat.
-Proof. exists 2%nat, O. lia. Qed.
+Lemma W_R_T4_above_negative : Rsum 2 (fun i => R_clip_coef (1/5) (1/5) 2 (RA2 i)) < 0.
+Proof. apply R_T4_above_negative; try lra. exists 1%nat. split; [lia|simpl; lra]. Qed.
 
-Lemma W_R_T3_harmonic_mean : exists G (L : nat -> R) (c : nat),
-  (1 < G)%nat /\ (c < G)%nat /\ (forall i, (i < G)%nat -> 0 < L i) /\ L O <> L 1%nat.
+Lemma W_R_T4_below_event_coefficient :
+  Rsum 2 (fun i => R_clip_coef (1/5) (1/5) (1/2) (RA2 i)) =
+  1/2 * Rsum 2 (fun i => R_pos_part (RA2 i)).
+Proof. apply R_T4_below_event_coefficient; lra. Qed.
+
+Lemma W_R_T4_below_positive : 0 < Rsum 2 (fun i => R_clip_coef (1/5) (1/5) (1/2) (RA2 i)).
+Proof. apply R_T4_below_positive; try lra. exists O. split; [lia|simpl; lra]. Qed.
+
+Lemma W_R_T4_inside_cancels : Rsum 2 (fun i => R_clip_coef (1/5) (1/5) 1 (RA2 i)) = 0.
+Proof. apply R_T4_inside_cancels; [lra | lra | exact RA2_zero_sum]. Qed.
+
+(** Right to left: equal GSPO weights (every log-ratio 0, one token) cancel. *)
+Lemma W_R_M1_gspo :
+  forall j, (j < 2)%nat ->
+    RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j))
+         (fun i => gspo_weight ((fun _ => 1%nat) i) ((fun _ _ => 0) i) / INR ((fun _ => 1%nat) i)) = 0.
 Proof.
-  exists 2%nat, (fun i => INR (S i)), O. repeat split; try lia.
-  - intros i _. apply lt_0_INR. lia.
-  - simpl. lra.
+  apply (proj2 (R_M1_gspo 2 (fun _ => 1%nat) (fun _ _ => 0) ltac:(lia))). reflexivity.
 Qed.
 
-Lemma W_R_T4_above : exists G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low /\ 0 <= eps_high /\ 1 + eps_high < rho /\
-  (exists j, (j < G)%nat /\ A j < 0) /\ Rsum G A = 0.
+Lemma W_R_M1_gspo_equal_lengths :
+  forall j, (j < 2)%nat ->
+    RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j))
+         (fun i => gspo_weight 1 ((fun _ _ => 0) i) / INR 1) = 0.
 Proof.
-  exists 2%nat, RA2, (1/5), (1/5), 2. repeat split; try lra.
-  - exists 1%nat. split; [lia|simpl; lra].
-  - exact RA2_zero_sum.
+  apply (proj2 (R_M1_gspo_equal_lengths 2 1 (fun _ _ => 0) ltac:(lia) ltac:(lia))). reflexivity.
 Qed.
 
-Lemma W_R_T4_below : exists G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low /\ 0 <= eps_high /\ 0 < rho /\ rho < 1 - eps_low /\
-  (exists j, (j < G)%nat /\ 0 < A j) /\ Rsum G A = 0.
+Lemma W_R_Cor33_hyperplane :
+  (forall w1 w2 a b, RK 2 RA2 w1 = 0 -> RK 2 RA2 w2 = 0 ->
+     RK 2 RA2 (fun i => a * w1 i + b * w2 i) = 0) /\
+  RK 2 RA2 RA2 <> 0 /\
+  (forall w, exists t, RK 2 RA2 (fun i => w i - t * RA2 i) = 0).
+Proof. apply R_Cor33_hyperplane. exists O. split; [lia|simpl; lra]. Qed.
+
+(** ** Iff theorems over R: an input where each side is false *)
+
+Lemma F_R_T3_harmonic_mean :
+  ~ (0 < RK 2 (Radv 2 1 (Rind 1)) (fun i => / RL12 i)) /\
+  ~ (RL12 1%nat < / Rmean 2 (fun i => / RL12 i)).
 Proof.
-  exists 2%nat, RA2, (1/5), (1/5), (1/2). repeat split; try lra.
-  - exists O. split; [lia|simpl; lra].
-  - exact RA2_zero_sum.
+  assert (HR : ~ (RL12 1%nat < / Rmean 2 (fun i => / RL12 i))).
+  { rewrite RL12_harmonic. simpl. lra. }
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (R_T3_harmonic_mean 2 RL12 1 ltac:(lia) RL12_pos)), H.
 Qed.
 
-Lemma W_R_T4_inside_cancels : exists G (A : nat -> R) (eps_low eps_high rho : R),
-  1 - eps_low <= rho /\ rho <= 1 + eps_high /\ Rsum G A = 0 /\ A O <> 0.
+(** Log-ratios all [0] (weights [1]), lengths [1] and [2]: [s_i / L_i] are [1] and [1/2]. *)
+Definition NL12 (i : nat) : nat := match i with O => 1%nat | _ => 2%nat end.
+
+Lemma F_R_M1_gspo :
+  ~ (forall j, (j < 2)%nat ->
+       RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j))
+            (fun i => gspo_weight (NL12 i) (fun _ => 0) / INR (NL12 i)) = 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat ->
+       gspo_weight (NL12 i) (fun _ => 0) / INR (NL12 i) =
+       gspo_weight (NL12 j) (fun _ => 0) / INR (NL12 j)).
 Proof.
-  exists 2%nat, RA2, (1/5), (1/5), 1. repeat split; try lra.
-  - exact RA2_zero_sum.
-  - simpl. lra.
+  assert (HR : ~ (forall i j, (i < 2)%nat -> (j < 2)%nat ->
+       gspo_weight (NL12 i) (fun _ => 0) / INR (NL12 i) =
+       gspo_weight (NL12 j) (fun _ => 0) / INR (NL12 j))).
+  { (* GSPO's weight of zero log-ratios is exp 0 = 1. *)
+    assert (W1 : forall L, gspo_weight L (fun _ => 0) = 1).
+    { intros L. unfold gspo_weight. rewrite (Rsum_zero L (fun _ => 0)) by (intros; reflexivity).
+      replace (0 / INR L) with 0 by (unfold Rdiv; ring). apply exp_0. }
+    intro H. specialize (H 0%nat 1%nat ltac:(lia) ltac:(lia)). simpl in H.
+    rewrite !W1 in H. field_simplify in H; lra. }
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (R_M1_gspo 2 NL12 (fun _ _ => 0) ltac:(lia))), H.
 Qed.
 
-Lemma W_R_M1_gspo : exists G : nat, (2 <= G)%nat.
-Proof. exists 2%nat. lia. Qed.
+(** Equal lengths need unequal weights, [exp h <> exp 0] for some [h]. The standard
+    library's monotonicity of [exp] ([exp_increasing], [exp_ineq1]) uses
+    [Classical_Prop.classic]; its derivative at 0 ([derivable_pt_lim_exp]) does not:
+    [(exp h - 1) / h] is within [1/2] of [1] for small [h <> 0], so [exp h <> 1]. *)
+Lemma exp_not_constant : exists h : R, exp h <> 1.
+Proof.
+  destruct (derivable_pt_lim_exp 0 (1/2) ltac:(lra)) as [d Hd].
+  assert (Hpos := cond_pos d).
+  exists (d/2). intro E.
+  assert (H1 : d/2 <> 0) by lra.
+  assert (H2 : Rabs (d/2) < d) by (rewrite Rabs_right; lra).
+  specialize (Hd (d/2) H1 H2). rewrite Rplus_0_l, E, exp_0 in Hd.
+  replace ((1 - 1) / (d/2) - 1) with (- 1) in Hd by (field; lra).
+  rewrite Rabs_left in Hd by lra. lra.
+Qed.
 
-Lemma W_R_M1_gspo_equal_lengths : exists G L : nat, (2 <= G)%nat /\ (0 < L)%nat.
-Proof. exists 2%nat, 1%nat. lia. Qed.
+(** One token each, log-ratios [0] and [h]: weights [1] and [exp h <> 1]. *)
+Definition Rlogh (h : R) (i t : nat) : R := match i with O => 0 | _ => h end.
 
-Lemma W_R_Cor33_hyperplane : exists G (A : nat -> R), exists j, (j < G)%nat /\ A j <> 0.
-Proof. exists 2%nat, RA2, O. split; [lia|simpl; lra]. Qed.
-
+Lemma F_R_M1_gspo_equal_lengths : exists h : R,
+  ~ (forall j, (j < 2)%nat ->
+       RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j)) (fun i => gspo_weight 1 (Rlogh h i) / INR 1) = 0) /\
+  ~ (forall i j, (i < 2)%nat -> (j < 2)%nat -> gspo_weight 1 (Rlogh h i) = gspo_weight 1 (Rlogh h j)).
+Proof.
+  destruct exp_not_constant as [h Eh]. exists h.
+  assert (HR : ~ (forall i j, (i < 2)%nat -> (j < 2)%nat ->
+                  gspo_weight 1 (Rlogh h i) = gspo_weight 1 (Rlogh h j))).
+  { intro H. specialize (H 0%nat 1%nat ltac:(lia) ltac:(lia)).
+    unfold gspo_weight, Rlogh in H. simpl in H.
+    replace ((0 + 0) / 1) with 0 in H by field. replace ((0 + h) / 1) with h in H by field.
+    rewrite exp_0 in H. apply Eh. symmetry. exact H. }
+  split; [|exact HR].
+  intro H. apply HR. apply (proj1 (R_M1_gspo_equal_lengths 2 1 (Rlogh h) ltac:(lia) ltac:(lia))), H.
+Qed.

@@ -98,3 +98,28 @@ def test_cli_run_rejects_a_bad_config_with_exit_code_2(tmp_path, capsys):
     assert main(["experiment", "run", str(bad), "--out", str(tmp_path)]) == 2
     assert "two or three [[arms]]" in capsys.readouterr().err
     assert main(["experiment", "report", str(tmp_path)]) == 2
+
+
+def test_fields_added_later_leave_earlier_fingerprints_and_warm_starts_unchanged():
+    """[task] long_wrong, template_in_prompt, forced_style and [train] common_rollouts came
+    after runs were recorded: at
+    their defaults the run fingerprint and the warm-start key are those of a config
+    without them, so earlier run directories resume and earlier warm starts are reused;
+    set, they change both (a different design)."""
+    import dataclasses
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from exchange.lab.config import load_experiment
+
+    root = Path(__file__).resolve().parents[2]
+    run = load_experiment(root / "experiments" / "configs" / "grpo_group_constant_norm.toml").runs()[0]
+    d = run.to_dict()
+    del d["task"]["long_wrong"], d["task"]["template_in_prompt"], d["task"]["forced_style"]
+    del d["train"]["common_rollouts"]
+    assert run.fingerprint() == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    linked = dataclasses.replace(run, task=dataclasses.replace(run.task, long_wrong=True))
+    common = dataclasses.replace(run, train=dataclasses.replace(run.train, common_rollouts=True))
+    assert len({run.fingerprint(), linked.fingerprint(), common.fingerprint()}) == 3
+    assert linked.sft_key() != run.sft_key() and common.sft_key() == run.sft_key()

@@ -382,6 +382,74 @@ def test_surgical_arm_runs_through_trl_and_cancels(tmp_path, llm_stack_ready, tr
     rows = _rows(out / "llm_pair" / "grpo+surgical" / "seed0")
     res = [r["tax/shared_residual"] for r in rows if r["tax/shared_residual"] is not None]
     assert res and max(res) < 1e-9 and all(r["kl/control_contexts"] is not None for r in rows)
-    (tmp_path / "kl.toml").write_text(three.replace("[train]", "[train]\nkl_target = 0.001"))
-    assert run_llm.main(["--experiment", str(tmp_path / "kl.toml"), "--model_config", "llama-tiny", "--use_cpu",
-                         "true", "--out", str(out), "--max_steps", "2"]) == 2
+
+
+THREE = PAIR.replace('role = "treatment"', 'role = "treatment"\n[[arms]]\nname = "grpo+surgical"\n'
+                                           'objective = "grpo+surgical"\nrole = "surgical"')
+
+
+@pytest.mark.slow
+def test_kl_step_attribution_and_pilot_run_unchanged_through_trl(tmp_path, llm_stack_ready, trl_ready):
+    """Issue 31 on the LLM path at CPU scale: the pilot (exchange.lab.experiment.pilot_runs
+    and freeze_runs), the attribution instrument and the KL-normalised step, the harness's
+    own code, run through TRL on a tiny Llama built from a config. Two optimizer steps per
+    rollout (num_iterations 2), 2 rollouts, pilot seeds 100-101, then the test seed. In
+    float32 (``--bf16 false``): under bf16 accelerate's autocast-wrapped forward rounds the
+    probes and the KL (the path integral then missed the change by up to 2x)."""
+    from exchange.cli import main as cli
+    from exchange.lab.klstep import KL_TOLERANCE
+    from exchange.lab.predictions import read_run
+
+    run_llm = _load_run_llm()
+    toml = THREE.replace("[train]", "[train]\nkl_target = 0.001").replace("epochs = 1", "epochs = 2").replace(
+        "seeds = [0]", "seeds = [0]\npilot_seeds = [100, 101]")
+    (tmp_path / "p.toml").write_text(toml)
+    out = tmp_path / "out"
+    assert run_llm.main(["--experiment", str(tmp_path / "p.toml"), "--model_config", "llama-tiny", "--use_cpu",
+                         "true", "--out", str(out), "--max_steps", "4", "--bf16", "false"]) == 0
+    exp = out / "llm_pair"
+    pilot = json.loads((exp / "pilot.json").read_text())
+    assert set(pilot["pilots"]) == {"P1", "P2", "P3"} and pilot["sensitivity"] is not None
+    assert pilot["zero_spread"] is not None  # the refusal rule reads it
+    for arm in ("grpo", "grpo+surgical", "grpo+group_constant_norm", "grpo+style_bonus"):
+        assert (exp / "pilot" / arm / "seed100" / "done.json").exists()
+    for seed in (100, 101):
+        run = read_run(exp / "pilot" / "grpo" / f"seed{seed}")
+        # the loss TRL stepped on is the objective's: p.grad = -s sum kappa grad l to round-off
+        assert run.series("attr/grad_match").max() < 1e-5
+        # training starts where init.json was measured
+        assert run.rows[0]["attr/drift/style_logp/start"] == pytest.approx(run.init["drift/style_logp"], abs=1e-9)
+        # the path integral reproduces the probe's actual change (the attribution's first validation):
+        # measured: log p(S) within 0.4%, the entropy within 2.5% (the trapezoid rule over the rescale's
+        # long step back; 1e-5 without the KL step; the CPU harness's test: 0.01% and 3%)
+        for probe, rel in (("drift/style_logp", 0.02), ("entropy/fixed_weak_credit", 0.05)):
+            path = run.series(f"attr/{probe}/path").sum()
+            change = run.final(probe) - run.init[probe]
+            assert abs(path - change) <= rel * abs(change) + 1e-6, (probe, path, change)
+        assert len(run.series("attr/drift/style_logp/shared")) == 2  # one sum per rollout
+    for arm in ("grpo", "grpo+surgical", "grpo+group_constant_norm"):
+        run = read_run(exp / arm / "seed0")
+        kls = run.series("kl/rollout_control")
+        # every rollout's change rescaled to the target (klstep.KL_TOLERANCE; measured 0.03%); a rollout
+        # whose groups all have zero reward spread does not move (KL 0, left as it is)
+        assert len(kls) == 2 and all(abs(k / 0.001 - 1) < KL_TOLERANCE for k in kls if k > 0), kls
+        assert any(k > 0 for k in kls)
+        assert len(run.series("kl/control_contexts")) == 2  # the trust-region KL is the rollout's
+    assert cli(["experiment", "report", str(exp)]) == 0
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["pilot"]["seeds"] == [100, 101] and set(summary["kl_matched"]) == {"surgical", "treatment"}
+
+
+@pytest.mark.parametrize("edit, extra, match", [
+    (("[train]", "[train]\ncommon_rollouts = true"), [], "common_rollouts=true: the TRL engine samples"),
+    (("[train]", "[train]\nkl_target = 0.001\nepochs = 2"), ["--save_steps", "3"],
+     "save_steps=3 is not a multiple of the 2 optimizer steps"),
+])
+def test_rollout_options_the_trl_engine_cannot_honour_are_refused(tmp_path, capsys, edit, extra, match,
+                                                                 llm_stack_ready, trl_ready):
+    run_llm = _load_run_llm()
+    (tmp_path / "x.toml").write_text(PAIR.replace("epochs = 1\n", "").replace(*edit))
+    argv = ["--experiment", str(tmp_path / "x.toml"), "--model_config", "llama-tiny", "--use_cpu", "true",
+            "--out", str(tmp_path / "out"), *extra]
+    assert run_llm.main(argv) == 2
+    assert match in capsys.readouterr().err

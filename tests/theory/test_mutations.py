@@ -145,9 +145,28 @@ def m_contradictory(root):
 Proof. intros G L c Hc HL. exfalso. destruct (HL c Hc). lra. Qed.""")
 
 
+def m_contradictory_repinned(root):
+    # The review's case: contradictory hypotheses and a deliberate re-pin of the record
+    # (the statement edited in Spec.v and accepted). The witness applies the theorem,
+    # whose hypotheses can no longer be met: the build fails.
+    from exchange.theory.record import accept_record
+
+    m_contradictory(root)
+    sub(root, SPEC, "  (forall i, (i < G)%nat -> 0 < L i) ->\n  (0 < K G (adv G 1 (ind c))",
+        "  (forall i, (i < G)%nat -> 0 < L i /\\ L i < 0) ->\n  (0 < K G (adv G 1 (ind c))")
+    accept_record(root / "proofs", root / "exchange/theory/registry.py")
+
+
 def m_witness_weakened(root):
-    resub(root, "proofs/theories/Witnesses.v", r"Lemma W_T4_above :.*?\nQed\.",
-          "Lemma W_T4_above : exists G : nat, (1 < G)%nat.\nProof. exists 2%nat. lia. Qed.")
+    resub(root, "proofs/theories/Witnesses.v", r"Lemma W_T4_above_negative :.*?\nQed\.",
+          "Lemma W_T4_above_negative : exists G : nat, (1 < G)%nat.\nProof. exists 2%nat. lia. Qed.")
+
+
+def m_witness_by_computation(root):
+    # The same pinned statement, proved without the theorem.
+    sub(root, "proofs/theories/Witnesses.v",
+        "  apply T4_above_negative; try qcomp. exists 2%nat. split; [lia|reflexivity].\n",
+        "  vm_compute. reflexivity.\n")
 
 
 def _drop_from_registry(root, name, new_name=None):
@@ -242,20 +261,29 @@ def m_clip_widened(root):
 # (mutation, what the output must name); every message line starts with FAILED.
 MUTATIONS = {
     "std_constant": (m_std_constant, ["statement of R_T2_necessity_std differs", "Rstd"]),
-    "gspo_weight_constant": (m_gspo_constant, ["statement of R_M1_gspo differs", "gspo_weight"]),
+    # The witnesses apply their theorems, so a change that breaks one fails the build
+    # at the witness, which names the theorem (W_<theorem>, F_<theorem>).
+    "gspo_weight_constant": (m_gspo_constant, ["theories/RealWitnesses.v at F_R_M1_gspo"]),
     "binary_widened": (m_binary_widened, ["statement of T2_necessity_binary differs", "binary"]),
-    "printing_only_notation": (m_printing_notation, ["statement of T5_constant_normaliser differs"]),
-    "statement_true": (m_statement_true, ["statement of T2_necessity_binary differs"]),
+    "printing_only_notation": (m_printing_notation,
+                               ["theories/Witnesses.v at W_T5_constant_normaliser"]),
+    "statement_true": (m_statement_true, ["theories/Witnesses.v at W_T2_necessity_binary"]),
     "statement_true_repinned": (m_statement_true_repinned,
                                 ["not the reviewed record", "statement T2_necessity_binary changed"]),
-    "extra_hypothesis": (m_extra_hypothesis, ["statement of T5_event_clip differs"]),
-    # The iff witness F_T3_harmonic_mean applies the theorem: it no longer builds.
-    "contradictory_hypotheses": (m_contradictory, ["theories/Witnesses.v at F_T3_harmonic_mean"]),
-    "witness_weakened": (m_witness_weakened, ["non-vacuity witness Exchange.Witnesses.W_T4_above",
-                                              "statement of W_T4_above differs"]),
+    "extra_hypothesis": (m_extra_hypothesis, ["theories/Witnesses.v at W_T5_event_clip"]),
+    # The witness W_T3_harmonic_mean applies the theorem: it no longer builds.
+    "contradictory_hypotheses": (m_contradictory, ["theories/Witnesses.v at W_T3_harmonic_mean"]),
+    "contradictory_hypotheses_repinned": (m_contradictory_repinned,
+                                          ["theories/Witnesses.v at W_T3_harmonic_mean"]),
+    "witness_weakened": (m_witness_weakened,
+                         ["non-vacuity witness Exchange.Witnesses.W_T4_above_negative",
+                          "statement of W_T4_above_negative differs"]),
+    "witness_not_applying_its_theorem": (m_witness_by_computation,
+                                         ["non-vacuity witness Exchange.Witnesses.W_T4_above_negative",
+                                          "does not apply Exchange.Clipping.T4_above_negative"]),
     "theorem_deleted": (m_theorem_deleted, ["T5_truncated_ratio is in the reviewed record but not registered"]),
     "theorem_renamed": (m_theorem_renamed, ["T5_truncated_ratio is in the reviewed record but not registered",
-                                            "T5_truncated_ratio_cispo has no statement"]),
+                                            "T5_truncated_ratio_cispo is registered but has no statement"]),
     "classical_axiom_in_q": (m_classical_in_q, ["Exchange.Cancellation.T1_sufficiency",
                                                 "does not allow", "Classical_Prop.classic"]),
     "axiom_hidden_after_string": (m_string_hidden_axiom, ["axiom Exchange.LengthNorm.hidden",

@@ -11,7 +11,12 @@ import shutil
 from pathlib import Path
 
 from exchange.cli import main
-from exchange.theory.coq import coq_theorem_names, default_proofs_dir, strip_comments
+from exchange.theory.coq import (
+    applies,
+    coq_theorem_names,
+    default_proofs_dir,
+    strip_comments,
+)
 from exchange.theory.record import (
     SPEC_FILE,
     accept_record,
@@ -63,8 +68,10 @@ def test_an_edited_definition_is_a_change_of_the_record(tmp_path):
 def test_a_deleted_or_renamed_theorem_is_visible():
     registry = {k: t for k, t in THEOREMS.items() if k != "T3_one_correct"}
     problems = check_record(default_proofs_dir(), registry)
-    assert problems == [("T3_one_correct is in the reviewed record but not registered: a theorem "
-                         "deleted or renamed (exchange/theory/registry.py)")]
+    # Its witness W_T3_one_correct goes with it (no other theorem shares it).
+    assert problems == [f"{name} is in the reviewed record but not registered: a theorem "
+                        "deleted or renamed (exchange/theory/registry.py)"
+                        for name in ("T3_one_correct", "W_T3_one_correct")]
     renamed = dict(registry, T3_one_correct_renamed=THEOREMS["T3_one_correct"])
     problems = check_record(default_proofs_dir(), renamed)
     assert any("T3_one_correct_renamed is registered but has no statement" in p for p in problems)
@@ -84,7 +91,8 @@ def test_the_record_may_not_require_the_development(tmp_path):
 def test_write_statements_shows_the_diff_and_records_only_with_accept(tmp_path, capsys):
     dev = _copy(tmp_path)
     spec = dev / SPEC_FILE
-    spec.write_text(spec.read_text().replace("Definition W_M1_two_responses : Prop := exists a : Q, ~ a == 0.",
+    spec.write_text(spec.read_text().replace(
+        "Definition W_M1_two_responses : Prop := K 2 (pair 1 (- 1)) (pair 2 2) == 0.",
                                              "Definition W_M1_two_responses : Prop := True.", 1))
     registry = tmp_path / "registry.py"
     shutil.copy(Path(__import__("exchange.theory.registry", fromlist=["x"]).__file__), registry)
@@ -138,10 +146,9 @@ def test_no_hypotheses_claim_matches_the_record():
     statements = record_statements(default_proofs_dir())
     for key in NO_HYPOTHESES:
         assert "->" not in _top_level_arrows(statements[key]), (key, statements[key])
-    # The check can fail: every theorem with a witness has a top-level hypothesis.
-    for key, thm in THEOREMS.items():
-        if thm.witness:
-            assert "->" in _top_level_arrows(statements[key]), key
+    # The check can fail: every theorem outside it has a top-level hypothesis.
+    for key in set(THEOREMS) - NO_HYPOTHESES:
+        assert "->" in _top_level_arrows(statements[key]), key
 
 
 def test_comments_and_strings_are_stripped_like_coq_does():
@@ -154,8 +161,13 @@ def test_comments_and_strings_are_stripped_like_coq_does():
 def test_every_theorem_has_a_witness_or_no_hypotheses():
     declared = coq_theorem_names()
     for key, thm in THEOREMS.items():
-        assert bool(thm.witness) != (key in NO_HYPOTHESES), key
+        # A theorem with hypotheses has a witness; one without may too only if it is
+        # an iff (its W_ applies the right-to-left direction).
+        assert bool(thm.witness) or key in NO_HYPOTHESES, key
+        if thm.witness and key in NO_HYPOTHESES:
+            assert thm.false_witness, key
         if thm.witness:
+            assert thm.witness == f"W_{key}", key
             assert thm.witness_name in declared, thm.witness_name
 
 
@@ -174,22 +186,25 @@ def _concludes_with_an_iff(statement: str) -> bool:
     return "<->" in _top_level_arrows("x := " + conclusion)
 
 
-# Iff theorems over R without such a witness yet (docs/proofs.md says so).
-IFF_WITHOUT_FALSE_SIDES = {"R_T3_harmonic_mean", "R_M1_gspo", "R_M1_gspo_equal_lengths"}
+# Iff theorems without such a witness (none now; a new one must say why in docs/proofs.md).
+IFF_WITHOUT_FALSE_SIDES: set[str] = set()
 
 
 def test_every_iff_theorem_has_an_input_where_both_sides_are_false():
     statements = record_statements(default_proofs_dir())
     iffs = {k for k in THEOREMS if _concludes_with_an_iff(statements[k])}
-    assert iffs >= {"T2_characterisation", "T3_sign", "M1_two_responses"}, iffs
+    assert iffs >= {"T2_characterisation", "T3_sign", "M1_two_responses", "E_product_form",
+                    "R_T3_harmonic_mean", "R_M1_gspo"}, iffs
     with_witness = {k for k, t in THEOREMS.items() if t.false_witness}
     assert with_witness == iffs - IFF_WITHOUT_FALSE_SIDES
     declared = coq_theorem_names()
     for key in with_witness:
         name = THEOREMS[key].false_witness
         assert THEOREMS[key].false_witness_name in declared
-        # Both sides negated: "~ (...) /\ ~ (...)".
-        assert re.fullmatch(r"Definition \S+ : Prop := ~ .* /\\ ~ .*", statements[name]), name
+        # Both sides negated: "~ (...) /\ ~ (...)", possibly under "exists x : T," (the
+        # arguments chosen by the proof, as F_R_M1_gspo_equal_lengths does).
+        assert re.fullmatch(r"Definition \S+ : Prop := (exists \w+ : \w+,\s*)?~ .* /\\ ~ .*",
+                            statements[name], re.DOTALL), name
 
 
 def test_an_orphaned_or_dangling_link_is_reported(monkeypatch):
@@ -201,3 +216,15 @@ def test_an_orphaned_or_dangling_link_is_reported(monkeypatch):
         "exchange/core/vocabulary.py links M6_gone, which is not registered",
         ("M6_does_not_vanish is registered but backs no property or mechanism "
          "(exchange/core/vocabulary.py)")]
+
+
+def test_a_witness_must_apply_its_theorem():
+    # What coqc prints for a witness's proof term: the theorem by a suffix of its name.
+    thm = "Exchange.Cancellation.T1_sufficiency"
+    assert applies(thm, "W = Exchange.Cancellation.T1_sufficiency 3 cor33_A ...")
+    assert applies(thm, "W = Cancellation.T1_sufficiency 3 cor33_A")
+    assert applies(thm, "W = (T1_sufficiency 3 cor33_A)")
+    # A proof by computation, or one naming another theorem, does not apply it.
+    assert not applies(thm, "W = eq_refl : K 3 cor33_A (fun _ => 2) == 0")
+    assert not applies(thm, "W = Exchange.Cancellation.T1_sufficiency_exchangeable 3")
+    assert not applies(thm, "W = Exchange.Real.R_T1_sufficiency 2")

@@ -37,6 +37,7 @@ __all__ = [
     "hook_loss",
     "hook_scoring",
     "log_metric",
+    "micro_step",
     "pad_token_id",
     "replace_forward",
     "require_contacts",
@@ -171,6 +172,12 @@ def group_batching(trainer, shuffle: Callable[[dict], dict]) -> None:
 def log_metric(trainer, mode: str, key: str, value: float) -> None:
     """Append ``value`` to TRL's metrics of ``mode`` (logged and averaged by TRL's ``log``)."""
     trainer._metrics[mode][key].append(value)
+
+
+def micro_step(trainer) -> int:
+    """TRL's count of micro-batches so far (``GRPOTrainer._step``): it decides when the
+    trainer generates anew (every ``steps_per_generation`` of them)."""
+    return int(trainer._step)
 
 
 def applied_entropy_coef(trainer) -> float:
