@@ -124,6 +124,7 @@ def test_real_size_batch():
     assert all(g.shared_events == 64 for g in found.groups)
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 @pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
 def test_batch_round_trip_and_cli(tmp_path, suffix):
     pytest.importorskip("safetensors") if suffix == ".safetensors" else None
@@ -142,6 +143,7 @@ def test_batch_round_trip_and_cli(tmp_path, suffix):
     assert out.returncode == 0 and "shared events cancel" in out.stdout, out.stderr
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_bad_batch_file(tmp_path):
     torch.save({"tokens": torch.zeros(2, 2)}, tmp_path / "b.pt")
     out = subprocess.run([sys.executable, "-m", "exchange", "inspect", str(tmp_path / "b.pt"), "grpo"],

@@ -210,6 +210,7 @@ def test_kind6_response_level_weight_is_m3_not_m2():
         assert rep.mechanisms_in(regime) == ["M3"], rep
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_kind7_clip_cov_names_the_selection_and_the_pruning():
     rep = exchange.check(exchange.objectives.get("clip_cov").bind(), max_examples=5, seed=0)
     for regime in ("on_policy", "off_policy"):

@@ -162,6 +162,7 @@ def test_module_entry_point_has_no_traceback():
         (["derive", "grpo", "--G", "2", "--json"], ["derive", "grpo", "--group-size", "2", "--json"]),
     ],
 )
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_old_spellings_still_work_and_say_what_replaces_them(capsys, old, new):
     """One CLI vocabulary (TARGET, --json, -G/--group-size); the old spellings keep working
     for one release with a deprecation line on stderr, and give the same output."""

@@ -42,6 +42,7 @@ except SystemExit:
         "from exchange.audit import audit\nassert audit(None, families=False, variants=False, jobs=2) == []",
     ],
 )
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_the_audit_parent_process_does_not_import_torch(body):
     """Each worker pays its own torch import; the parent must not add one before the
     workers start (or after they finish, to render the rows). Hypothesis comes with

@@ -45,6 +45,7 @@ def test_a_loss_that_mutates_the_rollout_does_not_leak():
     assert bool((r.old_logprobs != 0).any())
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_overflow_is_named(tmp_path):
     from exchange import check
 

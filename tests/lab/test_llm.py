@@ -198,6 +198,7 @@ def _rows(d):
     return [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_run_llm_both_arms_through_trl_parser_and_report(tmp_path, llm_stack_ready, trl_ready):
     """Both arms of a paired TOML through TrlParser (a YAML recipe with script and
     GRPOConfig keys, CLI overrides), on a tiny Llama built in code and warm-started by
@@ -244,6 +245,7 @@ def test_run_llm_both_arms_through_trl_parser_and_report(tmp_path, llm_stack_rea
     assert "dose" in summary and summary["kl"]["baseline"] is not None  # control-context KL measured through TRL
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_run_llm_resumes_from_trl_checkpoint_without_duplicate_steps(tmp_path, llm_stack_ready, trl_ready):
     """2 steps, a torn extra row (a kill between logging and checkpointing), then
     max_steps 4: the run resumes from checkpoint-2 and logs steps 0..3 exactly once."""

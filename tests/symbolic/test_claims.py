@@ -64,6 +64,7 @@ def test_t1_over_the_catalog():
     assert any("dr_grpo" == name and "always" in text for name, text in result.evidence)
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_t5_restoration_of_every_listed_variant():
     (result,) = check_claims("t5")
     assert result.verdict == "confirmed", result.render()

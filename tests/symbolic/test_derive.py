@@ -122,6 +122,7 @@ def _on_policy_by_state(d):
     return {v.entropy_state: v for v in d.regions if v.regime is Regime.ON_POLICY}
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_hapo_batch_z_leaves_alpha_z_times_the_sign_imbalance():
     # THEORY.md section 6: K_e = alpha z (n_pos - n_neg) / N while the z-clip is slack, and
     # the clip, once it binds for every response, makes the shift -+|A_i|/phi: zero-sum.

@@ -43,6 +43,7 @@ def _only(objective: str, label: str = ""):
     return [c for c in link.cases() if c.objective == objective and label in c.label]
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_the_package_computes_what_the_theorems_define(built):
     assert link.link_problems(default_proofs_dir(), built, cache=False) == []
 

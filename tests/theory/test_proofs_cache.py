@@ -67,6 +67,7 @@ def test_a_hit_gives_the_same_statuses_without_asking_coqc(coqc, tmp_path, coq_r
     assert _check(dev, cache=False) == first and len(coq_runs) == 2
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 @pytest.mark.coq
 def test_a_changed_v_file_is_seen(coqc, tmp_path, coq_runs):
     dev = _dev(tmp_path, A=A, B=B, C=C)

@@ -136,6 +136,7 @@ def test_run_llm_keys_are_run_llms_own_options():
     assert set(RUN_LLM_KEYS) == {f.name for f in dataclasses.fields(module.LLMArguments)}
 
 
+@pytest.mark.slow  # ~2-5 s: the fast tier stays under 3 minutes
 def test_bnpo_with_gradient_accumulation_is_audited_per_micro_batch(tmp_path):
     """TRL splits a generation batch into steps_per_generation (= gradient_accumulation_steps)
     micro-batches of shuffled rows and bnpo divides each by its own token count: identical
