@@ -101,6 +101,7 @@ def _library_rows() -> list[str]:
     return [row.name for row in libraries.library_rows()]
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 @pytest.mark.parametrize("row", _library_rows())
 def test_batched_coefficients_equal_plain_autograd_on_library_rows(row):
     """TRL, verl and OpenRLHF code under vmap (or its loop fallback) gives the plain
@@ -230,6 +231,7 @@ def test_the_greedy_shrinker_simplifies_the_mutation_of_an_exchangeability_break
 # the process (Hypothesis seeds its draws with constants from the loaded modules; under
 # pytest its 10 draws miss the break that `exchange audit` finds). The bulk path finds
 # it in both, as docs/audit.md records (tests/test_audit.py checks every row).
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 @pytest.mark.parametrize("objective", ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "kl_cov", "remax"])
 def test_verdicts_agree_with_the_per_example_path(objective):
     fn = get(objective).bind()

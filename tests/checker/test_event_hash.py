@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ def _batch(rows):
     return tokens, torch.tensor([g for g, _ in rows]), mask
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 @given(rows_st, st.integers(-(2**62), 2**62), st.integers(1, 12))
 @settings(max_examples=200)
 def test_the_parallel_prefix_hash_and_pick_are_the_plain_loop(rows, seed, size):

@@ -9,6 +9,7 @@ from exchange.checker.cases import common_prefix
 from exchange.checker.mutations import Mutation
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_reaches_the_documented_bounds():
     assert len(find(xst.group_configs(), lambda g: len(g.responses) == 16).responses) == 16
     assert find(xst.group_configs(), lambda g: max(map(len, g.responses)) == 32)

@@ -144,6 +144,7 @@ def test_argparse_usage_errors_exit_2(argv, capsys):
     assert exc.value.code == 2
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_module_entry_point_has_no_traceback():
     proc = subprocess.run(
         [sys.executable, "-m", "exchange", "check", "no_such_objective"], capture_output=True, text=True

@@ -295,6 +295,7 @@ def _save(model, tokenizer, path):
     return str(path)
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_run_llm_local_model_folder_and_text_mode(tmp_path, capsys, llm_stack_ready, trl_ready):
     """``--model PATH``: a folder with the task tokenizer trains on the synthetic task; one
     with another tokenizer is refused with the fix; with ``--data`` (text mode) it trains

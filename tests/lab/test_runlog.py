@@ -36,6 +36,7 @@ def test_lock_refuses_a_second_holder_and_is_released(tmp_path):
         pass
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_lock_held_by_another_process_refuses_and_dies_with_it(tmp_path):
     code = (f"import time; from exchange.lab.runlog import RunLock\n"
             f"with RunLock({str(tmp_path)!r}):\n    print('locked', flush=True); time.sleep(60)\n")

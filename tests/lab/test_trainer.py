@@ -102,6 +102,7 @@ def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
         assert got == want  # step for step, every metric, bit for bit
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_experiment_report_end_to_end(tmp_path):
     from exchange.lab.experiment_report import BEGIN, CLAIMS_BEGIN, END, report_experiments
     from exchange.lab.predictions import PREDICTIONS

@@ -138,6 +138,7 @@ def test_hapo_batch_z_leaves_alpha_z_times_the_sign_imbalance():
     assert derive("hapo", 2, z_scope="batch").on_policy.vanishes == "always"  # n_pos = n_neg
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_hapo_response_z_differs_between_copies():
     d = derive("hapo", 3)
     g = d.group
@@ -171,6 +172,7 @@ def test_sapo_variants_restore_what_their_transformation_targets():
     assert off.vanishes == "iff" and {str(c[0]) for c in off.conditions} == {"Eq(rho, 1)", "Eq(tau_neg, tau_pos)"}
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_cli_derives_the_new_specs(capsys):
     assert main(["derive", "dcpo", "-G", "2"]) == 0
     out = capsys.readouterr().out

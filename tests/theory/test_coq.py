@@ -101,6 +101,7 @@ def test_axiom_and_admitted_fail_the_allow_list(coqc, tmp_path):
     assert len(forbidden_commands(dev)) == 2  # Axiom, Admitted
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_an_unused_axiom_hidden_after_a_string_is_caught(coqc, tmp_path):
     # The issue-33 hiding place: "(*" inside a string fooled the old comment stripper.
     dev = _cheating_dev(tmp_path, 'From Coq Require Import String.\n'
@@ -114,6 +115,7 @@ def test_an_unused_axiom_hidden_after_a_string_is_caught(coqc, tmp_path):
         "Parameter or Admitted proof): none is allowed"]
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_logical_flags_in_coqproject_are_reported_and_rebuild(coqc, tmp_path):
     dev = _cheating_dev(tmp_path, "Lemma honest : 1 = 1.\nProof. reflexivity. Qed.\n")
     assert compile_proofs(dev, theorems={"honest": _thm("honest")}, pin=False)[0].ok

@@ -57,6 +57,7 @@ def coq_runs(monkeypatch):
     return runs
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 @pytest.mark.coq
 def test_a_hit_gives_the_same_statuses_without_asking_coqc(coqc, tmp_path, coq_runs):
     dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
@@ -86,6 +87,7 @@ def test_a_changed_v_file_is_seen(coqc, tmp_path, coq_runs):
     assert all(s.status == CHECKED for s in _check(dev).values()) and len(coq_runs) == runs
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 @pytest.mark.coq
 def test_untouched_modules_are_not_asked_again(coqc, tmp_path, coq_runs):
     dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
@@ -110,6 +112,7 @@ def test_cache_false_neither_reads_nor_writes(coqc, tmp_path):
     assert _check(dev, cache=False) == fresh
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 @pytest.mark.coq
 def test_nothing_is_stored_when_a_file_changes_under_the_check(coqc, tmp_path, monkeypatch):
     dev = _dev(tmp_path, A=A, B=B, C=C)

@@ -127,6 +127,7 @@ def test_leave_one_out_is_rloo():
     torch.testing.assert_close(adv, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 def test_declares_float32_advantages():
     """AReaL's Normalization returns float32: the adapter says so, and the group-normalised
     GRPO loss holds (Z) up to float32 round-off instead of failing at float64 tolerance."""

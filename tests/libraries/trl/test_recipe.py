@@ -29,6 +29,7 @@ def _verdicts(report) -> dict:
     return {f"{name}/{regime}": r.holds for (name, regime), r in report.results.items()}
 
 
+@pytest.mark.slow  # ~1-3 s: the fast tier stays under 3 minutes
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_trl_config_gives_the_verdicts_of_the_library_target(tmp_path, recipe):
     from exchange.checker import check
