@@ -89,23 +89,20 @@ def main() -> None:
     by_part = collections.defaultdict(collections.Counter)
     by_kind = collections.defaultdict(collections.Counter)
     bad = []
+    def tally(c, what: str, ok: bool) -> None:
+        (cells if what == "cell" else mech)[ok] += 1
+        for kind in KINDS:
+            by_part[f"{kind}={getattr(c, kind)}"][what, ok] += 1
+        for k, pred in KINDS_OF_FAILURE.items():
+            if pred(c):
+                by_kind[k][what, ok] += 1
+
     for i, c in enumerate(comps):
         for regime, r in results[i].items():
             for p in PROPERTIES:
-                ok = (p in r["expected_breaks"]) == (p in r["got_breaks"])
-                cells[ok] += 1
-                for kind in KINDS:
-                    by_part[f"{kind}={getattr(c, kind)}"]["cell", ok] += 1
-                for k, pred in KINDS_OF_FAILURE.items():
-                    if pred(c):
-                        by_kind[k]["cell", ok] += 1
+                tally(c, "cell", (p in r["expected_breaks"]) == (p in r["got_breaks"]))
             ok_m = r["expected_mechanisms"] == r["got_mechanisms"]
-            mech[ok_m] += 1
-            for kind in KINDS:
-                by_part[f"{kind}={getattr(c, kind)}"]["mech", ok_m] += 1
-            for k, pred in KINDS_OF_FAILURE.items():
-                if pred(c):
-                    by_kind[k]["mech", ok_m] += 1
+            tally(c, "mech", ok_m)
             if not ok_m or r["expected_breaks"] != r["got_breaks"]:
                 bad.append((c.name, regime, r))
 

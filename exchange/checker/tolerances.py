@@ -21,7 +21,7 @@ from __future__ import annotations
 
 __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
-    "PRECISIONS", "PRECISION_RTOL", "MIN_INFORMATIVE_SHARE", "SIGNATURE_RTOL", "MAX_MISMATCHES", "at_precision",
+    "PRECISIONS", "PRECISION_RTOL", "PATTERN_RTOL", "FEATURE_RTOL", "MIN_INFORMATIVE_SHARE", "SIGNATURE_RTOL", "MAX_MISMATCHES", "at_precision",
 ]
 
 RTOL_CANCEL = 1e-8
@@ -44,6 +44,15 @@ def at_precision(tolerance: float, precision: str, exact: bool = False) -> float
     are all exactly 0, so products with them are exact zeros): round-off cannot account
     for a residual there, and the float64 tolerance applies."""
     return tolerance if tolerance == 0 or exact else max(tolerance, PRECISION_RTOL[precision])
+
+# Two coefficient patterns count as different (a rank, a profile that varies, a level
+# that moves the tied coefficients) when the difference exceeds this share of the
+# larger: ten times bf16's resolution (THEORY.md section 4, precision rule), far below
+# the O(0.1-1) ratios of the parts the tied-group probes separate.
+PATTERN_RTOL = 0.05
+# The features probe's 2x2 determinant, relative, must exceed ten times the resolution
+# of the precision the loss runs in.
+FEATURE_RTOL = {"float64": 1e-6, "float32": 1e-4, "bf16": 0.05}
 
 # A probe's attribution signature (a common rescaling, a common shift, an affine column)
 # must fit to this relative precision.

@@ -26,7 +26,7 @@ from exchange.checker.properties.residuals import (as_residual, cancellation, ca
                                                    direction_spread, fmt, tied_groups)
 from exchange.checker.properties import shared_cancellation
 from exchange.checker.properties.shared_cancellation import any_groups
-from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION, TINY
+from exchange.checker.tolerances import FEATURE_RTOL, MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION, TINY
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -118,8 +118,6 @@ FEATURES_PROBE = "equal_rewards_different_features"
 # Two responses X and Y after a shared prefix (1, 2): X is short and holds token 3, Y is
 # long (it reaches the probe's length limit), its tokens (so its log-prob sums) differ.
 _X, _Y = (1, 2, 3), (1, 2, 0, 1, 1, 2, 2)
-# The pattern must exceed ten times the precision's resolution (THEORY.md section 4).
-_FEATURE_RTOL = {"float64": 1e-6, "float32": 1e-4, "bf16": 0.05}
 
 
 def _feature_det(engine: Engine, probe: Probe, order: tuple[int, ...]) -> tuple[float, float, Rollout, torch.Tensor]:
@@ -149,7 +147,7 @@ def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
     determinant must be the same in three row orders (a normaliser that depends on the
     row order, such as a token count per micro-batch, would make one of its own)."""
     result = ProbeResult(probe)
-    tol = _FEATURE_RTOL[getattr(engine, "precision", "float64")]
+    tol = FEATURE_RTOL[getattr(engine, "precision", "float64")]
     # without the length limit first (a mask after centring would drop Y), then with it
     # (a reward set to 0 on truncated responses needs one)
     for case_probe in (replace(probe, case=replace(probe.case, length_limit=None)), probe):

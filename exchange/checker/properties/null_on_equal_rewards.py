@@ -16,10 +16,11 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
-from exchange.checker.properties.residuals import as_residual, fmt, per_event, reference_rewards, tied_groups
-from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN
+from exchange.checker.properties.residuals import as_residual, fmt, per_event, tied_groups, with_reference_rewards
+from exchange.checker.tolerances import MAX_MISMATCHES, PATTERN_RTOL, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
+from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
 
 NAME = "null_on_equal_rewards"
@@ -95,10 +96,16 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
 # (so different log-prob sums) after the prefix.
 _FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2))
 _PREFIX = 3
-# Two patterns count as different when the smaller singular value, or the spread of the
-# event profile, exceeds this share of the larger: ten times bf16's resolution (THEORY.md
-# section 4, precision rule), far below the O(0.1-1) ratios of the parts it separates.
-_PATTERN_RTOL = 0.05
+
+
+def _at_zero_rewards(engine: Engine, case: Case, responses: tuple) -> tuple[Rollout, torch.Tensor, torch.Tensor]:
+    """``case`` with these groups of ``responses``, every reward 0 (every centred
+    advantage an exact 0): ``(rollout, kappa [N, T], kappa at reference rewards [N, T])``,
+    the latter setting the magnitudes round-off is judged against."""
+    groups = tuple(GroupConfig(tuple(rs), (0.0,) * len(rs)) for rs in responses)
+    rollout = build(replace(case, groups=groups))
+    kappa, ref = engine([rollout, with_reference_rewards(rollout)])
+    return rollout, kappa, ref
 
 
 def _tied_features(engine: Engine, probe: Probe) -> set[str]:
@@ -116,24 +123,21 @@ def _tied_features(engine: Engine, probe: Probe) -> set[str]:
     mixed rewards are round-off and count as 0. Off-policy, a surrogate's ``g(rho_e)``
     would multiply ``a_i`` by a profile of its own: the terms that vanish on-policy are
     left to :func:`_additive_on_identical`."""
-    groups = (GroupConfig(_FEATURE_GROUP, (0.0,) * len(_FEATURE_GROUP)),
-              *(GroupConfig(g.responses, (0.0,) * len(g.responses)) for g in probe.case.groups[1:]))
-    rollout = build(replace(probe.case, groups=groups, off_policy=False, ratio=()))
-    mixed = rollout.with_fields({"rewards": reference_rewards(rollout.rewards[None], rollout)[0]})
-    kappa, ref = engine([rollout, mixed])
+    rollout, kappa, ref = _at_zero_rewards(
+        engine, replace(probe.case, off_policy=False, ratio=()), (_FEATURE_GROUP, *(g.responses for g in probe.case.groups[1:])))
     rows = (rollout.group_index == 0).nonzero().flatten()
     m = kappa[rows, :_PREFIX]
     scale = max(float(m.abs().max()), float(ref[rows, :_PREFIX].abs().max()))
     if not bool(torch.isfinite(m).all()) or float(m.abs().max()) <= ZERO_COLUMN * max(scale, TINY):
         return set()
     u_, s, vh = torch.linalg.svd(m)
-    if float(s[1]) > _PATTERN_RTOL * float(s[0]):
+    if float(s[1]) > PATTERN_RTOL * float(s[0]):
         return {"M6", "M7"}
     v = vh[0]
-    if float(v.max() - v.min()) > _PATTERN_RTOL * float(v.abs().max()):
+    if float(v.max() - v.min()) > PATTERN_RTOL * float(v.abs().max()):
         return {"M6"}
     u = u_[:, 0] * s[0] * v.mean()  # the responses' values, sign restored
-    floor = _PATTERN_RTOL * float(u.abs().max())
+    floor = PATTERN_RTOL * float(u.abs().max())
     return {"M7"} if float(u.max()) > floor and float(u.min()) < -floor else {"?"}
 
 
@@ -144,10 +148,7 @@ def _additive_on_identical(engine: Engine, probe: Probe) -> bool:
     and every centre (the group's, the batch's, a greedy one) the same value: every
     advantage is an exact 0 and what is left is an additive event term (M6)."""
     first = probe.case.groups[0].responses[0]
-    groups = tuple(GroupConfig((first,) * len(g.responses), (0.0,) * len(g.responses)) for g in probe.case.groups)
-    rollout = build(replace(probe.case, groups=groups))
-    mixed = rollout.with_fields({"rewards": reference_rewards(rollout.rewards[None], rollout)[0]})
-    kappa, ref = engine([rollout, mixed])
+    rollout, kappa, ref = _at_zero_rewards(engine, probe.case, tuple((first,) * len(g.responses) for g in probe.case.groups))
     evs = events(rollout)
     K, mass, _ = (x[0] for x in per_event(kappa[None], evs, ref[None]))
     mine = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
@@ -177,7 +178,7 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     # level (O(0.1-1) here); the level also changes how shaped rewards round, by up to
     # u max|R| / std (1e-5 in float32 for a shaping with spread 0.07): the pattern
     # threshold separates them at every precision
-    if float((moved - kappa)[tied_rows].abs().max()) > _PATTERN_RTOL * scale:
+    if float((moved - kappa)[tied_rows].abs().max()) > PATTERN_RTOL * scale:
         # a centre that is not the group's own leaves the tied group's shared events
         # uncancelled; a shaping that moves with the level (a reward set to 0) cancels
         Km, massm, _ = (x[0] for x in per_event(moved[None], evs))

@@ -14,7 +14,7 @@ from exchange.core.events import Events
 from exchange.core.rollout import Rollout
 
 __all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
-           "event_label", "fmt", "reference_rewards", "conditioning"]
+           "event_label", "fmt", "reference_rewards", "with_reference_rewards", "conditioning"]
 
 
 def as_residual(x: Tensor) -> Tensor:
@@ -57,6 +57,11 @@ def reference_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:
         first[i] = not bool(seen[gi[i]])
         seen[gi[i]] = True
     return rewards + first.to(rewards.dtype)[None]
+
+
+def with_reference_rewards(rollout: Rollout) -> Rollout:
+    """``rollout`` at :func:`reference_rewards` (every group mixed)."""
+    return rollout.with_fields({"rewards": reference_rewards(rollout.rewards[None], rollout)[0]})
 
 
 def cancellation(kappa: Tensor, ev: Events, which: Tensor, reference: Tensor | None = None) -> Tensor:

@@ -11,7 +11,8 @@ from exchange.checker.cases import build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
-from exchange.checker.properties.residuals import cancellation, cancellation_mismatches, reference_rewards, tied_groups
+from exchange.checker.properties.residuals import (cancellation, cancellation_mismatches, reference_rewards, tied_groups,
+                                                      with_reference_rewards)
 from exchange.checker.tolerances import RTOL_CANCEL
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
@@ -45,7 +46,7 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     informative = bool((ev.shared & ~tied[ev.group]).any())
     res = float(cancellation(kappa[None], ev, ev.shared)[0])
     if res > RTOL_CANCEL:  # judged again against the magnitudes of mixed rewards (round-off per event)
-        (ref,) = engine([rollout.with_fields({"rewards": reference_rewards(rollout.rewards[None], rollout)[0]})])
+        (ref,) = engine([with_reference_rewards(rollout)])
         res = float(cancellation(kappa[None], ev, ev.shared, ref[None])[0])
     return Evaluation(res, informative, rollout, kappa, cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL))
 
