@@ -16,7 +16,7 @@ from exchange.errors import InvalidArgument
 
 __all__ = ["Mutation", "MUTATION_KINDS"]
 
-MUTATION_KINDS = ("length", "tokens", "entropy", "ratio", "shared_ratio")
+MUTATION_KINDS = ("length", "tokens", "entropy", "ratio", "shared_ratio", "shared_ratios")
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,9 @@ class Mutation:
     - ``length``: new length (>= the shared prefix), truncating or extending the suffix;
     - ``tokens``: redraw the suffix tokens (``value`` seeds them), same length;
     - ``entropy`` / ``ratio``: set every suffix event's entropy / ratio to ``value``;
-    - ``shared_ratio``: set the ratio of the shared event at ``position`` to ``value``.
+    - ``shared_ratio``: set the ratio of the shared event at ``position`` to ``value``;
+    - ``shared_ratios``: set the ratio of every shared event of the group to ``value`` (a
+      sequence-level weight then moves as far as a token-level one; the probes use it).
     """
 
     kind: str
@@ -62,4 +64,6 @@ class Mutation:
         shared = case.shared_keys(self.group)
         if not shared:
             return case
+        if self.kind == "shared_ratios":
+            return case.with_ratio(shared, float(self.value))
         return case.with_ratio([shared[min(self.position, len(shared) - 1)]], float(self.value))

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from exchange.checker.properties import PROBES, PROPERTIES, ProbeResult
+from exchange.checker.properties.residuals import second_rewards
 from exchange.core.coefficients import Engine
 from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import Regime
@@ -20,8 +21,15 @@ __all__ = ["PROBES", "RewardDependent", "run_probes"]
 
 class RewardDependent:
     """An engine for the part of the coefficients that moves with the rewards:
-    ``kappa(R) - kappa(R = 0)`` per rollout (with every advantage 0, only what does not
-    scale with it is left: an additive event term, M6)."""
+    ``kappa(R) - kappa(R')`` per rollout, ``R'`` =
+    :func:`~exchange.checker.properties.residuals.second_rewards` ``(R)``, a second
+    reward vector with the same signs of centred advantages (THEORY.md section 2: the reward-dependent part of
+    ``K_e``). An additive event term (M6) and any shift of the advantages that does not
+    depend on the rewards cancel in the difference, and every group stays mixed, so a
+    filter that drops tied groups keeps the same groups in both; what is left is
+    ``w_i (A_i(R) - A_i(R'))`` times the surrogate's factor, which the probes' patterns
+    read without the additive term hiding them (THEORY.md section 4: name every mechanism
+    present)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -29,10 +37,14 @@ class RewardDependent:
         self.precision = engine.precision
 
     def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
-        tied = [r.with_fields({"rewards": torch.zeros_like(r.rewards)}) for r in rollouts]
-        kappas = self.engine(list(rollouts) + tied)
+        return self.with_raw(rollouts)[1]
+
+    def with_raw(self, rollouts: list[Rollout]) -> tuple[list[Tensor], list[Tensor]]:
+        """``(kappa(R) per rollout, the reward-dependent part per rollout)``."""
+        other = [r.with_fields({"rewards": second_rewards(r.rewards, r)}) for r in rollouts]
+        kappas = self.engine(list(rollouts) + other)
         n = len(rollouts)
-        return [a - b for a, b in zip(kappas[:n], kappas[n:])]
+        return kappas[:n], [a - b for a, b in zip(kappas[:n], kappas[n:])]
 
 
 def run_probes(engine: Engine, regime: str) -> list[ProbeResult]:

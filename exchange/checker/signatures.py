@@ -12,14 +12,10 @@ from dataclasses import replace
 import torch
 
 from exchange.checker.cases import GroupConfig, build, common_prefix
-from exchange.checker.tolerances import SIGNATURE_RTOL, TINY, ZERO_COLUMN
+from exchange.checker.tolerances import TINY, ZERO_COLUMN, pattern_tol
 from exchange.core.coefficients import Engine
 
-__all__ = ["affine_in_rewards", "per_response_rescaling", "common_shift", "dropped_response"]
-
-# Four distinct rewards, two of each sign, so that advantages have both signs whether
-# the loss centres them (0.625, -1.375, -0.875, 1.625) or not (a greedy or raw baseline).
-_SIGN_SPLIT_REWARDS = (1.0, -1.0, -0.5, 2.0)
+__all__ = ["affine_in_rewards", "per_response_rescaling", "sign_split", "dropped_response"]
 
 
 def affine_in_rewards(engine: Engine, probe, ev) -> str:
@@ -31,12 +27,13 @@ def affine_in_rewards(engine: Engine, probe, ev) -> str:
     rewards = rollout.rewards[rows]
     if p == 0:
         return ""
+    tol = pattern_tol(engine.precision)
     for t in range(p):
         col = kappa[rows, t]
         scale = float(col.abs().max()) + TINY
         for r in rewards.unique():
             same = col[rewards == r]
-            if float(same.max() - same.min()) > SIGNATURE_RTOL * scale:
+            if float(same.max() - same.min()) > tol * scale:
                 return ""
     return probe.mechanism
 
@@ -72,62 +69,71 @@ def per_response_rescaling(engine: Engine, probe, ev) -> str:
     q = alpha_v / torch.where(ok, alpha, torch.ones_like(alpha))
     others = [float(q[i]) for i in range(len(q)) if i != mutated and bool(ok[i])]
     ref = others[0]
-    same = all(abs(x - ref) <= SIGNATURE_RTOL * abs(ref) for x in others)
-    return probe.mechanism if same and abs(float(q[mutated]) - ref) > SIGNATURE_RTOL * abs(ref) else ""
+    tol = pattern_tol(engine.precision)
+    same = all(abs(x - ref) <= tol * abs(ref) for x in others)
+    return probe.mechanism if same and abs(float(q[mutated]) - ref) > tol * abs(ref) else ""
 
 
-# The same order of advantages on another scale: what a selection by the advantage picks
-# stays picked, a term proportional to the advantage changes and an additive one does not.
-_SIGN_SPLIT_REWARDS_RESCALED = (1.0, -1.0, -0.5, 3.0)
+# Two reward vectors with the same signs, whether the loss centres them (mean 1 and 1.375)
+# or not (a greedy or raw baseline): 4 and 6 above every centre, -4 and -2 below, far from
+# it next to any shaping of the responses (all of the same length here). Every reward
+# moves, and not by an affine map (5 = 1.25 * 4 but 8 != 1.25 * 6), so every advantage
+# moves whatever the estimator, a std-scaled one included.
+_SPLIT_REWARDS = ((4.0, -4.0, -2.0, 6.0), (5.0, -5.0, -2.5, 8.0))
 
 
-def _moved_column(engine: Engine, probe, rewards) -> tuple[torch.Tensor, torch.Tensor]:
-    """The moved shared event's coefficients ``[G]`` before and after the probe's
-    mutation, on a one-group case with ``rewards``."""
+def _moved_columns(engine: Engine, probe, rewards: tuple) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """For each reward vector of ``rewards``: the moved shared event's coefficients
+    ``[G]`` before and after the probe's mutation, on the probe's one group, on-policy
+    before the mutation (one engine call for all)."""
     grp = probe.case.groups[0]
-    case = replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, rewards),))
-    variant_case = probe.mutation.apply(case)
-    t = max(len(r) for c in (case, variant_case) for g in c.groups for r in g.responses)
-    base, variant = build(replace(case, pad_to=t)), build(replace(variant_case, pad_to=t))
-    kappa, kappa_v = engine([base, variant])
-    t = min(probe.mutation.position, len(case.shared_keys(0)) - 1)
-    return kappa[:, t], kappa_v[:, t]
+    cases = []
+    for r in rewards:
+        case = replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),))
+        cases += [case, probe.mutation.apply(case)]
+    t = max(len(r) for c in cases for g in c.groups for r in g.responses)
+    kappas = engine([build(replace(c, pad_to=t)) for c in cases])
+    pos = min(probe.mutation.position, len(cases[0].shared_keys(0)) - 1)
+    return [(kappas[2 * k][:, pos], kappas[2 * k + 1][:, pos]) for k in range(len(rewards))]
 
 
-def _additive_on_selected(engine: Engine, probe, b: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether the occurrences that leave the common scaling ``v = c * b`` (the majority's
-    ``c``) are shifted by an amount that stays the same when the advantages change scale
-    with their order kept: an additive term on occurrences selected by the advantage
-    (KL-Cov's ``abs(log rho)`` penalty, M6), not a sign-dependent scaling (M2 alone)."""
-
-    def deviations(b, v):
-        q = v / torch.where(b.abs() > TINY, b, torch.ones_like(b))
-        c = float(q.median())
-        d = v - c * b
-        return d.abs() > SIGNATURE_RTOL * (float(v.abs().max()) + TINY), d
-
-    b2, v2 = _moved_column(engine, probe, _SIGN_SPLIT_REWARDS_RESCALED)
-    (sel, d), (sel2, d2) = deviations(b, v), deviations(b2, v2)
-    if not bool(sel.any()) or not bool((sel == sel2).all()) or int(sel.sum()) * 2 >= sel.numel():
-        return False
-    if bool((v[sel] == 0).any()):  # pruned or clipped to nothing: not an added term
-        return False
-    return bool(((d[sel] - d2[sel]).abs() <= SIGNATURE_RTOL * d[sel].abs()).all())
-
-
-def common_shift(engine: Engine, probe, ev) -> str:
-    """M6 rather than M2: on a group with four distinct advantages, the moved event's
-    variant coefficients are ``c * base + d`` with one ``c`` and one ``d`` for every
-    occurrence (a shift common to all occurrences, M6), not a scaling split by the sign
-    of the advantage (M2)."""
-    b, v = _moved_column(engine, probe, _SIGN_SPLIT_REWARDS)
-    if not (bool(torch.isfinite(b).all()) and bool(torch.isfinite(v).all())):
+def sign_split(engine: Engine, probe, ev) -> str:
+    """M2 and M6 from a shared event moved across the trust region (THEORY.md section 4,
+    attribution rules), on the probe's group of equal-length responses at two reward
+    vectors of one order. On every occurrence the coefficient is ``w_i (g_i A_i + m)``
+    after the move and ``w_i (A_i + m_1)`` before: ``g_i`` the surrogate's factor,
+    ``m`` an additive event term, the same for every occurrence. The difference between
+    the two reward vectors removes ``m``: ``q_i = dv_i / db_i = g_i``, whatever ``w_i``
+    and whatever the estimator. M2 when ``g`` differs between the occurrences of
+    advantages above and below the centre (the higher and lower rewards) by more than
+    it varies within each; M6 when the remainder ``v_i - q_i b_i = w_i (m - g_i m_1)``
+    is not 0 on every occurrence; a remainder on some occurrences only (0 on the
+    others) is a term added to occurrences selected by their advantage: M2 and M6
+    (KL-Cov). A mechanism's effect below :func:`pattern_tol` of the loss's precision is
+    round-off."""
+    (b1, v1), (b2, v2) = _moved_columns(engine, probe, _SPLIT_REWARDS)
+    if not all(bool(torch.isfinite(x).all()) for x in (b1, v1, b2, v2)):
         return probe.mechanism
-    design = torch.stack([b, torch.ones_like(b)], dim=1)
-    coef = torch.linalg.lstsq(design, v[:, None]).solution.flatten()
-    scale = float(v.abs().max()) + TINY
-    exact = float((design @ coef - v).abs().max()) <= SIGNATURE_RTOL * scale
-    if exact:
-        return "M6" if abs(float(coef[1])) > SIGNATURE_RTOL * scale else probe.mechanism
-    # a selection by the advantage that adds a term to what it selects: both (section 4)
-    return f"{probe.mechanism}+M6" if _additive_on_selected(engine, probe, b, v) else probe.mechanism
+    tol = pattern_tol(engine.precision)
+    db, dv = b1 - b2, v1 - v2
+    moved = db.abs() > tol * (float(db.abs().max()) + TINY)  # occurrences whose advantage moved
+    if not bool(moved.any()):
+        return ""
+    q = torch.where(moved, dv / torch.where(moved, db, torch.ones_like(db)), torch.zeros_like(db))
+    rewards = torch.tensor(_SPLIT_REWARDS[0], dtype=q.dtype, device=q.device)
+    high = rewards > rewards.median()
+    names = []
+    qh, ql = q[moved & high], q[moved & ~high]
+    unit = float(q[moved].abs().max()) + TINY
+    if qh.numel() and ql.numel():
+        within = max(float(qh.max() - qh.min()), float(ql.max() - ql.min()))
+        between = max(float(qh.max() - ql.min()), float(ql.max() - qh.min()))
+        if between - within > tol * unit:
+            names.append(probe.mechanism)
+    scale = float(torch.maximum(v1.abs(), b1.abs()).max()) + TINY
+    shifted = ((v1 - q * b1).abs() > tol * scale) & moved
+    if bool(shifted.any()):
+        if probe.mechanism not in names and not bool(shifted[moved].all()):
+            names.append(probe.mechanism)  # added only to occurrences selected by their advantage
+        names.append("M6")
+    return "+".join(names)

@@ -13,6 +13,8 @@ normalised residual is ``<= tolerance``.
 - equality (null on equal rewards, permutation): ``<= RTOL_EQUAL * max|kappa|``.
 - precision (THEORY.md section 4, precision rule): a loss that runs in float32 or bf16
   is judged at ``max(property tolerance, PRECISION_RTOL[precision])``.
+- patterns (what names a mechanism: :func:`pattern_tol`): three times the resolution of
+  the precision the loss runs in, at least ``1e-6``.
 - vacuity: a property needs ``MIN_INFORMATIVE_SHARE`` of its examples to be able to
   fail before it may be called "holds".
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
-    "PRECISIONS", "PRECISION_RTOL", "PATTERN_RTOL", "FEATURE_RTOL", "MIN_INFORMATIVE_SHARE", "SIGNATURE_RTOL", "MAX_MISMATCHES", "at_precision",
+    "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
 ]
 
 RTOL_CANCEL = 1e-8
@@ -45,18 +47,23 @@ def at_precision(tolerance: float, precision: str, exact: bool = False) -> float
     for a residual there, and the float64 tolerance applies."""
     return tolerance if tolerance == 0 or exact else max(tolerance, PRECISION_RTOL[precision])
 
-# Two coefficient patterns count as different (a rank, a profile that varies, a level
-# that moves the tied coefficients) when the difference exceeds this share of the
-# larger: ten times bf16's resolution (THEORY.md section 4, precision rule), far below
-# the O(0.1-1) ratios of the parts the tied-group probes separate.
-PATTERN_RTOL = 0.05
-# The features probe's 2x2 determinant, relative, must exceed ten times the resolution
-# of the precision the loss runs in.
-FEATURE_RTOL = {"float64": 1e-6, "float32": 1e-4, "bf16": 0.05}
+# The resolution of each precision: its machine epsilon (THEORY.md section 4: "about 1e-7
+# relative for float32, 1e-2 for bf16"). Composed objectives draw their parameters so that
+# every expected effect is at least ten times it (exchange.objectives.composition).
+RESOLUTION = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "bf16": 2.0 ** -7}
 
-# A probe's attribution signature (a common rescaling, a common shift, an affine column)
-# must fit to this relative precision.
-SIGNATURE_RTOL = 1e-6
+
+def pattern_tol(precision: str) -> float:
+    """Two coefficient patterns of a probe count as different (a rank, a profile that
+    varies, a level that moves the tied coefficients, a factor that differs between
+    responses or between the signs of their advantages, a zero crossing that moves with
+    the response's features) when their relative difference exceeds this: three times
+    the resolution of ``precision`` (a statistic of a few rounded terms stays below
+    it: 2 to 3 epsilons), and never below ``1e-6`` (the float64 algebra of the probes
+    themselves: SVDs, quotients). Every effect a composed objective expects is ten
+    times the resolution or more, so the threshold sits between round-off and effects."""
+    return max(1e-6, 3.0 * RESOLUTION[precision])
+
 
 # Mismatch lines kept per evaluation (reports stay readable).
 MAX_MISMATCHES = 8

@@ -202,6 +202,11 @@ FACETS: dict[str, Facet] = {
         Facet("M6.event_term_on_kept", "M6's term, on responses kept only when their advantage is non-zero "
               "(zero-advantage responses dropped first)", (_E, _C),
               "section 4, M6; a tied group drops every response, so (N) holds"),
+        Facet("M6.offset_on_kept", "M6's term with the same gradient on every token (k1, an entropy bonus on the "
+              "sampled tokens), on responses kept only when their advantage is non-zero, on-policy",
+              (_C,), "section 2: on-policy it adds w_i beta to every coefficient, an offset of the advantages; no "
+              "tied group is left to show it, so (E)'s black-box form holds, and identical responses keep "
+              "K_e = G w beta for every reward vector (M6 through (C))"),
         Facet("M4.mask_after_centring", "responses dropped from the loss after the group's advantages were "
               "centred over all of them (overlong filters, TRL's mask_truncated_completions)", (_Z, _E, _C),
               "section 4, M4 and section 2: the kept advantages are not zero-sum once some responses of a group "

@@ -13,9 +13,10 @@ A :class:`Composition` picks one :class:`~exchange.objectives.parts.Part` of eve
 
 with ``w = aggregation(rollout)`` and every intermediate in the part's precision. Its
 expected verdict per regime is :func:`exchange.core.vocabulary.verdict_of` of the
-facets its parts carry (with :data:`~exchange.objectives.parts.ON_KEPT` applied when a
-filter drops every tied group): the same rule as the catalog's, so the generator of
-objectives and the catalog cannot disagree about what a part does.
+facets its parts carry, after the dependences between parts that
+:mod:`exchange.objectives.interactions` states (a filter that drops tied groups, an
+estimator whose advantages are never negative, ...): the same rule as the catalog's, so
+the generator of objectives and the catalog cannot disagree about what a part does.
 
 :func:`random_composition` draws one from a seeded ``random.Random`` (benchmarks,
 tests); :func:`compose` builds one by name, for users describing their own loss.
@@ -33,9 +34,10 @@ from torch import Tensor
 from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import REGIMES, Expected, Regime, verdict_of
 from exchange.errors import InvalidArgument
-from exchange.objectives.parts import KINDS, ON_KEPT, PARTS, Part
+from exchange.objectives.interactions import apply_interactions
+from exchange.objectives.parts import KINDS, PARTS, Part
 
-__all__ = ["Composition", "compose", "random_composition", "BETAS", "DTYPES"]
+__all__ = ["Composition", "compose", "random_composition", "betas_for", "BETAS", "DTYPES"]
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bf16": torch.bfloat16}
 # The additive term's weight. 1e-3 sits below bf16's resolution next to the advantage
@@ -89,16 +91,11 @@ class Composition:
         return "+".join(bits) + f"@{self.precision}"
 
     def facets(self, regime: Regime | str) -> tuple[str, ...]:
-        """The facets of every part in ``regime``, in part order (duplicates once)."""
+        """The facets of every part in ``regime``, in part order (duplicates once), after
+        :func:`~exchange.objectives.interactions.apply_interactions`."""
         regime = Regime(regime)
-        out: list[str] = []
-        drops_tied = self.mask == "zero_std_filter"
-        for p in self.parts.values():
-            for f in p.facets_in(regime):
-                f = ON_KEPT.get(f, f) if drops_tied else f
-                if f not in out:
-                    out.append(f)
-        return tuple(out)
+        own = tuple(dict.fromkeys(f for p in self.parts.values() for f in p.facets_in(regime)))
+        return apply_interactions(self, regime, own)
 
     def expected(self) -> Mapping[Regime, Expected]:
         """The derived verdict per regime: :func:`verdict_of` of :meth:`facets`."""
@@ -149,8 +146,20 @@ def compose(**parts: str | float) -> Composition:
     return Composition(**parts)  # type: ignore[arg-type]
 
 
+def betas_for(precision: str, mask: str) -> tuple[float, ...]:
+    """The additive term's weights a random composition may take (THEORY.md section 4,
+    precision rule: every expected effect at least ten times the resolution). A tied
+    group shows an additive term at any weight (every advantage an exact 0 there); a
+    filter that drops tied groups leaves only mixed groups, where the term is ``beta``
+    times an O(1) event profile next to O(1) advantages: in bf16 (resolution 2^-8, ten
+    times 0.039) only ``beta = 0.5`` stays above it whatever the event values."""
+    if precision == "bf16" and "drops_tied_groups" in PARTS["mask"][mask].traits:
+        return (0.5,)
+    return BETAS
+
+
 def random_composition(rng: random.Random) -> Composition:
     """One composition, every kind drawn uniformly among its parts, and ``beta``
-    uniformly among :data:`BETAS`."""
+    uniformly among :func:`betas_for` its precision and mask."""
     pick = {kind: rng.choice(sorted(PARTS[kind])) for kind in KINDS}
-    return Composition(**pick, beta=rng.choice(BETAS))
+    return Composition(**pick, beta=rng.choice(betas_for(pick["precision"], pick["mask"])))

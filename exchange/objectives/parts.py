@@ -9,10 +9,10 @@ rollout, shapes in its docstring) and the facets it carries per regime
 composition is :func:`exchange.core.vocabulary.verdict_of` of its parts' facets, the
 same rule the catalog uses (:mod:`exchange.objectives.composition`).
 
-The only dependence between parts is stated here too: a filter that drops every tied
-group (``zero_std_filter``) removes what only tied groups show, so the facets that
-break (N) through tied groups become their ``_on_kept`` forms (THEORY.md section 2:
-"Tied groups keep only what does not scale with the advantage").
+A part's ``traits`` say what another part may depend on (a filter that drops tied
+groups, advantages that are never negative, an additive term whose gradient is the same
+on every token); the dependences themselves are stated once, in
+:mod:`exchange.objectives.interactions`.
 """
 
 from __future__ import annotations
@@ -27,12 +27,23 @@ from torch import Tensor
 from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import REGIMES, Regime
 
-__all__ = ["Part", "PARTS", "KINDS", "ON_KEPT", "part"]
+__all__ = ["Part", "PARTS", "KINDS", "TRAITS", "part"]
 
 # The order of a composition's parts, and the kinds that may be absent ("none").
 KINDS = ("estimator", "shaping", "weight", "clip", "aggregation", "additive", "mask", "precision")
 
 ON, OFF = Regime.ON_POLICY, Regime.OFF_POLICY
+
+# What a part is, as far as other parts are concerned (exchange.objectives.interactions).
+TRAITS = {
+    "one_signed": "advantages are never negative",
+    "not_zero_sum_on_copies": "identical responses with mixed rewards get advantages that do not sum to 0",
+    "own_centre_free": "no centre of the group's own: identical responses keep A_i = R'_i - b",
+    "constant_gradient": "an additive term whose gradient is the same constant on every token on-policy",
+    "drops_tied_groups": "groups whose verifiable rewards tie are dropped from the loss",
+    "drops_truncated": "truncated responses are dropped from the loss after centring",
+    "acts_on_truncated_only": "a shaping that changes only the rewards of truncated responses",
+}
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,7 @@ class Part:
         fn: the formula; its signature depends on the kind (see
             :mod:`exchange.objectives.composition`).
         params: the part's constants (documented in ``description``).
+        traits: what :mod:`exchange.objectives.interactions` reads (:data:`TRAITS`).
     """
 
     kind: str
@@ -55,6 +67,12 @@ class Part:
     facets: Mapping[Regime, tuple[str, ...]] = field(default_factory=dict)
     fn: Callable[..., Any] | None = None
     params: Mapping[str, float] = field(default_factory=dict)
+    traits: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = set(self.traits) - set(TRAITS)
+        if unknown:
+            raise ValueError(f"Part {self.kind}={self.name}: unknown traits {sorted(unknown)}; known: {sorted(TRAITS)}")
 
     def facets_in(self, regime: Regime) -> tuple[str, ...]:
         return tuple(self.facets.get(regime, ()))
@@ -112,15 +130,15 @@ def _positive_only(r: Tensor, ro: Rollout) -> Tensor:
 # fn(rewards [N], logprobs [N, T] (detached), rollout) -> shaped rewards [N].
 def _kl_in_reward(r: Tensor, lp: Tensor, ro: Rollout) -> Tensor:
     m = ro.fmask.to(r.dtype)
-    return r - 0.1 * ((ro.old_logprobs.to(r.dtype) - ro.ref_logprobs.to(r.dtype)) * m).sum(1)
+    return r - 0.5 * ((ro.old_logprobs.to(r.dtype) - ro.ref_logprobs.to(r.dtype)) * m).sum(1)
 
 
 def _length_penalty(r: Tensor, lp: Tensor, ro: Rollout) -> Tensor:
-    return r - 0.05 * ro.lengths.to(r.dtype)
+    return r - 0.1 * ro.lengths.to(r.dtype)
 
 
 def _cosine_length(r: Tensor, lp: Tensor, ro: Rollout) -> Tensor:
-    return r + 0.5 * torch.cos(math.pi * ro.lengths.to(r.dtype) / 16.0)
+    return r + torch.cos(math.pi * ro.lengths.to(r.dtype) / 16.0)
 
 
 def _truncation_to_zero(r: Tensor, lp: Tensor, ro: Rollout) -> Tensor:
@@ -268,24 +286,27 @@ def _keep_mixed_groups(ro: Rollout) -> Tensor:
 
 
 _M6 = "M6.event_term"
+_CONSTANT = frozenset({"constant_gradient"})
 _PARTS: tuple[Part, ...] = (
     Part("estimator", "group_mean", "A = R - mean_g R (Dr. GRPO)", fn=_centred),
     Part("estimator", "group_mean_std", "A = (R - mean_g R) / (std_g R + 1e-4) (GRPO, Bessel std)", fn=_std_scaled),
     Part("estimator", "loo", "A = R - mean_{j != i} R_j (RLOO)", fn=_loo),
     Part("estimator", "loo_std", "A = (R - mean_{-i}) / (std_{-i} + 0.1): a per-response scale, not zero-sum",
-         _both("M4.not_zero_sum"), _loo_std),
+         _both("M4.not_zero_sum"), _loo_std, traits=frozenset({"not_zero_sum_on_copies"})),
     Part("estimator", "batch_baseline", "A = R - mean over the batch (REINFORCE++ without whitening)",
-         _both("M4.foreign_centre"), _batch_baseline),
-    Part("estimator", "greedy_baseline", "A = R - R_greedy (ReMax)", _both("M4.foreign_centre"), _greedy_baseline),
+         _both("M4.foreign_centre"), _batch_baseline, traits=frozenset({"not_zero_sum_on_copies"})),
+    Part("estimator", "greedy_baseline", "A = R - R_greedy (ReMax)", _both("M4.foreign_centre"), _greedy_baseline,
+         traits=frozenset({"not_zero_sum_on_copies", "own_centre_free"})),
     Part("estimator", "length_weighted", "A = R - sum_j L_j R_j / sum_j L_j (OPO)",
          _both("M4.length_weighted"), _length_weighted),
-    Part("estimator", "positive_only", "A = max(R - mean_g R, 0)", _both("M4.not_zero_sum"), _positive_only),
+    Part("estimator", "positive_only", "A = max(R - mean_g R, 0)", _both("M4.not_zero_sum"), _positive_only,
+         traits=frozenset({"one_signed", "not_zero_sum_on_copies"})),
     Part("shaping", "none", "the verifiable reward as given"),
-    Part("shaping", "kl_in_reward", "R - 0.1 sum_t (l_old - l_ref) before centring", _both("M7.shaping"), _kl_in_reward),
-    Part("shaping", "length_penalty", "R - 0.05 L_i before centring", _both("M7.shaping"), _length_penalty),
-    Part("shaping", "cosine_length", "R + 0.5 cos(pi L_i / 16) before centring", _both("M7.shaping"), _cosine_length),
+    Part("shaping", "kl_in_reward", "R - 0.5 sum_t (l_old - l_ref) before centring", _both("M7.shaping"), _kl_in_reward),
+    Part("shaping", "length_penalty", "R - 0.1 L_i before centring", _both("M7.shaping"), _length_penalty),
+    Part("shaping", "cosine_length", "R + cos(pi L_i / 16) before centring", _both("M7.shaping"), _cosine_length),
     Part("shaping", "truncation_to_zero", "R = 0 for a truncated response, before centring",
-         _both("M7.shaping"), _truncation_to_zero),
+         _both("M7.shaping"), _truncation_to_zero, traits=frozenset({"acts_on_truncated_only"})),
     Part("shaping", "format_bonus", "R + 0.5 if the response holds token 3, before centring",
          _both("M7.shaping"), _format_bonus),
     Part("weight", "token", "rho = exp(l - l_old) per token", fn=_token_ratio),
@@ -301,8 +322,8 @@ _PARTS: tuple[Part, ...] = (
          {"eps_low": 0.2, "eps_high": 0.28, "clip_c": 1.8}),
     Part("clip", "cispo", "sg(min(rho, 1.28)) A log pi: a sign-free truncated weight (CISPO)", fn=_cispo,
          params={"eps_high": 0.28}),
-    Part("clip", "soft_gate", "4/tau sigmoid(tau (rho - 1)) A, tau 1.0 for A > 0 and 1.05 otherwise (SAPO)",
-         _off("M2.sign_clip"), _soft_gate, {"tau_pos": 1.0, "tau_neg": 1.05}),
+    Part("clip", "soft_gate", "4/tau sigmoid(tau (rho - 1)) A, tau 1.0 for A > 0 and 1.5 otherwise (SAPO-style)",
+         _off("M2.sign_clip"), _soft_gate, {"tau_pos": 1.0, "tau_neg": 1.5}),
     Part("aggregation", "group_token_mean", "1 / (tokens of the group)", fn=_agg_group_token_mean),
     Part("aggregation", "batch_token_count", "1 / (tokens of the batch) (DAPO token-mean)", fn=_agg_batch_token_count),
     Part("aggregation", "seq_mean_token_mean", "1 / (B L_i) (GRPO)", _both("M3.response_norm"),
@@ -313,33 +334,26 @@ _PARTS: tuple[Part, ...] = (
          f"token mean per micro-batch of {MICRO_BATCH_ROWS} rows, averaged over micro-batches",
          _both("M3.micro_batch_norm"), _agg_micro_batch),
     Part("additive", "none", "no additive term"),
-    Part("additive", "k1_ref", "beta (l - l_ref)", _both(_M6), _k1_ref),
+    Part("additive", "k1_ref", "beta (l - l_ref)", _both(_M6), _k1_ref, traits=_CONSTANT),
     Part("additive", "k2_ref", "beta (l - l_ref)^2 / 2", _both(_M6), _k2_ref),
     Part("additive", "k3_ref", "beta (exp(l_ref - l) - (l_ref - l) - 1)", _both(_M6), _k3_ref),
-    Part("additive", "k1_behaviour", "beta (l - l_old)", _both(_M6), _k1_behaviour),
+    Part("additive", "k1_behaviour", "beta (l - l_old)", _both(_M6), _k1_behaviour, traits=_CONSTANT),
     Part("additive", "k3_behaviour", "beta k3(l_old, l): zero gradient on-policy", _off(_M6), _k3_behaviour),
     Part("additive", "entropy_sampled", "an entropy bonus on the sampled tokens, -beta (-l)", _both(_M6),
-         _entropy_sampled),
+         _entropy_sampled, traits=_CONSTANT),
     Part("additive", "log_rho_sq", "beta (log rho)^2: zero gradient on-policy", _off(_M6), _log_rho_sq),
     Part("mask", "none", "every token in the loss"),
     Part("mask", "truncation_after_centring", "truncated responses dropped after centring "
-         "(TRL mask_truncated_completions, overlong filters)", _both("M4.mask_after_centring"), _keep_untruncated),
+         "(TRL mask_truncated_completions, overlong filters)", _both("M4.mask_after_centring"), _keep_untruncated,
+         traits=frozenset({"drops_truncated"})),
     Part("mask", "zero_std_filter", "groups whose verifiable rewards tie dropped (DAPO dynamic sampling)",
-         fn=_keep_mixed_groups),
+         fn=_keep_mixed_groups, traits=frozenset({"drops_tied_groups"})),
     Part("precision", "float64", "every intermediate in float64", params={"dtype": 0}),
     Part("precision", "float32", "every intermediate in float32", params={"dtype": 1}),
     Part("precision", "bf16", "every intermediate in bfloat16", params={"dtype": 2}),
 )
 
 PARTS: dict[str, dict[str, Part]] = {k: {p.name: p for p in _PARTS if p.kind == k} for k in KINDS}
-
-# Facets that break (N) only through tied groups, and what they become once every tied
-# group is dropped (``zero_std_filter``).
-ON_KEPT: dict[str, str] = {
-    "M6.event_term": "M6.event_term_on_kept",
-    "M4.foreign_centre": "M4.not_zero_sum",
-    "M7.shaping": "M7.shaping_on_kept",
-}
 
 
 def part(kind: str, name: str) -> Part:

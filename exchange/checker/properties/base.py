@@ -69,6 +69,10 @@ class Probe:
     # that an additive event term (M6) does not hide the mechanism this probe names
     # (THEORY.md section 4: name every mechanism present).
     reward_dependent: bool = False
+    # The signature builds its own contrasts (several reward vectors, its own batches),
+    # so it is asked whenever the probe's property breaks, even if the probe's base alone
+    # is not exchangeable (an additive term next to the mechanism it looks for).
+    isolates: bool = False
 
 
 @dataclass

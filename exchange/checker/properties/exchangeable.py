@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker import generators
-from exchange.checker.signatures import dropped_response, common_shift, per_response_rescaling
+from exchange.checker.signatures import dropped_response, per_response_rescaling, sign_split
 from exchange.checker.cases import Case, GroupConfig, build, common_prefix
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
@@ -26,7 +26,7 @@ from exchange.checker.properties.residuals import (as_residual, cancellation, ca
                                                    direction_spread, fmt, tied_groups)
 from exchange.checker.properties import shared_cancellation
 from exchange.checker.properties.shared_cancellation import any_groups
-from exchange.checker.tolerances import FEATURE_RTOL, MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION, TINY
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION, TINY, at_precision, pattern_tol
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -147,7 +147,7 @@ def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
     determinant must be the same in three row orders (a normaliser that depends on the
     row order, such as a token count per micro-batch, would make one of its own)."""
     result = ProbeResult(probe)
-    tol = FEATURE_RTOL[getattr(engine, "precision", "float64")]
+    tol = pattern_tol(engine.precision)
     # without the length limit first (a mask after centring would drop Y), then with it
     # (a reward set to 0 on truncated responses needs one)
     for case_probe in (replace(probe, case=replace(probe.case, length_limit=None)), probe):
@@ -164,18 +164,24 @@ def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
 
 
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
-    """The probe's base and variant on-policy (its ratios are set explicitly). The
-    mechanism is named only when the base alone is exchangeable (then the one thing the
-    probe changed is what broke it) and the probe's signature, if any, fits."""
+    """The probe's base and variant on-policy (its ratios are set explicitly). Its
+    evaluations (the counterexamples a report shows) are of the real coefficients; the
+    mechanism is decided on the reward-dependent ones where the probe asks for them
+    (``engine.with_raw``), and named only when the base alone is exchangeable (then the
+    one thing the probe changed is what broke it) and the probe's signature, if any,
+    fits; a signature that ``isolates`` its pattern is asked whenever the break shows."""
     if probe.name == FEATURES_PROBE:
         return _features_probe(engine, probe)
     result = ProbeResult(probe)
     example = Example(replace(probe.case, off_policy=False), mutation=probe.mutation)
     case, variant_case = _padded(example)
     base, variant = build(case), build(variant_case)
-    kappa, kappa_v = engine([base, variant])
-    ex = exchangeability(base, kappa, variant, kappa_v, example.case, probe.mutation.apply(example.case),
-                         repr(probe.mutation))
+    if probe.reward_dependent:
+        (kappa, kappa_v), (dk, dk_v) = engine.with_raw([base, variant])
+    else:
+        kappa, kappa_v = dk, dk_v = engine([base, variant])
+    variant_of_case = probe.mutation.apply(example.case)
+    ex = exchangeability(base, kappa, variant, kappa_v, example.case, variant_of_case, repr(probe.mutation))
     ex.note = f"probe {probe.name}: {probe.description}"
     result.evaluations[NAME] = ex
     # (C) on both rollouts: the base when it fails (smaller), else the variant.
@@ -186,10 +192,18 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
         result.evaluations[shared_cancellation.NAME] = Evaluation(res, True, rollout, kap, mism, note=ex.note)
         if res > RTOL_CANCEL:
             break
-    base_only = exchangeability(base, kappa, base, kappa, example.case, example.case, "base")
-    finite = bool(torch.isfinite(kappa).all()) and bool(torch.isfinite(kappa_v).all())
-    if finite and ex.residual > RTOL_DIRECTION and base_only.residual <= RTOL_DIRECTION:
-        result.mechanism = probe.signature(engine, probe, ex) if probe.signature else probe.mechanism
+    dex = ex if dk is kappa else exchangeability(base, dk, variant, dk_v, example.case, variant_of_case,
+                                                 repr(probe.mutation))
+    finite = bool(torch.isfinite(dk).all()) and bool(torch.isfinite(dk_v).all())
+    tol = at_precision(RTOL_DIRECTION, engine.precision)
+    if not (finite and dex.residual > tol):
+        return result
+    if probe.isolates:  # the signature builds its own contrasts: the base need not be exchangeable
+        result.mechanism = probe.signature(engine, probe, dex)
+        return result
+    base_only = exchangeability(base, dk, base, dk, example.case, example.case, "base")
+    if base_only.residual <= tol:
+        result.mechanism = probe.signature(engine, probe, dex) if probe.signature else probe.mechanism
     return result
 
 
@@ -197,17 +211,19 @@ _EQUAL_LENGTHS = GroupConfig(
     responses=((1, 2, 0, 1), (1, 2, 1, 3), (1, 2, 3, 0), (1, 2, 2, 2)),
     rewards=(1.0, 0.0, 0.0, 1.0),
 )
+# Behaviour prob 0.5 on response 0's suffix events, so that its ratios may reach 1.5.
+_HALF_SUFFIX = (((0, 1, 2, 0), 0.5), ((0, 1, 2, 0, 1), 0.5))
 _UNEQUAL_LENGTHS = GroupConfig(
     responses=((1, 2, 3), (1, 2, 0, 1, 3), (1, 2, 3, 3), (1, 2, 2, 0, 1, 2)),
     rewards=(1.0, 0.0, 0.0, 1.0),
 )
-# The moved shared event is a common token (behaviour prob 0.5), so even trust regions
+# The moved shared events are common tokens (behaviour prob 0.5), so even trust regions
 # that widen for rare tokens (DCPO: r(r-1) <= eps/q) exclude ratios 2.0 and 0.25.
 # Every entropy is 1 so that entropy-driven weights (M5) cannot masquerade as M1/M2.
 # Rewards of both signs (1, -1, -1, 1): a loss that does not centre them (a greedy or raw
 # baseline) still has advantages of both signs for a clip to split.
 _COMMON_EVENT = Case(groups=(replace(_EQUAL_LENGTHS, rewards=(1.0, -1.0, -1.0, 1.0)),),
-                     old_prob=(((0, 1, 2), 0.5),), entropy_all=1.0)
+                     old_prob=(((0, 1), 0.5), ((0, 1, 2), 0.5)), entropy_all=1.0)
 
 PROBES = (
     Probe(
@@ -231,21 +247,23 @@ PROBES = (
     ),
     Probe(
         "suffix_ratio",
-        "shared prefix at ratio 1, one response's suffix ratios 1.0 -> 1.1, every entropy 1",
-        NAME, "M1", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0), Mutation("ratio", 0, 0, 1.1),
+        "shared prefix at ratio 1, one response's suffix ratios 1.0 -> 1.5, every entropy 1",
+        # 1.5 on two of four tokens moves a geometric-mean weight by 22%: ten times bf16's
+        # resolution and more (THEORY.md section 4, precision rule)
+        NAME, "M1", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0, old_prob=_HALF_SUFFIX), Mutation("ratio", 0, 0, 1.5),
         off_policy_only=True, reward_dependent=True,
     ),
     Probe(
         "shared_ratio_high",
-        "a shared event (behaviour prob 0.5) moved to ratio 2.0, above any usual trust region",
-        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratio", 0, 0, 2.0, position=1),
-        off_policy_only=True, signature=common_shift,
+        "the shared events (behaviour prob 0.5 at the moved one) moved to ratio 2.0, above any usual trust region",
+        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratios", 0, 0, 2.0, position=1),
+        off_policy_only=True, signature=sign_split, isolates=True,
     ),
     Probe(
         "shared_ratio_low",
-        "a shared event (behaviour prob 0.5) moved to ratio 0.25, below any usual trust region",
-        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratio", 0, 0, 0.25, position=1),
-        off_policy_only=True, signature=common_shift,
+        "the shared events (behaviour prob 0.5 at the moved one) moved to ratio 0.25, below any usual trust region",
+        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratios", 0, 0, 0.25, position=1),
+        off_policy_only=True, signature=sign_split, isolates=True,
     ),
 )
 PROBES += (
@@ -256,14 +274,6 @@ PROBES += (
         NAME, "M7", Case(groups=(GroupConfig((_X, _Y, _X, _Y), (1.0, 1.0, 0.0, 0.0)),), entropy_all=1.0,
                           length_limit=7),
     ),
-)
-# The clip probes again on the reward-dependent coefficients: with an additive term in
-# the loss the full coefficients show its common shift (M6), which would hide a
-# sign-dependent clip (M2) acting on the same event; both are named.
-PROBES += tuple(
-    replace(p, name=f"{p.name}_reward_dependent", description=f"{p.description}; reward-dependent part",
-            reward_dependent=True)
-    for p in PROBES if p.mechanism == "M2"
 )
 
 PROPERTY = Property(

@@ -17,7 +17,7 @@ from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
 from exchange.checker.properties.residuals import as_residual, fmt, per_event, tied_groups, with_reference_rewards
-from exchange.checker.tolerances import MAX_MISMATCHES, PATTERN_RTOL, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN, pattern_tol
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -96,63 +96,127 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
 # (so different log-prob sums) after the prefix.
 _FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2))
 _PREFIX = 3
+# Truncates the lengths 5 and 6 of the feature group, not the 4s.
+_FEATURE_LIMIT = 5
 
 
-def _at_zero_rewards(engine: Engine, case: Case, responses: tuple) -> tuple[Rollout, torch.Tensor, torch.Tensor]:
-    """``case`` with these groups of ``responses``, every reward 0 (every centred
-    advantage an exact 0): ``(rollout, kappa [N, T], kappa at reference rewards [N, T])``,
-    the latter setting the magnitudes round-off is judged against."""
-    groups = tuple(GroupConfig(tuple(rs), (0.0,) * len(rs)) for rs in responses)
+def _at_level(engine: Engine, case: Case, responses: tuple, level: float = 0.0,
+              ) -> tuple[Rollout, torch.Tensor, torch.Tensor]:
+    """``case`` with these groups of ``responses``, every reward of the batch ``level``
+    (at 0 every centred advantage is an exact 0; at any level every group's own centre,
+    and the batch's, equals it): ``(rollout, kappa [N, T], kappa at reference rewards
+    [N, T])``, the latter setting the magnitudes round-off is judged against."""
+    groups = tuple(GroupConfig(tuple(rs), (level,) * len(rs)) for rs in responses)
     rollout = build(replace(case, groups=groups))
     kappa, ref = engine([rollout, with_reference_rewards(rollout)])
     return rollout, kappa, ref
 
 
+def _spread(x: torch.Tensor) -> float:
+    return float(x.max() - x.min()) if x.numel() else 0.0
+
+
+def _crossings(m0: torch.Tensor, m1: torch.Tensor, tol: float, scale: float) -> set[str]:
+    """M6 and M7 from coefficients ``[G, P]`` (responses x shared events) that move with
+    the reward level of the whole batch: every response's advantage is ``lambda + c_i``
+    up to a factor (a greedy baseline, raw rewards: no centre of the group's own), so
+    ``kappa = w_i (k (lambda + c_i) + m_e)``. Its zero crossing ``-kappa(0) / (kappa(1) -
+    kappa(0))`` is free of ``w_i``: one that varies over the events of a response is an
+    event term (M6); one that varies over the responses, or responses whose coefficient
+    does not move while others do, is a shaping that reads their features (M7); one
+    crossing for all, away from the level 0 (where every baseline of the probe sits), is
+    a remainder the same for every reward vector: M6 (THEORY.md section 2). An event term
+    next to a shaping adds a constant to each ``c_i`` that no level can separate: it is not
+    named then (exchange.objectives.interactions, "additive offset inside a non-zero-sum
+    estimator")."""
+    d = m1 - m0
+    moving = d.abs() > tol * scale
+    live = m0.abs() > tol * scale
+    names: set[str] = set()
+    if bool((live & ~moving).any(dim=1).logical_and(~moving.any(dim=1)).any()):
+        names.add("M7")  # a response the level does not reach, beside others it moves
+    cross = torch.where(moving, -m0 / torch.where(moving, d, torch.ones_like(d)), torch.zeros_like(d))
+    unit = max(1.0, float(cross[moving].abs().max()))
+    for i in range(cross.shape[0]):
+        if _spread(cross[i][moving[i]]) > tol * unit:
+            names.add("M6")
+    for e in range(cross.shape[1]):
+        if _spread(cross[:, e][moving[:, e]]) > tol * unit:
+            names.add("M7")
+    if not names and bool((cross[moving].abs() > tol * unit).all()):
+        names.add("M6")
+    return names
+
+
 def _tied_features(engine: Engine, probe: Probe) -> set[str]:
     """M6 and M7 from the coefficients of :data:`_FEATURE_GROUP`'s shared-prefix events,
-    on-policy, every reward of the batch 0 (the probe's other groups too, so that no
-    centre moves). With every advantage an exact 0 and every ratio 1, a response's
-    coefficient on shared event ``e`` is ``w_i (a_i + m_e)``: ``a_i`` from a
-    reward shaped by the response's features (M7), ``m_e`` from an additive event term
-    (M6, the same for every occurrence), ``w_i`` any per-response weight. The matrix
-    ``[G, 3]`` therefore has rank 2 when both are present; rank 1 with an event profile
-    that varies is M6; rank 1 with a constant profile is M7 when the responses' values
-    have both signs (shaped advantages) and ``"?"`` when they share one: a constant
-    additive gradient such as k1's, or shaped advantages that a centre which is not zero-
-    sum left on one side (the caller decides with :func:`_additive_on_identical`). Entries below ``1e-9`` of the same layout's coefficients at
-    mixed rewards are round-off and count as 0. Off-policy, a surrogate's ``g(rho_e)``
-    would multiply ``a_i`` by a profile of its own: the terms that vanish on-policy are
-    left to :func:`_additive_on_identical`."""
-    rollout, kappa, ref = _at_zero_rewards(
-        engine, replace(probe.case, off_policy=False, ratio=()), (_FEATURE_GROUP, *(g.responses for g in probe.case.groups[1:])))
-    rows = (rollout.group_index == 0).nonzero().flatten()
-    m = kappa[rows, :_PREFIX]
-    scale = max(float(m.abs().max()), float(ref[rows, :_PREFIX].abs().max()))
-    if not bool(torch.isfinite(m).all()) or float(m.abs().max()) <= ZERO_COLUMN * max(scale, TINY):
-        return set()
-    u_, s, vh = torch.linalg.svd(m)
-    if float(s[1]) > PATTERN_RTOL * float(s[0]):
-        return {"M6", "M7"}
-    v = vh[0]
-    if float(v.max() - v.min()) > PATTERN_RTOL * float(v.abs().max()):
-        return {"M6"}
-    u = u_[:, 0] * s[0] * v.mean()  # the responses' values, sign restored
-    floor = PATTERN_RTOL * float(u.abs().max())
-    return {"M7"} if float(u.max()) > floor and float(u.min()) < -floor else {"?"}
+    on-policy, every reward of the batch at one level (the probe's other groups too, so
+    that no group's or batch's centre moves away from it), once without a length limit
+    and once with one that truncates two of the four responses. With every ratio 1, a
+    response's coefficient on shared event ``e`` is ``w_i (a_i + m_e)``: ``a_i`` its
+    advantage, ``m_e`` an additive event term (M6, the same for every occurrence), ``w_i``
+    any per-response weight. When the level moves the coefficients (no centre of the
+    group's own) :func:`_crossings` decides. Otherwise every ``a_i`` comes from a
+    shaping (M7: its advantages of a tied group are not 0) and the matrix ``[G, 3]`` at
+    level 0 has rank 2 when both are present; rank 1 with an event profile that varies is
+    M6; rank 1 with a constant profile is M7 when the responses' values have both signs
+    (shaped advantages) and ``"?"`` when they share one: a constant additive gradient
+    such as k1's, or one-signed shaped advantages (a positive-only estimator); the caller
+    decides with :func:`_additive_on_identical`. Entries below ``1e-9`` of the same
+    layout's coefficients at mixed rewards are round-off and count as 0. Off-policy, a
+    surrogate's ``g(rho_e)`` would multiply ``a_i`` by a profile of its own: the terms
+    that vanish on-policy are left to :func:`_additive_on_identical`."""
+    tol = pattern_tol(engine.precision)
+    out: set[str] = set()
+    others = tuple(g.responses for g in probe.case.groups[1:])
+    for limit in (None, _FEATURE_LIMIT):
+        case = replace(probe.case, off_policy=False, ratio=(), length_limit=limit)
+        rollout, k0, ref = _at_level(engine, case, (_FEATURE_GROUP, *others), 0.0)
+        _, k1, _ = _at_level(engine, case, (_FEATURE_GROUP, *others), 1.0)
+        rows = (rollout.group_index == 0).nonzero().flatten()
+        m0, m1 = k0[rows, :_PREFIX], k1[rows, :_PREFIX]
+        scale = max(float(m0.abs().max()), float(m1.abs().max()), float(ref[rows, :_PREFIX].abs().max()))
+        if not bool(torch.isfinite(m0).all() and torch.isfinite(m1).all()) or scale == 0:
+            continue
+        if float((m1 - m0).abs().max()) > tol * scale:
+            out |= _crossings(m0, m1, tol, scale)
+            continue
+        if float(m0.abs().max()) <= ZERO_COLUMN * scale:
+            continue
+        u_, s, vh = torch.linalg.svd(m0)
+        if float(s[1]) > tol * float(s[0]):
+            out |= {"M6", "M7"}
+            continue
+        v = vh[0]
+        if float(v.max() - v.min()) > tol * float(v.abs().max()):
+            out.add("M6")
+            continue
+        u = u_[:, 0] * s[0] * v.mean()  # the responses' values, sign restored
+        floor = tol * float(u.abs().max())
+        out.add("M7" if float(u.max()) > floor and float(u.min()) < -floor else "?")
+    return out
 
 
 def _additive_on_identical(engine: Engine, probe: Probe) -> bool:
     """Whether the probe's batch, every group made of copies of the tied group's first
-    response with every reward 0, keeps ``K_e != 0`` on a shared event beyond round-off.
-    Every response has the same features, so a shaping gives every one the same reward
-    and every centre (the group's, the batch's, a greedy one) the same value: every
-    advantage is an exact 0 and what is left is an additive event term (M6)."""
+    response with every reward 0, keeps ``K_e != 0`` on a shared event beyond round-off,
+    without moving when every reward moves to 1. Every response has the same features,
+    so a shaping gives every one the same reward and every centre of the group's own or
+    of the batch the same value: every such advantage is an exact 0 and what is left is
+    an additive event term (M6). Coefficients that move with the level have no centre of
+    their own (a greedy baseline keeps ``A_i = R'_i - b``): :func:`_tied_features` reads
+    those."""
     first = probe.case.groups[0].responses[0]
-    rollout, kappa, ref = _at_zero_rewards(engine, probe.case, tuple((first,) * len(g.responses) for g in probe.case.groups))
+    copies = tuple((first,) * len(g.responses) for g in probe.case.groups)
+    rollout, kappa, ref = _at_level(engine, probe.case, copies, 0.0)
+    _, moved, _ = _at_level(engine, probe.case, copies, 1.0)
     evs = events(rollout)
     K, mass, _ = (x[0] for x in per_event(kappa[None], evs, ref[None]))
-    mine = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
     rows = rollout.group_index == 0
+    scale = max(float(kappa[rows].abs().max()), float(ref[rows].abs().max()))
+    if float((moved - kappa)[rows].abs().max()) > pattern_tol(engine.precision) * scale:
+        return False
+    mine = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
     mine[evs.ids[rows][evs.ids[rows] >= 0]] = True
     return bool((mine & evs.shared & (mass > 0) & (K.abs() > RTOL_CANCEL * mass)).any())
 
@@ -178,7 +242,7 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     # level (O(0.1-1) here); the level also changes how shaped rewards round, by up to
     # u max|R| / std (1e-5 in float32 for a shaping with spread 0.07): the pattern
     # threshold separates them at every precision
-    if float((moved - kappa)[tied_rows].abs().max()) > PATTERN_RTOL * scale:
+    if float((moved - kappa)[tied_rows].abs().max()) > pattern_tol(engine.precision) * scale:
         # a centre that is not the group's own leaves the tied group's shared events
         # uncancelled; a shaping that moves with the level (a reward set to 0) cancels
         Km, massm, _ = (x[0] for x in per_event(moved[None], evs))
@@ -187,7 +251,7 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     features = _tied_features(engine, probe)
     additive = "M6" not in features and _additive_on_identical(engine, probe)
     if "?" in features:  # one-signed, profile constant: k1-like if copies keep it, else shaping
-        features = {"M6"} if additive else {"M7"}
+        features = (features - {"?"}) | ({"M6"} if additive else {"M7"})
     names |= features
     if additive:
         names.add("M6")

@@ -15,7 +15,7 @@ from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluati
                                               configurations)
 from exchange.checker.properties.residuals import as_residual, conditioning
 from exchange.checker.properties.shared_cancellation import any_groups
-from exchange.checker.tolerances import RTOL_EQUAL, SIGNATURE_RTOL, TINY, ZERO_COLUMN
+from exchange.checker.tolerances import RTOL_EQUAL, TINY, ZERO_COLUMN, pattern_tol
 from exchange.core.coefficients import Engine
 from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
@@ -77,6 +77,7 @@ def position_rescaling(engine: Engine, probe: Probe, ev: Evaluation) -> str:
     perm, _ = _permutation(ev.rollout, PROBE_PERM_SEED)
     before = kappa[perm]
     mask = ev.variant.mask
+    tol = pattern_tol(engine.precision)
     factors = []
     for i in range(before.shape[0]):
         a, b = before[i][mask[i]], kappa_p[i][mask[i]]
@@ -84,11 +85,11 @@ def position_rescaling(engine: Engine, probe: Probe, ev: Evaluation) -> str:
         if not bool(ok.any()):
             continue
         q = b[ok] / a[ok]
-        if float((q - q[0]).abs().max()) > SIGNATURE_RTOL * abs(float(q[0])):
+        if float((q - q[0]).abs().max()) > tol * abs(float(q[0])):
             return ""  # not one factor per response
         factors.append(float(q[0]))
     spread = max(factors) - min(factors) if factors else 0.0
-    return probe.mechanism if spread > SIGNATURE_RTOL * max(abs(f) for f in factors) else ""
+    return probe.mechanism if spread > tol * max(abs(f) for f in factors) else ""
 
 
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:

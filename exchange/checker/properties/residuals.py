@@ -14,7 +14,7 @@ from exchange.core.events import Events
 from exchange.core.rollout import Rollout
 
 __all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
-           "event_label", "fmt", "reference_rewards", "with_reference_rewards", "conditioning"]
+           "event_label", "fmt", "reference_rewards", "with_reference_rewards", "second_rewards", "conditioning"]
 
 
 def as_residual(x: Tensor) -> Tensor:
@@ -57,6 +57,25 @@ def reference_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:
         first[i] = not bool(seen[gi[i]])
         seen[gi[i]] = True
     return rewards + first.to(rewards.dtype)[None]
+
+
+def second_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:
+    """``rewards [N]`` moved by ``0.2 * spread_g * (1 + j / G)`` for the ``j``-th response
+    of every group whose rewards differ (``spread_g`` = max - min): every response moves
+    (an uncentred estimator's advantages change everywhere), by amounts that are not an
+    affine function of the rewards (a std-scaled estimator is not blind to it as it is to
+    a shift or a scale), small enough that the sign of every centred advantage stays
+    (at most 0.15 spread from the centre's move, against at least 0.25 spread for a
+    group with one reward apart). Tied groups stay tied."""
+    gi = rollout.group_index.to(rewards.device)
+    out = rewards.clone()
+    for g in range(rollout.n_groups):
+        rows = (gi == g).nonzero().flatten()
+        r = rewards[rows]
+        spread = r.max() - r.min()
+        j = torch.arange(rows.numel(), dtype=rewards.dtype, device=rewards.device)
+        out[rows] = r + 0.2 * spread * (1.0 + j / rows.numel())
+    return out
 
 
 def with_reference_rewards(rollout: Rollout) -> Rollout:
