@@ -12,30 +12,48 @@ from dataclasses import replace
 import torch
 
 from exchange.checker.cases import GroupConfig, build, common_prefix
-from exchange.checker.tolerances import TINY, ZERO_COLUMN, pattern_tol
+from exchange.checker.tolerances import RESOLUTION, TINY, ZERO_COLUMN, pattern_tol
 from exchange.core.coefficients import Engine
 
-__all__ = ["affine_in_rewards", "per_response_rescaling", "sign_split", "dropped_response"]
+__all__ = ["centre_crossing", "per_response_rescaling", "sign_split", "dropped_response", "plain"]
 
 
-def affine_in_rewards(engine: Engine, probe, ev) -> str:
-    """M4 from a baseline that is not the group mean (OPO's length-weighted one): every
-    shared column of group 0 gives equal coefficients to responses with equal rewards."""
-    rollout, kappa = ev.rollout, ev.kappa
-    p = common_prefix(probe.case.groups[0].responses)
-    rows = (rollout.group == 0).nonzero().flatten()
-    rewards = rollout.rewards[rows]
-    if p == 0:
+def plain(engine: Engine) -> Engine:
+    """The engine of the real coefficients (a probe may hand a signature its
+    reward-dependent engine, ``exchange.checker.probes.RewardDependent``); a signature
+    that builds its own batches evaluates them with this one."""
+    return getattr(engine, "engine", engine)
+
+
+# The centre test's group: response 0 has exactly the mean of the group's rewards (3/8 of
+# the scale, representable in bf16) under both reward vectors (the same multiset, so a
+# std's scale is the same too), response 1 is long, the others short. A centre weighted
+# by length sits at 0.53 and 0.41 of the scale there, not 0.375.
+_CENTRE_SCALE = 2.0 ** 30
+_CENTRE_RESPONSES = ((1, 2, 0), (1, 2, 1, 3, 3, 0, 1, 2), (1, 2, 2), (1, 2, 3), (1, 2, 1))
+_CENTRE_REWARDS = ((0.375, 1.0, 0.0, 0.0, 0.5), (0.375, 0.5, 0.0, 0.0, 1.0))
+
+
+def centre_crossing(engine: Engine, probe, ev) -> str:
+    """M4 from a centre that is not the mean of the group's rewards (OPO's length-weighted
+    baseline, THEORY.md section 4): on a group of unequal lengths where response 0's
+    reward is exactly the mean under two reward vectors, every estimator centred on the
+    group mean (std- or leave-one-out-scaled, positive-only too) gives it an advantage of
+    exactly 0 under both, so its coefficient does not move between them, whatever its
+    weight; an additive event term is the same under both. Rewards at
+    :data:`_CENTRE_SCALE`: a shaping of O(1) is 1e-9 of them. Judged against
+    :func:`pattern_tol` plus four epsilons of the precision (the centre's round-off) of
+    the largest move."""
+    cases = [replace(probe.case, off_policy=False,
+                     groups=(GroupConfig(_CENTRE_RESPONSES, tuple(_CENTRE_SCALE * x for x in r)),))
+             for r in _CENTRE_REWARDS]
+    k1, k2 = plain(engine)([build(c) for c in cases])
+    d = (k1 - k2)[:, 0]
+    if not bool(torch.isfinite(d).all()):
         return ""
-    tol = pattern_tol(engine.precision)
-    for t in range(p):
-        col = kappa[rows, t]
-        scale = float(col.abs().max()) + TINY
-        for r in rewards.unique():
-            same = col[rewards == r]
-            if float(same.max() - same.min()) > tol * scale:
-                return ""
-    return probe.mechanism
+    scale = float(d.abs().max())
+    noise = 4.0 * RESOLUTION[engine.precision] * float(torch.maximum(k1[:, 0].abs(), k2[:, 0].abs()).max())
+    return probe.mechanism if scale > 0 and abs(float(d[0])) > pattern_tol(engine.precision) * scale + noise else ""
 
 
 def dropped_response(engine: Engine, probe, ev) -> str:
@@ -54,24 +72,75 @@ def dropped_response(engine: Engine, probe, ev) -> str:
 
 
 def per_response_rescaling(engine: Engine, probe, ev) -> str:
-    """M3: after the mutated response's suffix changed, every other response's first
-    shared coefficient rescales by one common factor and the mutated one's by another (a
-    per-response weight such as ``1/L_i``)."""
+    """M3: a per-response weight (``1/L_i``), by either of two patterns.
+
+    - After the mutated response's suffix changed, every other response's first shared
+      coefficient rescales by one common factor and the mutated one's by another.
+    - :func:`_equal_reward_weights`: two responses with equal rewards and different
+      lengths respond differently to another response's reward (a length-weighted
+      baseline moves every advantage when one length changes, hiding the first pattern).
+
+    Factors agree up to :func:`pattern_tol` and the round-off of the terms the
+    coefficients were computed from (``ev.term_scale``, for a reward-dependent
+    difference)."""
     g, mutated = probe.mutation.group, probe.mutation.response
     if common_prefix(probe.case.groups[g].responses) == 0:
         return ""
     rows = (ev.rollout.group == g).nonzero().flatten()
     alpha, alpha_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
     scale = float(alpha.abs().max())
-    ok = alpha.abs() > ZERO_COLUMN * scale
-    if not bool(ok[mutated]) or int(ok.sum()) < 2:  # the mutated one and at least one other
-        return ""
-    q = alpha_v / torch.where(ok, alpha, torch.ones_like(alpha))
-    others = [float(q[i]) for i in range(len(q)) if i != mutated and bool(ok[i])]
-    ref = others[0]
+    noise = 4.0 * RESOLUTION[engine.precision] * ev.term_scale
+    ok = (alpha.abs() > max(ZERO_COLUMN * scale, 10 * noise)) & (alpha_v.abs() > 10 * noise)
     tol = pattern_tol(engine.precision)
-    same = all(abs(x - ref) <= tol * abs(ref) for x in others)
-    return probe.mechanism if same and abs(float(q[mutated]) - ref) > tol * abs(ref) else ""
+    if bool(ok[mutated]) and int(ok.sum()) >= 2:  # the mutated one and at least one other
+        safe = torch.where(ok, alpha, torch.ones_like(alpha))
+        q = alpha_v / safe
+        slack = noise / safe.abs() + noise / torch.where(ok, alpha_v, torch.ones_like(alpha_v)).abs()  # relative
+        others = [i for i in range(len(q)) if i != mutated and bool(ok[i])]
+        ref = float(q[others[0]])
+
+        def close(i: int) -> bool:
+            return abs(float(q[i]) - ref) <= (tol + float(slack[i]) + float(slack[others[0]])) * abs(ref)
+
+        if all(close(i) for i in others) and not close(mutated):
+            return probe.mechanism
+    return probe.mechanism if _equal_reward_weights(engine, probe) else ""
+
+
+# The rewards' scale in the equal-reward test: next to it, a shaping of O(1) moves a
+# std-scaled advantage's derivatives by O(1 / scale) = 1e-7, below every pattern tolerance.
+_LARGE = 1e7
+
+
+def _equal_reward_weights(engine: Engine, probe) -> bool:
+    """Whether two responses of the probe's group with equal rewards and different
+    lengths get different weights: moving a third response's reward ``k`` changes
+    response ``i``'s shared coefficient by ``w_i J_ik``, and ``J_ik = J_jk`` for every
+    estimator that treats the responses alike given their rewards (a group mean, a
+    length-weighted centre, a std or leave-one-out scale), so ``d_i / d_j = w_i / w_j``.
+    On-policy, rewards at :data:`_LARGE` scale (an additive event term cancels in the
+    differences; a shaping by length is negligible next to the rewards)."""
+    grp = probe.case.groups[probe.mutation.group]
+    rewards, lengths = grp.rewards, [len(r) for r in grp.responses]
+    pairs = [(i, j) for i in range(len(rewards)) for j in range(i + 1, len(rewards))
+             if rewards[i] == rewards[j] and lengths[i] != lengths[j]]
+    movers = [k for k in range(len(rewards)) if all(k not in p for p in pairs[:1])]
+    if not pairs or not movers:
+        return False
+    (i, j), k = pairs[0], movers[0]
+    base = tuple(_LARGE * r for r in rewards)
+    moved = tuple(r + (0.5 * _LARGE if n == k else 0.0) for n, r in enumerate(base))
+    cases = [replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),)) for r in (base, moved)]
+    k0, k1 = plain(engine)([build(c) for c in cases])
+    if not (bool(torch.isfinite(k0).all()) and bool(torch.isfinite(k1).all())):
+        return False
+    d = (k1 - k0)[:, 0]
+    noise = 4.0 * RESOLUTION[engine.precision] * float(torch.maximum(k0.abs(), k1.abs()).max())
+    if min(abs(float(d[i])), abs(float(d[j]))) <= 2 * noise:
+        return False
+    ratio = float(d[i]) / float(d[j])
+    slack = noise / abs(float(d[i])) + noise / abs(float(d[j]))
+    return abs(ratio - 1.0) > pattern_tol(engine.precision) + slack
 
 
 # Two reward vectors with the same signs, whether the loss centres them (mean 1 and 1.375)
@@ -92,7 +161,7 @@ def _moved_columns(engine: Engine, probe, rewards: tuple) -> list[tuple[torch.Te
         case = replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),))
         cases += [case, probe.mutation.apply(case)]
     t = max(len(r) for c in cases for g in c.groups for r in g.responses)
-    kappas = engine([build(replace(c, pad_to=t)) for c in cases])
+    kappas = plain(engine)([build(replace(c, pad_to=t)) for c in cases])
     pos = min(probe.mutation.position, len(cases[0].shared_keys(0)) - 1)
     return [(kappas[2 * k][:, pos], kappas[2 * k + 1][:, pos]) for k in range(len(rewards))]
 

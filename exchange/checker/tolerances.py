@@ -23,7 +23,7 @@ from __future__ import annotations
 
 __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
-    "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
+    "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "level_noise", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
 ]
 
 RTOL_CANCEL = 1e-8
@@ -63,6 +63,18 @@ def pattern_tol(precision: str) -> float:
     themselves: SVDs, quotients). Every effect a composed objective expects is ten
     times the resolution or more, so the threshold sits between round-off and effects."""
     return max(1e-6, 3.0 * RESOLUTION[precision])
+
+
+def level_noise(precision: str, magnitude: float, per_unit: float) -> float:
+    """The round-off, in coefficient units, of moving every reward of a batch by a level
+    (THEORY.md section 2, round-off per event): a loss that centres rewards of magnitude
+    up to ``magnitude`` rounds each advantage by a few epsilons of it, and a coefficient
+    moves by that times its weight, ``per_unit`` (the coefficient of a unit advantage,
+    read from the same layout at reference rewards). Eight epsilons: the shaped reward,
+    the centre and the difference each round once or twice. Independent of the
+    advantages' own size, so a tied group whose shaped rewards barely differ, whose
+    advantages are small, is not mistaken for a centre that moves."""
+    return 8.0 * RESOLUTION[precision] * magnitude * per_unit
 
 
 # Mismatch lines kept per evaluation (reports stay readable).

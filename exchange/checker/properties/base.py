@@ -39,6 +39,10 @@ class Evaluation:
     variant_kappa: Tensor | None = None
     note: str = ""
     exact: bool = False  # 0 in every precision when the property holds (tolerances.at_precision)
+    # The magnitude of the terms ``kappa`` was computed from, when it is a difference of
+    # coefficients (the reward-dependent part): their round-off, not the difference's own
+    # size, bounds its error (THEORY.md section 2, round-off per event). 0: ``kappa`` itself.
+    term_scale: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -192,8 +192,10 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
         result.evaluations[shared_cancellation.NAME] = Evaluation(res, True, rollout, kap, mism, note=ex.note)
         if res > RTOL_CANCEL:
             break
-    dex = ex if dk is kappa else exchangeability(base, dk, variant, dk_v, example.case, variant_of_case,
-                                                 repr(probe.mutation))
+    dex = ex
+    if dk is not kappa:
+        dex = exchangeability(base, dk, variant, dk_v, example.case, variant_of_case, repr(probe.mutation))
+        dex.term_scale = max(float(kappa.abs().max()), float(kappa_v.abs().max()), float(dk.abs().max()))
     finite = bool(torch.isfinite(dk).all()) and bool(torch.isfinite(dk_v).all())
     tol = at_precision(RTOL_DIRECTION, engine.precision)
     if not (finite and dex.residual > tol):

@@ -17,7 +17,8 @@ from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
 from exchange.checker.properties.residuals import as_residual, fmt, per_event, tied_groups, with_reference_rewards
-from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN, pattern_tol
+from exchange.checker.tolerances import (MAX_MISMATCHES, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN, level_noise,
+                                        pattern_tol)
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -98,6 +99,8 @@ _FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2
 _PREFIX = 3
 # Truncates the lengths 5 and 6 of the feature group, not the 4s.
 _FEATURE_LIMIT = 5
+# The rewards' magnitude in the level batches (levels 0 and 1, shaped by O(1)).
+_LEVEL_MAGNITUDE = 3.0
 
 
 def _at_level(engine: Engine, case: Case, responses: tuple, level: float = 0.0,
@@ -116,7 +119,7 @@ def _spread(x: torch.Tensor) -> float:
     return float(x.max() - x.min()) if x.numel() else 0.0
 
 
-def _crossings(m0: torch.Tensor, m1: torch.Tensor, tol: float, scale: float) -> set[str]:
+def _crossings(m0: torch.Tensor, m1: torch.Tensor, tol: float, floor: float) -> set[str]:
     """M6 and M7 from coefficients ``[G, P]`` (responses x shared events) that move with
     the reward level of the whole batch: every response's advantage is ``lambda + c_i``
     up to a factor (a greedy baseline, raw rewards: no centre of the group's own), so
@@ -128,22 +131,26 @@ def _crossings(m0: torch.Tensor, m1: torch.Tensor, tol: float, scale: float) -> 
     a remainder the same for every reward vector: M6 (THEORY.md section 2). An event term
     next to a shaping adds a constant to each ``c_i`` that no level can separate: it is not
     named then (exchange.objectives.interactions, "additive offset inside a non-zero-sum
-    estimator")."""
+    estimator"). ``floor``: the round-off of a coefficient (absolute); ``tol``: relative."""
     d = m1 - m0
-    moving = d.abs() > tol * scale
-    live = m0.abs() > tol * scale
+    moving = d.abs() > floor
+    live = m0.abs() > floor
     names: set[str] = set()
-    if bool((live & ~moving).any(dim=1).logical_and(~moving.any(dim=1)).any()):
+    if bool((live & ~moving).any(dim=1).logical_and(~moving.any(dim=1)).any()) and bool(moving.any()):
         names.add("M7")  # a response the level does not reach, beside others it moves
     cross = torch.where(moving, -m0 / torch.where(moving, d, torch.ones_like(d)), torch.zeros_like(d))
+    if not bool(moving.any()):
+        return names
     unit = max(1.0, float(cross[moving].abs().max()))
+    # a crossing is known to floor / |d| (the round-off of both evaluations, over the slope)
+    slack = tol * unit + 2 * floor / float(d.abs()[moving].min())
     for i in range(cross.shape[0]):
-        if _spread(cross[i][moving[i]]) > tol * unit:
+        if _spread(cross[i][moving[i]]) > slack:
             names.add("M6")
     for e in range(cross.shape[1]):
-        if _spread(cross[:, e][moving[:, e]]) > tol * unit:
+        if _spread(cross[:, e][moving[:, e]]) > slack:
             names.add("M7")
-    if not names and bool((cross[moving].abs() > tol * unit).all()):
+    if not names and bool((cross[moving].abs() > slack).all()):
         names.add("M6")
     return names
 
@@ -175,13 +182,15 @@ def _tied_features(engine: Engine, probe: Probe) -> set[str]:
         _, k1, _ = _at_level(engine, case, (_FEATURE_GROUP, *others), 1.0)
         rows = (rollout.group_index == 0).nonzero().flatten()
         m0, m1 = k0[rows, :_PREFIX], k1[rows, :_PREFIX]
-        scale = max(float(m0.abs().max()), float(m1.abs().max()), float(ref[rows, :_PREFIX].abs().max()))
+        per_unit = float(ref[rows, :_PREFIX].abs().max())
+        scale = max(float(m0.abs().max()), float(m1.abs().max()), per_unit)
         if not bool(torch.isfinite(m0).all() and torch.isfinite(m1).all()) or scale == 0:
             continue
-        if float((m1 - m0).abs().max()) > tol * scale:
-            out |= _crossings(m0, m1, tol, scale)
+        floor = max(tol * scale, level_noise(engine.precision, _LEVEL_MAGNITUDE, per_unit))
+        if float((m1 - m0).abs().max()) > floor:
+            out |= _crossings(m0, m1, tol, floor)
             continue
-        if float(m0.abs().max()) <= ZERO_COLUMN * scale:
+        if float(m0.abs().max()) <= max(ZERO_COLUMN * scale, floor):
             continue
         u_, s, vh = torch.linalg.svd(m0)
         if float(s[1]) > tol * float(s[0]):
@@ -213,8 +222,10 @@ def _additive_on_identical(engine: Engine, probe: Probe) -> bool:
     evs = events(rollout)
     K, mass, _ = (x[0] for x in per_event(kappa[None], evs, ref[None]))
     rows = rollout.group_index == 0
-    scale = max(float(kappa[rows].abs().max()), float(ref[rows].abs().max()))
-    if float((moved - kappa)[rows].abs().max()) > pattern_tol(engine.precision) * scale:
+    per_unit = float(ref[rows].abs().max())
+    floor = max(pattern_tol(engine.precision) * max(float(kappa[rows].abs().max()), per_unit),
+                level_noise(engine.precision, _LEVEL_MAGNITUDE, per_unit))
+    if float((moved - kappa)[rows].abs().max()) > floor:
         return False
     mine = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
     mine[evs.ids[rows][evs.ids[rows] >= 0]] = True
@@ -223,7 +234,8 @@ def _additive_on_identical(engine: Engine, probe: Probe) -> bool:
 
 def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     """The mechanisms that keep coefficients on the tied group, ``"+"``-joined: M4 when
-    they move with the group's reward level and its shared events stop cancelling; M6
+    the group's reward level moves its shared events' ``K_e`` (the reward-dependent part
+    of ``K_e`` is not zero-sum); M6
     and M7 from :func:`_tied_features` (M6 also when copies of one response keep
     ``K_e != 0``, :func:`_additive_on_identical`); M7 also when nothing else explains
     shared events that carry mass and cancel at the group's own level (a shaping that
@@ -236,17 +248,22 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     which = evs.shared & tied_events
     names = set()
     level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
-    (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards + level})])
+    moved, ref = engine([rollout.with_fields({"rewards": rollout.rewards + level}), with_reference_rewards(rollout)])
     scale = float(kappa[tied_rows].abs().max())
     # A centre that is not the group's own moves the tied advantages by a share of the
-    # level (O(0.1-1) here); the level also changes how shaped rewards round, by up to
-    # u max|R| / std (1e-5 in float32 for a shaping with spread 0.07): the pattern
-    # threshold separates them at every precision
-    if float((moved - kappa)[tied_rows].abs().max()) > pattern_tol(engine.precision) * scale:
-        # a centre that is not the group's own leaves the tied group's shared events
-        # uncancelled; a shaping that moves with the level (a reward set to 0) cancels
-        Km, massm, _ = (x[0] for x in per_event(moved[None], evs))
-        if bool((which & (Km.abs() > RTOL_CANCEL * massm) & (massm > 0)).any()):
+    # level (O(0.1-1) here); the level also changes how the rewards round, by a few
+    # epsilons of their magnitude times the coefficient of a unit advantage (level_noise),
+    # however small the tied group's own (shaped) advantages are
+    tol = pattern_tol(engine.precision)
+    magnitude = float((rollout.rewards + level).abs().max()) + 1.0
+    floor = max(tol * scale, level_noise(engine.precision, magnitude, float(ref[tied_rows].abs().max())))
+    if float((moved - kappa)[tied_rows].abs().max()) > floor:
+        # a centre that is not the group's own moves the tied group's K_e with the level;
+        # a shaping that moves with it (a reward set to 0) keeps them cancelling, and an
+        # additive event term is the same at both levels (the difference removes it)
+        Kd = per_event((moved - kappa)[None], evs)[0][0]
+        mass = torch.maximum(per_event(moved[None], evs)[1][0], per_event(kappa[None], evs)[1][0])
+        if bool((which & (Kd.abs() > torch.clamp(tol * mass, min=floor)) & (mass > 0)).any()):
             names.add("M4")
     features = _tied_features(engine, probe)
     additive = "M6" not in features and _additive_on_identical(engine, probe)

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from exchange.checker import generators
-from exchange.checker.signatures import affine_in_rewards
+from exchange.checker.signatures import centre_crossing
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
@@ -177,8 +177,8 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
 
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     """The probe's group, on-policy. A reward-dependent break names the probe's
-    mechanism when its signature fits (unequal lengths: M4 only when the shared columns
-    depend on the reward alone). A (C) break that every reward vector shares, all rewards
+    mechanism when its signature fits (unequal lengths: M4 only when the centre is not
+    the group's mean). A (C) break that every reward vector shares, all rewards
     0 included, is an additive event term: M6 (THEORY.md section 4, attribution rules)."""
     if probe.name == TRUNCATED_PROBE:
         return _truncation_probe(engine, probe)
@@ -314,9 +314,9 @@ PROBES = (
         "M4",
         # Rewards chosen so that the length-weighted mean (1/6) is not the mean (1/4).
         Case(groups=(GroupConfig(_UNEQUAL_LENGTHS, (1.0, 0.0, 0.0, 0.0)),), entropy_all=1.0),
-        # Only an affine-in-rewards shared column speaks for M4; anything else (1/L_i,
-        # entropy weights) is left to the other probes and to the fuzzer.
-        signature=affine_in_rewards,
+        # Only a centre that is not the group's mean speaks for M4 here; anything else
+        # (1/L_i, entropy weights, a shaping) is left to the other probes and the fuzzer.
+        signature=centre_crossing,
     ),
     Probe(
         TRUNCATED_PROBE,
