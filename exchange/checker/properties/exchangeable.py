@@ -120,44 +120,65 @@ FEATURES_PROBE = "equal_rewards_different_features"
 _X, _Y = (1, 2, 3), (1, 2, 0, 1, 1, 2, 2)
 
 
-def _feature_det(engine: Engine, probe: Probe, order: tuple[int, ...]) -> tuple[float, float, Rollout, torch.Tensor]:
-    """``(E residual, relative det)`` of the first shared event's coefficients for X and Y
-    at reward 1 and 0, the responses in ``order`` (a permutation of X1, Y1, X0, Y0)."""
-    items = [(_X, 1.0), (_Y, 1.0), (_X, 0.0), (_Y, 0.0)]
-    picked = [items[i] for i in order]
-    case = replace(probe.case, groups=(GroupConfig(tuple(r for r, _ in picked), tuple(w for _, w in picked)),))
-    rollout = build(case)
-    (kappa,) = engine([rollout])
-    col = {order[j]: float(kappa[j, 0]) for j in range(4)}
-    scale = max(abs(v) for v in col.values())
-    if scale == 0 or not bool(torch.isfinite(kappa).all()):
-        return 0.0, 0.0, rollout, kappa
-    res = max(abs(col[0] - col[1]), abs(col[2] - col[3])) / scale
-    det = col[0] * col[3] - col[1] * col[2]
-    return res, det / (abs(col[0] * col[3]) + abs(col[1] * col[2]) + TINY), rollout, kappa
+# The reward levels the features probe cycles through: two of them above any centre by
+# more than any O(1) shaping, so that one-signed (positive-only) advantages have two
+# non-zero levels to compare.
+_LEVELS = (4.0, 2.5, 0.0, 0.0)
+
+
+def _cycled(engine: Engine, probe: Probe) -> tuple[torch.Tensor, list[Rollout], list[torch.Tensor]]:
+    """Every row's shared-event coefficients at every reward level, ``[rows, levels x
+    shared events]``, from one group of rows X, Y, X, Y, ... whose rewards are
+    :data:`_LEVELS` rotated once per batch: every batch holds each (feature, level) pair
+    once, so every group statistic (centre, std, length-weighted centre, token counts per
+    micro-batch) is the same in all of them and each row keeps its weight."""
+    n = len(_LEVELS)
+    rows = tuple(r for _ in range(n) for r in (_X, _Y))
+    batches = []
+    for k in range(n):
+        rewards = tuple(_LEVELS[(k + j // 2 + j % 2) % n] for j in range(2 * n))
+        batches.append(build(replace(probe.case, groups=(GroupConfig(rows, rewards),))))
+    kappas = engine(batches)
+    shared = common_prefix((_X, _Y))
+    table = torch.zeros(2 * n, n, shared, dtype=kappas[0].dtype, device=kappas[0].device)
+    for k, kappa in enumerate(kappas):
+        for j in range(2 * n):
+            table[j, (k + j // 2 + j % 2) % n] = kappa[j, :shared]  # row j holds this level in batch k
+    return table.flatten(1), batches, kappas
+
+
+def _second(m: torch.Tensor) -> float:
+    """The relative second singular value of ``m`` (0 for a zero matrix)."""
+    sv = torch.linalg.svdvals(m)
+    return float(sv[1] / sv[0]) if float(sv[0]) > 0 else 0.0
 
 
 def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
     """Responses with equal verifiable rewards but different features (length, a token,
-    log-prob sums), on-policy, each feature set at reward 1 and 0 in one group. (E) puts
-    equal coefficients on a shared event for equal rewards. A per-response weight
-    ``w_i`` and an additive term ``m_e`` keep ``kappa = w_i (A_i + m_e)``, whose 2x2
-    matrix over (feature, reward) has determinant 0; a reward shaped by the features
-    adds ``a_X != a_Y`` and the determinant ``w_X w_Y (A_1 - A_0)(a_Y - a_X)``: M7. The
-    determinant must be the same in three row orders (a normaliser that depends on the
-    row order, such as a token count per micro-batch, would make one of its own)."""
+    log-prob sums), on-policy. A row of X's coefficient on shared event ``e`` at reward
+    level ``r`` is ``w (A(X, r) + m_e)`` and a row of Y's ``w' (A(Y, r) + m_e)`` (``w``
+    any weight of the row, fixed by :func:`_cycled`'s rotation; ``m_e`` an additive event
+    term). Without a shaping ``A(X, .) = A(Y, .)``, so the two rows are proportional over
+    levels and events (rank 1); a reward shaped by the features makes them differ by more
+    than a factor (rank 2): M7 (THEORY.md section 4). Its ``exchangeable`` evaluation is
+    the relative second singular value of rows 0 (X) and 1 (Y). The noise floor is
+    measured: rows of the same feature at other positions are proportional in exact
+    arithmetic whatever the loss, so their own second singular value is the round-off;
+    M7 needs the pattern above :func:`pattern_tol` and four times that floor. Run
+    without the length limit first (a mask after centring drops Y), then with it (a
+    reward set to 0 on truncated responses needs one)."""
     result = ProbeResult(probe)
     tol = pattern_tol(engine.precision)
-    # without the length limit first (a mask after centring would drop Y), then with it
-    # (a reward set to 0 on truncated responses needs one)
-    for case_probe in (replace(probe, case=replace(probe.case, length_limit=None)), probe):
-        res, det, rollout, kappa = _feature_det(engine, case_probe, (0, 1, 2, 3))
-        if NAME not in result.evaluations or res > result.evaluations[NAME].residual:
-            result.evaluations[NAME] = Evaluation(res, True, rollout, kappa, note=f"probe {probe.name}: {probe.description}")
-        if abs(det) <= tol:
+    for limit in (None, probe.case.length_limit):
+        table, batches, kappas = _cycled(engine, replace(probe, case=replace(probe.case, length_limit=limit)))
+        if not bool(torch.isfinite(table).all()):
             continue
-        others = [_feature_det(engine, case_probe, order)[1] for order in ((0, 2, 1, 3), (3, 2, 1, 0))]
-        if all(abs(det - d) <= tol * abs(det) for d in others):
+        res = _second(table[:2])
+        floor = max(_second(table[[j, j + 2]]) for j in range(table.shape[0] - 2))
+        if NAME not in result.evaluations or res > result.evaluations[NAME].residual:
+            result.evaluations[NAME] = Evaluation(res, True, batches[0], kappas[0],
+                                                  note=f"probe {probe.name}: {probe.description}")
+        if res > max(tol, 4 * floor):
             result.mechanism = probe.mechanism
             break
     return result
@@ -272,9 +293,9 @@ PROBES += (
     Probe(
         FEATURES_PROBE,
         "equal rewards, different response features (length 3 with token 3 vs length 7 reaching the length "
-        "limit), each at reward 1 and 0, on-policy, every entropy 1",
-        NAME, "M7", Case(groups=(GroupConfig((_X, _Y, _X, _Y), (1.0, 1.0, 0.0, 0.0)),), entropy_all=1.0,
-                          length_limit=7),
+        "limit), rows X, Y, X, Y, ... whose rewards 4, 2.5, 0, 0 rotate over four batches, on-policy, every "
+        "entropy 1",
+        NAME, "M7", Case(groups=(GroupConfig((_X, _Y), (1.0, 0.0)),), entropy_all=1.0, length_limit=7),
     ),
 )
 
