@@ -68,13 +68,13 @@ def pattern_tol(precision: str) -> float:
 def level_noise(precision: str, magnitude: float, per_unit: float) -> float:
     """The round-off, in coefficient units, of moving every reward of a batch by a level
     (THEORY.md section 2, round-off per event): a loss that centres rewards of magnitude
-    up to ``magnitude`` rounds each advantage by a few epsilons of it, and a coefficient
-    moves by that times its weight, ``per_unit`` (the coefficient of a unit advantage,
-    read from the same layout at reference rewards). Eight epsilons: the shaped reward,
-    the centre and the difference each round once or twice. Independent of the
-    advantages' own size, so a tied group whose shaped rewards barely differ, whose
-    advantages are small, is not mistaken for a centre that moves."""
-    return 8.0 * RESOLUTION[precision] * magnitude * per_unit
+    up to ``magnitude`` rounds each advantage by a few unit round-offs of it, and a
+    coefficient moves by that times its weight, ``per_unit`` (the coefficient of a unit
+    advantage, read from the same layout at reference rewards). Two epsilons (four unit
+    round-offs): the shaped reward, the centre and the product each round once.
+    Independent of the advantages' own size, so a tied group whose shaped rewards barely
+    differ, whose advantages are small, is not mistaken for a centre that moves."""
+    return 2.0 * RESOLUTION[precision] * magnitude * per_unit
 
 
 # Mismatch lines kept per evaluation (reports stay readable).

@@ -99,8 +99,8 @@ _FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2
 _PREFIX = 3
 # Truncates the lengths 5 and 6 of the feature group, not the 4s.
 _FEATURE_LIMIT = 5
-# The rewards' magnitude in the level batches (levels 0 and 1, shaped by O(1)).
-_LEVEL_MAGNITUDE = 3.0
+# The rewards' magnitude in the level batches (levels 0 and 1, shaped by at most 1).
+_LEVEL_MAGNITUDE = 2.0
 
 
 def _at_level(engine: Engine, case: Case, responses: tuple, level: float = 0.0,
@@ -207,16 +207,18 @@ def _tied_features(engine: Engine, probe: Probe) -> set[str]:
 
 
 def _additive_on_identical(engine: Engine, probe: Probe) -> bool:
-    """Whether the probe's batch, every group made of copies of the tied group's first
-    response with every reward 0, keeps ``K_e != 0`` on a shared event beyond round-off,
+    """Whether one group of copies of the tied group's first response (as many as the
+    probe's batch holds), every reward 0, keeps ``K_e != 0`` on a shared event beyond round-off,
     without moving when every reward moves to 1. Every response has the same features,
-    so a shaping gives every one the same reward and every centre of the group's own or
-    of the batch the same value: every such advantage is an exact 0 and what is left is
+    so a shaping gives every one the same reward and every centre (the group's, the
+    batch's, one group here) the same value: every such advantage is an exact 0 and what is left is
     an additive event term (M6). Coefficients that move with the level have no centre of
     their own (a greedy baseline keeps ``A_i = R'_i - b``): :func:`_tied_features` reads
     those."""
     first = probe.case.groups[0].responses[0]
-    copies = tuple((first,) * len(g.responses) for g in probe.case.groups)
+    # one group: events are keyed by their group, so copies in other groups would carry
+    # other per-event values (a KL shaping would differ, and a batch centre with it)
+    copies = ((first,) * sum(len(g.responses) for g in probe.case.groups),)
     rollout, kappa, ref = _at_level(engine, probe.case, copies, 0.0)
     _, moved, _ = _at_level(engine, probe.case, copies, 1.0)
     evs = events(rollout)
