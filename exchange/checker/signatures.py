@@ -129,7 +129,10 @@ def _equal_reward_weights(engine: Engine, probe) -> bool:
         return False
     (i, j), k = pairs[0], movers[0]
     base = tuple(_LARGE * r for r in rewards)
-    moved = tuple(r + (0.5 * _LARGE if n == k else 0.0) for n, r in enumerate(base))
+    # a move of twice the spread: a finite difference keeps J_ik = J_jk exactly (rows i and
+    # j still have equal rewards), and the differences stay far above bf16's round-off
+    spread = _LARGE * (max(rewards) - min(rewards))
+    moved = tuple(r + (2.0 * spread if n == k else 0.0) for n, r in enumerate(base))
     cases = [replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),)) for r in (base, moved)]
     k0, k1 = plain(engine)([build(c) for c in cases])
     if not (bool(torch.isfinite(k0).all()) and bool(torch.isfinite(k1).all())):

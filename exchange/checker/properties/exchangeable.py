@@ -230,15 +230,17 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     return result
 
 
+# Rewards 4 apart: the sign of every advantage is the verifiable reward's, next to any
+# shaping of O(1) (a positive-only estimator keeps the mutated response 0 above its centre).
 _EQUAL_LENGTHS = GroupConfig(
     responses=((1, 2, 0, 1), (1, 2, 1, 3), (1, 2, 3, 0), (1, 2, 2, 2)),
-    rewards=(1.0, 0.0, 0.0, 1.0),
+    rewards=(4.0, 0.0, 0.0, 4.0),
 )
 # Behaviour prob 0.5 on response 0's suffix events, so that its ratios may reach 1.5.
 _HALF_SUFFIX = (((0, 1, 2, 0), 0.5), ((0, 1, 2, 0, 1), 0.5))
 _UNEQUAL_LENGTHS = GroupConfig(
     responses=((1, 2, 3), (1, 2, 0, 1, 3), (1, 2, 3, 3), (1, 2, 2, 0, 1, 2)),
-    rewards=(1.0, 0.0, 0.0, 1.0),
+    rewards=(4.0, 0.0, 0.0, 4.0),
 )
 # The moved shared events are common tokens (behaviour prob 0.5), so even trust regions
 # that widen for rare tokens (DCPO: r(r-1) <= eps/q) exclude ratios 2.0 and 0.25.
