@@ -22,7 +22,7 @@ from exchange.checker.examples import Example, Layout
 from exchange.checker.mutations import Mutation
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               configurations)
-from exchange.checker.properties.residuals import (as_residual, cancellation, cancellation_mismatches,
+from exchange.checker.properties.residuals import (as_residual, cancellation, cancellation_mismatches, second_rewards,
                                                    direction_spread, fmt, tied_groups)
 from exchange.checker.properties import shared_cancellation
 from exchange.checker.properties.shared_cancellation import any_groups
@@ -184,6 +184,38 @@ def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
     return result
 
 
+PROFILE_PROBE = "event_profile"
+# Four shared events with different behaviour probabilities, then a distinct token.
+_PROFILE = GroupConfig(responses=((1, 2, 3, 1, 0), (1, 2, 3, 1, 2), (1, 2, 3, 1, 3), (1, 2, 3, 1, 1)),
+                       rewards=(4.0, 0.0, 0.0, 4.0))
+
+
+def _profile_probe(engine: Engine, probe: Probe) -> ProbeResult:
+    """An additive event term in a mixed group (THEORY.md section 4, M6): on-policy a
+    response's coefficient on shared event ``e`` is ``w_i (A_i + m_e)``, so the matrix
+    ``[responses, shared events]`` has rank 2 when ``m_e`` varies over the events (and
+    rank 1 without it: a weight of the event alone multiplies the whole column). The
+    reward-dependent part ``w_i (A_i(R) - A_i(R'))`` (:func:`second_rewards`) has rank 1
+    in both cases; a token weight from response statistics (M5) keeps rank 2 there, so
+    M6 is named only when the difference is rank 1 up to :func:`pattern_tol` and its own
+    second singular value (the measured round-off, four times). Reaches a term that only
+    mixed groups show (tied groups dropped by a filter); a constant gradient (k1) is an
+    offset of the advantages on-policy and shows nowhere here."""
+    result = ProbeResult(probe)
+    rollout = build(replace(probe.case, off_policy=False))
+    other = rollout.with_fields({"rewards": second_rewards(rollout.rewards, rollout)})
+    kappa, kappa2 = engine([rollout, other])
+    shared = common_prefix(probe.case.groups[0].responses)
+    raw, diff = kappa[:, :shared], (kappa - kappa2)[:, :shared]
+    if not (bool(torch.isfinite(raw).all()) and bool(torch.isfinite(diff).all())):
+        return result
+    res, floor = _second(raw), _second(diff)
+    result.evaluations[NAME] = Evaluation(res, True, rollout, kappa, note=f"probe {probe.name}: {probe.description}")
+    if res > max(pattern_tol(engine.precision), 4 * floor):
+        result.mechanism = probe.mechanism
+    return result
+
+
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     """The probe's base and variant on-policy (its ratios are set explicitly). Its
     evaluations (the counterexamples a report shows) are of the real coefficients; the
@@ -193,6 +225,8 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     fits; a signature that ``isolates`` its pattern is asked whenever the break shows."""
     if probe.name == FEATURES_PROBE:
         return _features_probe(engine, probe)
+    if probe.name == PROFILE_PROBE:
+        return _profile_probe(engine, probe)
     result = ProbeResult(probe)
     example = Example(replace(probe.case, off_policy=False), mutation=probe.mutation)
     case, variant_case = _padded(example)
@@ -298,6 +332,12 @@ PROBES += (
         "limit), rows X, Y, X, Y, ... whose rewards 4, 2.5, 0, 0 rotate over four batches, on-policy, every "
         "entropy 1",
         NAME, "M7", Case(groups=(GroupConfig((_X, _Y), (1.0, 0.0)),), entropy_all=1.0, length_limit=7),
+    ),
+    Probe(
+        PROFILE_PROBE,
+        "one mixed group sharing four events of different behaviour probabilities, on-policy, every entropy 1",
+        NAME, "M6", Case(groups=(_PROFILE,), entropy_all=1.0,
+                         old_prob=(((0, 1), 0.5), ((0, 1, 2), 0.1), ((0, 1, 2, 3), 0.25), ((0, 1, 2, 3, 1), 0.05))),
     ),
 )
 
