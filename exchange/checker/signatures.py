@@ -146,12 +146,12 @@ def _equal_reward_weights(engine: Engine, probe) -> bool:
     return abs(ratio - 1.0) > pattern_tol(engine.precision) + slack
 
 
-# Two reward vectors with the same signs, whether the loss centres them (mean 1 and 1.375)
-# or not (a greedy or raw baseline): 4 and 6 above every centre, -4 and -2 below, far from
-# it next to any shaping of the responses (all of the same length here). Every reward
-# moves, and not by an affine map (5 = 1.25 * 4 but 8 != 1.25 * 6), so every advantage
-# moves whatever the estimator, a std-scaled one included.
-_SPLIT_REWARDS = ((4.0, -4.0, -2.0, 6.0), (5.0, -5.0, -2.5, 8.0))
+# Two reward vectors with the same signs, whether the loss centres them (means 1 and 0.75)
+# or not (a greedy or raw baseline): 4 and 6 (6 and 4) above every centre, -4 and -2 (-2
+# and -5) below, far from it next to any shaping of the responses (all of the same length
+# here). The second reorders the responses within each sign: every advantage moves by
+# O(1), a std-scaled one included (a scaling of the first would barely move it).
+_SPLIT_REWARDS = ((4.0, -4.0, -2.0, 6.0), (6.0, -2.0, -5.0, 4.0))
 
 
 def _moved_columns(engine: Engine, probe, rewards: tuple) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -169,6 +169,10 @@ def _moved_columns(engine: Engine, probe, rewards: tuple) -> list[tuple[torch.Te
     return [(kappas[2 * k][:, pos], kappas[2 * k + 1][:, pos]) for k in range(len(rewards))]
 
 
+def _spread(x: torch.Tensor) -> float:
+    return float(x.max() - x.min()) if x.numel() else 0.0
+
+
 def sign_split(engine: Engine, probe, ev) -> str:
     """M2 and M6 from a shared event moved across the trust region (THEORY.md section 4,
     attribution rules), on the probe's group of equal-length responses at two reward
@@ -181,14 +185,15 @@ def sign_split(engine: Engine, probe, ev) -> str:
     it varies within each; M6 when the remainder ``v_i - q_i b_i = w_i (m - g_i m_1)``
     is not 0 on every occurrence; a remainder on some occurrences only (0 on the
     others) is a term added to occurrences selected by their advantage: M2 and M6
-    (KL-Cov). A mechanism's effect below :func:`pattern_tol` of the loss's precision is
-    round-off."""
+    (KL-Cov). A mechanism's effect below :func:`pattern_tol` of the loss's precision, or
+    below twice the spread of ``q`` among the occurrences of one sign (equal in exact
+    arithmetic: the measured round-off), is round-off."""
     (b1, v1), (b2, v2) = _moved_columns(engine, probe, _SPLIT_REWARDS)
     if not all(bool(torch.isfinite(x).all()) for x in (b1, v1, b2, v2)):
         return probe.mechanism
-    tol = pattern_tol(engine.precision)
+    tol, eps = pattern_tol(engine.precision), RESOLUTION[engine.precision]
     db, dv = b1 - b2, v1 - v2
-    moved = db.abs() > tol * (float(db.abs().max()) + TINY)  # occurrences whose advantage moved
+    moved = db.abs() > tol * float(db.abs().max()) + 2 * eps * float(b1.abs().max() + b2.abs().max())
     if not bool(moved.any()):
         return ""
     q = torch.where(moved, dv / torch.where(moved, db, torch.ones_like(db)), torch.zeros_like(db))
@@ -197,13 +202,18 @@ def sign_split(engine: Engine, probe, ev) -> str:
     names = []
     qh, ql = q[moved & high], q[moved & ~high]
     unit = float(q[moved].abs().max()) + TINY
+    # occurrences of one sign (equal lengths) share g in exact arithmetic: their spread is
+    # the measured round-off of q
+    spread = {True: _spread(qh), False: _spread(ql)}
+    within = max(spread.values())
     if qh.numel() and ql.numel():
-        within = max(float(qh.max() - qh.min()), float(ql.max() - ql.min()))
         between = max(float(qh.max() - ql.min()), float(ql.max() - qh.min()))
-        if between - within > tol * unit:
+        if between - within > tol * unit + 2 * within:
             names.append(probe.mechanism)
     scale = float(torch.maximum(v1.abs(), b1.abs()).max()) + TINY
-    shifted = ((v1 - q * b1).abs() > tol * scale) & moved
+    dq = torch.tensor([spread[bool(h)] for h in high], dtype=q.dtype, device=q.device)
+    shift_noise = dq * b1.abs() + 2 * eps * (v1.abs() + (q * b1).abs())
+    shifted = ((v1 - q * b1).abs() > tol * scale + 2 * shift_noise) & moved
     if bool(shifted.any()):
         if probe.mechanism not in names and not bool(shifted[moved].all()):
             names.append(probe.mechanism)  # added only to occurrences selected by their advantage
