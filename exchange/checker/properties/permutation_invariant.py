@@ -7,15 +7,16 @@ from __future__ import annotations
 import random
 
 import torch
+from torch import Tensor
 
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               configurations)
-from exchange.checker.properties.residuals import as_residual, conditioning
+from exchange.checker.properties.residuals import as_residual
 from exchange.checker.properties.shared_cancellation import any_groups
-from exchange.checker.tolerances import RTOL_EQUAL, TINY, ZERO_COLUMN, pattern_tol
+from exchange.checker.tolerances import RESOLUTION, RTOL_EQUAL, TINY, ZERO_COLUMN, at_precision, pattern_tol
 from exchange.core.coefficients import Engine
 from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
@@ -43,14 +44,43 @@ def _permuted(rollout: Rollout, perm: list[int], relabel: dict[int, int]) -> Rol
     return out.replace(group=torch.tensor([relabel[int(g)] for g in out.group], device=out.group.device))
 
 
+def _perturbed(rewards: Tensor, precision: str) -> Tensor:
+    """``rewards [K, N]`` moved by one epsilon of ``precision`` times ``|R| + 1``, signs
+    alternating over the responses: the size of the round-off the loss itself commits on
+    its rewards (and on rewards shaped by O(1))."""
+    sign = torch.ones(rewards.shape[-1], dtype=rewards.dtype, device=rewards.device)
+    sign[1::2] = -1.0
+    return rewards + RESOLUTION[precision] * (rewards.abs() + 1.0) * sign
+
+
+def _judged(raw: Tensor, kappa: Tensor, kappa_eps: Tensor | None, precision: str) -> Tensor:
+    """The residual ``[K]``, ``raw`` (the largest change over ``max|kappa|``) judged against
+    the round-off the loss commits (THEORY.md section 2: measure the noise floor where it
+    can be measured): below float64, against four times the coefficients' own response
+    to rewards moved by one epsilon (:func:`_perturbed`), which carries whatever the
+    loss's arithmetic amplifies (a std from E[r^2] - E[r]^2 of shaped rewards), however
+    the rewards look. Scaled so that ``residual <= tolerance`` exactly when ``raw <=
+    max(tolerance, 4 * response)``."""
+    if kappa_eps is None:
+        return raw
+    tol = at_precision(RTOL_EQUAL, precision)
+    response = (kappa_eps - kappa).abs().flatten(1).amax(1) / (kappa.abs().flatten(1).amax(1) + TINY)
+    return raw * torch.clamp(tol / (4 * response + TINY), max=1.0)
+
+
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     rollout = build(example.case)
     perm, relabel = _permutation(rollout, example.perm_seed)
     permuted = _permuted(rollout, perm, relabel)
     kappa, kappa_p = engine([rollout, permuted])
     diff = (kappa_p - kappa[perm]).abs().max()
-    res = float(as_residual(diff / (kappa.abs().max() + TINY)) / conditioning(
-        [rollout.rewards[None]], rollout, getattr(engine, "precision", "float64"))[0])
+    raw = as_residual(diff / (kappa.abs().max() + TINY))[None]
+    precision = getattr(engine, "precision", "float64")
+    kappa_eps = None
+    if precision != "float64" and float(raw[0]) > at_precision(RTOL_EQUAL, precision):
+        (kappa_eps,) = engine([rollout.with_fields({"rewards": _perturbed(rollout.rewards[None], precision)[0]})])
+        kappa_eps = kappa_eps[None]
+    res = float(_judged(raw, kappa[None], kappa_eps, precision)[0])
     mism = []
     if res > RTOL_EQUAL:
         mism.append(f"rows permuted by {perm} and groups relabelled {relabel}: max |kappa change| = {float(diff):.6g}")
@@ -64,7 +94,13 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     permuted = _permuted(rollout, perm, relabel)
     _, kappa_p, failed_p = b.coefficients(permuted, {name: value[:, perm] for name, value in fields.items()})
     diff = (kappa_p - kappa[:, perm]).abs().flatten(1).amax(1)
-    res = as_residual(diff / (kappa.abs().flatten(1).amax(1) + TINY)) / conditioning([b.rewards], rollout, b.precision)
+    res = as_residual(diff / (kappa.abs().flatten(1).amax(1) + TINY))
+    todo = (res > at_precision(RTOL_EQUAL, b.precision)).nonzero().flatten() if b.precision != "float64" else []
+    if len(todo):
+        sub = {k: v[todo] for k, v in fields.items()}
+        _, kappa_eps, _ = b.coefficients(rollout, {**sub, "rewards": _perturbed(b.rewards[todo], b.precision)})
+        res = res.clone()
+        res[todo] = _judged(res[todo], kappa[todo], kappa_eps, b.precision)
     failed = failed | failed_p
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed))
 
