@@ -81,6 +81,11 @@ PARAMS = (
     "vespo_lambda_neg",
     "off_policy_mask_threshold",
     "steps_per_generation",
+    "use_vllm",
+    "vllm_importance_sampling_correction",
+    "vllm_importance_sampling_mode",
+    "vllm_importance_sampling_clip_min",
+    "vllm_importance_sampling_clip_max",
 )
 
 # String options TRL checks only deep inside training (or not at all).
@@ -88,6 +93,7 @@ _CHOICES = {
     "importance_sampling_level": ("token", "sequence"),
     "scale_rewards": ("group", "batch", "none", "True", "False"),
     "multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
+    "vllm_importance_sampling_mode": ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
 }
 
 _EOS_OFFSET = 1  # the EOS id shown to TRL is max(token id) + 1, so it collides with nothing
@@ -168,6 +174,26 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
     Runs ``GRPOTrainer._generate_and_score_completions`` on the rollout's tokens and
     rewards; rows come back in rollout order.
     """
+    return _scored(config, rollout)[:2]
+
+
+def _uses_sampler(config) -> bool:
+    return bool(config.use_vllm)
+
+
+def _sampling_lists(rows: Rollout) -> list[list[float]]:
+    """The sampler's log-probs of each row, unpadded, as vLLM reports them to TRL."""
+    return [values[:length] for values, length in zip(rows.sampling_logprobs.tolist(), rows.lengths.tolist())]
+
+
+def _scored(config, rollout: Rollout) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """TRL's advantages ``[N]``, completion mask ``[N, T]`` and, with vLLM, its
+    importance-sampling ratio (``[N, T]``, or ``[N, 1]`` for the sequence modes; ``None``
+    without the correction) and the sampler's log-probs ``[N, T]`` as TRL pads them;
+    rows in rollout order."""
+    if _uses_sampler(config) and rollout.sampling_logprobs is None:
+        raise RolloutError("rollout.sampling_logprobs=None but trl use_vllm=True: TRL reads vLLM's sampling log-probs "
+                           "(its importance-sampling correction, the off-policy mask); pass sampling_logprobs [N, T].")
     order = torch.sort(rollout.group_index, stable=True).indices  # groups contiguous
     sizes = rollout.group_sizes[order]
     batch_std = None
@@ -183,27 +209,42 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
     eos_id = _eos_id(rollout)
     adv = torch.zeros(rollout.n, dtype=rollout.rewards.dtype)
     mask = torch.zeros_like(rollout.mask, dtype=torch.long)
+    is_ratio = sampling = None
+    if _uses_sampler(config):
+        sampling = torch.zeros_like(rollout.old_logprobs)
+        if config.vllm_importance_sampling_correction:
+            sequence = config.vllm_importance_sampling_mode.startswith("sequence")
+            is_ratio = torch.ones(rollout.n, 1 if sequence else rollout.mask.shape[1], dtype=rollout.old_logprobs.dtype)
     for g in sorted(set(sizes.tolist())):
         rows = order[sizes == g]
         out = _score(config, rollout.select(rows), g, eos_id)
         adv[rows] = out["advantages"].to(adv.dtype)
         width = out["completion_mask"].shape[1]
         mask[rows, :width] = out["completion_mask"].long()
+        if sampling is not None:
+            sampling[rows, :width] = out["sampling_per_token_logps"].to(sampling.dtype)
+        if is_ratio is not None:
+            ratio = out["importance_sampling_ratio"].to(is_ratio.dtype)
+            is_ratio[rows, : ratio.shape[1]] = ratio
     if batch_std is not None:
         adv = adv / (batch_std.to(adv.dtype) + 1e-4)
-    return adv, mask.bool() & rollout.mask
+    return adv, mask.bool() & rollout.mask, is_ratio, sampling
 
 
 def _score(config, rows: Rollout, num_generations: int, eos_id: int) -> dict:
     from exchange.libraries.trl.contact import score, shell
 
     rewards = rows.rewards.detach().to(torch.float64)[:, None]  # [n, 1]: one reward function
-    return score(shell(config, num_generations, eos_id, _PAD_ID), _completion_lists(rows, eos_id), rewards)
+    t = shell(config, num_generations, eos_id, _PAD_ID)
+    if not _uses_sampler(config):
+        return score(t, _completion_lists(rows, eos_id), rewards)
+    return score(t, _completion_lists(rows, eos_id), rewards, old_logprobs=rows.old_logprobs.detach(),
+                 sampling_logprobs=_sampling_lists(rows))
 
 
 def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
     """TRL's ``_compute_loss`` on ``logprobs [N, T]`` with TRL's own advantages."""
-    adv, mask = trl_advantages(config, rollout)
+    adv, mask, is_ratio, sampling = _scored(config, rollout)
     if config.top_entropy_quantile < 1.0 and rollout.entropy is None:
         raise RolloutError(
             "rollout.entropy=None but trl top_entropy_quantile<1 masks tokens by entropy: "
@@ -216,17 +257,18 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
     k = int(config.steps_per_generation or 1)
     t = shell(config, int(rollout.group_sizes.max()), _eos_id(rollout), _PAD_ID)
     entropy = rollout.entropy if rollout.entropy is not None else torch.zeros_like(logprobs)
+    extra = {"importance_sampling_ratio": is_ratio, "sampling_per_token_logps": sampling}
     if k <= 1:
-        return _micro_loss(t, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(), 1)
+        return _micro_loss(t, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(), 1, extra)
     # TRL: shuffle the generation batch's rows, split it into k micro-batches, accumulate
     perm = torch.randperm(rollout.n, generator=torch.Generator(device="cpu").manual_seed(0), device="cpu")
-    parts = [_micro_loss(t, rollout, logprobs, entropy, adv, mask, rows, mask.sum(), k)
+    parts = [_micro_loss(t, rollout, logprobs, entropy, adv, mask, rows, mask.sum(), k, extra)
              for rows in perm.chunk(k) if rows.numel()]
     return torch.stack(parts).sum()
 
 
 def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Tensor, mask: Tensor,
-                rows: Tensor, num_items: Tensor, k: int) -> Tensor:
+                rows: Tensor, num_items: Tensor, k: int, extra: dict) -> Tensor:
     """TRL's ``_compute_loss`` on the micro-batch ``rows`` (``k`` per generation batch)."""
     from exchange.libraries.trl.contact import shell_loss
 
@@ -243,6 +285,9 @@ def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Ten
     }
     if rollout.ref_logprobs is not None:
         inputs["ref_per_token_logps"] = rollout.ref_logprobs[rows].to(logprobs.dtype)
+    for key, value in extra.items():  # vLLM's: TRL's importance-sampling ratio, the sampler's log-probs
+        if value is not None:
+            inputs[key] = value[rows].to(logprobs.dtype)
     return shell_loss(t, inputs, logprobs[rows], entropy[rows], k)
 
 
