@@ -175,7 +175,7 @@ def top_entropy_mask(entropy: Tensor, mask: Tensor, quantile: float) -> Tensor:
     if values.numel() == 0:
         return torch.zeros_like(mask)
     threshold = torch.quantile(values, 1 - quantile)
-    return (entropy * mask.to(entropy.dtype) >= threshold) & mask
+    return (entropy * mask.float() >= threshold) & mask  # TRL's promotion: bf16 entropies compare in float32
 
 
 def off_policy_keep(adv: Tensor, logprobs: Tensor, sampling: Tensor, mask: Tensor, threshold: float) -> Tensor:

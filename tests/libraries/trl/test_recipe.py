@@ -99,9 +99,11 @@ def test_a_run_llm_recipe_with_a_refused_setting_is_an_error_naming_it(tmp_path)
 
     root = Path(__file__).resolve().parents[3]
     text = (root / "experiments/llm/recipes/grpo_norm_llama25m.yaml").read_text()
-    text = text.replace("experiment: experiments/", f"experiment: {root}/experiments/") + "top_entropy_quantile: 0.5\n"
+    # token ratios: the lab's grpo arm cannot take TRL's sequence-level ratios
+    text = text.replace("experiment: experiments/", f"experiment: {root}/experiments/") + (
+        "importance_sampling_level: sequence\n")
     (tmp_path / "r.yaml").write_text(text)
-    with pytest.raises(InvalidArgument, match=r"arm 'grpo'.*top_entropy_quantile=0.5"):
+    with pytest.raises(InvalidArgument, match=r"arm 'grpo'.*importance_sampling_level='sequence'"):
         recipe_targets(str(tmp_path / "r.yaml"))
 
 
