@@ -35,7 +35,16 @@ sorted by group (stable) before the call and the result is put back in rollout o
 When group sizes differ, TRL's advantage code runs once per group size (exact for
 ``scale_rewards`` "group"/"none"; for "batch", which TRL itself cannot run on unequal
 groups, TRL's centring per size divided by the std of every reward in the batch plus
-1e-4, TRL's batch formula).
+1e-4, TRL's batch formula; for ``multi_objective_aggregation="normalize_then_sum"``, TRL's
+group standardisation per size, then its batch step, centred and divided by the std of
+every row plus 1e-4).
+
+vLLM (``use_vllm=True``): the rollout's ``sampling_logprobs`` are what ``_generate``
+hands TRL as vLLM's log-probs, and its ``old_logprobs`` what TRL's forward pass computes
+before scoring, so TRL's own code builds the importance-sampling ratio
+(``vllm_importance_sampling_correction``, every mode) and the off-policy mask reads the
+sampler's log-probs, as in training. The checker's cases give every event a sampler
+log-prob (``exchange.checker.cases.SAMPLER_RATIOS``).
 
 The shell relies on private attributes of trl 1.16.0, hence the version pin; it is built
 and driven by :mod:`exchange.libraries.trl.contact`, which owns every private TRL name.
@@ -197,7 +206,17 @@ def _scored(config, rollout: Rollout) -> tuple[Tensor, Tensor, Tensor | None, Te
     order = torch.sort(rollout.group_index, stable=True).indices  # groups contiguous
     sizes = rollout.group_sizes[order]
     batch_std = None
-    if config.scale_rewards == "batch" and int(sizes.min()) != int(sizes.max()):
+    normalize_then_sum = config.multi_objective_aggregation == "normalize_then_sum"
+    if normalize_then_sum and int(sizes.min()) != int(sizes.max()):
+        # TRL's normalize_then_sum standardises each function's rewards per group, then the
+        # (weighted) sum over the whole batch: with one function, the group-standardised
+        # reward is TRL's sum_then_normalize at scale "group", run per size; the batch step
+        # follows below over every row
+        import copy
+
+        config = copy.copy(config)
+        config.multi_objective_aggregation, config.scale_rewards = "sum_then_normalize", "group"
+    elif config.scale_rewards == "batch" and int(sizes.min()) != int(sizes.max()):
         # TRL runs one group size per batch; its "batch" scaling is (R - group mean) / (nanstd
         # of every reward + 1e-4): centre per size with TRL's code, then divide by the std of
         # the whole batch (torch.std is Bessel-corrected, as TRL's nanstd)
@@ -228,6 +247,8 @@ def _scored(config, rollout: Rollout) -> tuple[Tensor, Tensor, Tensor | None, Te
             is_ratio[rows, : ratio.shape[1]] = ratio
     if batch_std is not None:
         adv = adv / (batch_std.to(adv.dtype) + 1e-4)
+    if normalize_then_sum and config.multi_objective_aggregation == "sum_then_normalize":
+        adv = (adv - adv.mean()) / (adv.std() + 1e-4)  # TRL's batch step (nanmean, Bessel nanstd)
     return adv, mask.bool() & rollout.mask, is_ratio, sampling
 
 
@@ -304,6 +325,30 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     normaliser) when ``steps_per_generation > 1`` splits the batch for a loss type whose
     normaliser is per micro-batch. CISPO's detached
     ``min(r, eps_high)`` is a function of the event: no break.
+
+    TRL's per-token factors (THEORY.md section 4, from trl 1.16's ``_compute_loss``):
+
+    - ``top_entropy_quantile < 1``: a mask from the entropy of the token's own context,
+      a function of the event on one batch (no break, section 4's subtleties); with
+      several micro-batches each takes its own quantile (``M5.micro_batch_quantile``).
+    - ``delta``: a cap on the unclipped ratio, decided by the sign of A (M2 off-policy,
+      which the PPO-clip loss types carry already; TRL ignores it for the others).
+    - ``off_policy_mask_threshold``: negative-advantage responses whose mean
+      ``log pi_sampler - log pi`` exceeds the threshold leave the loss, a selection by
+      the advantage's sign (``M2.sign_clip``). Without vLLM the mean is 0 on-policy: a
+      threshold >= 0 keeps everything there, a negative one drops every negative
+      advantage (positive-only: ``M4.not_zero_sum``, both regimes). With vLLM the
+      sampler's log-probs differ from the policy's on-policy too: both facets, both
+      regimes (identical responses share their mean, so the drop is one-signed).
+    - vLLM's importance-sampling correction: ``token_*`` modes weight each token by
+      ``pi_old / pi_vLLM`` of its own event, truncated or masked (no break, like
+      CISPO's detached ratio); ``sequence_*`` modes weight every token of a response by
+      the product over the response (truncated or masked): a weight from a
+      response-level statistic (``M5.response_statistics``), on-policy too. VESPO folds
+      the ratio into its sequence weight in every mode (M5 too).
+    - ``multi_objective_aggregation=normalize_then_sum``: per-function group
+      standardisation, then one batch scale (the batch mean of group-centred sums is
+      0): no break.
     """
     p = dict(defaults())
     p.update(params or {})
@@ -316,13 +361,31 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
         off.add("M2.sign_clip")
     if (sequence and loss_type != "vespo") or loss_type == "vespo":
         off.add("M1.sequence_weight")
-    if str(p["mask_truncated_completions"]).lower() in ("true", "1", "yes"):
+    if _true(p["mask_truncated_completions"]):
         on.add("M4.not_zero_sum")
     # several micro-batches: bnpo's token count and grpo/sapo/luspo/dr_grpo's row count are
     # taken per micro-batch (dapo, cispo and vespo divide by the generation batch's tokens)
     micro = p.get("steps_per_generation") not in (None, "None", "none") and int(float(p["steps_per_generation"])) > 1
     if micro and loss_type in ("bnpo", "grpo", "sapo", "luspo", "dr_grpo"):
         on.add("M3.micro_batch_norm")
+    if micro and float(p["top_entropy_quantile"]) < 1.0:
+        on.add("M5.micro_batch_quantile")
+    vllm = _true(p["use_vllm"])
+    threshold = p["off_policy_mask_threshold"]
+    if threshold not in (None, "None", "none"):
+        if vllm:
+            on |= {"M2.sign_clip", "M4.not_zero_sum"}
+        elif float(threshold) < 0:
+            on.add("M4.not_zero_sum")
+            off.add("M2.sign_clip")
+        else:
+            off.add("M2.sign_clip")
+    if vllm and _true(p["vllm_importance_sampling_correction"]) and (
+            str(p["vllm_importance_sampling_mode"]).startswith("sequence") or loss_type == "vespo"):
+        on.add("M5.response_statistics")
     off |= on
     return per_regime(verdict_of(*on), verdict_of(*off))
 
+
+def _true(value: Any) -> bool:
+    return str(value).lower() in ("true", "1", "yes")
