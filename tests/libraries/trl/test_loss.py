@@ -185,6 +185,28 @@ def test_trls_token_factors_equal_the_catalog_parameters(loss_type, trl_base, ca
     assert any(moved), "the setting changes nothing on this rollout: the row tests nothing"
 
 
+@pytest.mark.parametrize("loss_type, params, on, off", [
+    # one batch: the entropy mask is a function of the event; per micro-batch it is not
+    ("dapo", {"top_entropy_quantile": "0.5"}, set(), {"M2.sign_clip"}),
+    ("dapo", {"top_entropy_quantile": "0.5", "steps_per_generation": "2"}, {"M5.micro_batch_quantile"},
+     {"M2.sign_clip", "M5.micro_batch_quantile"}),
+    ("cispo", {"delta": "1.1"}, set(), set()),  # TRL applies delta to the PPO-clip types only
+    ("cispo", {"off_policy_mask_threshold": "0.05"}, set(), {"M2.sign_clip"}),
+    ("cispo", {"off_policy_mask_threshold": "-0.05"}, {"M4.not_zero_sum"}, {"M2.sign_clip", "M4.not_zero_sum"}),
+    ("cispo", {"off_policy_mask_threshold": "0.05", "use_vllm": "true", "vllm_importance_sampling_correction": "false"},
+     {"M2.sign_clip", "M4.not_zero_sum"}, {"M2.sign_clip", "M4.not_zero_sum"}),
+    ("cispo", {"use_vllm": "true", "vllm_importance_sampling_mode": "token_mask"}, set(), set()),
+    ("cispo", {"use_vllm": "true"}, {"M5.response_statistics"}, {"M5.response_statistics"}),
+    ("cispo", {"use_vllm": "true", "vllm_importance_sampling_correction": "false"}, set(), set()),
+    ("cispo", {"multi_objective_aggregation": "normalize_then_sum"}, set(), set()),
+])
+def test_the_derived_verdict_of_each_trl_factor(loss_type, params, on, off):
+    from exchange.libraries import expected
+
+    exp = expected(f"trl:{loss_type}", params)
+    assert (set(exp["on_policy"].facets), set(exp["off_policy"].facets)) == (on, off)
+
+
 def test_the_sampler_settings_need_the_samplers_logprobs():
     from dataclasses import replace as dc_replace
 
