@@ -14,16 +14,38 @@ experiments are defined by their catalog objectives) passes the clip widths, ``b
 and the SAPO temperatures only where they differ from TRL's defaults
 (:func:`differences` names what the objective keeps).
 
+TRL's per-token factors (:func:`factor_params`, always TRL's values) become parameters
+that every factored catalog family has (``exchange.objectives._factored.token_factors``),
+each reproducing trl 1.16's ``_compute_loss`` line for line:
+
+- ``top_entropy_quantile < 1`` -> ``top_entropy_quantile``: tokens whose entropy (TRL's,
+  from the loss's forward pass) is below the ``1 - q`` quantile of the micro-batch's
+  loss-mask tokens, pooled over every process, leave the surrogate (not the
+  normaliser); the entropy bonus is taken over the tokens kept, as TRL's;
+- ``delta`` -> ``delta`` (the PPO-clip families grpo, bnpo, dr_grpo, dapo, gspo): the
+  unclipped ratio capped at ``delta`` before the min with the clipped term;
+- ``off_policy_mask_threshold`` -> ``off_policy_mask``: a response with ``A < 0`` whose
+  mean ``log pi_sampler - log pi`` over its tokens exceeds the threshold leaves the
+  surrogate; ``pi_sampler`` is vLLM's log-probs with ``use_vllm``
+  (``off_policy_mask_sampler``), the old log-probs otherwise;
+- ``use_vllm`` with ``vllm_importance_sampling_correction`` -> ``sampler_is`` (the mode),
+  ``sampler_is_min`` / ``sampler_is_max``: each token's surrogate times TRL's truncated
+  or masked ``pi_old / pi_vLLM`` (per token, or the product over the response), from
+  ``Rollout.sampling_logprobs`` (vLLM's ``sampling_per_token_logps``).
+
 Applied by the trainer itself: ``entropy_coef`` (adaptive included),
 ``steps_per_generation`` / ``num_iterations`` (TRL's buffering and old log-probs), the
 generation batch's advantages (``scale_rewards: batch`` over the whole batch, every
-process), gradient accumulation normalisers. Refused (:func:`refused_settings`, an
-``InvalidArgument`` naming each setting and its fix): whatever the objective cannot
-apply exactly (``top_entropy_quantile < 1``, ``delta``, ``off_policy_mask_threshold``,
-``multi_objective_aggregation='normalize_then_sum'``, vLLM's importance-sampling
-correction, ``importance_sampling_level='sequence'`` for a token-ratio objective, ``beta``
-without a KL term, a clip width or temperature the objective does not have, TRL's
-cispo cap at or below 1).
+process; ``multi_objective_aggregation="normalize_then_sum"``: TRL's per-function group
+standardisation, then the batch's), gradient accumulation normalisers. Refused
+(:func:`refused_settings`, an ``InvalidArgument`` naming each setting and its fix):
+what the chosen objective cannot apply exactly: a per-token factor for an objective
+without the parameter (a callable, clip_cov, kl_cov; ``delta`` for a family without
+TRL's PPO clip), ``normalize_then_sum`` for an objective with its own advantage
+estimator, ``importance_sampling_level='sequence'`` for a token-ratio objective, ``beta``
+without a KL term, a clip width or temperature the objective does not have, TRL's cispo
+cap at or below 1. A ``loss_type`` with no catalog objective (vespo, luspo) is refused
+by ``ExchangeGRPOTrainer`` itself.
 """
 
 from __future__ import annotations

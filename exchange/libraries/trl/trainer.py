@@ -32,7 +32,14 @@ its defaults included), or refused at construction with an ``InvalidArgument`` n
 the setting and the fix: :mod:`exchange.libraries.trl.settings`. A ``loss_type`` the user
 set that differs from the objective is named in a ``UserWarning`` (the objective is the
 loss). Truncated completions (``mask_truncated_completions``) stay in the rollout as data
-(``Rollout.truncated``) and the objective masks them after centring, as TRL does.
+(``Rollout.truncated``) and the objective masks them after centring, as TRL does. TRL's
+per-token factors (``top_entropy_quantile``, ``delta``, ``off_policy_mask_threshold``,
+vLLM's importance-sampling correction) are parameters of the objective: the rollout
+carries TRL's token entropies (when the quantile is on) and vLLM's sampling log-probs
+(``Rollout.sampling_logprobs``), and the entropy quantile pools every process's tokens,
+as TRL's ``get_high_entropy_mask`` does. ``multi_objective_aggregation=
+"normalize_then_sum"``: the trainer computes TRL's advantages from every reward function
+(:func:`normalize_then_sum`).
 
 With ``dump_batches="dir"`` every micro-batch is also written to ``dir/`` for
 ``exchange inspect dir/train-step000010-0003.pt dapo`` (format:
@@ -83,7 +90,8 @@ try:
 except ImportError as err:  # pragma: no cover - require() already checked the install
     raise LibraryError(f"library='trl' failed to import ({err}); pip install -e '.[trl]'") from err
 
-__all__ = ["ExchangeGRPOTrainer", "config_params", "differences", "refused_settings", "resolve_objective"]
+__all__ = ["ExchangeGRPOTrainer", "config_params", "differences", "normalize_then_sum", "refused_settings",
+           "resolve_objective"]
 
 LossFn = Callable[[Tensor, Rollout], Tensor]
 

@@ -173,7 +173,7 @@ ROWS = [
     ("bnpo", 2, {"top_entropy_quantile": 0.5}),
     ("sapo", 2, {"top_entropy_quantile": 0.5}),
     ("dapo", 2, {"top_entropy_quantile": 0.5, "mask_truncated_completions": True}),
-    ("grpo", 2, {"top_entropy_quantile": 0.5, "entropy_coef": 0.05}),
+    ("grpo", 2, {"top_entropy_quantile": 0.5, "entropy_coef": 2.0}),  # a bonus as large as the policy term
     # delta: TRL's two-sided clip, seen off-policy only (a second micro-batch or pass on one
     # generation batch); below 1 + epsilon_high it caps A > 0, above it A < 0
     ("grpo", 1, {"delta": 1.21, "steps_per_generation": 2, "per_device_train_batch_size": 8, "max_steps": 2}),
