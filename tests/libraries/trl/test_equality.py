@@ -10,6 +10,12 @@ on the same tensors, so both hold to about 1e-6 when the objective equals TRL's 
 missed setting moves them by far more (dr_grpo's old 1024 budget gave a ratio of 0.0036;
 dropping the truncation mask changes which rows carry gradient).
 
+Rows with ``use_vllm=True`` build both trainers with TRL's vLLM engine replaced by a stub
+and generate with transformers; ``_generate`` then reports the same sampling log-probs to
+both (:func:`_inject_sampler`), which TRL's importance-sampling ratio and off-policy mask
+read, exactly as vLLM's would reach them. ``reward_funcs: two`` adds a second reward
+function (``multi_objective_aggregation`` rows).
+
 Rows the table does not cover are listed in docs/libraries.md (TRL section).
 """
 
