@@ -1,7 +1,8 @@
 """Declarative group configurations and the event-consistent rollouts they build.
 
 A :class:`Case` lists, per group, the response token sequences and rewards. Every
-per-token value (behaviour probability, ratio, reference probability, entropy) is a
+per-token value (behaviour probability, ratio, reference probability, entropy, the
+sampler's log-probability) is a
 function of the token's *event* (group, prefix, token), so identical events always get
 identical values, as they do in a real batch. Values come from small grids, picked by
 the one event-key hash (:mod:`exchange.checker.event_hash`) of ``(seed, event)``, and
