@@ -284,13 +284,10 @@ class ExchangeGRPOTrainer(GRPOTrainer):
                 output["completion_ids"].device)
         return output
 
-    def _exchange_rollout(self, inputs, per_token_logps: Tensor, entropies: Tensor | None = None) -> Rollout:
+    def _exchange_rollout(self, inputs, per_token_logps: Tensor) -> Rollout:
         from exchange.libraries.trl.callback import rollout_of
 
-        # TRL's entropies, as its high-entropy mask reads them (only where the objective
-        # masks by entropy: a round-off entropy below 0 would fail the rollout otherwise)
-        entropy = entropies if self.exchange_params.get("top_entropy_quantile", 1.0) < 1.0 else None
-        return rollout_of(inputs, per_token_logps.dtype, per_token_logps, entropy)
+        return rollout_of(inputs, per_token_logps.dtype, per_token_logps)
 
     # ----------------------------------------------------------------- the loss
     def _exchange_loss(self, model, inputs, trl_loss: Tensor, per_token_logps: Tensor, entropies: Tensor,
@@ -299,11 +296,14 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         normalised as TRL normalises its own; ``entropy_coef`` is the coefficient TRL
         applied to this micro-batch (read before its adaptive controller moved it)."""
         mode = "train" if self.model.training else "eval"
-        rollout = self._exchange_rollout(inputs, per_token_logps, entropies)
+        rollout = self._exchange_rollout(inputs, per_token_logps)
         quantile = self.exchange_params.get("top_entropy_quantile", 1.0)
         if quantile < 1.0:  # TRL's quantile is over the micro-batches of every process
             from exchange.objectives import token_pool
 
+            # TRL's entropies, as its high-entropy mask reads them (only where the objective
+            # masks by entropy: a round-off entropy below 0 would fail the rollout otherwise)
+            rollout = replace(rollout, entropy=entropies.detach().to(per_token_logps.dtype))
             with token_pool(self._exchange_gather_tokens):
                 loss = self.exchange_objective(per_token_logps, rollout)
         else:
