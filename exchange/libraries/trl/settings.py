@@ -251,6 +251,11 @@ def refused_settings(args, objective, objective_params: Mapping[str, Any] | None
     has = (lambda p: p in defaults) if defaults is not None else (lambda p: False)
     out = []
     factors = factor_params(args)
+    modes = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+    if "sampler_is" in factors and factors["sampler_is"] not in modes:
+        out.append(f"vllm_importance_sampling_mode={factors['sampler_is']!r} is not one of {', '.join(modes)} (TRL's "
+                   "four, which it checks only inside the first training step); fix the spelling")
+        factors.pop("sampler_is")
     for setting, (param, who) in FACTOR_SETTINGS.items():
         if param in factors and not has(param):
             out.append(f"{_factor_setting(args, setting)}: objective {name!r} has no {param} parameter, which applies "

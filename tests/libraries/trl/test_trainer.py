@@ -283,13 +283,16 @@ def test_each_loss_setting_is_applied_or_refused_by_name(tmp_path, setting, valu
     assert refused_settings(_config(tmp_path), "dapo") == []
 
 
-def test_a_misspelt_aggregation_is_refused_naming_trls_two(tmp_path):
+def test_a_misspelt_aggregation_or_vllm_mode_is_refused_naming_trls_values(tmp_path):
     from exchange.libraries.trl.settings import refused_settings
 
     # GRPOConfig takes any string; TRL itself fails only inside the first training step
     (line,) = refused_settings(_config(tmp_path, multi_objective_aggregation="normalise_then_sum"), "dapo")
     assert line.startswith("multi_objective_aggregation='normalise_then_sum' is not one of 'sum_then_normalize', "
                            "'normalize_then_sum'"), line
+    (line,) = refused_settings(_config(tmp_path, use_vllm=True, vllm_importance_sampling_mode="token"), "dapo")
+    assert line.startswith("vllm_importance_sampling_mode='token' is not one of token_truncate, token_mask, "
+                           "sequence_truncate, sequence_mask"), line
 
 
 def test_hyperparameters_come_from_grpo_config(tmp_path):
