@@ -9,7 +9,8 @@ device then lands on ``meta`` and mixing it with the CPU inputs raises just as C
 ``cuda`` arm (marker ``cuda``) runs the same tests on a real GPU and skips elsewhere.
 
 Covered: every catalog objective, every restoring transformation on every objective it
-applies to (with the regulariser and ``mask_truncated``), the surgical transform on every
+applies to (with the regulariser and ``mask_truncated``), TRL's per-token factors on every
+factored family and TRL's normalize_then_sum advantages, the surgical transform on every
 family, precomputed advantages, the
 events and shared residual the TRL callback logs, TRL's micro-batch rollout and group
 shuffle, and every verl ``exchange_*`` policy loss (full, partial and 1-row micro-batches).
@@ -90,6 +91,43 @@ def test_objective_and_transforms_follow_the_device(spec, device):
         loss, grad = _loss_and_grad(lambda lp: fn(lp, r) + (0 if reg is None else reg(lp, r)), r.logprobs)
     assert loss.device == dev and (grad is None or grad.device == dev)
     assert torch.isfinite(loss.detach()).all()
+
+
+_SAMPLER_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+
+@pytest.mark.parametrize("spec", [s for s in names() if get(s).factors is not None])
+def test_trls_token_factors_follow_the_device(spec, device):
+    """TRL's per-token factors (high-entropy mask, off-policy mask against the sampler's
+    log-probs, one of them NaN, every vLLM IS mode, delta where the family has it) on the
+    inputs' device, truncated rows dropped first."""
+    dev, context = device
+    r0 = build(CASE).to(torch.float64)
+    sampling = r0.sampling_logprobs.clone()
+    sampling[0, 1] = float("nan")  # a token vLLM could not score
+    r = _rollout(dev, context, sampling_logprobs=sampling)
+    obj = get(spec)
+    for mode in _SAMPLER_MODES:
+        params = {"top_entropy_quantile": 0.5, "off_policy_mask": 0.0, "off_policy_mask_sampler": True,
+                  "sampler_is": mode, "sampler_is_min": 0.5, "mask_truncated": True}
+        if "delta" in obj.defaults:
+            params["delta"] = 1.3
+        fn = obj.bind(**params)
+        with context():
+            loss, grad = _loss_and_grad(lambda lp: fn(lp, r), r.logprobs)
+        assert loss.device == dev and grad is not None and grad.device == dev
+        assert torch.isfinite(grad).all(), mode
+
+
+def test_trls_normalize_then_sum_follows_the_device(device):
+    pytest.importorskip("trl")
+    from exchange.libraries.trl.trainer import normalize_then_sum
+
+    dev, context = device
+    per_func = torch.tensor([[1.0, 2.0], [0.0, float("nan")], [float("nan")] * 2, [3.0, 1.0]], device=dev)
+    with context():
+        adv = normalize_then_sum(per_func, torch.tensor([1.0, 0.5], device=dev), 2)
+    assert adv.device == dev and torch.isfinite(adv).all() and float(adv[2]) == 0.0
 
 
 @pytest.mark.parametrize("spec", names())

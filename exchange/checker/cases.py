@@ -1,7 +1,8 @@
 """Declarative group configurations and the event-consistent rollouts they build.
 
 A :class:`Case` lists, per group, the response token sequences and rewards. Every
-per-token value (behaviour probability, ratio, reference probability, entropy) is a
+per-token value (behaviour probability, ratio, reference probability, entropy, the
+sampler's log-probability) is a
 function of the token's *event* (group, prefix, token), so identical events always get
 identical values, as they do in a real batch. Values come from small grids, picked by
 the one event-key hash (:mod:`exchange.checker.event_hash`) of ``(seed, event)``, and
@@ -32,6 +33,7 @@ __all__ = [
     "RATIOS",
     "OLD_PROBS",
     "ENTROPIES",
+    "SAMPLER_RATIOS",
 ]
 
 # Ratios straddle the usual clip ranges (0.2 / 0.28) on both sides; 1.0 first so that
@@ -40,6 +42,11 @@ RATIOS = (1.0, 0.9, 1.1, 0.7, 1.5, 0.5, 1.25, 0.85, 2.0)
 OLD_PROBS = (0.5, 0.25, 0.4, 0.1, 0.05)
 REF_PROBS = (0.5, 0.3, 0.2, 0.45, 0.1)
 ENTROPIES = (1.0, 0.5, 1.5, 0.1, 0.8, 2.0)
+# The sampler's mismatch with the behaviour policy, pi_old / pi_sampler per event (an
+# inference engine such as vLLM is another policy: its log-prob is a function of the
+# event too). Both sides of 1 and beyond TRL's default cap 3.0; 1.0 first. With
+# max(old prob) / min(ratio) <= 1 the sampler's log-probs stay <= 0.
+SAMPLER_RATIOS = (1.0, 0.8, 1.25, 0.5, 2.0, 4.0)
 
 EventKey = tuple  # (group index, token, token, ...): the prefix including the token
 
@@ -143,9 +150,9 @@ def common_prefix(responses: tuple[tuple[int, ...], ...]) -> int:
     return n
 
 
-# Salts of the four per-event values (exchange.checker.event_hash.pick).
-SALTS = {"old": 1, "ratio": 2, "entropy": 3, "ref": 4}
-GRIDS = {"old": OLD_PROBS, "ratio": RATIOS, "entropy": ENTROPIES, "ref": REF_PROBS}
+# Salts of the five per-event values (exchange.checker.event_hash.pick).
+SALTS = {"old": 1, "ratio": 2, "entropy": 3, "ref": 4, "sampler": 5}
+GRIDS = {"old": OLD_PROBS, "ratio": RATIOS, "entropy": ENTROPIES, "ref": REF_PROBS, "sampler": SAMPLER_RATIOS}
 
 
 def _log(x: torch.Tensor) -> torch.Tensor:
@@ -212,6 +219,7 @@ def case_template(case: Case) -> Template:
         ref_logprobs=zeros,
         entropy=zeros,
         logprobs=zeros,
+        sampling_logprobs=zeros,
         baseline_rewards=torch.tensor([b for _, _, _, b in rows], dtype=torch.float64),
         truncated=lengths >= case.length_limit if case.length_limit else torch.zeros(n, dtype=torch.bool),
     )
@@ -224,14 +232,16 @@ _VALUE_GRIDS = {salt: torch.tensor(grid, dtype=torch.float64) for salt, grid in 
 
 def case_values(tmpl: Template, seeds: list[int] | int) -> dict[str, torch.Tensor]:
     """The per-event values of ``tmpl`` under each seed: ``old_logprobs``, ``logprobs``,
-    ``ref_logprobs``, ``entropy``, each ``[K, N, T]`` for ``K`` seeds (``[N, T]`` for an
-    int). Raises :class:`InvalidArgument` when an override makes a probability > 1."""
+    ``ref_logprobs``, ``entropy``, ``sampling_logprobs`` (the behaviour log-prob minus
+    the log of the event's :data:`SAMPLER_RATIOS` pick, capped at 0), each ``[K, N, T]``
+    for ``K`` seeds (``[N, T]`` for an int). Raises :class:`InvalidArgument` when an
+    override makes a probability > 1."""
     case, kh, mask = tmpl.case, tmpl.key_hash, tmpl.rollout.mask
     batched = not isinstance(seeds, int)
     seeds_t = torch.tensor(list(seeds) if batched else [seeds], dtype=torch.long)
     shape = (len(seeds_t), *kh.shape)
 
-    salts = ("old", "ref") + (("ratio",) if case.off_policy else ()) + (("entropy",) if case.entropy_all is None else ())
+    salts = ("old", "ref", "sampler") + (("ratio",) if case.off_policy else ()) + (("entropy",) if case.entropy_all is None else ())
     picked = dict(zip(salts, pick(kh, seeds_t, torch.tensor([SALTS[s] for s in salts]),
                                   torch.tensor([len(GRIDS[s]) for s in salts])).unbind(0)))
 
@@ -261,6 +271,9 @@ def case_values(tmpl: Template, seeds: list[int] | int) -> dict[str, torch.Tenso
         "logprobs": cur,
         "ref_logprobs": torch.where(mask, _LOG_GRIDS["ref"][idx("ref")], zero),
         "entropy": torch.where(mask, ent, zero),
+        # pi_sampler = pi_old / ratio: a function of the event; capped at log 1 for an
+        # overridden old probability the grid's ratios would push above 1
+        "sampling_logprobs": torch.where(mask, (old - _LOG_GRIDS["sampler"][idx("sampler")]).clamp(max=0.0), zero),
     }
     return out if batched else {k: v[0] for k, v in out.items()}
 
@@ -275,7 +288,7 @@ def build(case: Case) -> Rollout:
 
 
 def replace_values(rollout: Rollout, vals: dict[str, torch.Tensor]) -> Rollout:
-    """``rollout`` with its four value fields replaced (``vals`` as :func:`case_values` gives
+    """``rollout`` with its five value fields replaced (``vals`` as :func:`case_values` gives
     them for one seed), without re-validating what the template already fixed."""
     r = rollout
     return Rollout._trusted(tokens=r.tokens, mask=r.mask, rewards=r.rewards, group=r.group,

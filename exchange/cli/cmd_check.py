@@ -88,11 +88,17 @@ def recipe_targets(path: str) -> list:
     from pathlib import Path
 
     from exchange.errors import InvalidArgument
-    from exchange.libraries.trl.recipe import config_target, loss_of_config, parse_recipe, present_regularizers
+    from exchange.libraries.trl.recipe import (
+        config_target,
+        loss_of_config,
+        parse_recipe,
+        present_regularizers,
+        sampler_notes,
+    )
     from exchange.targets import Target
 
     config, data = parse_recipe(path)
-    present = "".join(f"; {note}" for note in present_regularizers(config))
+    present = "".join(f"; {note}" for note in present_regularizers(config) + sampler_notes(config))
     if "experiment" not in data:
         lib_target, _ = config_target(config)
         return [Target(f"{lib_target} (from {path}{present})", loss_of_config(config), source="trl")]

@@ -11,8 +11,8 @@ def add_parser(sub) -> None:
         help="inspect one real batch: shared events, K_e, shared residual, weight vectors",
         description="BATCH: a torch.save (.pt) or safetensors (.safetensors) file holding a dict of "
         "Rollout fields: tokens [N,T], mask [N,T], rewards [N], group [N], old_logprobs [N,T], optional "
-        "logprobs, ref_logprobs, entropy [N,T], baseline_rewards [N], truncated [N], prompt_tokens, "
-        "prompt_mask [N,P] (the format: exchange.core.batch_io, whose save_batch writes one). "
+        "logprobs, ref_logprobs, entropy, sampling_logprobs [N,T], baseline_rewards [N], truncated [N], "
+        "prompt_tokens, prompt_mask [N,P] (the format: exchange.core.batch_io, whose save_batch writes one). "
         "TARGET: a built-in name, trl:/verl:/openrlhf:/skyrl:/areal:/art: "
         "library losses, module:function, or path/to/file.py:function. Exit 0 when shared events cancel, "
         "1 when they do not.",

@@ -13,8 +13,9 @@ are :class:`Rollout` constructor fields (:data:`BATCH_FIELDS`, taken from the da
 - optional: ``ref_logprobs [N,T]``, ``entropy [N,T]``, ``logprobs [N,T]`` (the current
   policy; ``exchange inspect`` defaults to ``old_logprobs``, on-policy),
   ``baseline_rewards [N]``, ``advantages [N]`` or ``[N,T]`` (precomputed, e.g. verl's),
-  ``truncated [N]`` (bool), ``prompt_tokens [N,P]`` (integer)
-  and ``prompt_mask [N,P]`` (bool).
+  ``truncated [N]`` (bool), ``prompt_tokens [N,P]`` (integer),
+  ``prompt_mask [N,P]`` (bool) and ``sampling_logprobs [N,T]`` (the sampler's, e.g.
+  vLLM's, log-probs; NaN where it could not score a token).
 
 Each tensor is read back as its field's :data:`~exchange.core.rollout.FIELD_DTYPES`
 (integers as ``long``, booleans as ``bool``, floats as ``float64``) on the CPU; the

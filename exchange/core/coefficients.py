@@ -120,7 +120,8 @@ class _CannotVmap(Exception):
     pass
 
 
-_STACKED = ("tokens", "mask", "rewards", "old_logprobs", "ref_logprobs", "entropy", "baseline_rewards", "truncated")
+_STACKED = ("tokens", "mask", "rewards", "old_logprobs", "ref_logprobs", "entropy", "baseline_rewards", "truncated",
+            "sampling_logprobs")
 
 
 def _vmapped(loss_fn: LossFn, logprobs: list[Tensor], rollouts: list[Rollout]) -> list[Tensor]:

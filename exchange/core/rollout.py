@@ -58,6 +58,13 @@ class Rollout:
             M4 when a group mixes truncated and complete responses).
         prompt_tokens: ``LongTensor[N, P] | None`` prompt ids, left-padded, so a model can
             recompute log-probs; ``prompt_mask`` ``BoolTensor[N, P]`` marks real tokens.
+        sampling_logprobs: ``Tensor[N, T] | None`` the log-probs the *sampler* reported for
+            the tokens when it is not the trainer's policy (vLLM's, TRL's
+            ``sampling_per_token_logps``): constants, a function of the event like
+            ``old_logprobs``. NaN where the sampler could not score a token (vLLM's None),
+            the only field that may hold NaN. Read by objectives bound with ``sampler_is``
+            (TRL's vLLM importance-sampling correction) or ``off_policy_mask``; ``None``:
+            the sampler is the behaviour policy (``old_logprobs``).
     """
 
     # metadata["kind"]: "integer", "bool" or "float" (FIELD_DTYPES derives from it)
@@ -74,6 +81,7 @@ class Rollout:
     truncated: Tensor | None = field(default=None, metadata={"kind": "bool"})
     prompt_tokens: Tensor | None = field(default=None, metadata={"kind": "integer"})
     prompt_mask: Tensor | None = field(default=None, metadata={"kind": "bool"})
+    sampling_logprobs: Tensor | None = field(default=None, metadata={"kind": "float"})
     # Derived group structure, computed once at construction.
     _group_index: Tensor = field(init=False, repr=False)  # [N] dense 0..n_groups-1
     _n_groups: int = field(init=False, repr=False)
@@ -301,7 +309,7 @@ def _validate(r: Rollout) -> None:
         raise _fail("tokens", f"shape={_shape(r.tokens)} is empty", "A rollout needs at least one group of 2 responses with 1 token each.")
     _check_dtype(r.tokens, "tokens", integer=True)
 
-    for name in ("mask", "old_logprobs", "ref_logprobs", "entropy", "logprobs"):
+    for name in ("mask", "old_logprobs", "ref_logprobs", "entropy", "logprobs", "sampling_logprobs"):
         value = getattr(r, name)
         if value is not None and tuple(value.shape) != (n, t):
             raise _fail(name, f"shape={_shape(value)} differs from tokens [{n}, {t}]", f"Give {name} the same [N, T] shape as tokens.")
@@ -325,7 +333,8 @@ def _validate(r: Rollout) -> None:
         value = getattr(r, name)
         if value is not None:
             _check_dtype(value, name, integer=False)
-            bad = ~torch.isfinite(value)
+            # the sampler's log-probs may be NaN where it could not score a token (vLLM)
+            bad = torch.isinf(value) if name == "sampling_logprobs" else ~torch.isfinite(value)
             if bad.any():
                 where = bad.nonzero()[0].tolist()
                 raise _fail(
@@ -361,7 +370,7 @@ def _validate(r: Rollout) -> None:
             "Group-relative objectives need G >= 2 responses per prompt; drop singleton groups or sample more "
             "(or pass the advantages, computed over the whole group, as Rollout.advantages).",
         )
-    for name in ("old_logprobs", "ref_logprobs", "logprobs"):
+    for name in ("old_logprobs", "ref_logprobs", "logprobs", "sampling_logprobs"):
         value = getattr(r, name)
         if value is not None and (value[r.mask] > LOGPROB_SLACK).any():
             raise _fail(

@@ -196,6 +196,10 @@ FACETS: dict[str, Facet] = {
               "baseline does not depend on the suffixes, so (E) holds"),
         Facet("M5.response_statistics", "token weights from response-level statistics (within-response "
               "standardisation, per-response quantiles)", (_E, _C), "T2: the weights differ across responses"),
+        Facet("M5.micro_batch_quantile", "a token mask from a quantile of each micro-batch's tokens (TRL's "
+              "top_entropy_quantile with several micro-batches)", (_E, _C, _P),
+              "section 4, M5, and M3's micro-batch case: copies of one event in different micro-batches meet "
+              "different thresholds, and which micro-batch a response joins follows the row order (P)"),
         Facet("M6.event_term", "a per-occurrence term that does not scale with the advantage (KL on sampled "
               "tokens, (log rho)^2, abs(log rho), an entropy bonus on sampled tokens)", (_E, _C, _N),
               "section 4, M6: adds m_e phi(rho_e) to K_e whatever the advantages; a tied group keeps it (N)"),

@@ -138,6 +138,14 @@ _TRL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
     ("trl:vespo", {}, "gamma weight of the sequence ratio product"),
     ("trl:luspo", {"importance_sampling_level": "sequence", **_GSPO_TRL}, "L_i x GSPO"),
     ("trl:grpo", {"importance_sampling_level": "sequence", **_GSPO_TRL}, "GSPO as the TRL docs set it up"),
+    # TRL's per-token factors and reward aggregation (issue 32)
+    ("trl:dapo", {"top_entropy_quantile": "0.2"}, "high-entropy mask: a function of the event"),
+    ("trl:dapo", {"epsilon_high": "0.28", "delta": "1.1"}, "two-sided clip: the unclipped ratio capped"),
+    ("trl:dapo", {"off_policy_mask_threshold": "0.05"}, "off-policy sequence mask: A < 0 dropped off-policy"),
+    ("trl:dapo", {"off_policy_mask_threshold": "-0.05"}, "negative threshold: every A < 0 dropped"),
+    ("trl:grpo", {"multi_objective_aggregation": "normalize_then_sum"}, "one reward function: one batch scale"),
+    ("trl:dapo", {"use_vllm": "true", "vllm_importance_sampling_mode": "token_truncate"},
+     "vLLM's IS weight per token: a function of the event"),
 )
 
 _VERL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (

@@ -5,7 +5,8 @@ documented transformed ones); ``get(name)`` returns an :class:`Objective` (a fam
 ``"base+transform..."``); ``resolve(name, **params)`` returns the bound ``loss_fn``. Restoring transformations (``min_replace``, ``adv_orthogonal``,
 ``group_constant_norm``, ``sign_free_clip``, ``token_trust_region``) live in :mod:`exchange.objectives.restoring`;
 the surgical transform (only the shared-event residual removed, the pathway arm of an
-experiment) in :mod:`exchange.objectives.surgical`.
+experiment) in :mod:`exchange.objectives.surgical`. ``token_pool(gather)``: a block inside
+which batch statistics over tokens (TRL's entropy quantile) pool every process's tokens.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from exchange.errors import InvalidArgument
 from exchange.core.vocabulary import REGIMES
 from exchange.objectives.objective import Expected, Objective
+from exchange.objectives._common import token_pool
 from exchange.objectives.cispo import CISPO, CISPO_VERL
 from exchange.objectives.cov import CLIP_COV, KL_COV
 from exchange.objectives.dapo import DAPO
@@ -42,6 +44,7 @@ __all__ = [
     "resolve",
     "supports",
     "surgical",
+    "token_pool",
 ]
 
 _REGISTRY: dict[str, Objective] = {

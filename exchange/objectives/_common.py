@@ -8,12 +8,17 @@ checker. Everything is written for a whole batch of groups and stays vmap-friend
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterator
+
 import torch
 from torch import Tensor
 
 from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 
+SAMPLER_IS_MODES = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum")
 SCALES = ("group", "batch", "none")
 
@@ -88,17 +93,28 @@ def sequence_log_ratio(logprobs: Tensor, rollout: Rollout) -> Tensor:
 
 
 # -------------------------------------------------------------------- clipping
-def ppo_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float) -> Tensor:
+def ppo_clip(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float, delta: float | None = None) -> Tensor:
     """PPO surrogate ``min(r A, clip(r, 1-eps_low, 1+eps_high) A)``, ``[N, T]``.
 
     ``adv`` broadcasts against ``ratio`` (``[N, 1]`` or ``[N, T]``). The gradient vanishes
     when ``A > 0, r > 1+eps_high`` or ``A < 0, r < 1-eps_low``: sign-dependent (M2, T4).
+
+    ``delta`` (TRL's two-sided clipping, ``GRPOConfig.delta``): the unclipped term's
+    ratio is capped first, ``min(min(r, delta) A, clip(r) A)``. The gradient then also
+    vanishes for ``A > 0, r > delta`` and for ``A < 0, r > max(delta, 1+eps_high)``
+    (with ``delta > 1 + eps_high``, as TRL recommends: verl's dual clip for ``A < 0``).
     """
     # The value of min(r A, clip(r) A), with the clip decided on the ratio itself, as
     # T4 states it: torch.minimum would decide on the two products, which round to the
     # same float one ulp outside a bound and then split the gradient in half.
-    clipped = ((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low))
-    bound = torch.clamp(ratio, 1 - eps_low, 1 + eps_high).detach()
+    if delta is None:
+        clipped = ((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low))
+        bound = torch.clamp(ratio, 1 - eps_low, 1 + eps_high).detach()
+        return torch.where(clipped, bound * adv, ratio * adv)
+    # A > 0: A min(r, delta, 1+eps_high) once r >= 1-eps_low; A < 0: A max(min(r, delta), clip(r))
+    high_pos, high_neg = min(1 + eps_high, delta), max(1 + eps_high, delta)
+    clipped = ((adv > 0) & (ratio > high_pos)) | ((adv < 0) & ((ratio < 1 - eps_low) | (ratio > high_neg)))
+    bound = torch.where(adv > 0, torch.clamp(ratio, max=high_pos), torch.clamp(ratio, 1 - eps_low, high_neg)).detach()
     return torch.where(clipped, bound * adv, ratio * adv)
 
 
@@ -124,6 +140,76 @@ def sign_free_trust_region(ratio: Tensor, adv: Tensor, low: Tensor | float, high
     """
     inside = (ratio >= low) & (ratio <= high)
     return torch.where(inside, ratio * adv, ratio.detach() * adv)
+
+
+# ------------------------------------------------------------ token gates (TRL)
+# Per-token factors TRL's GRPOTrainer multiplies each token's loss by (trl==1.16.0
+# _compute_loss): the high-entropy mask, the off-policy sequence mask and the vLLM
+# importance-sampling weight. Each is detached; the normaliser is unchanged (TRL
+# aggregates with the loss mask, not with these factors).
+
+_TOKEN_POOL: ContextVar[Callable[[Tensor], Tensor] | None] = ContextVar("exchange_token_pool", default=None)
+
+
+@contextmanager
+def token_pool(gather: Callable[[Tensor], Tensor]) -> Iterator[None]:
+    """Within the block, :func:`top_entropy_mask` takes its quantile over
+    ``gather(local values)`` instead of the local values: TRL gathers the entropies of
+    every process's micro-batch (``ExchangeGRPOTrainer`` passes accelerate's gather)."""
+    token = _TOKEN_POOL.set(gather)
+    try:
+        yield
+    finally:
+        _TOKEN_POOL.reset(token)
+
+
+def top_entropy_mask(entropy: Tensor, mask: Tensor, quantile: float) -> Tensor:
+    """TRL's ``get_high_entropy_mask`` for ``top_entropy_quantile=quantile``: ``[N, T]``
+    bool, True on real tokens whose entropy is at least the ``1 - quantile`` quantile of
+    the real tokens' entropies (in float32, as TRL takes it; over every process inside
+    :func:`token_pool`). No real token: all False."""
+    values = entropy[mask].float()
+    gather = _TOKEN_POOL.get()
+    if gather is not None:
+        values = gather(values)
+    if values.numel() == 0:
+        return torch.zeros_like(mask)
+    threshold = torch.quantile(values, 1 - quantile)
+    return (entropy * mask.float() >= threshold) & mask  # TRL's promotion: bf16 entropies compare in float32
+
+
+def off_policy_keep(adv: Tensor, logprobs: Tensor, sampling: Tensor, mask: Tensor, threshold: float) -> Tensor:
+    """TRL's off-policy sequence mask (``off_policy_mask_threshold``, DeepSeek-V3.2):
+    ``[N, 1]`` (``[N, T]`` for per-token advantages) 1.0 where ``A >= 0`` or the
+    response's mean ``sampling - sg(l)`` over its real tokens is at most ``threshold``,
+    else 0.0. A token the sampler could not score (NaN) counts 0, as in TRL."""
+    kl = torch.nan_to_num(sampling - logprobs.detach(), nan=0.0)
+    m = mask.to(kl.dtype)
+    mean_kl = (kl * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp(min=1.0)
+    adv = adv[:, None] if adv.dim() == 1 else adv
+    return ((adv >= 0) | (mean_kl <= threshold)).to(logprobs.dtype)
+
+
+def sampler_is_weight(old: Tensor, sampling: Tensor, mask: Tensor, mode: str,
+                      low: float | None, high: float | None) -> Tensor:
+    """TRL's vLLM importance-sampling weight (``vllm_importance_sampling_mode``): the
+    ratio ``pi_old / pi_sampler`` per token (``token_*``, ``[N, T]``) or per response
+    (``sequence_*``: the product over its real tokens, ``[N, 1]``), clamped to
+    ``[low, high]`` (``*_truncate``) or set to 0 outside it (``*_mask``). A token the
+    sampler could not score (NaN) has ratio 1, as in TRL. Detached."""
+    if mode not in SAMPLER_IS_MODES[1:]:
+        raise InvalidArgument(f"sampler_is={mode!r} is not one of {', '.join(SAMPLER_IS_MODES)}.")
+    if mode.endswith("truncate") and low is None and high is None:
+        raise InvalidArgument(f"sampler_is={mode!r} clamps the weight: set sampler_is_min or sampler_is_max.")
+    diff = torch.nan_to_num((old - sampling) * mask.to(old.dtype), nan=0.0).detach()
+    if mode.startswith("sequence"):
+        diff = diff.sum(dim=-1, keepdim=True)
+    ratio = torch.exp(diff)
+    if mode.endswith("truncate"):
+        return torch.clamp(ratio, min=low, max=high)
+    lo = -float("inf") if low is None else low
+    hi = float("inf") if high is None else high
+    return ratio.masked_fill((ratio < lo) | (ratio > hi), 0.0)
 
 
 # ----------------------------------------------------------------- normalisers

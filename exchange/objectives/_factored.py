@@ -27,6 +27,13 @@ Two optional hooks say how the family's coefficient factors into
 ``gate(logprobs, rollout, p) -> [N, T]``, optional: a detached 0/1 factor on every
 token's surrogate, a function of that token's own ratio only (``token_trust_region``).
 
+Every factored family also takes TRL's per-token factors as parameters (off by default;
+:func:`token_factors`): ``top_entropy_quantile`` (the high-entropy mask),
+``off_policy_mask`` (the off-policy sequence mask's threshold; ``off_policy_mask_sampler``:
+against the sampler's log-probs) and ``sampler_is`` / ``sampler_is_min`` /
+``sampler_is_max`` (the vLLM importance-sampling weight), each a detached factor on the
+token's surrogate that leaves the normaliser as it is, as TRL applies them.
+
 ``clip_level`` records where the family's clip acts (``"token"``, ``"sequence"`` or
 ``"none"``): Min-Replace and Adv-Orthogonal replace the whole per-response weight, so a
 sequence-level clip (part of that weight) goes with it, while a token-level clip stays.
@@ -40,8 +47,10 @@ from typing import Any, Callable, Mapping
 
 from torch import Tensor
 
+from exchange.errors import RolloutError
 from exchange.objectives._common import (
-    aggregation_weight, per_token, policy_ratio, ppo_clip, sign_free_trust_region, unit_ratio,
+    aggregation_weight, off_policy_keep, per_token, policy_ratio, ppo_clip, sampler_is_weight,
+    sign_free_trust_region, top_entropy_mask, unit_ratio,
 )
 from exchange.core.rollout import Rollout
 from exchange.objectives.objective import Objective
@@ -110,16 +119,67 @@ class Factors:
         return reinforce_ratio if self.response_ratio is not None else self.ratio
 
 
+# TRL's per-token factors, off: every factored family's defaults (factored_objective)
+TOKEN_FACTOR_DEFAULTS: dict[str, Any] = {
+    "top_entropy_quantile": 1.0, "off_policy_mask": None, "off_policy_mask_sampler": False, "sampler_is": "none",
+    "sampler_is_min": None, "sampler_is_max": 3.0,
+}
+
+
+def token_factors(logprobs: Tensor, rollout: Rollout, adv: Tensor, p: Params) -> Tensor | None:
+    """The product of TRL's detached per-token factors that ``p`` turns on (``None``: none
+    is on), ``[N, T]`` or ``[N, 1]``, on the loss mask of ``rollout`` (truncated rows
+    already dropped, as TRL's ``completion_mask``):
+
+    - ``top_entropy_quantile < 1``: :func:`~exchange.objectives._common.top_entropy_mask`
+      of ``rollout.entropy`` (TRL computes it per micro-batch: the rollout the loss sees);
+    - ``off_policy_mask`` (a threshold): :func:`~exchange.objectives._common.off_policy_keep`
+      against ``old_logprobs`` (TRL without vLLM), or, with ``off_policy_mask_sampler``,
+      against ``rollout.sampling_logprobs`` (TRL with vLLM: the sampler's log-probs);
+    - ``sampler_is`` (a mode of TRL's ``vllm_importance_sampling_mode``):
+      :func:`~exchange.objectives._common.sampler_is_weight` of ``old_logprobs`` against
+      ``rollout.sampling_logprobs`` with ``sampler_is_min`` / ``sampler_is_max``.
+    """
+    out = None
+    quantile = p.get("top_entropy_quantile", 1.0)
+    if quantile < 1.0:
+        if rollout.entropy is None:
+            raise RolloutError(f"rollout.entropy=None but top_entropy_quantile={quantile!r} masks tokens by entropy: "
+                               "build the rollout with entropy [N, T], or set top_entropy_quantile=1.0.")
+        out = top_entropy_mask(rollout.entropy, rollout.mask, quantile).to(logprobs.dtype)
+    if p.get("off_policy_mask") is not None:
+        sampling = _sampling(rollout, "off_policy_mask_sampler=True") if p.get("off_policy_mask_sampler") else (
+            rollout.old_logprobs)
+        keep = off_policy_keep(adv, logprobs, sampling.to(logprobs.dtype), rollout.mask, p["off_policy_mask"])
+        out = keep if out is None else out * keep
+    mode = p.get("sampler_is", "none")
+    if mode != "none":
+        sampling = _sampling(rollout, f"sampler_is={mode!r}")
+        weight = sampler_is_weight(rollout.old_logprobs.to(logprobs.dtype), sampling.to(logprobs.dtype), rollout.mask,
+                                   mode, p.get("sampler_is_min"), p.get("sampler_is_max"))
+        out = weight if out is None else out * weight
+    return out
+
+
+def _sampling(rollout: Rollout, setting: str) -> Tensor:
+    if rollout.sampling_logprobs is None:
+        raise RolloutError(f"rollout.sampling_logprobs=None but {setting} reads the sampler's log-probs: pass the "
+                           "sampler's (vLLM's) log-probs as sampling_logprobs [N, T], or turn the setting off.")
+    return rollout.sampling_logprobs
+
+
 def factored_loss(factors: Factors, logprobs: Tensor, rollout: Rollout, **p: Any) -> Tensor:
     """``-sum mask * norm_i * S(rho, A)``: the loss of a factored family, a scalar.
 
     ``mask_truncated=True`` (TRL's ``mask_truncated_completions``): the advantages are
     computed over every response, then the truncated ones (``rollout.truncated``) leave
     the loss mask, and the normaliser counts the tokens kept (:meth:`Rollout.dropping`).
+    TRL's per-token factors (:func:`token_factors`) then multiply each token's surrogate.
     """
     adv = factors.advantages(rollout, p).detach()  # [N] or [N, T], centred over all responses
     if p.get("mask_truncated") and rollout.truncated is not None:
         rollout = rollout.dropping(rollout.truncated, advantages=adv)
+    factor = token_factors(logprobs, rollout, adv, p)
     adv = per_token(adv, rollout)  # [N, T]
     rho = factors.ratio(logprobs, rollout, p)  # [N, T]
     surrogate = factors.surrogate(rho, adv, rollout, p)  # [N, T]
@@ -127,6 +187,8 @@ def factored_loss(factors: Factors, logprobs: Tensor, rollout: Rollout, **p: Any
     mask = rollout.fmask.to(surrogate.dtype)
     if factors.gate is not None:
         mask = mask * factors.gate(logprobs, rollout, p).detach().to(surrogate.dtype)
+    if factor is not None:
+        mask = mask * factor.to(surrogate.dtype)
     return -(mask * norm[:, None] * surrogate).sum()
 
 
@@ -134,8 +196,9 @@ def factored_objective(name: str, factors: Factors, **fields: Any):
     """An :class:`~exchange.objectives.Objective` whose loss is ``factored_loss(factors, ...)``."""
     import functools
 
-    # every factored family can mask truncated responses after centring (factored_loss)
-    fields["defaults"] = {**fields.get("defaults", {}), "mask_truncated": False}
+    # every factored family can mask truncated responses after centring and take TRL's
+    # per-token factors (factored_loss)
+    fields["defaults"] = {**fields.get("defaults", {}), "mask_truncated": False, **TOKEN_FACTOR_DEFAULTS}
     return Objective(name=name, loss=functools.partial(factored_loss, factors), factors=factors, **fields)
 
 
@@ -155,10 +218,13 @@ def fixed_norm(mode: str) -> Callable[[Tensor, Rollout, Params], Tensor]:
 
 
 def ppo_surrogate(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Tensor:
-    """Hook: PPO-clip with ``p["eps_low"]``, ``p["eps_high"]`` (sign-dependent, M2)."""
-    return ppo_clip(rho, adv, p["eps_low"], p["eps_high"])
+    """Hook: PPO-clip with ``p["eps_low"]``, ``p["eps_high"]`` (sign-dependent, M2), and
+    TRL's two-sided ``delta`` where the family has it."""
+    return ppo_clip(rho, adv, p["eps_low"], p["eps_high"], p.get("delta"))
 
 
 def ppo_sign_free(rho: Tensor, adv: Tensor, rollout: Rollout, p: Params) -> Tensor:
-    """Hook: keep the gradient iff ``1-eps_low <= rho <= 1+eps_high``, for both signs of A."""
-    return sign_free_trust_region(rho, adv, 1 - p["eps_low"], 1 + p["eps_high"])
+    """Hook: keep the gradient iff ``1-eps_low <= rho <= 1+eps_high`` (and ``<= delta``
+    when set), for both signs of A."""
+    high = 1 + p["eps_high"] if p.get("delta") is None else min(1 + p["eps_high"], p["delta"])
+    return sign_free_trust_region(rho, adv, 1 - p["eps_low"], high)

@@ -22,7 +22,7 @@ DAPO = factored_objective(
     DAPO_FACTORS,
     summary="DAPO: clip-higher (0.2/0.28), token-mean over the batch",
     source="arXiv:2503.14476",
-    defaults={"eps_low": 0.2, "eps_high": 0.28, "scale": "group"},
+    defaults={"eps_low": 0.2, "eps_high": 0.28, "scale": "group", "delta": None},
     expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes="Dynamic sampling and overlong reward shaping change the data and the rewards, not the loss; not modelled.",
 )

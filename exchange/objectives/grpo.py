@@ -83,6 +83,7 @@ GRPO = factored_objective(
         "loss_agg_mode": "seq-mean-token-mean",
         "beta": 0.0,
         "bias_correction_kl": False,
+        "delta": None,
     },
     expected=per_regime(verdict_of("M3.response_norm"), verdict_of("M2.sign_clip", "M3.response_norm")),
     regularizer=grpo_kl,
@@ -98,7 +99,7 @@ BNPO = factored_objective(
     Factors(advantages=scaled_advantages, surrogate=ppo_surrogate, norm=fixed_norm("token-mean"), sign_free=ppo_sign_free),
     summary="BNPO (TRL loss_type='bnpo'): GRPO surrogate, one token-mean normaliser for the batch",
     source="TRL GRPOTrainer loss_type='bnpo'; arXiv:2506.02864 [recall, unverified]",
-    defaults={"eps_low": 0.2, "eps_high": 0.2, "scale": "group"},
+    defaults={"eps_low": 0.2, "eps_high": 0.2, "scale": "group", "delta": None},
     expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes=(
         "Implements TRL's 'bnpo' aggregation (sum / local batch token count). The BNPO "
@@ -117,7 +118,7 @@ DR_GRPO = factored_objective(
     ),
     summary="Dr. GRPO: no std, token sum over a constant budget (restores (E) on-policy)",
     source="arXiv:2503.20783 (Understanding R1-Zero-Like Training)",
-    defaults={"eps_low": 0.2, "eps_high": 0.2, "max_length": 1024.0, "scale": "none"},
+    defaults={"eps_low": 0.2, "eps_high": 0.2, "max_length": 1024.0, "scale": "none", "delta": None},
     expected=per_regime(verdict_of(), verdict_of("M2.sign_clip")),
     notes=(
         "max_length is the generation budget (TRL: max_completion_length, which ExchangeGRPOTrainer "

@@ -68,7 +68,7 @@ GSPO = factored_objective(
     ),
     summary="GSPO: geometric-mean sequence ratio with sequence clipping (3e-4/4e-4)",
     source="arXiv:2507.18071",
-    defaults={"eps_low": 3e-4, "eps_high": 4e-4},
+    defaults={"eps_low": 3e-4, "eps_high": 4e-4, "delta": None},
     expected=_EXPECTED,
 )
 

@@ -109,14 +109,23 @@ PARAM_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     **{k: (1.0, _INF, False, False, "a dual-clip bound") for k in ("clip_ratio_c", "dual_clip")},
     **{k: (0.0, _INF, False, False, "a temperature or scale") for k in ("tau_pos", "tau_neg", "phi", "max_length", "clip_c")},
     **{k: (0.0, _INF, True, False, "a coefficient") for k in ("beta", "kl_coef", "ppo_kl_coef", "rho", "alpha", "dro_beta")},
-    **{k: (0.0, 1.0, True, True, "a fraction of tokens") for k in ("clip_cov_ratio", "kl_cov_ratio")},
+    **{k: (0.0, 1.0, True, True, "a fraction of tokens") for k in ("clip_cov_ratio", "kl_cov_ratio",
+                                                                   "top_entropy_quantile")},
     "gamma": (0.0, 1.0, False, True, "a discount"),
+    "delta": (0.0, _INF, False, False, "an upper ratio bound"),
+    **{k: (0.0, _INF, True, False, "an importance-weight bound") for k in ("sampler_is_min", "sampler_is_max")},
+}
+# String parameters with a fixed set of values.
+PARAM_CHOICES: dict[str, tuple[str, ...]] = {
+    "sampler_is": ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
 }
 
 
 def check_param_range(owner: str, key: str, value: Any) -> Any:
     """Reject a hyperparameter outside its meaning's range (finite, and e.g.
     ``eps_low`` in (0, 1), ``eps_high`` > 0), naming the allowed range."""
+    if key in PARAM_CHOICES and value not in PARAM_CHOICES[key]:
+        raise InvalidArgument(f"{owner}: {key}={value!r} is not one of {', '.join(PARAM_CHOICES[key])}.")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return value
     rng = PARAM_RANGES.get(key)

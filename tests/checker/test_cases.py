@@ -60,10 +60,10 @@ def _build_oracle(case):
             rows.append(resp), groups.append(g), rewards.append(float(reward)), baselines.append(float(grp.baseline))
     t_max = max(max(len(r) for r in rows), case.pad_to)
     ratio_over, ent_over, old_over = dict(case.ratio), dict(case.entropy), dict(case.old_prob)
-    out = {k: [] for k in ("tok", "old", "cur", "ref", "ent")}
+    out = {k: [] for k in ("tok", "old", "cur", "ref", "ent", "smp")}
     for resp, g in zip(rows, groups):
         fpad = [0.0] * (t_max - len(resp))
-        o, c, rf, e = [], [], [], []
+        o, c, rf, e, sm = [], [], [], [], []
         for t in range(len(resp)):
             key = (g, *resp[: t + 1])
             p_old = old_over.get(key) or pick(C.OLD_PROBS, key, "old")
@@ -71,8 +71,10 @@ def _build_oracle(case):
             dh = case.entropy_all if case.entropy_all is not None else pick(C.ENTROPIES, key, "entropy")
             o.append(math.log(p_old)), c.append(math.log(p_old) + math.log(r))
             rf.append(math.log(pick(C.REF_PROBS, key, "ref"))), e.append(ent_over.get(key, dh))
+            # the sampler: pi_old / its SAMPLER_RATIOS pick, a probability <= 1
+            sm.append(min(math.log(p_old) - math.log(pick(C.SAMPLER_RATIOS, key, "sampler")), 0.0))
         out["tok"].append(list(resp) + [0] * (t_max - len(resp)))
-        for name, row in (("old", o), ("cur", c), ("ref", rf), ("ent", e)):
+        for name, row in (("old", o), ("cur", c), ("ref", rf), ("ent", e), ("smp", sm)):
             out[name].append(row + fpad)
     return {k: torch.tensor(v, dtype=torch.long if k == "tok" else torch.float64) for k, v in out.items()}
 
@@ -81,7 +83,8 @@ def _assert_same(case):
     want = _build_oracle(case)
     for r in (C.build(case),):
         assert torch.equal(r.tokens, want["tok"])
-        for field, name in ((r.old_logprobs, "old"), (r.logprobs, "cur"), (r.ref_logprobs, "ref"), (r.entropy, "ent")):
+        for field, name in ((r.old_logprobs, "old"), (r.logprobs, "cur"), (r.ref_logprobs, "ref"), (r.entropy, "ent"),
+                            (r.sampling_logprobs, "smp")):
             assert torch.equal(field, want[name]), name
 
 

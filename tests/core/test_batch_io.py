@@ -34,6 +34,7 @@ def _full_rollout() -> Rollout:
         truncated=torch.tensor([True, False, False, True]),
         prompt_tokens=torch.randint(1, 9, (n, p), generator=gen),
         prompt_mask=torch.tensor([[0, 1, 1]] * n, dtype=torch.bool),
+        sampling_logprobs=lp(),
     )
 
 

@@ -90,6 +90,10 @@ def test_facets_use_theorys_ids_and_properties():
      {"zero_sum", "exchangeable", "shared_cancellation", "permutation_invariant"}),
     (("M2.advantage_selection", "M6.event_term"),
      {"exchangeable", "shared_cancellation", "null_on_equal_rewards", "permutation_invariant"}),
+    # TRL's entropy quantile per micro-batch: the row order decides the threshold (P).
+    (("M5.micro_batch_quantile",), {"exchangeable", "shared_cancellation", "permutation_invariant"}),
+    # TRL's off-policy mask with vLLM: a selection by the sign of A that drops after centring.
+    (("M2.sign_clip", "M4.not_zero_sum"), {"zero_sum", "exchangeable", "shared_cancellation"}),
 ])
 def test_the_rule_is_the_union_of_facet_breaks(facets, breaks):
     assert breaks_of(facets) == breaks

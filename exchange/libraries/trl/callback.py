@@ -133,14 +133,17 @@ def add_batch_keys(trainer, output: dict, per_func: Tensor, completion_ids: list
     return output
 
 
-def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None) -> Rollout:
+def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None,
+               entropy: Tensor | None = None) -> Rollout:
     """The micro-batch (or generation batch) ``inputs`` as a :class:`Rollout`; the old
     log-probs are TRL's, or ``logprobs`` (detached) where TRL takes the on-policy
     shortcut, or zeros (a ratio of 1) for the events-only use. A row TRL truncated keeps
     its tokens (``exchange_lengths``) and carries ``Rollout.truncated``, even where
     ``mask_truncated_completions`` zeroed its ``completion_mask``. The advantages
     ``ExchangeGRPOTrainer`` computed over the generation batch (``exchange_advantages``)
-    become ``Rollout.advantages``."""
+    become ``Rollout.advantages``; ``entropy`` (TRL's token entropies of the loss's forward
+    pass) becomes ``Rollout.entropy``, detached, and vLLM's ``sampling_per_token_logps``
+    ``Rollout.sampling_logprobs``."""
     mask = inputs["completion_mask"]
     lengths = inputs.get("exchange_lengths")
     if lengths is not None:
@@ -148,6 +151,7 @@ def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None
     if inputs.get("tool_mask") is not None:
         mask = mask * inputs["tool_mask"]
     old = inputs.get("old_per_token_logps")
+    sampling = inputs.get("sampling_per_token_logps")
     return Rollout(
         tokens=inputs["completion_ids"],
         mask=mask.bool(),
@@ -161,6 +165,8 @@ def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None
         advantages=None if inputs.get("exchange_advantages") is None else inputs["exchange_advantages"].to(dtype),
         prompt_tokens=inputs.get("prompt_ids"),
         prompt_mask=None if inputs.get("prompt_mask") is None else inputs["prompt_mask"].bool(),
+        entropy=None if entropy is None else entropy.detach().to(dtype),
+        sampling_logprobs=None if sampling is None else sampling.to(dtype),
     )
 
 

@@ -219,7 +219,9 @@ class _Accelerator:
 
 def shell(config, num_generations: int, eos_id: int, pad_id: int):
     """A ``GRPOTrainer`` without a model (built with ``__new__``): the attributes
-    ``__init__`` sets from ``config``, one CPU process, no vLLM, no entropy bonus."""
+    ``__init__`` sets from ``config``, one CPU process, no entropy bonus. ``use_vllm`` and
+    the importance-sampling settings are the config's (no vLLM engine: :func:`score`
+    hands TRL the sampler's log-probs)."""
     from trl import GRPOTrainer
 
     t = GRPOTrainer.__new__(GRPOTrainer)
@@ -234,8 +236,11 @@ def shell(config, num_generations: int, eos_id: int, pad_id: int):
     t.environment_factories = None
     t.environments = None
     t.tools = None
-    t.use_vllm = False
-    t.vllm_importance_sampling_correction = False
+    t.use_vllm = bool(a.use_vllm)
+    t.vllm_importance_sampling_correction = a.vllm_importance_sampling_correction
+    t.vllm_importance_sampling_mode = a.vllm_importance_sampling_mode
+    t.vllm_importance_sampling_clip_min = a.vllm_importance_sampling_clip_min
+    t.vllm_importance_sampling_clip_max = a.vllm_importance_sampling_clip_max
     t.num_generations = num_generations
     t.num_generations_eval = num_generations
     t.num_iterations = a.num_iterations
@@ -274,20 +279,26 @@ def shell(config, num_generations: int, eos_id: int, pad_id: int):
     return t
 
 
-def score(t, completion_ids: list[list[int]], rewards: torch.Tensor) -> dict:
+def score(t, completion_ids: list[list[int]], rewards: torch.Tensor, old_logprobs: torch.Tensor | None = None,
+          sampling_logprobs: list[list[float]] | None = None) -> dict:
     """TRL's ``_generate_and_score_completions`` on the shell ``t`` with generation and
-    reward scoring replaced: ``completion_ids`` (unpadded) and ``rewards [n, 1]``."""
+    reward scoring replaced: ``completion_ids`` (unpadded) and ``rewards [n, 1]``; with
+    vLLM (``t.use_vllm``), ``sampling_logprobs`` (unpadded, as vLLM reports them) and
+    the behaviour log-probs ``old_logprobs [n, >= max length]`` that TRL's importance
+    sampling ratio compares them with."""
     t.beta = 0.0  # scoring would run the reference model; the advantages do not depend on it
 
     def generate(prompts):
         prompt_ids = [[0]] * len(prompts)
         texts = [""] * len(prompts)
-        return prompt_ids, completion_ids, None, texts, None, {}, None, None
+        return prompt_ids, completion_ids, None, texts, sampling_logprobs, {}, None, None
 
     def old_logps(model, input_ids, attention_mask, logits_to_keep, *a, **k):
-        # steps_per_generation > 1 makes TRL compute old log-probs here; the caller passes
-        # its own, so any value of the right shape does
-        return torch.zeros(input_ids.shape[0], logits_to_keep), None, None
+        # TRL computes old log-probs here (steps_per_generation > 1, or vLLM's importance
+        # sampling, which reads them); the loss is handed the caller's own
+        if old_logprobs is None:
+            return torch.zeros(input_ids.shape[0], logits_to_keep), None, None
+        return old_logprobs[:, :logits_to_keep], None, None
 
     t._generate = generate
     t._calculate_rewards = lambda inputs, prompts, completions, ids: rewards

@@ -35,7 +35,16 @@ sorted by group (stable) before the call and the result is put back in rollout o
 When group sizes differ, TRL's advantage code runs once per group size (exact for
 ``scale_rewards`` "group"/"none"; for "batch", which TRL itself cannot run on unequal
 groups, TRL's centring per size divided by the std of every reward in the batch plus
-1e-4, TRL's batch formula).
+1e-4, TRL's batch formula; for ``multi_objective_aggregation="normalize_then_sum"``, TRL's
+group standardisation per size, then its batch step, centred and divided by the std of
+every row plus 1e-4).
+
+vLLM (``use_vllm=True``): the rollout's ``sampling_logprobs`` are what ``_generate``
+hands TRL as vLLM's log-probs, and its ``old_logprobs`` what TRL's forward pass computes
+before scoring, so TRL's own code builds the importance-sampling ratio
+(``vllm_importance_sampling_correction``, every mode) and the off-policy mask reads the
+sampler's log-probs, as in training. The checker's cases give every event a sampler
+log-prob (``exchange.checker.cases.SAMPLER_RATIOS``).
 
 The shell relies on private attributes of trl 1.16.0, hence the version pin; it is built
 and driven by :mod:`exchange.libraries.trl.contact`, which owns every private TRL name.
@@ -81,6 +90,11 @@ PARAMS = (
     "vespo_lambda_neg",
     "off_policy_mask_threshold",
     "steps_per_generation",
+    "use_vllm",
+    "vllm_importance_sampling_correction",
+    "vllm_importance_sampling_mode",
+    "vllm_importance_sampling_clip_min",
+    "vllm_importance_sampling_clip_max",
 )
 
 # String options TRL checks only deep inside training (or not at all).
@@ -88,6 +102,7 @@ _CHOICES = {
     "importance_sampling_level": ("token", "sequence"),
     "scale_rewards": ("group", "batch", "none", "True", "False"),
     "multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
+    "vllm_importance_sampling_mode": ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
 }
 
 _EOS_OFFSET = 1  # the EOS id shown to TRL is max(token id) + 1, so it collides with nothing
@@ -168,10 +183,40 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
     Runs ``GRPOTrainer._generate_and_score_completions`` on the rollout's tokens and
     rewards; rows come back in rollout order.
     """
+    return _scored(config, rollout)[:2]
+
+
+def _uses_sampler(config) -> bool:
+    return bool(config.use_vllm)
+
+
+def _sampling_lists(rows: Rollout) -> list[list[float]]:
+    """The sampler's log-probs of each row, unpadded, as vLLM reports them to TRL."""
+    return [values[:length] for values, length in zip(rows.sampling_logprobs.tolist(), rows.lengths.tolist())]
+
+
+def _scored(config, rollout: Rollout) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """TRL's advantages ``[N]``, completion mask ``[N, T]`` and, with vLLM, its
+    importance-sampling ratio (``[N, T]``, or ``[N, 1]`` for the sequence modes; ``None``
+    without the correction) and the sampler's log-probs ``[N, T]`` as TRL pads them;
+    rows in rollout order."""
+    if _uses_sampler(config) and rollout.sampling_logprobs is None:
+        raise RolloutError("rollout.sampling_logprobs=None but trl use_vllm=True: TRL reads vLLM's sampling log-probs "
+                           "(its importance-sampling correction, the off-policy mask); pass sampling_logprobs [N, T].")
     order = torch.sort(rollout.group_index, stable=True).indices  # groups contiguous
     sizes = rollout.group_sizes[order]
     batch_std = None
-    if config.scale_rewards == "batch" and int(sizes.min()) != int(sizes.max()):
+    normalize_then_sum = config.multi_objective_aggregation == "normalize_then_sum"
+    if normalize_then_sum and int(sizes.min()) != int(sizes.max()):
+        # TRL's normalize_then_sum standardises each function's rewards per group, then the
+        # (weighted) sum over the whole batch: with one function, the group-standardised
+        # reward is TRL's sum_then_normalize at scale "group", run per size; the batch step
+        # follows below over every row
+        import copy
+
+        config = copy.copy(config)
+        config.multi_objective_aggregation, config.scale_rewards = "sum_then_normalize", "group"
+    elif config.scale_rewards == "batch" and int(sizes.min()) != int(sizes.max()):
         # TRL runs one group size per batch; its "batch" scaling is (R - group mean) / (nanstd
         # of every reward + 1e-4): centre per size with TRL's code, then divide by the std of
         # the whole batch (torch.std is Bessel-corrected, as TRL's nanstd)
@@ -183,27 +228,44 @@ def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
     eos_id = _eos_id(rollout)
     adv = torch.zeros(rollout.n, dtype=rollout.rewards.dtype)
     mask = torch.zeros_like(rollout.mask, dtype=torch.long)
+    is_ratio = sampling = None
+    if _uses_sampler(config):
+        sampling = torch.zeros_like(rollout.old_logprobs)
+        if config.vllm_importance_sampling_correction:
+            sequence = config.vllm_importance_sampling_mode.startswith("sequence")
+            is_ratio = torch.ones(rollout.n, 1 if sequence else rollout.mask.shape[1], dtype=rollout.old_logprobs.dtype)
     for g in sorted(set(sizes.tolist())):
         rows = order[sizes == g]
         out = _score(config, rollout.select(rows), g, eos_id)
         adv[rows] = out["advantages"].to(adv.dtype)
         width = out["completion_mask"].shape[1]
         mask[rows, :width] = out["completion_mask"].long()
+        if sampling is not None:
+            sampling[rows, :width] = out["sampling_per_token_logps"].to(sampling.dtype)
+        if is_ratio is not None:
+            ratio = out["importance_sampling_ratio"].to(is_ratio.dtype)
+            is_ratio[rows, : ratio.shape[1]] = ratio
     if batch_std is not None:
         adv = adv / (batch_std.to(adv.dtype) + 1e-4)
-    return adv, mask.bool() & rollout.mask
+    if normalize_then_sum and config.multi_objective_aggregation == "sum_then_normalize":
+        adv = (adv - adv.mean()) / (adv.std() + 1e-4)  # TRL's batch step (nanmean, Bessel nanstd)
+    return adv, mask.bool() & rollout.mask, is_ratio, sampling
 
 
 def _score(config, rows: Rollout, num_generations: int, eos_id: int) -> dict:
     from exchange.libraries.trl.contact import score, shell
 
     rewards = rows.rewards.detach().to(torch.float64)[:, None]  # [n, 1]: one reward function
-    return score(shell(config, num_generations, eos_id, _PAD_ID), _completion_lists(rows, eos_id), rewards)
+    t = shell(config, num_generations, eos_id, _PAD_ID)
+    if not _uses_sampler(config):
+        return score(t, _completion_lists(rows, eos_id), rewards)
+    return score(t, _completion_lists(rows, eos_id), rewards, old_logprobs=rows.old_logprobs.detach(),
+                 sampling_logprobs=_sampling_lists(rows))
 
 
 def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
     """TRL's ``_compute_loss`` on ``logprobs [N, T]`` with TRL's own advantages."""
-    adv, mask = trl_advantages(config, rollout)
+    adv, mask, is_ratio, sampling = _scored(config, rollout)
     if config.top_entropy_quantile < 1.0 and rollout.entropy is None:
         raise RolloutError(
             "rollout.entropy=None but trl top_entropy_quantile<1 masks tokens by entropy: "
@@ -216,17 +278,18 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
     k = int(config.steps_per_generation or 1)
     t = shell(config, int(rollout.group_sizes.max()), _eos_id(rollout), _PAD_ID)
     entropy = rollout.entropy if rollout.entropy is not None else torch.zeros_like(logprobs)
+    extra = {"importance_sampling_ratio": is_ratio, "sampling_per_token_logps": sampling}
     if k <= 1:
-        return _micro_loss(t, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(), 1)
+        return _micro_loss(t, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(), 1, extra)
     # TRL: shuffle the generation batch's rows, split it into k micro-batches, accumulate
     perm = torch.randperm(rollout.n, generator=torch.Generator(device="cpu").manual_seed(0), device="cpu")
-    parts = [_micro_loss(t, rollout, logprobs, entropy, adv, mask, rows, mask.sum(), k)
+    parts = [_micro_loss(t, rollout, logprobs, entropy, adv, mask, rows, mask.sum(), k, extra)
              for rows in perm.chunk(k) if rows.numel()]
     return torch.stack(parts).sum()
 
 
 def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Tensor, mask: Tensor,
-                rows: Tensor, num_items: Tensor, k: int) -> Tensor:
+                rows: Tensor, num_items: Tensor, k: int, extra: dict) -> Tensor:
     """TRL's ``_compute_loss`` on the micro-batch ``rows`` (``k`` per generation batch)."""
     from exchange.libraries.trl.contact import shell_loss
 
@@ -243,6 +306,9 @@ def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Ten
     }
     if rollout.ref_logprobs is not None:
         inputs["ref_per_token_logps"] = rollout.ref_logprobs[rows].to(logprobs.dtype)
+    for key, value in extra.items():  # vLLM's: TRL's importance-sampling ratio, the sampler's log-probs
+        if value is not None:
+            inputs[key] = value[rows].to(logprobs.dtype)
     return shell_loss(t, inputs, logprobs[rows], entropy[rows], k)
 
 
@@ -259,6 +325,30 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     normaliser) when ``steps_per_generation > 1`` splits the batch for a loss type whose
     normaliser is per micro-batch. CISPO's detached
     ``min(r, eps_high)`` is a function of the event: no break.
+
+    TRL's per-token factors (THEORY.md section 4, from trl 1.16's ``_compute_loss``):
+
+    - ``top_entropy_quantile < 1``: a mask from the entropy of the token's own context,
+      a function of the event on one batch (no break, section 4's subtleties); with
+      several micro-batches each takes its own quantile (``M5.micro_batch_quantile``).
+    - ``delta``: a cap on the unclipped ratio, decided by the sign of A (M2 off-policy,
+      which the PPO-clip loss types carry already; TRL ignores it for the others).
+    - ``off_policy_mask_threshold``: negative-advantage responses whose mean
+      ``log pi_sampler - log pi`` exceeds the threshold leave the loss, a selection by
+      the advantage's sign (``M2.sign_clip``). Without vLLM the mean is 0 on-policy: a
+      threshold >= 0 keeps everything there, a negative one drops every negative
+      advantage (positive-only: ``M4.not_zero_sum``, both regimes). With vLLM the
+      sampler's log-probs differ from the policy's on-policy too: both facets, both
+      regimes (identical responses share their mean, so the drop is one-signed).
+    - vLLM's importance-sampling correction: ``token_*`` modes weight each token by
+      ``pi_old / pi_vLLM`` of its own event, truncated or masked (no break, like
+      CISPO's detached ratio); ``sequence_*`` modes weight every token of a response by
+      the product over the response (truncated or masked): a weight from a
+      response-level statistic (``M5.response_statistics``), on-policy too. VESPO folds
+      the ratio into its sequence weight in every mode (M5 too).
+    - ``multi_objective_aggregation=normalize_then_sum``: per-function group
+      standardisation, then one batch scale (the batch mean of group-centred sums is
+      0): no break.
     """
     p = dict(defaults())
     p.update(params or {})
@@ -271,13 +361,31 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
         off.add("M2.sign_clip")
     if (sequence and loss_type != "vespo") or loss_type == "vespo":
         off.add("M1.sequence_weight")
-    if str(p["mask_truncated_completions"]).lower() in ("true", "1", "yes"):
+    if _true(p["mask_truncated_completions"]):
         on.add("M4.not_zero_sum")
     # several micro-batches: bnpo's token count and grpo/sapo/luspo/dr_grpo's row count are
     # taken per micro-batch (dapo, cispo and vespo divide by the generation batch's tokens)
     micro = p.get("steps_per_generation") not in (None, "None", "none") and int(float(p["steps_per_generation"])) > 1
     if micro and loss_type in ("bnpo", "grpo", "sapo", "luspo", "dr_grpo"):
         on.add("M3.micro_batch_norm")
+    if micro and float(p["top_entropy_quantile"]) < 1.0:
+        on.add("M5.micro_batch_quantile")
+    vllm = _true(p["use_vllm"])
+    threshold = p["off_policy_mask_threshold"]
+    if threshold not in (None, "None", "none"):
+        if vllm:
+            on |= {"M2.sign_clip", "M4.not_zero_sum"}
+        elif float(threshold) < 0:
+            on.add("M4.not_zero_sum")
+            off.add("M2.sign_clip")
+        else:
+            off.add("M2.sign_clip")
+    if vllm and _true(p["vllm_importance_sampling_correction"]) and (
+            str(p["vllm_importance_sampling_mode"]).startswith("sequence") or loss_type == "vespo"):
+        on.add("M5.response_statistics")
     off |= on
     return per_regime(verdict_of(*on), verdict_of(*off))
 
+
+def _true(value: Any) -> bool:
+    return str(value).lower() in ("true", "1", "yes")

@@ -7,7 +7,8 @@ mapping whose keys are ``GRPOConfig`` fields, mixed with ``ScriptArguments`` /
 ``run_llm.py`` recipe (it names an ``experiment``) trains each arm's exchange objective:
 ``exchange check --trl-config`` checks those (:func:`parse_recipe`). The GRPOConfig fields build a real ``trl.GRPOConfig`` (its ``__post_init__``
 resolves ``scale_rewards=True``, ``epsilon_high=None`` ... as in training), and the loss
-is the TRL adapter ``trl:<loss_type>`` with every loss setting of that config:
+is the TRL adapter ``trl:<loss_type>`` with every loss setting of that config (vLLM's
+importance-sampling correction included, :func:`sampler_notes`):
 
     from exchange.libraries.trl.recipe import config_target, loss_of_config
     target, params = config_target("recipe.yaml")     # or a GRPOConfig object
@@ -24,7 +25,7 @@ from exchange.errors import InvalidArgument
 from exchange.libraries.versions import require
 
 __all__ = ["RUN_LLM_KEYS", "load_config", "config_target", "loss_of_config", "parse_recipe", "present_regularizers",
-           "unmodelled"]
+           "sampler_notes"]
 
 
 # run_llm.py's own options (experiments/llm/run_llm.py, LLMArguments): allowed in a
@@ -120,16 +121,27 @@ def parse_recipe(path: Any) -> tuple[Any, dict[str, Any]]:
     return _parse_recipe(p)
 
 
-def unmodelled(config) -> str | None:
-    """Why the recipe's loss cannot be audited from a rollout, or None. TRL's vLLM
-    importance-sampling correction multiplies each token's loss by the ratio of the
-    trainer's to vLLM's sampling probability, which a rollout does not carry."""
-    if getattr(config, "use_vllm", False) and getattr(config, "vllm_importance_sampling_correction", False):
-        return ("use_vllm=True with vllm_importance_sampling_correction=True: TRL multiplies each token's loss by "
-                f"the trainer/vLLM probability ratio ({config.vllm_importance_sampling_mode}), which needs vLLM's "
-                "sampling log-probs that no rollout here carries. Check the policy loss alone with "
-                "vllm_importance_sampling_correction: false (and read that mode's weights as a separate factor)")
-    return None
+def sampler_notes(config) -> list[str]:
+    """What the recipe's vLLM settings make the loss read, for the report's title: TRL's
+    importance-sampling correction weights each token by ``pi_old / pi_vLLM`` (its own
+    event's ratio in the ``token_*`` modes; the product over the response in the
+    ``sequence_*`` modes, a per-response weight: M5), and the off-policy mask compares
+    with vLLM's log-probs. The check draws them from its cases' sampler log-probs, one per
+    event (``exchange.checker.cases.SAMPLER_RATIOS``), as vLLM's are one per context."""
+    if not getattr(config, "use_vllm", False):
+        return []
+    out = []
+    if config.vllm_importance_sampling_correction:
+        mode = config.vllm_importance_sampling_mode
+        what = ("each token's own pi_old/pi_vLLM, a function of its event" if mode.startswith("token")
+                else "the product of pi_old/pi_vLLM over the response, a per-response weight (M5)")
+        bounds = f"[{config.vllm_importance_sampling_clip_min}, {config.vllm_importance_sampling_clip_max}]"
+        out.append(f"vLLM's importance-sampling correction {mode} {bounds}: {what}")
+    if config.off_policy_mask_threshold is not None:
+        out.append("the off-policy mask measured from vLLM's log-probs")
+    if out:
+        out.append("vLLM's log-probs drawn per event by the check (exchange.checker.cases.SAMPLER_RATIOS)")
+    return out
 
 
 def present_regularizers(config) -> list[str]:
@@ -146,14 +158,12 @@ def present_regularizers(config) -> list[str]:
 
 
 def config_target(source: Any) -> tuple[str, dict[str, Any]]:
-    """``("trl:<loss_type>", params)``: the adapter target and the GRPOConfig loss settings.
-    A recipe whose loss cannot be audited (:func:`unmodelled`) is an ``InvalidArgument``."""
+    """``("trl:<loss_type>", params)``: the adapter target and the GRPOConfig loss settings
+    (vLLM's importance-sampling correction and the off-policy mask included: the adapter
+    hands TRL the rollout's ``sampling_logprobs`` as vLLM's)."""
     from exchange.libraries.trl.loss import PARAMS
 
     config = load_config(source)
-    why = unmodelled(config)
-    if why is not None:
-        raise InvalidArgument(f"--trl-config: {why}.")
     params = {name: getattr(config, name) for name in PARAMS if hasattr(config, name)}
     return f"trl:{config.loss_type}", params
 

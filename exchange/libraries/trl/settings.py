@@ -14,16 +14,38 @@ experiments are defined by their catalog objectives) passes the clip widths, ``b
 and the SAPO temperatures only where they differ from TRL's defaults
 (:func:`differences` names what the objective keeps).
 
+TRL's per-token factors (:func:`factor_params`, always TRL's values) become parameters
+that every factored catalog family has (``exchange.objectives._factored.token_factors``),
+each reproducing trl 1.16's ``_compute_loss`` line for line:
+
+- ``top_entropy_quantile < 1`` -> ``top_entropy_quantile``: tokens whose entropy (TRL's,
+  from the loss's forward pass) is below the ``1 - q`` quantile of the micro-batch's
+  loss-mask tokens, pooled over every process, leave the surrogate (not the
+  normaliser); the entropy bonus is taken over the tokens kept, as TRL's;
+- ``delta`` -> ``delta`` (the PPO-clip families grpo, bnpo, dr_grpo, dapo, gspo): the
+  unclipped ratio capped at ``delta`` before the min with the clipped term;
+- ``off_policy_mask_threshold`` -> ``off_policy_mask``: a response with ``A < 0`` whose
+  mean ``log pi_sampler - log pi`` over its tokens exceeds the threshold leaves the
+  surrogate; ``pi_sampler`` is vLLM's log-probs with ``use_vllm``
+  (``off_policy_mask_sampler``), the old log-probs otherwise;
+- ``use_vllm`` with ``vllm_importance_sampling_correction`` -> ``sampler_is`` (the mode),
+  ``sampler_is_min`` / ``sampler_is_max``: each token's surrogate times TRL's truncated
+  or masked ``pi_old / pi_vLLM`` (per token, or the product over the response), from
+  ``Rollout.sampling_logprobs`` (vLLM's ``sampling_per_token_logps``).
+
 Applied by the trainer itself: ``entropy_coef`` (adaptive included),
 ``steps_per_generation`` / ``num_iterations`` (TRL's buffering and old log-probs), the
 generation batch's advantages (``scale_rewards: batch`` over the whole batch, every
-process), gradient accumulation normalisers. Refused (:func:`refused_settings`, an
-``InvalidArgument`` naming each setting and its fix): whatever the objective cannot
-apply exactly (``top_entropy_quantile < 1``, ``delta``, ``off_policy_mask_threshold``,
-``multi_objective_aggregation='normalize_then_sum'``, vLLM's importance-sampling
-correction, ``importance_sampling_level='sequence'`` for a token-ratio objective, ``beta``
-without a KL term, a clip width or temperature the objective does not have, TRL's
-cispo cap at or below 1).
+process; ``multi_objective_aggregation="normalize_then_sum"``: TRL's per-function group
+standardisation, then the batch's), gradient accumulation normalisers. Refused
+(:func:`refused_settings`, an ``InvalidArgument`` naming each setting and its fix):
+what the chosen objective cannot apply exactly: a per-token factor for an objective
+without the parameter (a callable, clip_cov, kl_cov; ``delta`` for a family without
+TRL's PPO clip), ``normalize_then_sum`` for an objective with its own advantage
+estimator, ``importance_sampling_level='sequence'`` for a token-ratio objective, ``beta``
+without a KL term, a clip width or temperature the objective does not have, TRL's cispo
+cap at or below 1. A ``loss_type`` with no catalog objective (vespo, luspo) is refused
+by ``ExchangeGRPOTrainer`` itself.
 """
 
 from __future__ import annotations
@@ -34,8 +56,8 @@ from typing import Any
 
 from exchange.errors import InvalidArgument
 
-__all__ = ["GLOBAL_TOKEN_MEAN", "LOSS_TYPE_PARAMS", "NO_CATALOG_OBJECTIVE", "advantage_hook", "batching_of",
-           "config_params", "differences", "refused_settings"]
+__all__ = ["FACTOR_SETTINGS", "GLOBAL_TOKEN_MEAN", "LOSS_TYPE_PARAMS", "NO_CATALOG_OBJECTIVE", "advantage_hook",
+           "batching_of", "config_params", "differences", "factor_params", "refused_settings"]
 
 # GRPOConfig name -> the objective's parameter (TRL's value wins where the objective has it).
 TRL_TO_PARAM = {"epsilon": "eps_low", "epsilon_high": "eps_high", "beta": "beta",
@@ -53,13 +75,14 @@ NO_CATALOG_OBJECTIVE = ("vespo", "luspo")  # TRL loss types with no catalog obje
 # Catalog families whose token-mean TRL takes over the whole generation batch
 # (``num_items_in_batch``, loss types dapo and cispo), not over each micro-batch (bnpo).
 GLOBAL_TOKEN_MEAN = ("dapo", "cispo", "cispo_verl")
-# Loss settings the trainer cannot apply, with TRL's neutral value and the fix.
-_REFUSED = {
-    "top_entropy_quantile": (1.0, "set top_entropy_quantile=1.0, or objective=None to train TRL's own loss"),
-    "delta": (None, "set delta=None, or objective=None to train TRL's own loss"),
-    "off_policy_mask_threshold": (None, "set off_policy_mask_threshold=None, or objective=None"),
-    "multi_objective_aggregation": ("sum_then_normalize", ("use 'sum_then_normalize' (the objective centres the "
-                                                           "weighted reward sum), or objective=None")),
+# TRL's per-token factors: the GRPOConfig setting, the catalog parameter it becomes
+# (exchange.objectives._factored.token_factors; delta: ppo_clip) and who has it.
+_FACTORED = "a factored catalog family (grpo, bnpo, dr_grpo, dapo, cispo, sapo, gspo, ...)"
+FACTOR_SETTINGS: dict[str, tuple[str, str]] = {
+    "top_entropy_quantile": ("top_entropy_quantile", _FACTORED),
+    "delta": ("delta", "a PPO-clip family with TRL's two-sided clip (grpo, bnpo, dr_grpo, dapo, gspo)"),
+    "off_policy_mask_threshold": ("off_policy_mask", _FACTORED),
+    "vllm_importance_sampling_correction": ("sampler_is", _FACTORED),
 }
 
 
@@ -101,6 +124,37 @@ def _changed(args) -> dict[str, Any]:
     return {k: _effective(args, k) for k in TRL_TO_PARAM if getattr(args, k) != defaults[k]}
 
 
+def factor_params(args) -> dict[str, Any]:
+    """The catalog parameters of TRL's per-token factors that ``args`` turns on (TRL's
+    values: a setting left at its neutral value adds nothing):
+    ``top_entropy_quantile < 1`` -> ``top_entropy_quantile``; ``delta`` -> ``delta``;
+    ``off_policy_mask_threshold`` -> ``off_policy_mask`` (with vLLM, against its sampling
+    log-probs: ``off_policy_mask_sampler``); ``use_vllm`` with
+    ``vllm_importance_sampling_correction`` -> ``sampler_is`` (the mode),
+    ``sampler_is_min`` / ``sampler_is_max`` (the clip bounds)."""
+    out: dict[str, Any] = {}
+    if args.top_entropy_quantile != 1.0:
+        out["top_entropy_quantile"] = float(args.top_entropy_quantile)
+    if args.delta is not None:
+        out["delta"] = float(args.delta)
+    if args.off_policy_mask_threshold is not None:
+        out["off_policy_mask"] = float(args.off_policy_mask_threshold)
+        if args.use_vllm:  # TRL: "when using vLLM, prioritize sampling_per_token_logps"
+            out["off_policy_mask_sampler"] = True
+    if args.use_vllm and args.vllm_importance_sampling_correction:
+        out.update(sampler_is=args.vllm_importance_sampling_mode, sampler_is_min=args.vllm_importance_sampling_clip_min,
+                   sampler_is_max=args.vllm_importance_sampling_clip_max)
+    return out
+
+
+def _factor_setting(args, setting: str) -> str:
+    """``setting=value`` as the user wrote it in GRPOConfig (the vLLM correction with its mode)."""
+    if setting == "vllm_importance_sampling_correction":
+        return (f"vllm_importance_sampling_correction=True (use_vllm=True, "
+                f"vllm_importance_sampling_mode={args.vllm_importance_sampling_mode!r})")
+    return f"{setting}={getattr(args, setting)!r}"
+
+
 def _cispo_cap(args, objective) -> bool:
     """TRL's cispo caps the ratio at ``epsilon_high`` itself; the catalog's at ``1 + eps_high``."""
     return base_of(objective) == "cispo" and args.loss_type == "cispo"
@@ -125,6 +179,9 @@ def config_params(args, objective, objective_params: Mapping[str, Any] | None = 
             if name not in defaults or (name == "eps_low" and defaults[name] is None):
                 continue  # cispo has no lower bound, as TRL's cispo
             params[name] = value - 1.0 if name == "eps_high" and _cispo_cap(args, objective) else value
+        for name, value in factor_params(args).items():  # TRL's per-token factors, its values
+            if name in defaults:
+                params[name] = value
         if base_of(objective) == args.loss_type:
             params.update(LOSS_TYPE_PARAMS.get(args.loss_type, {}))
     params.update(objective_params or {})
@@ -193,15 +250,24 @@ def refused_settings(args, objective, objective_params: Mapping[str, Any] | None
     taken = config_params(args, objective, objective_params, trl_defaults) if defaults is not None else {}
     has = (lambda p: p in defaults) if defaults is not None else (lambda p: False)
     out = []
-    for setting, (neutral, fix) in _REFUSED.items():
-        value = getattr(args, setting)
-        if value != neutral:
-            out.append(f"{setting}={value!r}: the objective's loss has no such term; {fix}")
-    if args.use_vllm and args.vllm_importance_sampling_correction:
-        out.append("vllm_importance_sampling_correction=True (use_vllm=True): TRL multiplies each token's loss by the "
-                   "vLLM/trainer ratio, which an objective's scalar loss cannot carry; set "
-                   "vllm_importance_sampling_correction=False (the objective then trains on vLLM's samples without "
-                   "that correction), or objective=None")
+    factors = factor_params(args)
+    modes = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+    if "sampler_is" in factors and factors["sampler_is"] not in modes:
+        out.append(f"vllm_importance_sampling_mode={factors['sampler_is']!r} is not one of {', '.join(modes)} (TRL's "
+                   "four, which it checks only inside the first training step); fix the spelling")
+        factors.pop("sampler_is")
+    for setting, (param, who) in FACTOR_SETTINGS.items():
+        if param in factors and not has(param):
+            out.append(f"{_factor_setting(args, setting)}: objective {name!r} has no {param} parameter, which applies "
+                       f"it as TRL does; use {who}, or objective=None to train TRL's own loss")
+    if args.multi_objective_aggregation not in ("sum_then_normalize", "normalize_then_sum"):
+        out.append(f"multi_objective_aggregation={args.multi_objective_aggregation!r} is not one of "
+                   "'sum_then_normalize', 'normalize_then_sum' (TRL's two); fix the spelling")
+    elif args.multi_objective_aggregation != "sum_then_normalize" and advantage_hook(objective) is None:
+        out.append(f"multi_objective_aggregation={args.multi_objective_aggregation!r}: objective {name!r} has its own "
+                   "advantage estimator (of the weighted reward sum), while TRL standardises each reward function "
+                   "first; use a catalog family with TRL's estimator (grpo, dapo, ...), 'sum_then_normalize', or "
+                   "objective=None")
     from exchange.objectives import get
 
     sequence_level = defaults is not None and getattr(get(base_of(objective)).factors, "clip_level", None) == "sequence"

@@ -32,7 +32,14 @@ its defaults included), or refused at construction with an ``InvalidArgument`` n
 the setting and the fix: :mod:`exchange.libraries.trl.settings`. A ``loss_type`` the user
 set that differs from the objective is named in a ``UserWarning`` (the objective is the
 loss). Truncated completions (``mask_truncated_completions``) stay in the rollout as data
-(``Rollout.truncated``) and the objective masks them after centring, as TRL does.
+(``Rollout.truncated``) and the objective masks them after centring, as TRL does. TRL's
+per-token factors (``top_entropy_quantile``, ``delta``, ``off_policy_mask_threshold``,
+vLLM's importance-sampling correction) are parameters of the objective: the rollout
+carries TRL's token entropies (when the quantile is on) and vLLM's sampling log-probs
+(``Rollout.sampling_logprobs``), and the entropy quantile pools every process's tokens,
+as TRL's ``get_high_entropy_mask`` does. ``multi_objective_aggregation=
+"normalize_then_sum"``: the trainer computes TRL's advantages from every reward function
+(:func:`normalize_then_sum`).
 
 With ``dump_batches="dir"`` every micro-batch is also written to ``dir/`` for
 ``exchange inspect dir/train-step000010-0003.pt dapo`` (format:
@@ -83,7 +90,8 @@ try:
 except ImportError as err:  # pragma: no cover - require() already checked the install
     raise LibraryError(f"library='trl' failed to import ({err}); pip install -e '.[trl]'") from err
 
-__all__ = ["ExchangeGRPOTrainer", "config_params", "differences", "refused_settings", "resolve_objective"]
+__all__ = ["ExchangeGRPOTrainer", "config_params", "differences", "normalize_then_sum", "refused_settings",
+           "resolve_objective"]
 
 LossFn = Callable[[Tensor, Rollout], Tensor]
 
@@ -108,6 +116,24 @@ def resolve_objective(objective: str | LossFn, params: Mapping[str, Any] | None 
     from exchange.objectives import resolve
 
     return resolve(objective, **dict(params or {}))
+
+
+def normalize_then_sum(per_func: Tensor, weights: Tensor, group_size: int) -> Tensor:
+    """TRL's ``multi_objective_aggregation="normalize_then_sum"`` advantages ``[B]`` from
+    the gathered rewards ``per_func [B, K]`` (NaN: a function that did not score the row):
+    each function's rewards centred and divided by their group std (+1e-4), the weighted
+    sum, then centred and divided by the std of the whole batch (+1e-4); a row no
+    function scored gets 0. ``scale_rewards`` plays no part, as in TRL."""
+    from trl.trainer.utils import nanstd
+
+    grouped = per_func.view(-1, group_size, per_func.shape[1])
+    mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
+    std_k = nanstd(grouped, dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(mean_k)
+    reward_k = ((grouped - mean_k) / (std_k + 1e-4)).view(-1, per_func.shape[1])
+    rewards = (reward_k * weights.to(reward_k.device, reward_k.dtype)[None, :]).nansum(dim=1)
+    rewards[torch.isnan(per_func).all(dim=1)] = torch.nan
+    std = nanstd(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
+    return torch.nan_to_num((rewards - torch.nanmean(rewards)) / (std + 1e-4), nan=0.0)
 
 
 def _group_shuffle(batch: dict, group_size: int) -> dict:
@@ -241,15 +267,18 @@ class ExchangeGRPOTrainer(GRPOTrainer):
             # are gathered), then this process's slice; the objective's own estimator
             # in float64 (rollout_of casts them to the loss's dtype): a float64 measurement
             # of the same batch (the lab's instruments) then sees advantages that sum to 0
-            rewards = weighted_rewards(self, per_func).to(torch.float64)
             g = self.num_generations if self.model.training else self.num_generations_eval
-            n, device = rewards.shape[0], rewards.device
-            whole = Rollout(tokens=torch.zeros(n, 1, dtype=torch.long, device=device),
-                            mask=torch.ones(n, 1, dtype=torch.bool, device=device), rewards=rewards,
-                            group=torch.arange(n, device=device) // g,
-                            old_logprobs=torch.zeros(n, 1, dtype=rewards.dtype, device=device))
-            params = {**self.exchange_params, "scale": self.exchange_params.get("scale", self.args.scale_rewards)}
-            adv = self.exchange_advantages(whole, params).detach()
+            if self.args.multi_objective_aggregation == "normalize_then_sum":
+                adv = normalize_then_sum(per_func.to(torch.float64), self.reward_weights, g)
+            else:
+                rewards = weighted_rewards(self, per_func).to(torch.float64)
+                n, device = rewards.shape[0], rewards.device
+                whole = Rollout(tokens=torch.zeros(n, 1, dtype=torch.long, device=device),
+                                mask=torch.ones(n, 1, dtype=torch.bool, device=device), rewards=rewards,
+                                group=torch.arange(n, device=device) // g,
+                                old_logprobs=torch.zeros(n, 1, dtype=rewards.dtype, device=device))
+                params = {**self.exchange_params, "scale": self.exchange_params.get("scale", self.args.scale_rewards)}
+                adv = self.exchange_advantages(whole, params).detach()
             start = self.accelerator.process_index * output["completion_ids"].shape[0]
             output["exchange_advantages"] = adv[start: start + output["completion_ids"].shape[0]].to(
                 output["completion_ids"].device)
@@ -268,7 +297,17 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         applied to this micro-batch (read before its adaptive controller moved it)."""
         mode = "train" if self.model.training else "eval"
         rollout = self._exchange_rollout(inputs, per_token_logps)
-        loss = self.exchange_objective(per_token_logps, rollout)
+        quantile = self.exchange_params.get("top_entropy_quantile", 1.0)
+        if quantile < 1.0:  # TRL's quantile is over the micro-batches of every process
+            from exchange.objectives import token_pool
+
+            # TRL's entropies, as its high-entropy mask reads them (only where the objective
+            # masks by entropy: a round-off entropy below 0 would fail the rollout otherwise)
+            rollout = replace(rollout, entropy=entropies.detach().to(per_token_logps.dtype))
+            with token_pool(self._exchange_gather_tokens):
+                loss = self.exchange_objective(per_token_logps, rollout)
+        else:
+            loss = self.exchange_objective(per_token_logps, rollout)
         if self.exchange_regularizer is not None:  # the objective's KL (beta), as TRL adds its own
             loss = loss + self.exchange_regularizer(per_token_logps, rollout)
         if self.exchange_dump_batches:
@@ -286,11 +325,20 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         else:
             loss = loss / accumulation
         if entropy_coef:  # TRL's entropy bonus, exactly: the mean token entropy over the loss mask
+            if quantile < 1.0:  # ... on the tokens TRL's high-entropy mask keeps
+                mask = mask * self.get_high_entropy_mask(entropies, mask, 1 - quantile)
             entropy = (entropies * mask).sum() / mask.sum().clamp(min=1.0) / accumulation
             loss = loss - entropy_coef * entropy
         if mode == "train" and self.exchange_learning_tax:
             self._exchange_learning_tax(model, rollout)
         return loss
+
+    def _exchange_gather_tokens(self, values: Tensor) -> Tensor:
+        """``values [n]`` of every process, as TRL's ``get_high_entropy_mask`` gathers them
+        (padded with a sentinel below any entropy, gathered, the sentinel dropped)."""
+        pad = -1e9
+        gathered = self.accelerator.gather(self.accelerator.pad_across_processes(values, dim=0, pad_index=pad))
+        return gathered[gathered != pad]
 
     def _exchange_dump(self, mode: str, rollout: Rollout, per_token_logps: Tensor) -> None:
         from pathlib import Path

@@ -8,6 +8,7 @@ catalog objectives (grpo, dapo, dr_grpo) on event-consistent rollouts from
 from __future__ import annotations
 
 import inspect
+import itertools
 import re
 
 import pytest
@@ -126,6 +127,99 @@ def test_truncated_rows_are_masked_after_centring_as_trl_does(off_policy, target
     assert float(kappa[rollout.truncated].abs().sum()) == 0.0  # the dropped rows carry nothing
     unmasked = token_coefficients(get(catalog).bind(**catalog_params), rollout.logprobs, rollout)
     assert not torch.allclose(unmasked, want)  # the setting matters on this rollout
+
+
+# TRL's per-token factors (trl==1.16.0 _compute_loss) and the catalog parameters that
+# ExchangeGRPOTrainer binds for them (exchange.libraries.trl.settings).
+_VLLM = {"use_vllm": True, "vllm_importance_sampling_correction": False}
+_FACTORS = [
+    ({"top_entropy_quantile": 0.5}, {"top_entropy_quantile": 0.5}),
+    ({"delta": 1.05}, {"delta": 1.05}),  # below 1 + epsilon_high: TRL does not forbid it
+    ({"delta": 1.3}, {"delta": 1.3}),
+    ({"off_policy_mask_threshold": 0.0}, {"off_policy_mask": 0.0}),
+    ({**_VLLM, "off_policy_mask_threshold": -0.3}, {"off_policy_mask": -0.3, "off_policy_mask_sampler": True}),
+    ({**_VLLM, "vllm_importance_sampling_correction": True},  # TRL's defaults: sequence_mask, at most 3
+     {"sampler_is": "sequence_mask"}),
+    ({**_VLLM, "vllm_importance_sampling_correction": True, "vllm_importance_sampling_mode": "sequence_truncate",
+      "vllm_importance_sampling_clip_min": 0.5}, {"sampler_is": "sequence_truncate", "sampler_is_min": 0.5}),
+    ({**_VLLM, "vllm_importance_sampling_correction": True, "vllm_importance_sampling_mode": "token_truncate"},
+     {"sampler_is": "token_truncate"}),
+    ({**_VLLM, "vllm_importance_sampling_correction": True, "vllm_importance_sampling_mode": "token_mask",
+      "vllm_importance_sampling_clip_min": 0.6}, {"sampler_is": "token_mask", "sampler_is_min": 0.6}),
+]
+_LOSS_TYPES = [  # TRL loss type, its settings; catalog objective, its parameters
+    ("dapo", {"epsilon_high": 0.28}, "dapo", {}),
+    ("grpo", {}, "grpo", {}),
+    ("bnpo", {}, "bnpo", {}),
+    ("dr_grpo", {}, "dr_grpo", {"max_length": 512.0, "scale": "group"}),
+    ("cispo", {"epsilon_high": 5.0}, "cispo", {"eps_high": 4.0}),
+    ("sapo", {}, "sapo", {"loss_agg_mode": "seq-mean-token-mean", "tau_neg": 1.0499999523162842}),
+    ("grpo", {"importance_sampling_level": "sequence"}, "gspo", {"eps_low": 0.2, "eps_high": 0.2}),
+]
+
+
+# TRL applies delta to its PPO-clip loss types only (not cispo, sapo)
+_FACTOR_ROWS = [(*lt, *f) for lt in _LOSS_TYPES for f in _FACTORS if "delta" not in f[1] or lt[0] not in ("cispo", "sapo")]
+
+
+@pytest.mark.parametrize("loss_type, trl_base, catalog, base, trl_params, params", _FACTOR_ROWS,
+                         ids=[f"{lt}-{c}-" + ",".join(f"{k}={v}" for k, v in p.items()) for lt, _, c, _, _, p in _FACTOR_ROWS])
+def test_trls_token_factors_equal_the_catalog_parameters(loss_type, trl_base, catalog, base, trl_params, params):
+    """The high-entropy mask, ``delta``, the off-policy sequence mask and vLLM's
+    importance-sampling weight, each TRL's own code through ``trl:<loss_type>``, equal the
+    catalog objective bound with the parameter the trainer maps the setting to, in both
+    regimes (the checker's cases carry the sampler's log-probs), and the setting changes
+    the coefficients in at least one of them (so the row tests something)."""
+    from dataclasses import replace
+
+    moved = []
+    for off_policy, seed in itertools.product((False, True), (3, 9)):  # seed 9: GSPO's ratios pass delta
+        rollout = build(replace(CASE, off_policy=off_policy, seed=seed))
+        # TRL builds vLLM's log-probs as a float32 tensor: give it values float32 holds exactly
+        rollout = replace(rollout, sampling_logprobs=rollout.sampling_logprobs.float().double())
+        kappa = _kappa(f"trl:{loss_type}", rollout, **trl_base, **trl_params)
+        want = token_coefficients(get(catalog).bind(**base, **params), rollout.logprobs, rollout)
+        torch.testing.assert_close(kappa, want, rtol=1e-9, atol=1e-12)
+        plain = token_coefficients(get(catalog).bind(**base), rollout.logprobs, rollout)
+        moved.append(not torch.allclose(plain, want, rtol=1e-6, atol=1e-12))
+    assert any(moved), "the setting changes nothing on this rollout: the row tests nothing"
+
+
+@pytest.mark.parametrize("loss_type, params, on, off", [
+    # one batch: the entropy mask is a function of the event; per micro-batch it is not
+    ("dapo", {"top_entropy_quantile": "0.5"}, set(), {"M2.sign_clip"}),
+    ("dapo", {"top_entropy_quantile": "0.5", "steps_per_generation": "2"}, {"M5.micro_batch_quantile"},
+     {"M2.sign_clip", "M5.micro_batch_quantile"}),
+    ("cispo", {"delta": "1.1"}, set(), set()),  # TRL applies delta to the PPO-clip types only
+    ("cispo", {"off_policy_mask_threshold": "0.05"}, set(), {"M2.sign_clip"}),
+    ("cispo", {"off_policy_mask_threshold": "-0.05"}, {"M4.not_zero_sum"}, {"M2.sign_clip", "M4.not_zero_sum"}),
+    ("cispo", {"off_policy_mask_threshold": "0.05", "use_vllm": "true", "vllm_importance_sampling_correction": "false"},
+     {"M2.sign_clip", "M4.not_zero_sum"}, {"M2.sign_clip", "M4.not_zero_sum"}),
+    ("cispo", {"use_vllm": "true", "vllm_importance_sampling_mode": "token_mask"}, set(), set()),
+    ("cispo", {"use_vllm": "true"}, {"M5.response_statistics"}, {"M5.response_statistics"}),
+    ("cispo", {"use_vllm": "true", "vllm_importance_sampling_correction": "false"}, set(), set()),
+    ("cispo", {"multi_objective_aggregation": "normalize_then_sum"}, set(), set()),
+])
+def test_the_derived_verdict_of_each_trl_factor(loss_type, params, on, off):
+    from exchange.libraries import expected
+
+    exp = expected(f"trl:{loss_type}", params)
+    assert (set(exp["on_policy"].facets), set(exp["off_policy"].facets)) == (on, off)
+
+
+def test_the_sampler_settings_need_the_samplers_logprobs():
+    from dataclasses import replace as dc_replace
+
+    rollout = dc_replace(build(CASE), sampling_logprobs=None)
+    with pytest.raises(ExchangeError, match=r"rollout.sampling_logprobs=None.*use_vllm=True"):
+        _kappa("trl:dapo", rollout, use_vllm=True)
+    with pytest.raises(ExchangeError, match=r"rollout.sampling_logprobs=None but sampler_is='token_mask'"):
+        token_coefficients(get("dapo").bind(sampler_is="token_mask"), rollout.old_logprobs, rollout)
+    with pytest.raises(ExchangeError, match=r"rollout.entropy=None but top_entropy_quantile=0.5"):
+        token_coefficients(get("dapo").bind(top_entropy_quantile=0.5), rollout.old_logprobs,
+                           dc_replace(rollout, entropy=None))
+    with pytest.raises(ExchangeError, match=r"sampler_is='sequence' is not one of none, token_truncate"):
+        get("dapo").bind(sampler_is="sequence")
 
 
 def test_row_order_and_group_layout_do_not_matter():

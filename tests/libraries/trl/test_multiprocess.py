@@ -1,5 +1,7 @@
 """Two real processes with gradient accumulation 2: the callback's metrics and TRL's own
-metrics are in the log.
+metrics are in the log; ExchangeGRPOTrainer's step equals GRPOTrainer's with a group split
+between the processes (bnpo, plain and with TRL's high-entropy mask, whose quantile pools
+both processes' tokens).
 
 ``torchrun --nproc_per_node 2`` starts them: ``accelerate launch --cpu --num_processes 2``
 (accelerate 1.x) goes to its simple launcher, which starts ONE process unless MPI is
@@ -37,8 +39,12 @@ def test_two_processes_with_gradient_accumulation(tmp_path):
         for entry in logged:
             for key in ("entropy", "clip_ratio/region_mean", "reward", SHARED_EVENTS, SHARED_KAPPA_SHARE):
                 assert key in entry, (name, key, entry)
-    # a group split between processes: the gathered rewards' advantages, TRL's normalisers
-    trl, ours = (torch.tensor(result[name]["step"], dtype=torch.float64) for name in ("trl_bnpo", "exchange_bnpo"))
-    assert float(trl.norm()) > 0
-    ratio, cosine = float(ours.norm() / trl.norm()), float(ours @ trl / (ours.norm() * trl.norm()))
-    assert abs(ratio - 1) < 1e-4 and cosine > 0.9999, (ratio, cosine)
+    # a group split between processes: the gathered rewards' advantages, TRL's normalisers;
+    # with top_entropy_quantile, the entropy quantile over both processes' tokens
+    for pair in (("trl_bnpo", "exchange_bnpo"), ("trl_entropy", "exchange_entropy")):
+        trl, ours = (torch.tensor(result[name]["step"], dtype=torch.float64) for name in pair)
+        assert float(trl.norm()) > 0
+        ratio, cosine = float(ours.norm() / trl.norm()), float(ours @ trl / (ours.norm() * trl.norm()))
+        assert abs(ratio - 1) < 1e-4 and cosine > 0.9999, (pair, ratio, cosine)
+    plain, masked = (torch.tensor(result[name]["step"], dtype=torch.float64) for name in ("trl_bnpo", "trl_entropy"))
+    assert not torch.allclose(plain, masked)  # the mask changes the step: the pair tests it

@@ -209,9 +209,10 @@ def test_rows_batching_is_trls_own_split_with_the_generation_batchs_advantages(t
 def test_settings_it_cannot_apply_are_refused_naming_each(tmp_path):
     from exchange.errors import InvalidArgument
 
-    with pytest.raises(InvalidArgument, match=r"top_entropy_quantile=0.5.*set top_entropy_quantile=1.0.*"
+    with pytest.raises(InvalidArgument, match=r"top_entropy_quantile=0.5: objective 'clip_cov' has no "
+                                              r"top_entropy_quantile parameter.*objective=None.*"
                                               r"importance_sampling_level='sequence'.*objective='gspo'"):
-        _exchange(tmp_path, "dapo", importance_sampling_level="sequence", top_entropy_quantile=0.5)
+        _exchange(tmp_path, "clip_cov", importance_sampling_level="sequence", top_entropy_quantile=0.5)
     with pytest.raises(InvalidArgument, match=r"beta=0.04: objective 'dapo' has no KL term"):
         _exchange(tmp_path, "dapo", beta=0.04)
     with pytest.raises(InvalidArgument, match=r"loss_type='vespo' has no catalog objective.*objective=None"):
@@ -231,25 +232,67 @@ def test_a_loss_type_the_user_set_is_named_when_the_objective_differs(tmp_path):
         _exchange(tmp_path, "grpo", loss_type="grpo")  # the objective is the loss type
 
 
-def test_the_vllm_correction_is_refused_naming_the_fix(tmp_path):
-    from exchange.libraries.trl.settings import refused_settings
+def test_the_vllm_correction_is_applied_as_the_objectives_sampler_weight(tmp_path):
+    from exchange.libraries.trl.settings import config_params, refused_settings
 
-    args = _config(tmp_path)
-    args.use_vllm = True  # GRPOConfig would want vLLM installed to accept it; the rule reads the value
-    (line,) = refused_settings(args, "grpo")
-    assert line.startswith("vllm_importance_sampling_correction=True") and "=False" in line
+    args = _config(tmp_path, use_vllm=True)  # TRL's defaults: sequence_mask, clip_max 3.0
+    assert refused_settings(args, "grpo") == []
+    taken = config_params(args, "grpo")
+    assert (taken["sampler_is"], taken["sampler_is_min"], taken["sampler_is_max"]) == ("sequence_mask", None, 3.0)
+    args = _config(tmp_path, use_vllm=True, vllm_importance_sampling_mode="token_truncate",
+                   vllm_importance_sampling_clip_min=0.5, off_policy_mask_threshold=0.1)
+    taken = config_params(args, "dapo")
+    assert {k: taken[k] for k in ("sampler_is", "sampler_is_min", "sampler_is_max", "off_policy_mask",
+                                  "off_policy_mask_sampler")} == {
+        "sampler_is": "token_truncate", "sampler_is_min": 0.5, "sampler_is_max": 3.0, "off_policy_mask": 0.1,
+        "off_policy_mask_sampler": True}  # TRL's off-policy mask reads vLLM's log-probs when it has them
+    assert "sampler_is" not in config_params(_config(tmp_path, use_vllm=True,
+                                                     vllm_importance_sampling_correction=False), "dapo")
+    (line,) = refused_settings(_config(tmp_path, use_vllm=True), "clip_cov")
+    assert line.startswith("vllm_importance_sampling_correction=True (use_vllm=True, "
+                           "vllm_importance_sampling_mode='sequence_mask'): objective 'clip_cov' has no sampler_is "
+                           "parameter") and "objective=None" in line, line
 
 
-@pytest.mark.parametrize("setting, value", [("delta", 2.0), ("off_policy_mask_threshold", 0.5),
-                                            ("multi_objective_aggregation", "normalize_then_sum"),
-                                            ("top_entropy_quantile", 0.2)])
-def test_each_unappliable_loss_setting_is_refused_by_name(tmp_path, setting, value):
-    from exchange.libraries.trl.settings import refused_settings
+# Each setting refused until issue 32's third pass: GRPOConfig's value -> the catalog
+# parameter; objectives that take it, objectives that cannot (refused, naming it).
+_APPLIED = [
+    ("delta", 2.0, {"delta": 2.0}, ("dapo", "grpo+surgical", "gspo", "bnpo", "dr_grpo"),
+     ("cispo", "sapo", "clip_cov")),
+    ("off_policy_mask_threshold", 0.5, {"off_policy_mask": 0.5}, ("dapo", "grpo+surgical", "cispo", "sapo", "rloo"),
+     ("clip_cov",)),
+    ("top_entropy_quantile", 0.2, {"top_entropy_quantile": 0.2}, ("dapo", "grpo+surgical", "cispo", "sapo", "rloo"),
+     ("clip_cov",)),
+    ("multi_objective_aggregation", "normalize_then_sum", {}, ("dapo", "grpo+surgical", "cispo", "sapo", "gspo"),
+     ("rloo", "remax", "clip_cov")),
+]
 
-    for objective in ("dapo", "grpo+surgical", lambda lp, r: lp.sum()):
-        (line,) = refused_settings(_config(tmp_path, **{setting: value}), objective)
+
+@pytest.mark.parametrize("setting, value, params, applied, refused", _APPLIED, ids=[a[0] for a in _APPLIED])
+def test_each_loss_setting_is_applied_or_refused_by_name(tmp_path, setting, value, params, applied, refused):
+    from exchange.libraries.trl.settings import config_params, refused_settings
+
+    args = _config(tmp_path, **{setting: value})
+    for objective in applied:
+        assert refused_settings(args, objective) == [], objective
+        taken = config_params(args, objective)
+        assert {k: taken[k] for k in params} == params, (objective, taken)
+    for objective in (*refused, lambda lp, r: lp.sum()):
+        (line,) = refused_settings(args, objective)
         assert line.startswith(f"{setting}={value!r}: ") and "objective=None" in line, line
     assert refused_settings(_config(tmp_path), "dapo") == []
+
+
+def test_a_misspelt_aggregation_or_vllm_mode_is_refused_naming_trls_values(tmp_path):
+    from exchange.libraries.trl.settings import refused_settings
+
+    # GRPOConfig takes any string; TRL itself fails only inside the first training step
+    (line,) = refused_settings(_config(tmp_path, multi_objective_aggregation="normalise_then_sum"), "dapo")
+    assert line.startswith("multi_objective_aggregation='normalise_then_sum' is not one of 'sum_then_normalize', "
+                           "'normalize_then_sum'"), line
+    (line,) = refused_settings(_config(tmp_path, use_vllm=True, vllm_importance_sampling_mode="token"), "dapo")
+    assert line.startswith("vllm_importance_sampling_mode='token' is not one of token_truncate, token_mask, "
+                           "sequence_truncate, sequence_mask"), line
 
 
 def test_hyperparameters_come_from_grpo_config(tmp_path):
@@ -317,3 +360,21 @@ def test_learning_tax_is_never_nan_when_reward_std_is_zero(tmp_path):
         for key, value in entry.items():
             if key.startswith("exchange/") and isinstance(value, float):
                 assert math.isfinite(value), (key, entry)
+
+
+def test_trls_token_factors_train_as_grpo_trainer_in_the_fast_tier(tmp_path):
+    """One row of the slow equality table that carries four settings at once, so the fast
+    tier sees them applied: the high-entropy mask per micro-batch, the off-policy mask
+    (a negative threshold acts on-policy), vLLM's token_mask IS weight (vLLM's log-probs
+    injected) and normalize_then_sum over two reward functions, GA 2. Leaving any one of
+    them out of the exchange trainer moves the step by 1.9-37% in norm."""
+    from tests.libraries.trl.test_equality import _first_step_gradient
+
+    settings = dict(top_entropy_quantile=0.5, off_policy_mask_threshold=-0.01, use_vllm=True,
+                    vllm_importance_sampling_mode="token_mask", vllm_importance_sampling_clip_min=0.5,
+                    multi_objective_aggregation="normalize_then_sum", reward_funcs="two")
+    trl, _ = _first_step_gradient(tmp_path, False, "dapo", 2, **settings)
+    ours, _ = _first_step_gradient(tmp_path, True, "dapo", 2, **settings)
+    assert float(trl.norm()) > 0
+    ratio, cosine = float(ours.norm() / trl.norm()), float(ours @ trl / (ours.norm() * trl.norm()))
+    assert abs(ratio - 1) < 1e-4 and cosine > 0.9999, (ratio, cosine)

@@ -1,8 +1,8 @@
 """Launched by test_multiprocess.py under ``accelerate launch --cpu --num_processes 2``:
 a plain GRPOTrainer with ExchangeCallback, then ExchangeGRPOTrainer, both with gradient
 accumulation 2, on the tiny model of test_trainer.py; then one SGD step of TRL's bnpo and
-of ExchangeGRPOTrainer(objective="bnpo") with a group split between the processes. Rank 0
-writes the log histories and the two steps."""
+of ExchangeGRPOTrainer(objective="bnpo") with a group split between the processes, plain
+and with top_entropy_quantile=0.5. Rank 0 writes the log histories and the four steps."""
 
 import json
 import os
@@ -43,18 +43,21 @@ for name in ("callback", "trainer"):
 # the advantages must come from the gathered rewards and the normalisers per micro-batch.
 import torch
 
-for name in ("trl_bnpo", "exchange_bnpo"):
+# The same with TRL's high-entropy mask (top_entropy_quantile=0.5): its quantile is taken
+# over the micro-batch tokens of both processes (gathered), then each process masks its own.
+for name in ("trl_bnpo", "exchange_bnpo", "trl_entropy", "exchange_entropy"):
     model, tokenizer = _tiny_model_and_tokenizer()
+    entropy = {"top_entropy_quantile": 0.5} if name.endswith("entropy") else {}
     args = GRPOConfig(
         output_dir=str(out / name), report_to="none", use_cpu=True, max_steps=1, logging_steps=1,
         per_device_train_batch_size=2, num_generations=8, gradient_accumulation_steps=2, max_completion_length=6,
         learning_rate=1.0, optim="sgd", lr_scheduler_type="constant", max_grad_norm=0.0, weight_decay=0.0,
         save_strategy="no", seed=0, bf16=False, loss_type="bnpo", scale_rewards="batch",
-        generation_kwargs={"sequence_bias": {(1,): 2.0}},
+        generation_kwargs={"sequence_bias": {(1,): 2.0}}, **entropy,
     )
     common = {"model": model, "reward_funcs": _reward, "args": args, "processing_class": tokenizer,
               "train_dataset": dataset}
-    trainer = GRPOTrainer(**common) if name == "trl_bnpo" else ExchangeGRPOTrainer(**common, objective="bnpo")
+    trainer = GRPOTrainer(**common) if name.startswith("trl") else ExchangeGRPOTrainer(**common, objective="bnpo")
     before = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
     trainer.train()
     after = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
