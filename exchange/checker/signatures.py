@@ -12,7 +12,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker.cases import GroupConfig, build, common_prefix
-from exchange.checker.tolerances import RESOLUTION, TINY, ZERO_COLUMN, pattern_tol
+from exchange.checker.tolerances import RESOLUTION, SHAPING_LEAK, TINY, ZERO_COLUMN, pattern_tol
 from exchange.core.coefficients import Engine
 
 __all__ = ["centre_crossing", "per_response_rescaling", "sign_split", "dropped_response", "plain"]
@@ -26,12 +26,31 @@ def plain(engine: Engine) -> Engine:
 
 
 # The centre test's group: response 0 has exactly the mean of the group's rewards (3/8 of
-# the scale, representable in bf16) under both reward vectors (the same multiset, so a
+# the spread, representable in bf16) under both reward vectors (the same multiset, so a
 # std's scale is the same too), response 1 is long, the others short. A centre weighted
-# by length sits at 0.53 and 0.41 of the scale there, not 0.375.
-_CENTRE_SCALE = 2.0 ** 30
+# by length sits at 0.53 and 0.41 of the spread there, not 0.375.
 _CENTRE_RESPONSES = ((1, 2, 0), (1, 2, 1, 3, 3, 0, 1, 2), (1, 2, 2), (1, 2, 3), (1, 2, 1))
 _CENTRE_REWARDS = ((0.375, 1.0, 0.0, 0.0, 0.5), (0.375, 0.5, 0.0, 0.0, 1.0))
+
+
+# The twin: five responses of one length (every centre, a length-weighted one included,
+# is the mean there), the same rewards: its share is round-off and shaping leak only.
+_TWIN_RESPONSES = ((1, 2, 0, 1), (1, 2, 1, 3), (1, 2, 2, 2), (1, 2, 3, 0), (1, 2, 1, 1))
+
+
+def _centre_shares(engine: Engine, probe, spread: float) -> tuple[float, float] | None:
+    """``d_0 / max|d|`` on the centre group and on its equal-length twin, at rewards of
+    ``spread`` (one engine call)."""
+    cases = [replace(probe.case, off_policy=False, groups=(GroupConfig(responses, tuple(spread * x for x in r)),))
+             for responses in (_CENTRE_RESPONSES, _TWIN_RESPONSES) for r in _CENTRE_REWARDS]
+    k = plain(engine)([build(c) for c in cases])
+    out = []
+    for a, b in ((k[0], k[1]), (k[2], k[3])):
+        d = (a - b)[:, 0]
+        if not bool(torch.isfinite(d).all()) or float(d.abs().max()) == 0:
+            return None
+        out.append(float(d[0]) / float(d.abs().max()))
+    return out[0], out[1]
 
 
 def centre_crossing(engine: Engine, probe, ev) -> str:
@@ -40,20 +59,117 @@ def centre_crossing(engine: Engine, probe, ev) -> str:
     reward is exactly the mean under two reward vectors, every estimator centred on the
     group mean (std- or leave-one-out-scaled, positive-only too) gives it an advantage of
     exactly 0 under both, so its coefficient does not move between them, whatever its
-    weight; an additive event term is the same under both. Rewards at
-    :data:`_CENTRE_SCALE`: a shaping of O(1) is 1e-9 of them. Judged against
-    :func:`pattern_tol` plus four epsilons of the precision (the centre's round-off) of
-    the largest move."""
-    cases = [replace(probe.case, off_policy=False,
-                     groups=(GroupConfig(_CENTRE_RESPONSES, tuple(_CENTRE_SCALE * x for x in r)),))
-             for r in _CENTRE_REWARDS]
-    k1, k2 = plain(engine)([build(c) for c in cases])
-    d = (k1 - k2)[:, 0]
-    if not bool(torch.isfinite(d).all()):
+    weight; an additive event term is the same under both. A shaping of O(1) moves it
+    through a std by ``O((s / spread)^2)``: the share of response 0's move is taken at
+    spreads 4 and 8 and extrapolated (``(4 f(8) - f(4)) / 3``). The same on a twin group
+    of equal lengths (where every centre is the mean) measures what round-off and shaping
+    leave. M4 when the share exceeds :data:`SHAPING_LEAK`, :func:`pattern_tol` and three
+    times the twin's."""
+    shares = [_centre_shares(engine, probe, spread) for spread in (4.0, 8.0)]
+    if None in shares:
         return ""
-    scale = float(d.abs().max())
-    noise = 4.0 * RESOLUTION[engine.precision] * float(torch.maximum(k1[:, 0].abs(), k2[:, 0].abs()).max())
-    return probe.mechanism if scale > 0 and abs(float(d[0])) > pattern_tol(engine.precision) * scale + noise else ""
+    (f4, t4), (f8, t8) = shares
+    share, twin = (4 * f8 - f4) / 3, max(abs(t4), abs(t8), abs(4 * t8 - t4) / 3)
+    return probe.mechanism if abs(share) > SHAPING_LEAK + pattern_tol(engine.precision) + 3 * twin else ""
+
+
+def dropped_response(engine: Engine, probe, ev) -> str:
+    """M4 from a mask applied after centring: the mutated response crossed the length
+    limit, and its first shared coefficient is exactly 0 in one rollout (truncated,
+    dropped from the loss) and not in the other, while its reward, and so its
+    advantage, did not change."""
+    g, mutated = probe.mutation.group, probe.mutation.response
+    if common_prefix(probe.case.groups[g].responses) == 0:
+        return ""
+    rows = (ev.rollout.group == g).nonzero().flatten()
+    a, a_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
+    scale = float(torch.maximum(a.abs().max(), a_v.abs().max()))
+    zero, zero_v = abs(float(a[mutated])) <= ZERO_COLUMN * scale, abs(float(a_v[mutated])) <= ZERO_COLUMN * scale
+    return probe.mechanism if zero != zero_v and scale > 0 else ""
+
+
+def per_response_rescaling(engine: Engine, probe, ev) -> str:
+    """M3: a per-response weight (``1/L_i``), by either of two patterns.
+
+    - After the mutated response's suffix changed, every other response's first shared
+      coefficient rescales by one common factor and the mutated one's by another.
+    - :func:`_equal_reward_weights`: two responses with equal rewards and different
+      lengths respond differently to another response's reward (a length-weighted
+      baseline moves every advantage when one length changes, hiding the first pattern).
+
+    Factors agree up to :func:`pattern_tol` and the round-off of the terms the
+    coefficients were computed from (``ev.term_scale``, for a reward-dependent
+    difference)."""
+    g, mutated = probe.mutation.group, probe.mutation.response
+    if common_prefix(probe.case.groups[g].responses) == 0:
+        return ""
+    rows = (ev.rollout.group == g).nonzero().flatten()
+    alpha, alpha_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
+    scale = float(alpha.abs().max())
+    noise = 4.0 * RESOLUTION[engine.precision] * ev.term_scale
+    ok = (alpha.abs() > max(ZERO_COLUMN * scale, 10 * noise)) & (alpha_v.abs() > 10 * noise)
+    tol = pattern_tol(engine.precision)
+    if bool(ok[mutated]) and int(ok.sum()) >= 2:  # the mutated one and at least one other
+        safe = torch.where(ok, alpha, torch.ones_like(alpha))
+        q = alpha_v / safe
+        slack = noise / safe.abs() + noise / torch.where(ok, alpha_v, torch.ones_like(alpha_v)).abs()  # relative
+        others = [i for i in range(len(q)) if i != mutated and bool(ok[i])]
+        ref = float(q[others[0]])
+
+        def close(i: int) -> bool:
+            return abs(float(q[i]) - ref) <= (tol + float(slack[i]) + float(slack[others[0]])) * abs(ref)
+
+        if all(close(i) for i in others) and not close(mutated):
+            return probe.mechanism
+    return probe.mechanism if _equal_reward_weights(engine, probe) else ""
+
+
+def _quotient(engine: Engine, probe, pair: tuple[int, int], mover: int, spread: float) -> float | None:
+    """``d_i / d_j``: the first shared coefficients' change of responses ``pair`` when
+    response ``mover``'s reward rises by ``spread``, the probe's rewards scaled to
+    ``spread`` (on-policy, real coefficients); None when either change is within four
+    epsilons of the coefficients (its round-off) or not finite."""
+    grp = probe.case.groups[probe.mutation.group]
+    top = max(abs(r) for r in grp.rewards) or 1.0
+    base = tuple(spread * r / top for r in grp.rewards)
+    moved = tuple(r + (spread if n == mover else 0.0) for n, r in enumerate(base))
+    cases = [replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),)) for r in (base, moved)]
+    k0, k1 = plain(engine)([build(c) for c in cases])
+    if not (bool(torch.isfinite(k0).all()) and bool(torch.isfinite(k1).all())):
+        return None
+    d = (k1 - k0)[:, 0]
+    noise = 4.0 * RESOLUTION[engine.precision] * float(torch.maximum(k0.abs(), k1.abs()).max())
+    i, j = pair
+    if min(abs(float(d[i])), abs(float(d[j]))) <= 4 * noise:
+        return None
+    return float(d[i]) / float(d[j])
+
+
+def _equal_reward_weights(engine: Engine, probe) -> bool:
+    """Whether two responses of the probe's group with equal rewards and different
+    lengths get different weights: moving a third response's reward ``k`` changes
+    response ``i``'s shared coefficient by ``w_i dA_ik``, and ``dA_ik = dA_jk`` for every
+    estimator that treats the responses alike given their rewards (a group mean, a
+    length-weighted centre, a std or leave-one-out scale), so ``d_i / d_j = w_i / w_j``.
+    A shaping by length makes ``dA_ik`` and ``dA_jk`` differ through a std by
+    ``O(s / spread)``: the quotient is taken at spreads 4 and 8 (rewards within the clips
+    libraries apply) and extrapolated (``2 q(8) - q(4)``), which leaves ``O((s /
+    spread)^2)``; M3 when it differs from 1 by more than :data:`SHAPING_LEAK` and the
+    quotients' round-off. An additive event term cancels in the differences."""
+    grp = probe.case.groups[probe.mutation.group]
+    rewards, lengths = grp.rewards, [len(r) for r in grp.responses]
+    pairs = [(i, j) for i in range(len(rewards)) for j in range(i + 1, len(rewards))
+             if rewards[i] == rewards[j] and lengths[i] != lengths[j]]
+    if not pairs:
+        return False
+    pair = pairs[0]
+    movers = [k for k in range(len(rewards)) if k not in pair]
+    if not movers:
+        return False
+    q4, q8 = (_quotient(engine, probe, pair, movers[0], spread) for spread in (4.0, 8.0))
+    if q4 is None or q8 is None:
+        return False
+    return abs(2 * q8 - q4 - 1.0) > SHAPING_LEAK + pattern_tol(engine.precision)
 
 
 def dropped_response(engine: Engine, probe, ev) -> str:
@@ -155,8 +271,8 @@ _SPLIT_REWARDS = ((4.0, -4.0, -2.0, 6.0), (6.0, -2.0, -5.0, 4.0))
 
 
 def _moved_columns(engine: Engine, probe, rewards: tuple) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """For each reward vector of ``rewards``: the moved shared event's coefficients
-    ``[G]`` before and after the probe's mutation, on the probe's one group, on-policy
+    """For each reward vector of ``rewards``: the shared events' coefficients ``[G,
+    shared]`` before and after the probe's mutation, on the probe's one group, on-policy
     before the mutation (one engine call for all)."""
     grp = probe.case.groups[0]
     cases = []
@@ -165,57 +281,80 @@ def _moved_columns(engine: Engine, probe, rewards: tuple) -> list[tuple[torch.Te
         cases += [case, probe.mutation.apply(case)]
     t = max(len(r) for c in cases for g in c.groups for r in g.responses)
     kappas = plain(engine)([build(replace(c, pad_to=t)) for c in cases])
-    pos = min(probe.mutation.position, len(cases[0].shared_keys(0)) - 1)
-    return [(kappas[2 * k][:, pos], kappas[2 * k + 1][:, pos]) for k in range(len(rewards))]
+    shared = len(cases[0].shared_keys(0))
+    return [(kappas[2 * k][:, :shared], kappas[2 * k + 1][:, :shared]) for k in range(len(rewards))]
 
 
 def _spread(x: torch.Tensor) -> float:
     return float(x.max() - x.min()) if x.numel() else 0.0
 
 
+def _rank2(m: torch.Tensor) -> float:
+    """The relative second singular value of ``m [2, n]`` (0 with fewer than two columns)."""
+    if m.shape[1] < 2:
+        return 0.0
+    sv = torch.linalg.svdvals(m)
+    return float(sv[1] / sv[0]) if float(sv[0]) > 0 else 0.0
+
+
 def sign_split(engine: Engine, probe, ev) -> str:
-    """M2 and M6 from a shared event moved across the trust region (THEORY.md section 4,
+    """M2 and M6 from shared events moved across the trust region (THEORY.md section 4,
     attribution rules), on the probe's group of equal-length responses at two reward
     vectors of one order. On every occurrence the coefficient is ``w_i (g_i A_i + m)``
-    after the move and ``w_i (A_i + m_1)`` before: ``g_i`` the surrogate's factor,
-    ``m`` an additive event term, the same for every occurrence. The difference between
-    the two reward vectors removes ``m``: ``q_i = dv_i / db_i = g_i``, whatever ``w_i``
-    and whatever the estimator. M2 when ``g`` differs between the occurrences of
-    advantages above and below the centre (the higher and lower rewards) by more than
-    it varies within each; M6 when the remainder ``v_i - q_i b_i = w_i (m - g_i m_1)``
-    is not 0 on every occurrence; a remainder on some occurrences only (0 on the
-    others) is a term added to occurrences selected by their advantage: M2 and M6
-    (KL-Cov). A mechanism's effect below :func:`pattern_tol` of the loss's precision, or
-    below twice the spread of ``q`` among the occurrences of one sign (equal in exact
-    arithmetic: the measured round-off), is round-off."""
-    (b1, v1), (b2, v2) = _moved_columns(engine, probe, _SPLIT_REWARDS)
+    after the move and ``w_i (A_i + m_1)`` before: ``g_i`` the surrogate's factor (0 for
+    an occurrence clipped or masked), ``m`` an additive event term, the same for every
+    occurrence. The difference between the two reward vectors removes ``m``:
+    ``(db_i, dv_i) = w_i dA_i (1, g_i)``, whatever ``w_i`` and the estimator, so the pairs
+    of all occurrences are proportional (rank 1) unless ``g`` differs between them. M2
+    when it does beyond the pairs' rank within one sign (occurrences of one sign and one
+    length share ``g`` in exact arithmetic: the measured round-off), the signs told by the
+    rewards (higher and lower half); a mask that opens on one sign only (``db = 0``,
+    ``dv != 0``) is a split too. M6 when the remainder ``v_i - q b_i`` (``q`` the factor of
+    the occurrence's sign) is not 0 on every occurrence of a sign; a remainder on some
+    occurrences only is a term added to occurrences selected by their advantage: M2 and
+    M6 (KL-Cov). Every shared column is read. A pattern below :func:`pattern_tol` is
+    round-off."""
+    blocks = _moved_columns(engine, probe, _SPLIT_REWARDS)
+    (b1, v1), (b2, v2) = blocks
     if not all(bool(torch.isfinite(x).all()) for x in (b1, v1, b2, v2)):
         return probe.mechanism
     tol, eps = pattern_tol(engine.precision), RESOLUTION[engine.precision]
-    db, dv = b1 - b2, v1 - v2
-    moved = db.abs() > tol * float(db.abs().max()) + 2 * eps * float(b1.abs().max() + b2.abs().max())
-    if not bool(moved.any()):
-        return ""
-    q = torch.where(moved, dv / torch.where(moved, db, torch.ones_like(db)), torch.zeros_like(db))
-    rewards = torch.tensor(_SPLIT_REWARDS[0], dtype=q.dtype, device=q.device)
+    rewards = torch.tensor(_SPLIT_REWARDS[0], dtype=b1.dtype, device=b1.device)
     high = rewards > rewards.median()
+    names: list[str] = []
+    for t in range(b1.shape[1]):
+        found = _column_split(b1[:, t], v1[:, t], b2[:, t], v2[:, t], high, tol, eps)
+        names += [n for n in found if n not in names]
+    names = [probe.mechanism if n == "M2" else n for n in names]
+    return "+".join(sorted(names, key=lambda n: n != probe.mechanism))
+
+
+def _column_split(b1, v1, b2, v2, high, tol: float, eps: float) -> list[str]:
+    """:func:`sign_split` on one shared column (``[G]`` each)."""
+    db, dv = b1 - b2, v1 - v2
+    pairs = torch.stack([db, dv])  # [2, G]
+    size = pairs.abs().amax(0)
+    live = size > tol * float(size.max()) + 2 * eps * float(torch.stack([b1, v1, b2, v2]).abs().max())
+    if not bool(live.any()):
+        return []
     names = []
-    qh, ql = q[moved & high], q[moved & ~high]
-    unit = float(q[moved].abs().max()) + TINY
-    # occurrences of one sign (equal lengths) share g in exact arithmetic: their spread is
-    # the measured round-off of q
-    spread = {True: _spread(qh), False: _spread(ql)}
-    within = max(spread.values())
-    if qh.numel() and ql.numel():
-        between = max(float(qh.max() - ql.min()), float(ql.max() - qh.min()))
-        if between - within > tol * unit + 2 * within:
-            names.append(probe.mechanism)
+    within = max(_rank2(pairs[:, live & side]) for side in (high, ~high))
+    if bool((live & high).any()) and bool((live & ~high).any()) and _rank2(pairs[:, live]) > max(tol, 4 * within):
+        names.append("M2")
     scale = float(torch.maximum(v1.abs(), b1.abs()).max()) + TINY
-    dq = torch.tensor([spread[bool(h)] for h in high], dtype=q.dtype, device=q.device)
-    shift_noise = dq * b1.abs() + 2 * eps * (v1.abs() + (q * b1).abs())
-    shifted = ((v1 - q * b1).abs() > tol * scale + 2 * shift_noise) & moved
+    shifted = torch.zeros_like(live)
+    checked = torch.zeros_like(live)
+    for side in (high, ~high):
+        cols = live & side & (db.abs() > tol * float(db.abs().max()))
+        if not bool(cols.any()):
+            continue
+        q = float((db[cols] * dv[cols]).sum() / (db[cols] * db[cols]).sum())  # the side's factor
+        rest = (v1 - q * b1).abs()
+        noise = within * b1.abs() + 2 * eps * (v1.abs() + abs(q) * b1.abs())
+        shifted |= cols & (rest > tol * scale + 2 * noise)
+        checked |= cols
     if bool(shifted.any()):
-        if probe.mechanism not in names and not bool(shifted[moved].all()):
-            names.append(probe.mechanism)  # added only to occurrences selected by their advantage
+        if "M2" not in names and not bool(shifted[checked].all()):
+            names.append("M2")  # added only to occurrences selected by their advantage
         names.append("M6")
-    return "+".join(names)
+    return names

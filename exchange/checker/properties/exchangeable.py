@@ -281,8 +281,10 @@ _UNEQUAL_LENGTHS = GroupConfig(
 # Every entropy is 1 so that entropy-driven weights (M5) cannot masquerade as M1/M2.
 # Rewards of both signs (1, -1, -1, 1): a loss that does not centre them (a greedy or raw
 # baseline) still has advantages of both signs for a clip to split.
-_COMMON_EVENT = Case(groups=(replace(_EQUAL_LENGTHS, rewards=(1.0, -1.0, -1.0, 1.0)),),
-                     old_prob=(((0, 1), 0.5), ((0, 1, 2), 0.5)), entropy_all=1.0)
+# Every event at behaviour prob 0.5: the moved event is then the extreme of any ranking by
+# log-prob, so a selection by covariance with the advantage (KL-Cov) lands on it.
+_COMMON_EVENT = Case(groups=(replace(_EQUAL_LENGTHS, rewards=(1.0, -1.0, -1.0, 1.0)),), entropy_all=1.0,
+                     old_prob=tuple(((0, *r[: t + 1]), 0.5) for r in _EQUAL_LENGTHS.responses for t in range(len(r))))
 
 PROBES = (
     Probe(
@@ -314,13 +316,27 @@ PROBES = (
     ),
     Probe(
         "shared_ratio_high",
-        "the shared events (behaviour prob 0.5 at the moved one) moved to ratio 2.0, above any usual trust region",
-        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratios", 0, 0, 2.0, position=1),
+        "a shared event (behaviour prob 0.5) moved to ratio 2.0, above any usual trust region",
+        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratio", 0, 0, 2.0, position=1),
         off_policy_only=True, signature=sign_split, isolates=True,
     ),
     Probe(
         "shared_ratio_low",
-        "the shared events (behaviour prob 0.5 at the moved one) moved to ratio 0.25, below any usual trust region",
+        "a shared event (behaviour prob 0.5) moved to ratio 0.25, below any usual trust region",
+        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratio", 0, 0, 0.25, position=1),
+        off_policy_only=True, signature=sign_split, isolates=True,
+    ),
+    # Every shared event moved: a sequence-level weight (a geometric mean over four tokens)
+    # then crosses the trust region as far as a token-level ratio does.
+    Probe(
+        "shared_ratios_high",
+        "every shared event (behaviour prob 0.5) moved to ratio 2.0",
+        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratios", 0, 0, 2.0, position=1),
+        off_policy_only=True, signature=sign_split, isolates=True,
+    ),
+    Probe(
+        "shared_ratios_low",
+        "every shared event (behaviour prob 0.5) moved to ratio 0.25",
         NAME, "M2", _COMMON_EVENT, Mutation("shared_ratios", 0, 0, 0.25, position=1),
         off_policy_only=True, signature=sign_split, isolates=True,
     ),

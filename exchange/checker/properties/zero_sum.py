@@ -290,7 +290,9 @@ def _truncation_probe(engine: Engine, probe: Probe) -> ProbeResult:
     return result
 
 
-_UNEQUAL_LENGTHS = ((1, 2, 3), (1, 2, 0, 1, 3), (1, 2, 3, 3), (1, 2, 2, 0, 1, 2))
+# A long response with the only reward: a centre weighted by length sits at 8/19 of the
+# spread, the mean at 1/4 (the advantages' sum is off by two thirds of a reward).
+_UNEQUAL_LENGTHS = ((1, 2, 3), (1, 2, 0, 1, 3, 3, 0, 1), (1, 2, 3, 3), (1, 2, 2, 0))
 
 PROBES = (
     Probe(
@@ -312,8 +314,7 @@ PROBES = (
         "one group with a shared prefix and unequal lengths, on-policy, every entropy equal",
         NAME,
         "M4",
-        # Rewards chosen so that the length-weighted mean (1/6) is not the mean (1/4).
-        Case(groups=(GroupConfig(_UNEQUAL_LENGTHS, (1.0, 0.0, 0.0, 0.0)),), entropy_all=1.0),
+        Case(groups=(GroupConfig(_UNEQUAL_LENGTHS, (0.0, 1.0, 0.0, 0.0)),), entropy_all=1.0),
         # Only a centre that is not the group's mean speaks for M4 here; anything else
         # (1/L_i, entropy weights, a shaping) is left to the other probes and the fuzzer.
         signature=centre_crossing,
