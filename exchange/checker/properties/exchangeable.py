@@ -120,10 +120,11 @@ FEATURES_PROBE = "equal_rewards_different_features"
 _X, _Y = (1, 2, 3), (1, 2, 0, 1, 1, 2, 2)
 
 
-# The reward levels the features probe cycles through: two of them above any centre by
-# more than any O(1) shaping, so that one-signed (positive-only) advantages have two
-# non-zero levels to compare.
-_LEVELS = (4.0, 2.5, 0.0, 0.0)
+# The reward levels the features probe cycles through: two of them above the centre, so
+# that one-signed (positive-only) advantages have two non-zero levels to compare; all at
+# or below 0, so that a truncated response whose reward a shaping sets to 0 sits above the
+# centre (a positive-only estimator would give it nothing below it).
+_LEVELS = (0.0, -1.5, -4.0, -4.0)
 
 
 def _cycled(engine: Engine, probe: Probe) -> tuple[torch.Tensor, list[Rollout], list[torch.Tensor]]:
@@ -345,7 +346,7 @@ PROBES += (
     Probe(
         FEATURES_PROBE,
         "equal rewards, different response features (length 3 with token 3 vs length 7 reaching the length "
-        "limit), rows X, Y, X, Y, ... whose rewards 4, 2.5, 0, 0 rotate over four batches, on-policy, every "
+        "limit), rows X, Y, X, Y, ... whose rewards 0, -1.5, -4, -4 rotate over four batches, on-policy, every "
         "entropy 1",
         NAME, "M7", Case(groups=(GroupConfig((_X, _Y), (1.0, 0.0)),), entropy_all=1.0, length_limit=7),
     ),

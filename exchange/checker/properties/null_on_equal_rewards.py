@@ -268,7 +268,7 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
         if bool((which & (Kd.abs() > torch.clamp(tol * mass, min=floor)) & (mass > 0)).any()):
             names.add("M4")
     features = _tied_features(engine, probe)
-    additive = "M6" not in features and _additive_on_identical(engine, probe)
+    additive = ("M6" not in features or "?" in features) and _additive_on_identical(engine, probe)
     if "?" in features:  # one-signed, profile constant: k1-like if copies keep it, else shaping
         features = (features - {"?"}) | ({"M6"} if additive else {"M7"})
     names |= features
