@@ -127,8 +127,8 @@ def _crossings(m0: torch.Tensor, m1: torch.Tensor, tol: float, floor: float) -> 
     kappa(0))`` is free of ``w_i``: one that varies over the events of a response is an
     event term (M6); one that varies over the responses, or responses whose coefficient
     does not move while others do, is a shaping that reads their features (M7); one
-    crossing for all, away from the level 0 (where every baseline of the probe sits), is
-    a remainder the same for every reward vector: M6 (THEORY.md section 2). An event term
+    crossing for all responses, away from the level 0 (where every baseline of the probe
+    sits), is a remainder the same for every reward vector: M6 (THEORY.md section 2). An event term
     next to a shaping adds a constant to each ``c_i`` that no level can separate: it is not
     named then (exchange.objectives.interactions, "additive offset inside a non-zero-sum
     estimator"). ``floor``: the round-off of a coefficient (absolute); ``tol``: relative."""
@@ -150,7 +150,10 @@ def _crossings(m0: torch.Tensor, m1: torch.Tensor, tol: float, floor: float) -> 
     for e in range(cross.shape[1]):
         if _spread(cross[:, e][moving[:, e]]) > slack:
             names.add("M7")
-    if not names and bool((cross[moving].abs() > slack).all()):
+    # one crossing for all speaks for an event term only where it was compared across
+    # every feature of the group (a mask that drops some rows leaves responses of one
+    # length, whose common crossing may be a length shaping)
+    if not names and bool(moving.any(dim=1).all()) and bool((cross[moving].abs() > slack).all()):
         names.add("M6")
     return names
 
@@ -277,7 +280,8 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     if not names:
         K, mass, _ = (x[0] for x in per_event(kappa[None], evs))
         live = which & (mass > ZERO_COLUMN * max(scale, TINY))
-        if bool(live.any()) and bool((K[live].abs() <= RTOL_CANCEL * mass[live]).all()):
+        cancel = max(RTOL_CANCEL, tol)  # a cancelling sum at the loss's precision
+        if bool(live.any()) and bool((K[live].abs() <= cancel * mass[live]).all()):
             names.add("M7")
     return "+".join(sorted(names)) or "M4"
 

@@ -284,7 +284,7 @@ def _truncation_probe(engine: Engine, probe: Probe) -> ProbeResult:
                             if res > RTOL_CANCEL else [],
                             note=f"probe {probe.name}: responses {list(_TRUNCATED_ROWS)} flagged truncated")
     result.evaluations[NAME] = evaluation
-    if res > RTOL_CANCEL and bool(torch.isfinite(kappa).all()):
+    if res > at_precision(RTOL_CANCEL, engine.precision) and bool(torch.isfinite(kappa).all()):
         result.evaluations[shared_cancellation.NAME] = evaluation
         result.mechanism = probe.mechanism
     return result
