@@ -342,19 +342,25 @@ def _column_split(b1, v1, b2, v2, high, tol: float, eps: float) -> list[str]:
     if bool((live & high).any()) and bool((live & ~high).any()) and _rank2(pairs[:, live]) > max(tol, 4 * within):
         names.append("M2")
     scale = float(torch.maximum(v1.abs(), b1.abs()).max()) + TINY
-    shifted = torch.zeros_like(live)
-    checked = torch.zeros_like(live)
+    rest = torch.zeros_like(b1)
+    bound = torch.full_like(b1, float("inf"))
     for side in (high, ~high):
         cols = live & side & (db.abs() > tol * float(db.abs().max()))
         if not bool(cols.any()):
             continue
-        q = float((db[cols] * dv[cols]).sum() / (db[cols] * db[cols]).sum())  # the side's factor
-        rest = (v1 - q * b1).abs()
-        noise = within * b1.abs() + 2 * eps * (v1.abs() + abs(q) * b1.abs())
-        shifted |= cols & (rest > tol * scale + 2 * noise)
-        checked |= cols
+        q = dv[cols] / db[cols]
+        qs = float((db[cols] * dv[cols]).sum() / (db[cols] * db[cols]).sum())  # the side's factor
+        dq = float(q.max() - q.min())  # one factor in exact arithmetic: the measured round-off of q
+        rest = torch.where(cols, (v1 - qs * b1).abs(), rest)
+        noise = dq * b1.abs() + 2 * eps * (v1.abs() + abs(qs) * b1.abs())
+        bound = torch.where(cols, tol * scale + 2 * noise, bound)
+    shifted = rest > bound
     if bool(shifted.any()):
-        if "M2" not in names and not bool(shifted[checked].all()):
-            names.append("M2")  # added only to occurrences selected by their advantage
+        checked = bound < float("inf")
+        quiet = checked & ~shifted
+        # a term added to some occurrences only: the others' remainder is nothing next to it
+        selected = bool(quiet.any()) and float(rest[quiet].max()) <= 0.1 * float(rest[shifted].min())
+        if "M2" not in names and selected:
+            names.append("M2")
         names.append("M6")
     return names

@@ -287,6 +287,8 @@ _UNEQUAL_LENGTHS = GroupConfig(
 _COMMON_EVENT = Case(groups=(replace(_EQUAL_LENGTHS, rewards=(1.0, -1.0, -1.0, 1.0)),), entropy_all=1.0,
                      old_prob=tuple(((0, *r[: t + 1]), 0.5) for r in _EQUAL_LENGTHS.responses for t in range(len(r))))
 
+_ALL_SHARED = replace(_COMMON_EVENT, old_prob=_COMMON_EVENT.old_prob + (((0, 1), 0.25), ((0, 1, 2), 0.25)))
+
 PROBES = (
     Probe(
         "suffix_length",
@@ -327,18 +329,19 @@ PROBES = (
         NAME, "M2", _COMMON_EVENT, Mutation("shared_ratio", 0, 0, 0.25, position=1),
         off_policy_only=True, signature=sign_split, isolates=True,
     ),
-    # Every shared event moved: a sequence-level weight (a geometric mean over four tokens)
-    # then crosses the trust region as far as a token-level ratio does.
+    # Every shared event moved, from behaviour prob 0.25 to ratio 4: a geometric mean over
+    # four tokens (two of them shared) then moves to 2, where a sign-dependent gate's two
+    # temperatures (1 and 1.5) differ by 24%, ten times bf16's resolution and more.
     Probe(
         "shared_ratios_high",
-        "every shared event (behaviour prob 0.5) moved to ratio 2.0",
-        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratios", 0, 0, 2.0, position=1),
+        "every shared event (behaviour prob 0.25) moved to ratio 4.0",
+        NAME, "M2", _ALL_SHARED, Mutation("shared_ratios", 0, 0, 4.0, position=1),
         off_policy_only=True, signature=sign_split, isolates=True,
     ),
     Probe(
         "shared_ratios_low",
-        "every shared event (behaviour prob 0.5) moved to ratio 0.25",
-        NAME, "M2", _COMMON_EVENT, Mutation("shared_ratios", 0, 0, 0.25, position=1),
+        "every shared event (behaviour prob 0.25) moved to ratio 0.25",
+        NAME, "M2", _ALL_SHARED, Mutation("shared_ratios", 0, 0, 0.25, position=1),
         off_policy_only=True, signature=sign_split, isolates=True,
     ),
 )
