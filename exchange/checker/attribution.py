@@ -23,7 +23,7 @@ def attributed(results, names, tolerances: dict[str, float], precision: str) -> 
         if not r.mechanism:
             continue
         own_name = r.probe.property_name
-        own = r.evaluations.get(own_name)
+        own = r.evidence or r.evaluations.get(own_name)
         cancel = r.evaluations.get(shared_cancellation.NAME)
         cancel_broke = cancel is not None and cancel.residual > at_precision(
             tolerances[shared_cancellation.NAME], precision, cancel.exact)

@@ -87,6 +87,9 @@ class ProbeResult:
     # named from the probe's (C) evaluation, not its own property's (an additive term
     # that (Z)'s probe sees while the reward-dependent part cancels)
     through_cancellation: bool = False
+    # the evaluation the mechanism was decided on, when it is not the reported one (a
+    # probe that reads the reward-dependent part reports the real coefficients)
+    evidence: Evaluation | None = None
 
 
 @dataclass

@@ -256,6 +256,8 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     tol = at_precision(RTOL_DIRECTION, engine.precision)
     if not (finite and dex.residual > tol):
         return result
+    if dex is not ex:
+        result.evidence = dex
     if probe.isolates:  # the signature builds its own contrasts: the base need not be exchangeable
         result.mechanism = probe.signature(engine, probe, dex)
         return result
