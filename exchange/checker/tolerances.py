@@ -69,8 +69,10 @@ def level_noise(precision: str, magnitude: float, per_unit: float) -> float:
     """The round-off, in coefficient units, of moving every reward of a batch by a level
     (THEORY.md section 2, round-off per event): a loss that centres rewards of magnitude
     up to ``magnitude`` rounds each advantage by a few unit round-offs of it, and a
-    coefficient moves by that times its weight, ``per_unit`` (the coefficient of a unit
-    advantage, read from the same layout at reference rewards). Two epsilons (four unit
+    coefficient moves by that times ``per_unit``, what a unit of reward is worth there (a
+    std over rewards that barely differ amplifies it; the probes read it from the
+    coefficients' response to a small reward move, or from the same layout at reference
+    rewards where no such std is in play). Two epsilons (four unit
     round-offs): the shaped reward, the centre and the product each round once.
     Independent of the advantages' own size, so a tied group whose shaped rewards barely
     differ, whose advantages are small, is not mistaken for a centre that moves."""

@@ -146,14 +146,18 @@ def compose(**parts: str | float) -> Composition:
     return Composition(**parts)  # type: ignore[arg-type]
 
 
-def betas_for(precision: str, mask: str) -> tuple[float, ...]:
+def betas_for(precision: str, mask: str, estimator: str = "group_mean_std", shaping: str = "none") -> tuple[float, ...]:
     """The additive term's weights a random composition may take (THEORY.md section 4,
     precision rule: every expected effect at least ten times the resolution). A tied
-    group shows an additive term at any weight (every advantage an exact 0 there); a
-    filter that drops tied groups leaves only mixed groups, where the term is ``beta``
-    times an O(1) event profile next to O(1) advantages: in bf16 (resolution 2^-8, ten
-    times 0.039) only ``beta = 0.5`` stays above it whatever the event values."""
-    if precision == "bf16" and "drops_tied_groups" in PARTS["mask"][mask].traits:
+    group shows an additive term at any weight where its advantages are exact zeros. Two
+    parts take that away: a filter that drops tied groups, and an estimator with no centre
+    of its own next to a shaping (a greedy baseline: a tied group's advantages are then
+    the shaping itself). The term is then ``beta`` times an O(1) event profile next to
+    O(0.1-1) advantages: in bf16 (resolution 2^-7, ten times 0.078) only ``beta = 0.5``
+    stays above it whatever the event values."""
+    hidden = "drops_tied_groups" in PARTS["mask"][mask].traits or (
+        "own_centre_free" in PARTS["estimator"][estimator].traits and shaping != "none")
+    if precision == "bf16" and hidden:
         return (0.5,)
     return BETAS
 
@@ -162,4 +166,5 @@ def random_composition(rng: random.Random) -> Composition:
     """One composition, every kind drawn uniformly among its parts, and ``beta``
     uniformly among :func:`betas_for` its precision and mask."""
     pick = {kind: rng.choice(sorted(PARTS[kind])) for kind in KINDS}
-    return Composition(**pick, beta=rng.choice(betas_for(pick["precision"], pick["mask"])))
+    return Composition(**pick, beta=rng.choice(betas_for(pick["precision"], pick["mask"], pick["estimator"],
+                                                         pick["shaping"])))

@@ -17,8 +17,8 @@ from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
 from exchange.checker.properties.residuals import as_residual, fmt, per_event, tied_groups, with_reference_rewards
-from exchange.checker.tolerances import (MAX_MISMATCHES, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN, level_noise,
-                                        pattern_tol)
+from exchange.checker.tolerances import (MAX_MISMATCHES, RESOLUTION, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN,
+                                        level_noise, pattern_tol)
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -253,15 +253,22 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     which = evs.shared & tied_events
     names = set()
     level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
-    moved, ref = engine([rollout.with_fields({"rewards": rollout.rewards + level}), with_reference_rewards(rollout)])
+    magnitude = float((rollout.rewards + level).abs().max()) + 1.0
+    # the coefficients' response to a small move of one tied reward: what a unit of reward
+    # is worth there (a std over shaped rewards that barely differ amplifies it)
+    delta = max(8 * RESOLUTION[engine.precision], 1e-6) * magnitude
+    nudged = rollout.rewards.clone()
+    nudged[tied_rows.nonzero()[0]] += delta
+    moved, poked = engine([rollout.with_fields({"rewards": rollout.rewards + level}),
+                           rollout.with_fields({"rewards": nudged})])
+    per_unit = float((poked - kappa)[tied_rows].abs().max()) / delta
     scale = float(kappa[tied_rows].abs().max())
     # A centre that is not the group's own moves the tied advantages by a share of the
     # level (O(0.1-1) here); the level also changes how the rewards round, by a few
-    # epsilons of their magnitude times the coefficient of a unit advantage (level_noise),
+    # epsilons of their magnitude times what a unit of reward is worth (level_noise),
     # however small the tied group's own (shaped) advantages are
     tol = pattern_tol(engine.precision)
-    magnitude = float((rollout.rewards + level).abs().max()) + 1.0
-    floor = max(tol * scale, level_noise(engine.precision, magnitude, float(ref[tied_rows].abs().max())))
+    floor = max(tol * scale, level_noise(engine.precision, magnitude, per_unit))
     if float((moved - kappa)[tied_rows].abs().max()) > floor:
         # a centre that is not the group's own moves the tied group's K_e with the level;
         # a shaping that moves with it (a reward set to 0) keeps them cancelling, and an
