@@ -44,27 +44,33 @@ def _permuted(rollout: Rollout, perm: list[int], relabel: dict[int, int]) -> Rol
     return out.replace(group=torch.tensor([relabel[int(g)] for g in out.group], device=out.group.device))
 
 
-def _perturbed(rewards: Tensor, precision: str) -> Tensor:
-    """``rewards [K, N]`` moved by one epsilon of ``precision`` times ``|R| + 1``, signs
-    alternating over the responses: the size of the round-off the loss itself commits on
+# Three sign patterns: an ill-conditioned step (a square root near 0, a difference of
+# near-equal sums) amplifies round-off in some directions of the rewards and not in others.
+_PATTERNS = 3
+
+
+def _perturbed(rewards: Tensor, precision: str, pattern: int) -> Tensor:
+    """``rewards [K, N]`` moved by one epsilon of ``precision`` times ``|R| + 1``, in the
+    seeded random sign ``pattern``: the size of the round-off the loss itself commits on
     its rewards (and on rewards shaped by O(1))."""
-    sign = torch.ones(rewards.shape[-1], dtype=rewards.dtype, device=rewards.device)
-    sign[1::2] = -1.0
+    gen = torch.Generator(device="cpu").manual_seed(pattern)
+    sign = (torch.randint(0, 2, (rewards.shape[-1],), generator=gen) * 2 - 1).to(rewards.dtype).to(rewards.device)
     return rewards + RESOLUTION[precision] * (rewards.abs() + 1.0) * sign
 
 
-def _judged(raw: Tensor, kappa: Tensor, kappa_eps: Tensor | None, precision: str) -> Tensor:
+def _judged(raw: Tensor, kappa: Tensor, kappa_eps: list[Tensor], precision: str) -> Tensor:
     """The residual ``[K]``, ``raw`` (the largest change over ``max|kappa|``) judged against
     the round-off the loss commits (THEORY.md section 2: measure the noise floor where it
-    can be measured): below float64, against four times the coefficients' own response
-    to rewards moved by one epsilon (:func:`_perturbed`), which carries whatever the
-    loss's arithmetic amplifies (a std from E[r^2] - E[r]^2 of shaped rewards), however
-    the rewards look. Scaled so that ``residual <= tolerance`` exactly when ``raw <=
-    max(tolerance, 4 * response)``."""
-    if kappa_eps is None:
+    can be measured): below float64, against four times the coefficients' largest
+    response to rewards moved by one epsilon in :data:`_PATTERNS` sign patterns
+    (:func:`_perturbed`), which carries whatever the loss's arithmetic amplifies (a std
+    from E[r^2] - E[r]^2 of shaped rewards near 0), however the rewards look. Scaled so
+    that ``residual <= tolerance`` exactly when ``raw <= max(tolerance, 4 * response)``."""
+    if not kappa_eps:
         return raw
     tol = at_precision(RTOL_EQUAL, precision)
-    response = (kappa_eps - kappa).abs().flatten(1).amax(1) / (kappa.abs().flatten(1).amax(1) + TINY)
+    scale = kappa.abs().flatten(1).amax(1) + TINY
+    response = torch.stack([(k - kappa).abs().flatten(1).amax(1) for k in kappa_eps]).amax(0) / scale
     return raw * torch.clamp(tol / (4 * response + TINY), max=1.0)
 
 
@@ -76,10 +82,10 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     diff = (kappa_p - kappa[perm]).abs().max()
     raw = as_residual(diff / (kappa.abs().max() + TINY))[None]
     precision = getattr(engine, "precision", "float64")
-    kappa_eps = None
+    kappa_eps = []
     if precision != "float64" and float(raw[0]) > at_precision(RTOL_EQUAL, precision):
-        (kappa_eps,) = engine([rollout.with_fields({"rewards": _perturbed(rollout.rewards[None], precision)[0]})])
-        kappa_eps = kappa_eps[None]
+        kappa_eps = [k[None] for k in engine([rollout.with_fields({"rewards": _perturbed(rollout.rewards[None], precision, j)[0]})
+                                             for j in range(_PATTERNS)])]
     res = float(_judged(raw, kappa[None], kappa_eps, precision)[0])
     mism = []
     if res > RTOL_EQUAL:
@@ -98,7 +104,8 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     todo = (res > at_precision(RTOL_EQUAL, b.precision)).nonzero().flatten() if b.precision != "float64" else []
     if len(todo):
         sub = {k: v[todo] for k, v in fields.items()}
-        _, kappa_eps, _ = b.coefficients(rollout, {**sub, "rewards": _perturbed(b.rewards[todo], b.precision)})
+        kappa_eps = [b.coefficients(rollout, {**sub, "rewards": _perturbed(b.rewards[todo], b.precision, j)})[1]
+                     for j in range(_PATTERNS)]
         res = res.clone()
         res[todo] = _judged(res[todo], kappa[todo], kappa_eps, b.precision)
     failed = failed | failed_p
