@@ -58,7 +58,9 @@ def design_choice(probe_results, names, results, regime, found, tolerances: dict
         tol = at_precision(tolerances[prop], precision)
         if any(prop in r.evaluations and not r.evaluations[prop].residual <= tol for r in probe_results):
             return ""
-    if _tied_groups_null(probe_results, names, results, regime, tolerances, precision):
+    # a projection is told from M7 by tied groups (THEORY.md section 4); once a shaping has
+    # been found (the features probe), null tied groups mean dropped ones, not a projection
+    if "M7" not in found and _tied_groups_null(probe_results, names, results, regime, tolerances, precision):
         tol = at_precision(tolerances[exchangeable.NAME], precision)
         moved = {r.probe.name for r in probe_results
                  if exchangeable.NAME in r.evaluations and r.evaluations[exchangeable.NAME].residual > tol}

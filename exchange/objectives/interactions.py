@@ -112,7 +112,8 @@ INTERACTIONS: tuple[Interaction, ...] = (
         "additive offset inside a non-zero-sum estimator",
         lambda c: _part(c, "additive", "constant_gradient") and (
             (_part(c, "mask", "drops_tied_groups") and _part(c, "estimator", "not_zero_sum_on_copies"))
-            or (_part(c, "estimator", "own_centre_free") and c.shaping != "none")),
+            or (_part(c, "estimator", "own_centre_free") and c.shaping != "none"
+                and not _part(c, "shaping", "acts_on_truncated_only"))),
         (ON,),
         _without("M6."),
         "on-policy, the same objective with beta folded into the advantages (A_i + beta): a non-zero-sum "
@@ -120,8 +121,9 @@ INTERACTIONS: tuple[Interaction, ...] = (
         "section 2, (Z) on a black box: a remainder of K_e the same for every reward vector, all-equal rewards "
         "included, is M6. Identical responses leave none here: with tied groups dropped, all-equal rewards "
         "give no coefficient, and an estimator that is not zero-sum on identical responses moves K_e with "
-        "every mixed reward vector; a greedy baseline next to a shaping keeps A_i = R_i + s_i - b on copies, "
-        "so beta is one more constant in s_i. The offset is part of the M4 (or M7) already named",
+        "every mixed reward vector; a greedy baseline next to a shaping of every response keeps A_i = R_i + s_i - b "
+        "on copies, so beta is one more constant in s_i (a reward zeroed on truncated responses leaves the others "
+        "unshaped, where a common offset stays visible). The offset is part of the M4 (or M7) already named",
     ),
     Interaction(
         "shaping of dropped responses",

@@ -125,6 +125,9 @@ _X, _Y = (1, 2, 3), (1, 2, 0, 1, 1, 2, 2)
 # or below 0, so that a truncated response whose reward a shaping sets to 0 sits above the
 # centre (a positive-only estimator would give it nothing below it).
 _LEVELS = (0.0, -1.5, -4.0, -4.0)
+# A greedy baseline reward that is not 0: a loss with no centre of its own then keeps a
+# truncated response whose reward a shaping zeroes at -1, not at the 0 a mask would give.
+_BASELINE = 1.0
 
 
 def _cycled(engine: Engine, probe: Probe) -> tuple[torch.Tensor, list[Rollout], list[torch.Tensor]]:
@@ -138,7 +141,7 @@ def _cycled(engine: Engine, probe: Probe) -> tuple[torch.Tensor, list[Rollout], 
     batches = []
     for k in range(n):
         rewards = tuple(_LEVELS[(k + j // 2 + j % 2) % n] for j in range(2 * n))
-        batches.append(build(replace(probe.case, groups=(GroupConfig(rows, rewards),))))
+        batches.append(build(replace(probe.case, groups=(GroupConfig(rows, rewards, baseline=_BASELINE),))))
     kappas = engine(batches)
     shared = common_prefix((_X, _Y))
     table = torch.zeros(2 * n, n, shared, dtype=kappas[0].dtype, device=kappas[0].device)

@@ -256,29 +256,34 @@ def _truncation_probe(engine: Engine, probe: Probe) -> ProbeResult:
     ``K_e`` that the truncation flags change must not depend on the rewards. Dropping
     truncated responses after centring leaves ``-sum_truncated A_i w``: reward-dependent,
     (Z) broken (M4). Weights that ignore the flags change nothing; a reward set to 0 on
-    truncated responses before centring keeps the shaped advantages zero-sum. Shifts
-    average within the responses of one flag (the interchangeable ones)."""
+    truncated responses before centring keeps the shaped advantages zero-sum. Where the
+    identical responses' weights differ (a normaliser per micro-batch depends on the
+    position), each (reward, flag) pair is moved through every position of the group
+    (cyclic shifts of whole rows) and the coefficients averaged: every response then
+    carries the mean weight, and ``K_e`` is that weight times the sum of the advantages
+    the loss keeps."""
     result = ProbeResult(probe)
     off = build(probe.case)
     flags = torch.zeros(off.n, dtype=torch.bool)
     flags[list(_TRUNCATED_ROWS)] = True
-    on = off.with_fields({"truncated": flags.to(off.rewards.device)})
-    classes = off.group_index * 2 + flags.to(off.group_index.device).long()
+    flags = flags.to(off.rewards.device)
+    on = off.with_fields({"truncated": flags})
     ev = events(off)
-    shifts = cyclic_shifts(off, classes)
+    shifts = cyclic_shifts(off)
 
-    def averaged(rollout: Rollout, r: Tensor) -> Tensor:
-        kappas = engine([rollout.with_fields({"rewards": r[perm]}) for perm in shifts])
+    def averaged(r: Tensor, truncated: Tensor) -> Tensor:
+        kappas = engine([off.with_fields({"rewards": r[perm], "truncated": truncated[perm]}) for perm in shifts])
         return sum(kappas)[None] / len(kappas)
 
     variants = _variants(off.rewards[None], off)
+    none = torch.zeros_like(flags)
     pairs = [engine([on.with_fields({"rewards": v[0]}), off.with_fields({"rewards": v[0]})]) for v in variants]
     kappa = pairs[0][0]
     raws = [k_on[None] for k_on, _ in pairs]
     diffs = [(k_on - k_off)[None] for k_on, k_off in pairs]
     res = float(reward_dependent(diffs, ev, ev.shared, raws)[0])
-    if res > RTOL_CANCEL:  # unequal weights of the flagged and unflagged copies: average within each flag
-        diffs = [averaged(on, v[0]) - averaged(off, v[0]) for v in variants]
+    if res > RTOL_CANCEL:  # unequal weights of the copies: every (reward, flag) through every position
+        diffs = [averaged(v[0], flags) - averaged(v[0], none) for v in variants]
         res = float(reward_dependent(diffs, ev, ev.shared, raws)[0])
     evaluation = Evaluation(res, True, on, kappa, cancellation_mismatches(on, kappa, ev, ev.shared, RTOL_CANCEL)
                             if res > RTOL_CANCEL else [],
