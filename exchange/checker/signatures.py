@@ -106,8 +106,9 @@ def per_response_rescaling(engine: Engine, probe, ev) -> str:
     rows = (ev.rollout.group == g).nonzero().flatten()
     alpha, alpha_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
     scale = float(alpha.abs().max())
-    noise = 4.0 * RESOLUTION[engine.precision] * ev.term_scale
-    ok = (alpha.abs() > max(ZERO_COLUMN * scale, 10 * noise)) & (alpha_v.abs() > 10 * noise)
+    eps = RESOLUTION[engine.precision]
+    noise = 4.0 * eps * ev.term_scale  # the worst a difference of rounded terms can be off
+    ok = (alpha.abs() > max(ZERO_COLUMN * scale, 2 * noise)) & (alpha_v.abs() > 2 * noise)
     tol = pattern_tol(engine.precision)
     if bool(ok[mutated]) and int(ok.sum()) >= 2:  # the mutated one and at least one other
         safe = torch.where(ok, alpha, torch.ones_like(alpha))
@@ -115,151 +116,86 @@ def per_response_rescaling(engine: Engine, probe, ev) -> str:
         slack = noise / safe.abs() + noise / torch.where(ok, alpha_v, torch.ones_like(alpha_v)).abs()  # relative
         others = [i for i in range(len(q)) if i != mutated and bool(ok[i])]
         ref = float(q[others[0]])
-
-        def close(i: int) -> bool:
-            return abs(float(q[i]) - ref) <= (tol + float(slack[i]) + float(slack[others[0]])) * abs(ref)
-
-        if all(close(i) for i in others) and not close(mutated):
+        spread = max(float(q[i]) for i in others) - min(float(q[i]) for i in others)
+        # the others agree up to the worst round-off; the mutated one must differ by more
+        # than their measured disagreement (equal in exact arithmetic) and the resolution
+        agree = all(abs(float(q[i]) - ref) <= (tol + float(slack[i]) + float(slack[others[0]])) * abs(ref)
+                    for i in others)
+        # one other response measures no disagreement: the worst round-off bounds the test then
+        measured = (tol + 4 * eps) * abs(ref) + 3 * spread if len(others) >= 2 else \
+            (tol + float(slack[mutated]) + float(slack[others[0]])) * abs(ref)
+        if agree and abs(float(q[mutated]) - ref) > measured:
             return probe.mechanism
     return probe.mechanism if _equal_reward_weights(engine, probe) else ""
 
 
-def _quotient(engine: Engine, probe, pair: tuple[int, int], mover: int, spread: float) -> float | None:
-    """``d_i / d_j``: the first shared coefficients' change of responses ``pair`` when
-    response ``mover``'s reward rises by ``spread``, the probe's rewards scaled to
-    ``spread`` (on-policy, real coefficients); None when either change is within four
-    epsilons of the coefficients (its round-off) or not finite."""
+# The weight test's rewards (times the spread): the pair (0 and 3, different lengths) at
+# the top, the mover (2) near the centre, so that a std-scaled estimator's cross
+# derivative -(1 + z_i z_k) / (G sigma) is far from 0 (a mover at the bottom has
+# z_i z_k = -1 with the probe's own rewards 1, 0, 0, 1).
+_WEIGHT_REWARDS = (1.0, 0.0, 0.5, 1.0)
+_WEIGHT_PAIR, _WEIGHT_MOVER = (0, 3), 2
+
+
+def _moves(engine: Engine, probe, movers: tuple[int, int], spread: float) -> tuple[float, float, float] | None:
+    """``(d_i, d_j, round-off)``: the first shared coefficients' change of the pair when
+    ``movers[0]``'s (for ``d_i``) and ``movers[1]``'s (for ``d_j``) reward rises by
+    ``spread`` from :data:`_WEIGHT_REWARDS` times ``spread`` (on-policy, real
+    coefficients); None when not finite."""
     grp = probe.case.groups[probe.mutation.group]
-    top = max(abs(r) for r in grp.rewards) or 1.0
-    base = tuple(spread * r / top for r in grp.rewards)
-    moved = tuple(r + (spread if n == mover else 0.0) for n, r in enumerate(base))
-    cases = [replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),)) for r in (base, moved)]
-    k0, k1 = plain(engine)([build(c) for c in cases])
-    if not (bool(torch.isfinite(k0).all()) and bool(torch.isfinite(k1).all())):
+    base = tuple(spread * r for r in _WEIGHT_REWARDS)
+
+    def moved(k: int) -> tuple[float, ...]:
+        return tuple(r + (spread if n == k else 0.0) for n, r in enumerate(base))
+
+    cases = [replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),))
+             for r in (base, moved(movers[0]), moved(movers[1]))]
+    k0, ki, kj = plain(engine)([build(c) for c in cases])
+    if not all(bool(torch.isfinite(k).all()) for k in (k0, ki, kj)):
         return None
-    d = (k1 - k0)[:, 0]
-    noise = 4.0 * RESOLUTION[engine.precision] * float(torch.maximum(k0.abs(), k1.abs()).max())
-    i, j = pair
-    if min(abs(float(d[i])), abs(float(d[j]))) <= 4 * noise:
-        return None
-    return float(d[i]) / float(d[j])
+    i, j = _WEIGHT_PAIR
+    noise = 4.0 * RESOLUTION[engine.precision] * float(torch.stack([k0, ki, kj]).abs().max())
+    return float(ki[i, 0] - k0[i, 0]), float(kj[j, 0] - k0[j, 0]), noise
 
 
 def _equal_reward_weights(engine: Engine, probe) -> bool:
     """Whether two responses of the probe's group with equal rewards and different
-    lengths get different weights: moving a third response's reward ``k`` changes
-    response ``i``'s shared coefficient by ``w_i dA_ik``, and ``dA_ik = dA_jk`` for every
-    estimator that treats the responses alike given their rewards (a group mean, a
-    length-weighted centre, a std or leave-one-out scale), so ``d_i / d_j = w_i / w_j``.
-    A shaping by length makes ``dA_ik`` and ``dA_jk`` differ through a std by
-    ``O(s / spread)``: the quotient is taken at spreads 4 and 8 (rewards within the clips
-    libraries apply) and extrapolated (``2 q(8) - q(4)``), which leaves ``O((s /
-    spread)^2)``; M3 when it differs from 1 by more than :data:`SHAPING_LEAK` and the
-    quotients' round-off. An additive event term cancels in the differences."""
+    lengths (:data:`_WEIGHT_PAIR`) get different weights: moving a third response's
+    reward ``k`` changes response ``i``'s shared coefficient by ``w_i dA_ik``, and ``dA_ik =
+    dA_jk`` for every estimator that treats the responses alike given their rewards (a
+    group mean, a length-weighted centre, a std or leave-one-out scale), so ``d_i / d_j =
+    w_i / w_j``. Where another response's reward reaches neither (a greedy baseline, raw
+    rewards: no centre shared by the group), each one's own reward moves its advantage
+    alike, and its own move gives the quotient instead. A shaping by length makes the
+    derivatives differ through a std by ``O(s / spread)``: the quotient is taken at
+    spreads 4 and 8 (rewards within the clips libraries apply) and extrapolated (``2 q(8)
+    - q(4)``), which leaves ``O((s / spread)^2)``; M3 when it differs from 1 by more than
+    :data:`SHAPING_LEAK`, :func:`pattern_tol` and ``|q(8) - q(4)|`` (the measured error of
+    the extrapolation: the leak's first order and the round-off). An additive event term
+    cancels in the differences."""
     grp = probe.case.groups[probe.mutation.group]
-    rewards, lengths = grp.rewards, [len(r) for r in grp.responses]
-    pairs = [(i, j) for i in range(len(rewards)) for j in range(i + 1, len(rewards))
-             if rewards[i] == rewards[j] and lengths[i] != lengths[j]]
-    if not pairs:
+    lengths = [len(r) for r in grp.responses]
+    i, j = _WEIGHT_PAIR
+    if len(lengths) != len(_WEIGHT_REWARDS) or lengths[i] == lengths[j]:
         return False
-    pair = pairs[0]
-    movers = [k for k in range(len(rewards)) if k not in pair]
-    if not movers:
-        return False
-    q4, q8 = (_quotient(engine, probe, pair, movers[0], spread) for spread in (4.0, 8.0))
-    if q4 is None or q8 is None:
-        return False
-    return abs(2 * q8 - q4 - 1.0) > SHAPING_LEAK + pattern_tol(engine.precision)
-
-
-def dropped_response(engine: Engine, probe, ev) -> str:
-    """M4 from a mask applied after centring: the mutated response crossed the length
-    limit, and its first shared coefficient is exactly 0 in one rollout (truncated,
-    dropped from the loss) and not in the other, while its reward, and so its
-    advantage, did not change."""
-    g, mutated = probe.mutation.group, probe.mutation.response
-    if common_prefix(probe.case.groups[g].responses) == 0:
-        return ""
-    rows = (ev.rollout.group == g).nonzero().flatten()
-    a, a_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
-    scale = float(torch.maximum(a.abs().max(), a_v.abs().max()))
-    zero, zero_v = abs(float(a[mutated])) <= ZERO_COLUMN * scale, abs(float(a_v[mutated])) <= ZERO_COLUMN * scale
-    return probe.mechanism if zero != zero_v and scale > 0 else ""
-
-
-def per_response_rescaling(engine: Engine, probe, ev) -> str:
-    """M3: a per-response weight (``1/L_i``), by either of two patterns.
-
-    - After the mutated response's suffix changed, every other response's first shared
-      coefficient rescales by one common factor and the mutated one's by another.
-    - :func:`_equal_reward_weights`: two responses with equal rewards and different
-      lengths respond differently to another response's reward (a length-weighted
-      baseline moves every advantage when one length changes, hiding the first pattern).
-
-    Factors agree up to :func:`pattern_tol` and the round-off of the terms the
-    coefficients were computed from (``ev.term_scale``, for a reward-dependent
-    difference)."""
-    g, mutated = probe.mutation.group, probe.mutation.response
-    if common_prefix(probe.case.groups[g].responses) == 0:
-        return ""
-    rows = (ev.rollout.group == g).nonzero().flatten()
-    alpha, alpha_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
-    scale = float(alpha.abs().max())
-    noise = 4.0 * RESOLUTION[engine.precision] * ev.term_scale
-    ok = (alpha.abs() > max(ZERO_COLUMN * scale, 10 * noise)) & (alpha_v.abs() > 10 * noise)
-    tol = pattern_tol(engine.precision)
-    if bool(ok[mutated]) and int(ok.sum()) >= 2:  # the mutated one and at least one other
-        safe = torch.where(ok, alpha, torch.ones_like(alpha))
-        q = alpha_v / safe
-        slack = noise / safe.abs() + noise / torch.where(ok, alpha_v, torch.ones_like(alpha_v)).abs()  # relative
-        others = [i for i in range(len(q)) if i != mutated and bool(ok[i])]
-        ref = float(q[others[0]])
-
-        def close(i: int) -> bool:
-            return abs(float(q[i]) - ref) <= (tol + float(slack[i]) + float(slack[others[0]])) * abs(ref)
-
-        if all(close(i) for i in others) and not close(mutated):
-            return probe.mechanism
-    return probe.mechanism if _equal_reward_weights(engine, probe) else ""
-
-
-# The rewards' scale in the equal-reward test: next to it, a shaping of O(1) moves a
-# std-scaled advantage's derivatives by O(1 / scale) = 1e-7, below every pattern tolerance.
-_LARGE = 1e7
-
-
-def _equal_reward_weights(engine: Engine, probe) -> bool:
-    """Whether two responses of the probe's group with equal rewards and different
-    lengths get different weights: moving a third response's reward ``k`` changes
-    response ``i``'s shared coefficient by ``w_i J_ik``, and ``J_ik = J_jk`` for every
-    estimator that treats the responses alike given their rewards (a group mean, a
-    length-weighted centre, a std or leave-one-out scale), so ``d_i / d_j = w_i / w_j``.
-    On-policy, rewards at :data:`_LARGE` scale (an additive event term cancels in the
-    differences; a shaping by length is negligible next to the rewards)."""
-    grp = probe.case.groups[probe.mutation.group]
-    rewards, lengths = grp.rewards, [len(r) for r in grp.responses]
-    pairs = [(i, j) for i in range(len(rewards)) for j in range(i + 1, len(rewards))
-             if rewards[i] == rewards[j] and lengths[i] != lengths[j]]
-    movers = [k for k in range(len(rewards)) if all(k not in p for p in pairs[:1])]
-    if not pairs or not movers:
-        return False
-    (i, j), k = pairs[0], movers[0]
-    base = tuple(_LARGE * r for r in rewards)
-    # a move of twice the spread: a finite difference keeps J_ik = J_jk exactly (rows i and
-    # j still have equal rewards), and the differences stay far above bf16's round-off
-    spread = _LARGE * (max(rewards) - min(rewards))
-    moved = tuple(r + (2.0 * spread if n == k else 0.0) for n, r in enumerate(base))
-    cases = [replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),)) for r in (base, moved)]
-    k0, k1 = plain(engine)([build(c) for c in cases])
-    if not (bool(torch.isfinite(k0).all()) and bool(torch.isfinite(k1).all())):
-        return False
-    d = (k1 - k0)[:, 0]
-    noise = 4.0 * RESOLUTION[engine.precision] * float(torch.maximum(k0.abs(), k1.abs()).max())
-    if min(abs(float(d[i])), abs(float(d[j]))) <= 2 * noise:
-        return False
-    ratio = float(d[i]) / float(d[j])
-    slack = noise / abs(float(d[i])) + noise / abs(float(d[j]))
-    return abs(ratio - 1.0) > pattern_tol(engine.precision) + slack
+    quotients = []
+    for spread in (4.0, 8.0):
+        cross = _moves(engine, probe, (_WEIGHT_MOVER, _WEIGHT_MOVER), spread)
+        if cross is None:
+            return False
+        di, dj, noise = cross
+        if max(abs(di), abs(dj)) <= noise:  # no centre shared by the group
+            own = _moves(engine, probe, _WEIGHT_PAIR, spread)
+            if own is None:
+                return False
+            di, dj, noise = own
+        if min(abs(di), abs(dj)) <= noise / 4:  # not resolved at the loss's precision
+            return False
+        quotients.append(di / dj)
+    q4, q8 = quotients
+    # the two spreads' disagreement is the measured error of the extrapolation (the
+    # shaping's first-order leak and the round-off of both)
+    return abs(2 * q8 - q4 - 1.0) > SHAPING_LEAK + pattern_tol(engine.precision) + abs(q8 - q4)
 
 
 # Two reward vectors with the same signs, whether the loss centres them (means 1 and 0.75)
