@@ -124,10 +124,12 @@ _X, _Y = (1, 2, 3), (1, 2, 0, 1, 1, 2, 2)
 # that one-signed (positive-only) advantages have two non-zero levels to compare; all at
 # or below 0, so that a truncated response whose reward a shaping sets to 0 sits above the
 # centre (a positive-only estimator would give it nothing below it).
-_LEVELS = (0.0, -1.5, -4.0, -4.0)
-# A greedy baseline reward that is not 0: a loss with no centre of its own then keeps a
-# truncated response whose reward a shaping zeroes at -1, not at the 0 a mask would give.
-_BASELINE = 1.0
+_LEVELS = (0.0, -0.75, -2.0, -2.0)
+# A greedy baseline reward in the middle of the levels: a loss with no centre of its own
+# then has advantages of both signs, as a centred one has (far from 0 the two rows of a
+# shaping look parallel), and keeps a truncated response whose reward a shaping zeroes at
+# 2, not at the 0 a mask would give.
+_BASELINE = -1.0
 
 
 def _cycled(engine: Engine, probe: Probe) -> tuple[torch.Tensor, list[Rollout], list[torch.Tensor]]:
@@ -157,6 +159,17 @@ def _second(m: torch.Tensor) -> float:
     return float(sv[1] / sv[0]) if float(sv[0]) > 0 else 0.0
 
 
+def _sine(a: torch.Tensor, b: torch.Tensor, floor: float) -> float:
+    """The sine of the angle between rows ``a`` and ``b`` (each normalised, so that a
+    small row counts as much as a large one); 0 when either is within ``floor`` of zero
+    (its direction is round-off)."""
+    na, nb = float(a.norm()), float(b.norm())
+    if na <= floor or nb <= floor:
+        return 0.0
+    cos = float((a @ b) / (na * nb))
+    return max(0.0, 1.0 - cos * cos) ** 0.5
+
+
 def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
     """Responses with equal verifiable rewards but different features (length, a token,
     log-prob sums), on-policy. A row of X's coefficient on shared event ``e`` at reward
@@ -164,11 +177,12 @@ def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
     any weight of the row, fixed by :func:`_cycled`'s rotation; ``m_e`` an additive event
     term). Without a shaping ``A(X, .) = A(Y, .)``, so the two rows are proportional over
     levels and events (rank 1); a reward shaped by the features makes them differ by more
-    than a factor (rank 2): M7 (THEORY.md section 4). Its ``exchangeable`` evaluation is
-    the relative second singular value of rows 0 (X) and 1 (Y). The noise floor is
-    measured: rows of the same feature at other positions are proportional in exact
-    arithmetic whatever the loss, so their own second singular value is the round-off;
-    M7 needs the pattern above :func:`pattern_tol` and four times that floor. Run
+    than a factor: M7 (THEORY.md section 4). Its ``exchangeable`` evaluation is the sine
+    of the angle between rows 0 (X) and 1 (Y), each normalised (a row that a shaping
+    brings near 0 counts as much as a large one; only an exact 0 has no direction). The
+    noise floor is measured: rows of the same feature at other positions
+    are proportional in exact arithmetic whatever the loss, so their own angle is the
+    round-off; M7 needs the angle above :func:`pattern_tol` and four times that floor. Run
     without the length limit first (a mask after centring drops Y), then with it (a
     reward set to 0 on truncated responses needs one)."""
     result = ProbeResult(probe)
@@ -177,8 +191,10 @@ def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
         table, batches, kappas = _cycled(engine, replace(probe, case=replace(probe.case, length_limit=limit)))
         if not bool(torch.isfinite(table).all()):
             continue
-        res = _second(table[:2])
-        floor = max(_second(table[[j, j + 2]]) for j in range(table.shape[0] - 2))
+        # only an exact 0 has no direction: a small row's own round-off shows in the floor
+        # (its copies at other positions disagree as much)
+        res = _sine(table[0], table[1], TINY)
+        floor = max(_sine(table[j], table[j + 2], TINY) for j in range(table.shape[0] - 2))
         if NAME not in result.evaluations or res > result.evaluations[NAME].residual:
             result.evaluations[NAME] = Evaluation(res, True, batches[0], kappas[0],
                                                   note=f"probe {probe.name}: {probe.description}")
@@ -354,7 +370,7 @@ PROBES += (
     Probe(
         FEATURES_PROBE,
         "equal rewards, different response features (length 3 with token 3 vs length 7 reaching the length "
-        "limit), rows X, Y, X, Y, ... whose rewards 0, -1.5, -4, -4 rotate over four batches, on-policy, every "
+        "limit), rows X, Y, X, Y, ... whose rewards 0, -0.75, -2, -2 rotate over four batches, on-policy, every "
         "entropy 1",
         NAME, "M7", Case(groups=(GroupConfig((_X, _Y), (1.0, 0.0)),), entropy_all=1.0, length_limit=7),
     ),
