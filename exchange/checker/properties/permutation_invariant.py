@@ -61,17 +61,29 @@ def _perturbed(rewards: Tensor, precision: str, pattern: int) -> Tensor:
 def _judged(raw: Tensor, kappa: Tensor, kappa_eps: list[Tensor], precision: str) -> Tensor:
     """The residual ``[K]``, ``raw`` (the largest change over ``max|kappa|``) judged against
     the round-off the loss commits (THEORY.md section 2: measure the noise floor where it
-    can be measured): below float64, against four times the coefficients' largest
-    response to rewards moved by one epsilon in :data:`_PATTERNS` sign patterns
+    can be measured): against four times the coefficients' largest response to rewards
+    moved by one epsilon of the loss's precision in :data:`_PATTERNS` sign patterns
     (:func:`_perturbed`), which carries whatever the loss's arithmetic amplifies (a std
-    from E[r^2] - E[r]^2 of shaped rewards near 0), however the rewards look. Scaled so
-    that ``residual <= tolerance`` exactly when ``raw <= max(tolerance, 4 * response)``."""
+    from E[r^2] - E[r]^2 of shaped rewards near 0), however the rewards look, up to
+    :func:`_round_off_ceiling`. Scaled so that ``residual <= tolerance`` exactly when
+    ``raw <= max(tolerance, min(4 * response, ceiling))``."""
     if not kappa_eps:
         return raw
     tol = at_precision(RTOL_EQUAL, precision)
     scale = kappa.abs().flatten(1).amax(1) + TINY
     response = torch.stack([(k - kappa).abs().flatten(1).amax(1) for k in kappa_eps]).amax(0) / scale
-    return raw * torch.clamp(tol / (4 * response + TINY), max=1.0)
+    floor = torch.clamp(4 * response, max=_round_off_ceiling(precision))
+    return raw * torch.clamp(tol / (floor + TINY), max=1.0)
+
+
+def _round_off_ceiling(precision: str) -> float:
+    """The most round-off one ill-conditioned step produces, relative: a square root of a
+    difference of near-equal sums rounds by sqrt(eps) of its input's scale, ten times
+    that under a denominator a tenth of it (a leave-one-out std + 0.1); never more than
+    10%. A loss whose output jumps under a one-ulp move (ties broken by position, a
+    random pick) also answers the perturbation, with a jump of O(1): the ceiling keeps
+    that a break."""
+    return min(10 * RESOLUTION[precision] ** 0.5, 0.1)
 
 
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
@@ -83,7 +95,7 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     raw = as_residual(diff / (kappa.abs().max() + TINY))[None]
     precision = getattr(engine, "precision", "float64")
     kappa_eps = []
-    if precision != "float64" and float(raw[0]) > at_precision(RTOL_EQUAL, precision):
+    if float(raw[0]) > at_precision(RTOL_EQUAL, precision):
         kappa_eps = [k[None] for k in engine([rollout.with_fields({"rewards": _perturbed(rollout.rewards[None], precision, j)[0]})
                                              for j in range(_PATTERNS)])]
     res = float(_judged(raw, kappa[None], kappa_eps, precision)[0])
@@ -101,7 +113,7 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     _, kappa_p, failed_p = b.coefficients(permuted, {name: value[:, perm] for name, value in fields.items()})
     diff = (kappa_p - kappa[:, perm]).abs().flatten(1).amax(1)
     res = as_residual(diff / (kappa.abs().flatten(1).amax(1) + TINY))
-    todo = (res > at_precision(RTOL_EQUAL, b.precision)).nonzero().flatten() if b.precision != "float64" else []
+    todo = (res > at_precision(RTOL_EQUAL, b.precision)).nonzero().flatten()
     if len(todo):
         sub = {k: v[todo] for k, v in fields.items()}
         kappa_eps = [b.coefficients(rollout, {**sub, "rewards": _perturbed(b.rewards[todo], b.precision, j)})[1]
