@@ -14,7 +14,7 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               configurations)
-from exchange.checker.properties.residuals import as_residual
+from exchange.checker.properties.residuals import as_residual, tied_groups
 from exchange.checker.properties.shared_cancellation import any_groups
 from exchange.checker.tolerances import RESOLUTION, RTOL_EQUAL, TINY, ZERO_COLUMN, at_precision, pattern_tol
 from exchange.core.coefficients import Engine
@@ -49,41 +49,49 @@ def _permuted(rollout: Rollout, perm: list[int], relabel: dict[int, int]) -> Rol
 _PATTERNS = 3
 
 
-def _perturbed(rewards: Tensor, precision: str, pattern: int) -> Tensor:
+def _perturbed(rewards: Tensor, rollout: Rollout, precision: str, pattern: int) -> Tensor:
     """``rewards [K, N]`` moved by one epsilon of ``precision`` times ``|R| + 1``, in the
     seeded random sign ``pattern``: the size of the round-off the loss itself commits on
-    its rewards (and on rewards shaped by O(1))."""
+    its rewards (and on rewards shaped by O(1)). A group whose rewards tie moves as one
+    (one sign for all its responses), so that it stays tied: a filter of tied groups
+    would otherwise answer with a jump that is no round-off."""
     gen = torch.Generator(device="cpu").manual_seed(pattern)
     sign = (torch.randint(0, 2, (rewards.shape[-1],), generator=gen) * 2 - 1).to(rewards.dtype).to(rewards.device)
+    gi = rollout.group_index.to(rewards.device)
+    tied = tied_groups(rewards, rollout)[:, gi]  # [K, N]
+    first = torch.zeros(rollout.n_groups, dtype=torch.long, device=rewards.device).scatter_(
+        0, gi.flip(0), torch.arange(rollout.n, device=rewards.device).flip(0))  # each group's first row
+    sign = torch.where(tied, sign[first[gi]][None].expand_as(tied), sign[None].expand_as(tied))
     return rewards + RESOLUTION[precision] * (rewards.abs() + 1.0) * sign
 
 
 def _judged(raw: Tensor, kappa: Tensor, kappa_eps: list[Tensor], precision: str) -> Tensor:
     """The residual ``[K]``, ``raw`` (the largest change over ``max|kappa|``) judged against
     the round-off the loss commits (THEORY.md section 2: measure the noise floor where it
-    can be measured): against four times the coefficients' largest response to rewards
+    can be measured): against ten times the coefficients' largest response to rewards
     moved by one epsilon of the loss's precision in :data:`_PATTERNS` sign patterns
     (:func:`_perturbed`), which carries whatever the loss's arithmetic amplifies (a std
     from E[r^2] - E[r]^2 of shaped rewards near 0), however the rewards look, up to
     :func:`_round_off_ceiling`. Scaled so that ``residual <= tolerance`` exactly when
-    ``raw <= max(tolerance, min(4 * response, ceiling))``."""
+    ``raw <= max(tolerance, min(10 * response, ceiling))``: three samples of the noise
+    (the permutation's is a fourth) estimate it, they do not bound it."""
     if not kappa_eps:
         return raw
     tol = at_precision(RTOL_EQUAL, precision)
     scale = kappa.abs().flatten(1).amax(1) + TINY
     response = torch.stack([(k - kappa).abs().flatten(1).amax(1) for k in kappa_eps]).amax(0) / scale
-    floor = torch.clamp(4 * response, max=_round_off_ceiling(precision))
+    floor = torch.clamp(10 * response, max=_round_off_ceiling(precision))
     return raw * torch.clamp(tol / (floor + TINY), max=1.0)
 
 
 def _round_off_ceiling(precision: str) -> float:
     """The most round-off one ill-conditioned step produces, relative: a square root of a
-    difference of near-equal sums rounds by sqrt(eps) of its input's scale, ten times
-    that under a denominator a tenth of it (a leave-one-out std + 0.1); never more than
-    10%. A loss whose output jumps under a one-ulp move (ties broken by position, a
+    difference of near-equal sums of rewards of a few units rounds by a few sqrt(eps) of
+    its output's scale, ten times that under a denominator a tenth of it (a leave-one-out
+    std + 0.1): a hundred sqrt(eps), never more than 10%. A loss whose output jumps under a one-ulp move (ties broken by position, a
     random pick) also answers the perturbation, with a jump of O(1): the ceiling keeps
     that a break."""
-    return min(10 * RESOLUTION[precision] ** 0.5, 0.1)
+    return min(100 * RESOLUTION[precision] ** 0.5, 0.1)
 
 
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
@@ -96,7 +104,7 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     precision = getattr(engine, "precision", "float64")
     kappa_eps = []
     if float(raw[0]) > at_precision(RTOL_EQUAL, precision):
-        kappa_eps = [k[None] for k in engine([rollout.with_fields({"rewards": _perturbed(rollout.rewards[None], precision, j)[0]})
+        kappa_eps = [k[None] for k in engine([rollout.with_fields({"rewards": _perturbed(rollout.rewards[None], rollout, precision, j)[0]})
                                              for j in range(_PATTERNS)])]
     res = float(_judged(raw, kappa[None], kappa_eps, precision)[0])
     mism = []
@@ -116,7 +124,7 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     todo = (res > at_precision(RTOL_EQUAL, b.precision)).nonzero().flatten()
     if len(todo):
         sub = {k: v[todo] for k, v in fields.items()}
-        kappa_eps = [b.coefficients(rollout, {**sub, "rewards": _perturbed(b.rewards[todo], b.precision, j)})[1]
+        kappa_eps = [b.coefficients(rollout, {**sub, "rewards": _perturbed(b.rewards[todo], rollout, b.precision, j)})[1]
                      for j in range(_PATTERNS)]
         res = res.clone()
         res[todo] = _judged(res[todo], kappa[todo], kappa_eps, b.precision)
