@@ -89,43 +89,14 @@ def dropped_response(engine: Engine, probe, ev) -> str:
 
 
 def per_response_rescaling(engine: Engine, probe, ev) -> str:
-    """M3: a per-response weight (``1/L_i``), by either of two patterns.
-
-    - After the mutated response's suffix changed, every other response's first shared
-      coefficient rescales by one common factor and the mutated one's by another.
-    - :func:`_equal_reward_weights`: two responses with equal rewards and different
-      lengths respond differently to another response's reward (a length-weighted
-      baseline moves every advantage when one length changes, hiding the first pattern).
-
-    Factors agree up to :func:`pattern_tol` and the round-off of the terms the
-    coefficients were computed from (``ev.term_scale``, for a reward-dependent
-    difference)."""
-    g, mutated = probe.mutation.group, probe.mutation.response
-    if common_prefix(probe.case.groups[g].responses) == 0:
+    """M3: a per-response weight (``1/L_i``, a normaliser per micro-batch): two responses
+    of the probe's group with equal rewards and different lengths respond differently to
+    another response's reward (:func:`_equal_reward_weights`). The probe's own (E) break
+    (one response's suffix made longer) says that something moved; this pattern, read on
+    batches of its own, says that it was a weight: a centre weighted by length or a std
+    over shaped rewards also moves every advantage when one length changes."""
+    if common_prefix(probe.case.groups[probe.mutation.group].responses) == 0:
         return ""
-    rows = (ev.rollout.group == g).nonzero().flatten()
-    alpha, alpha_v = ev.kappa[rows, 0], ev.variant_kappa[rows, 0]
-    scale = float(alpha.abs().max())
-    eps = RESOLUTION[engine.precision]
-    noise = 4.0 * eps * ev.term_scale  # the worst a difference of rounded terms can be off
-    ok = (alpha.abs() > max(ZERO_COLUMN * scale, 2 * noise)) & (alpha_v.abs() > 2 * noise)
-    tol = pattern_tol(engine.precision)
-    if bool(ok[mutated]) and int(ok.sum()) >= 2:  # the mutated one and at least one other
-        safe = torch.where(ok, alpha, torch.ones_like(alpha))
-        q = alpha_v / safe
-        slack = noise / safe.abs() + noise / torch.where(ok, alpha_v, torch.ones_like(alpha_v)).abs()  # relative
-        others = [i for i in range(len(q)) if i != mutated and bool(ok[i])]
-        ref = float(q[others[0]])
-        spread = max(float(q[i]) for i in others) - min(float(q[i]) for i in others)
-        # the others agree up to the worst round-off; the mutated one must differ by more
-        # than their measured disagreement (equal in exact arithmetic) and the resolution
-        agree = all(abs(float(q[i]) - ref) <= (tol + float(slack[i]) + float(slack[others[0]])) * abs(ref)
-                    for i in others)
-        # one other response measures no disagreement: the worst round-off bounds the test then
-        measured = (tol + 4 * eps) * abs(ref) + 3 * spread if len(others) >= 2 else \
-            (tol + float(slack[mutated]) + float(slack[others[0]])) * abs(ref)
-        if agree and abs(float(q[mutated]) - ref) > measured:
-            return probe.mechanism
     return probe.mechanism if _equal_reward_weights(engine, probe) else ""
 
 

@@ -240,7 +240,7 @@ def _additive_on_identical(engine: Engine, probe: Probe) -> bool:
 def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
     """The mechanisms that keep coefficients on the tied group, ``"+"``-joined: M4 when
     the group's reward level moves its shared events' ``K_e`` (the reward-dependent part
-    of ``K_e`` is not zero-sum); M6
+    of ``K_e`` is not zero-sum) by moving every tied coefficient one way; M6
     and M7 from :func:`_tied_features` (M6 also when copies of one response keep
     ``K_e != 0``, :func:`_additive_on_identical`); M7 also when nothing else explains
     shared events that carry mass and cancel at the group's own level (a shaping that
@@ -275,7 +275,13 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
         # additive event term is the same at both levels (the difference removes it)
         Kd = per_event((moved - kappa)[None], evs)[0][0]
         mass = torch.maximum(per_event(moved[None], evs)[1][0], per_event(kappa[None], evs)[1][0])
-        if bool((which & (Kd.abs() > torch.clamp(tol * mass, min=floor)) & (mass > 0)).any()):
+        # a centre that is not the group's own shifts every tied advantage one way; a
+        # zero-sum redistribution (a shaping the level reaches on some responses only)
+        # moves them both ways, and changes K_e only through unequal weights (M3)
+        change = (moved - kappa)[tied_rows][:, 0]
+        live = change[change.abs() > floor]
+        one_way = bool(live.numel()) and (bool((live > 0).all()) or bool((live < 0).all()))
+        if one_way and bool((which & (Kd.abs() > torch.clamp(tol * mass, min=floor)) & (mass > 0)).any()):
             names.add("M4")
     features = _tied_features(engine, probe)
     additive = ("M6" not in features or "?" in features) and _additive_on_identical(engine, probe)
