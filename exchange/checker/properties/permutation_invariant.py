@@ -50,9 +50,11 @@ _PATTERNS = 3
 
 
 def _perturbed(rewards: Tensor, rollout: Rollout, precision: str, pattern: int) -> Tensor:
-    """``rewards [K, N]`` moved by one epsilon of ``precision`` times ``|R| + 1``, in the
-    seeded random sign ``pattern``: the size of the round-off the loss itself commits on
-    its rewards (and on rewards shaped by O(1)). A group whose rewards tie moves as one
+    """``rewards [K, N]`` moved by the square root of ``precision``'s epsilon times
+    ``|R| + 1``, in the seeded random sign ``pattern``. A step that squares differences of
+    its inputs (a variance formed as E[x^2] - E[x]^2) rounds by eps x^2, which is what a
+    move of sqrt(eps) x produces there (a move of eps gives eps^2 at a tie); a smooth step
+    answers with sqrt(eps) times its slope, far below any effect. A group whose rewards tie moves as one
     (one sign for all its responses), so that it stays tied: a filter of tied groups
     would otherwise answer with a jump that is no round-off."""
     gen = torch.Generator(device="cpu").manual_seed(pattern)
@@ -62,14 +64,14 @@ def _perturbed(rewards: Tensor, rollout: Rollout, precision: str, pattern: int) 
     first = torch.zeros(rollout.n_groups, dtype=torch.long, device=rewards.device).scatter_(
         0, gi.flip(0), torch.arange(rollout.n, device=rewards.device).flip(0))  # each group's first row
     sign = torch.where(tied, sign[first[gi]][None].expand_as(tied), sign[None].expand_as(tied))
-    return rewards + RESOLUTION[precision] * (rewards.abs() + 1.0) * sign
+    return rewards + RESOLUTION[precision] ** 0.5 * (rewards.abs() + 1.0) * sign
 
 
 def _judged(raw: Tensor, kappa: Tensor, kappa_eps: list[Tensor], precision: str) -> Tensor:
     """The residual ``[K]``, ``raw`` (the largest change over ``max|kappa|``) judged against
     the round-off the loss commits (THEORY.md section 2: measure the noise floor where it
     can be measured): against ten times the coefficients' largest response to rewards
-    moved by one epsilon of the loss's precision in :data:`_PATTERNS` sign patterns
+    moved by sqrt(epsilon) of the loss's precision in :data:`_PATTERNS` sign patterns
     (:func:`_perturbed`), which carries whatever the loss's arithmetic amplifies (a std
     from E[r^2] - E[r]^2 of shaped rewards near 0), however the rewards look, up to
     :func:`_round_off_ceiling`. Scaled so that ``residual <= tolerance`` exactly when
