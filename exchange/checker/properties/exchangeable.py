@@ -292,7 +292,7 @@ _EQUAL_LENGTHS = GroupConfig(
     responses=((1, 2, 0, 1), (1, 2, 1, 3), (1, 2, 3, 0), (1, 2, 2, 2)),
     rewards=(4.0, 0.0, 0.0, 4.0),
 )
-# Behaviour prob 0.5 on response 0's suffix events, so that its ratios may reach 1.5.
+# Behaviour prob 0.5 on response 0's suffix events, so that its ratios may reach 2.
 _HALF_SUFFIX = (((0, 1, 2, 0), 0.5), ((0, 1, 2, 0, 1), 0.5))
 _UNEQUAL_LENGTHS = GroupConfig(
     responses=((1, 2, 3), (1, 2, 0, 1, 3), (1, 2, 3, 3), (1, 2, 2, 0, 1, 2)),
@@ -332,10 +332,11 @@ PROBES = (
     ),
     Probe(
         "suffix_ratio",
-        "shared prefix at ratio 1, one response's suffix ratios 1.0 -> 1.5, every entropy 1",
-        # 1.5 on two of four tokens moves a geometric-mean weight by 22%: ten times bf16's
-        # resolution and more (THEORY.md section 4, precision rule)
-        NAME, "M1", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0, old_prob=_HALF_SUFFIX), Mutation("ratio", 0, 0, 1.5),
+        "shared prefix at ratio 1, one response's suffix ratios 1.0 -> 2.0, every entropy 1",
+        # 2 on two of four tokens moves a geometric-mean weight by 41%, so that the shared
+        # column turns by more than bf16's tolerance (3%) even where the response's share
+        # of it is small (THEORY.md section 4, precision rule)
+        NAME, "M1", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0, old_prob=_HALF_SUFFIX), Mutation("ratio", 0, 0, 2.0),
         off_policy_only=True, reward_dependent=True,
     ),
     Probe(
