@@ -139,6 +139,12 @@ _TRL_ROWS: tuple[tuple[str, dict[str, str], str], ...] = (
     ("trl:luspo", {"importance_sampling_level": "sequence", **_GSPO_TRL}, "L_i x GSPO"),
     ("trl:grpo", {"importance_sampling_level": "sequence", **_GSPO_TRL}, "GSPO as the TRL docs set it up"),
     # TRL's per-token factors and reward aggregation (issue 32)
+    ("trl:grpo", {"beta": "0.04"}, "k3 KL to the reference: an additive event term"),
+    ("trl:dapo", {"beta": "0.04"}, "k3 KL to the reference: an additive event term"),
+    ("trl:grpo", {"importance_sampling_level": "sequence", "beta": "0.04"},
+     "k3 KL times the sequence ratio (bias correction): each response's mean KL on its tokens"),
+    ("trl:grpo", {"importance_sampling_level": "sequence", "beta": "0.04", "use_bias_correction_kl": "false"},
+     "k3 KL without the ratio: an additive event term"),
     ("trl:dapo", {"top_entropy_quantile": "0.2"}, "high-entropy mask: a function of the event"),
     ("trl:dapo", {"epsilon_high": "0.28", "delta": "1.1"}, "two-sided clip: the unclipped ratio capped"),
     ("trl:dapo", {"off_policy_mask_threshold": "0.05"}, "off-policy sequence mask: A < 0 dropped off-policy"),

@@ -349,6 +349,15 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     - ``multi_objective_aggregation=normalize_then_sum``: per-function group
       standardisation, then one batch scale (the batch mean of group-centred sums is
       0): no break.
+
+    The KL term (``beta != 0``): k3 to the reference policy on the sampled tokens, an
+    additive event term (``M6.event_term``, both regimes: its gradient ``1 - exp(ref -
+    l)`` is not 0 on-policy). With ``use_bias_correction_kl`` (TRL's default) it is
+    multiplied by the importance ratio, which is not detached: a token-level ratio keeps
+    it a function of the event; a sequence-level one (``importance_sampling_level=
+    sequence``) adds, through its gradient ``1 / L_i`` on-policy, the response's mean KL
+    to every one of its tokens: a response's KL shaping its coefficients as a KL in the
+    reward does (``M7.shaping``).
     """
     p = dict(defaults())
     p.update(params or {})
@@ -370,6 +379,10 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
         on.add("M3.micro_batch_norm")
     if micro and float(p["top_entropy_quantile"]) < 1.0:
         on.add("M5.micro_batch_quantile")
+    if float(p["beta"]) != 0.0:
+        on.add("M6.event_term")
+        if sequence and _true(p["use_bias_correction_kl"]):
+            on.add("M7.shaping")
     vllm = _true(p["use_vllm"])
     threshold = p["off_policy_mask_threshold"]
     if threshold not in (None, "None", "none"):
