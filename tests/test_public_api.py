@@ -25,7 +25,7 @@ def test_property_registry_matches_docs_and_issue_names():
     from exchange.checker.probes import PROBES
 
     documented_probes = set(re.findall(r"`(\w+)`", probes.split("##")[0]))
-    assert {p.name for p in PROBES} - {"shared_ratio_low"} <= documented_probes
+    assert {p.name for p in PROBES} - {"shared_ratio_low", "shared_ratios_low"} <= documented_probes
     assert {"zero_sum", "exchangeable", "shared_cancellation", "null_on_equal_rewards", "permutation_invariant", "finite"} <= set(PROPERTIES)
     assert exchange.property_names() == list(PROPERTIES)
 

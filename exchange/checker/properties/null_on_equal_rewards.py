@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
+from torch import Tensor
 
 from exchange.checker import generators
 from exchange.checker.cases import Case, GroupConfig, build
@@ -16,9 +17,10 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
-from exchange.checker.properties.residuals import as_residual, fmt, per_event, tied_groups, with_reference_rewards
+from exchange.checker.properties.residuals import (as_residual, fmt, judged_by_response, per_event, reference_rewards,
+                                                   tied_groups, with_reference_rewards)
 from exchange.checker.tolerances import (MAX_MISMATCHES, RESOLUTION, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN,
-                                        level_noise, pattern_tol)
+                                        at_precision, level_noise, pattern_tol)
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -35,11 +37,42 @@ def layout(d: Draw, regime: str) -> Layout:
     return Layout(Example(case), kinds, (False,) * len(groups))
 
 
-def _residual(kappa, tied_rows):
-    """``max |kappa|`` over the tied rows over ``max |kappa|``, ``[K]`` (kappa ``[K, N, T]``)."""
-    scale = kappa.abs().flatten(1).amax(1)
+def _residual(kappa, tied_rows, reference=None):
+    """``max |kappa|`` over the tied rows over ``max |kappa|``, ``[K]`` (kappa ``[K, N, T]``).
+    ``reference``: the same layout's coefficients at
+    :func:`~exchange.checker.properties.residuals.reference_rewards` (every group mixed):
+    the scale is then the larger of the two, so that a batch of tied groups only is judged
+    against what the loss gives it when its rewards differ, not against its own noise
+    (THEORY.md section 2, round-off per event)."""
+    scale = kappa.abs().flatten(1).amax(1) if reference is None else _scale(kappa, reference)
     worst = torch.where(tied_rows[..., None], kappa.abs(), torch.zeros_like(kappa)).flatten(1).amax(1)
     return as_residual(worst / (scale + TINY))
+
+
+def _lifted(rewards: Tensor, tied_rows: Tensor, precision: str) -> Tensor:
+    """``rewards [K, N]`` with every tied group moved as one by ``sqrt(eps) (|R| + 1)``
+    (it stays tied; the other groups stay): what a tied group's coefficients do under it
+    is the loss's round-off there (an own centre cancels the move exactly in exact
+    arithmetic), or the level a centre that is not the group's own follows (by the move,
+    ~1e-8 in float64, far below what such a centre leaves on a tied group)."""
+    return rewards + torch.where(tied_rows, RESOLUTION[precision] ** 0.5 * (rewards.abs() + 1.0),
+                                 torch.zeros_like(rewards))
+
+
+def _judged(res: Tensor, kappa: Tensor, lift: Tensor, scale: Tensor, tied_rows: Tensor, tolerance: float,
+            precision: str) -> Tensor:
+    """``res [K]`` judged against the tied rows' response to :func:`_lifted` rewards
+    (``lift``, coefficients ``[K, N, T]``), in units of ``scale [K]``, scaled to the
+    ``tolerance`` it will be compared with
+    (:func:`~exchange.checker.properties.residuals.judged_by_response`)."""
+    moved = torch.where(tied_rows[..., None], (lift - kappa).abs(), torch.zeros_like(kappa))
+    return judged_by_response(res, moved.flatten(1).amax(1) / (scale + TINY), tolerance, precision)
+
+
+def _scale(kappa: Tensor, reference: Tensor) -> Tensor:
+    """``[K]``: the larger of ``max|kappa|`` and the same at reference rewards."""
+    return torch.maximum(kappa.abs().flatten(1).amax(1),
+                         torch.nan_to_num(reference.abs().flatten(1).amax(1), nan=0.0, posinf=0.0))
 
 
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
@@ -47,6 +80,16 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     (kappa,) = engine([rollout])
     tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
     res = float(_residual(kappa[None], tied_rows[None])[0])
+    # tied at exactly 0, every group-, batch- or greedy-centred advantage of the tied
+    # rows is an exact 0 in any precision: a coefficient left there is no round-off
+    exact = bool(tied_rows.any()) and bool((rollout.rewards[tied_rows] == 0).all())
+    if res > RTOL_EQUAL:
+        lift, ref = engine([rollout.with_fields({"rewards": _lifted(rollout.rewards[None], tied_rows[None],
+                                                                    engine.precision)[0]}),
+                            with_reference_rewards(rollout)])
+        res = float(_judged(_residual(kappa[None], tied_rows[None], ref[None]), kappa[None], lift[None],
+                            _scale(kappa[None], ref[None]), tied_rows[None],
+                            at_precision(RTOL_EQUAL, engine.precision, exact), engine.precision)[0])
     mism = []
     if res > RTOL_EQUAL:
         scale = float(kappa.abs().max())
@@ -57,9 +100,6 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
                     f"response {i} (group={int(rollout.group[i])}, all rewards {float(rollout.rewards[i]):g}): "
                     f"kappa={fmt(kappa[i, :L])}"
                 )
-    # tied at exactly 0, every group-, batch- or greedy-centred advantage of the tied
-    # rows is an exact 0 in any precision: a coefficient left there is no round-off
-    exact = bool(tied_rows.any()) and bool((rollout.rewards[tied_rows] == 0).all())
     return Evaluation(res, bool(tied_rows.any()), rollout, kappa, mism, exact=exact)
 
 
@@ -68,6 +108,15 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     _, kappa, failed = b.coefficients(rollout, fields)
     tied_rows = tied_groups(b.rewards, rollout)[:, rollout.group_index]  # [K, N]
     res = _residual(kappa, tied_rows)
+    todo = (res > RTOL_EQUAL).nonzero().flatten()
+    if todo.numel():
+        sub = {k: v[todo] for k, v in fields.items()}
+        _, lift, _ = b.coefficients(rollout, {**sub, "rewards": _lifted(b.rewards[todo], tied_rows[todo], b.precision)})
+        _, ref, _ = b.coefficients(rollout, {**sub, "rewards": reference_rewards(b.rewards[todo], rollout)})
+        k = kappa[todo]
+        res = res.clone()
+        res[todo] = _judged(_residual(k, tied_rows[todo], ref), k, lift, _scale(k, ref), tied_rows[todo],
+                            at_precision(RTOL_EQUAL, b.precision), b.precision)
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), tied_rows.any(1) | failed)
 
 

@@ -14,7 +14,7 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               configurations)
-from exchange.checker.properties.residuals import as_residual, tied_groups
+from exchange.checker.properties.residuals import as_residual, judged_by_response, tied_groups
 from exchange.checker.properties.shared_cancellation import any_groups
 from exchange.checker.tolerances import RESOLUTION, RTOL_EQUAL, TINY, ZERO_COLUMN, at_precision, pattern_tol
 from exchange.core.coefficients import Engine
@@ -68,32 +68,14 @@ def _perturbed(rewards: Tensor, rollout: Rollout, precision: str, pattern: int) 
 
 
 def _judged(raw: Tensor, kappa: Tensor, kappa_eps: list[Tensor], precision: str) -> Tensor:
-    """The residual ``[K]``, ``raw`` (the largest change over ``max|kappa|``) judged against
-    the round-off the loss commits (THEORY.md section 2: measure the noise floor where it
-    can be measured): against ten times the coefficients' largest response to rewards
-    moved by sqrt(epsilon) of the loss's precision in :data:`_PATTERNS` sign patterns
-    (:func:`_perturbed`), which carries whatever the loss's arithmetic amplifies (a std
-    from E[r^2] - E[r]^2 of shaped rewards near 0), however the rewards look, up to
-    :func:`_round_off_ceiling`. Scaled so that ``residual <= tolerance`` exactly when
-    ``raw <= max(tolerance, min(10 * response, ceiling))``: three samples of the noise
-    (the permutation's is a fourth) estimate it, they do not bound it."""
+    """The residual ``[K]``, ``raw`` judged against the coefficients' largest response to
+    rewards moved by ``sqrt(eps)`` in :data:`_PATTERNS` sign patterns
+    (:func:`~exchange.checker.properties.residuals.judged_by_response`)."""
     if not kappa_eps:
         return raw
-    tol = at_precision(RTOL_EQUAL, precision)
     scale = kappa.abs().flatten(1).amax(1) + TINY
     response = torch.stack([(k - kappa).abs().flatten(1).amax(1) for k in kappa_eps]).amax(0) / scale
-    floor = torch.clamp(10 * response, max=_round_off_ceiling(precision))
-    return raw * torch.clamp(tol / (floor + TINY), max=1.0)
-
-
-def _round_off_ceiling(precision: str) -> float:
-    """The most round-off one ill-conditioned step produces, relative: a square root of a
-    difference of near-equal sums of rewards of a few units rounds by a few sqrt(eps) of
-    its output's scale, ten times that under a denominator a tenth of it (a leave-one-out
-    std + 0.1): a hundred sqrt(eps), never more than 10%. A loss whose output jumps under a one-ulp move (ties broken by position, a
-    random pick) also answers the perturbation, with a jump of O(1): the ceiling keeps
-    that a break."""
-    return min(100 * RESOLUTION[precision] ** 0.5, 0.1)
+    return judged_by_response(raw, response, at_precision(RTOL_EQUAL, precision), precision)
 
 
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:

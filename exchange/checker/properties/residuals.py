@@ -9,12 +9,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, TINY, ZERO_COLUMN
+from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, RESOLUTION, TINY, ZERO_COLUMN
 from exchange.core.events import Events
 from exchange.core.rollout import Rollout
 
 __all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
-           "event_label", "fmt", "reference_rewards", "with_reference_rewards", "second_rewards", "conditioning"]
+           "event_label", "fmt", "reference_rewards", "with_reference_rewards", "second_rewards", "conditioning",
+           "round_off_ceiling", "judged_by_response"]
 
 
 def as_residual(x: Tensor) -> Tensor:
@@ -182,3 +183,27 @@ def conditioning(variants: list[Tensor], rollout: Rollout, precision: str) -> Te
             ratio = r.abs().amax(1) / torch.where(std > 0, std, torch.ones_like(std))
             out = torch.where(std > 0, torch.maximum(out, ratio), out)
     return out
+
+
+def round_off_ceiling(precision: str) -> float:
+    """The most round-off one ill-conditioned step produces, relative: a square root of a
+    difference of near-equal sums of rewards of a few units rounds by a few sqrt(eps) of
+    its output's scale, ten times that under a denominator a tenth of it (a leave-one-out
+    std + 0.1), and a division by a std of ~0 plus a small epsilon amplifies a reward's
+    rounding as much: a hundred sqrt(eps), never more than 10%. A loss whose output jumps
+    under a one-ulp move (ties broken by position, a random pick) answers a perturbation
+    too, with a jump of O(1): the ceiling keeps that a break."""
+    return min(100 * RESOLUTION[precision] ** 0.5, 0.1)
+
+
+def judged_by_response(raw: Tensor, response: Tensor, tolerance: float, precision: str) -> Tensor:
+    """``raw [K]`` (a residual in units of ``max|kappa|``) judged against the round-off the
+    loss commits, measured as ``response [K]`` (the same units): the coefficients' change
+    when the rewards move by ``sqrt(eps)`` (THEORY.md section 2: measure the noise floor
+    where it can be measured). A step that squares differences of its inputs rounds by
+    eps x^2, what such a move produces; a smooth step answers with sqrt(eps) times its
+    slope. Scaled so that ``result <= tolerance`` exactly when ``raw <= max(tolerance,
+    min(10 * response, round_off_ceiling))``: a few samples of the noise estimate it,
+    they do not bound it."""
+    floor = torch.clamp(10 * response, max=round_off_ceiling(precision))
+    return raw * torch.clamp(tolerance / (floor + TINY), max=1.0)
