@@ -166,3 +166,38 @@ def test_a_deliberate_violation_is_caught(tmp_path, module, source, expected):
     (copy / module).write_text(source)
     found = violations(copy)
     assert len(found) == 1 and expected in found[0], found
+
+
+def redefinitions(root: Path = ROOT) -> list[str]:
+    """A top-level function, class or constant assigned twice in one module: the second
+    silently replaces the first, so one of them is dead code that reads as live (a stale
+    copy left by an edit). ``TYPE_CHECKING``/``try`` branches are not top level here."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        seen: dict[str, int] = {}
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                names = [node.target.id]
+            else:
+                continue
+            for name in names:
+                if name in seen and name != "__all__":
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno}: {name} is defined again "
+                                 f"(first at line {seen[name]})")
+                seen.setdefault(name, node.lineno)
+    return found
+
+
+def test_no_module_defines_a_top_level_name_twice():
+    assert redefinitions() == []
+
+
+def test_a_redefinition_is_caught(tmp_path):
+    pkg = tmp_path / "exchange"
+    pkg.mkdir()
+    (pkg / "m.py").write_text("def f():\n    return 1\n\n\nX = 1\n\n\ndef f():\n    return 2\n")
+    assert [v.split(": ", 1)[1] for v in redefinitions(pkg)] == ["f is defined again (first at line 1)"]
