@@ -96,6 +96,29 @@ def grpo_k3_bf16(logprobs, ro, beta=1e-3):
     return ((per_token * m).sum() / m.sum()).to(logprobs.dtype)
 
 
+def remax_k3_behaviour_bf16(logprobs, ro, beta=1e-3):
+    """Kind 2 with no centre of the group's own: ReMax's greedy baseline, a ratio, and a
+    small k3 KL to the behaviour policy (0 on-policy), all in bf16. A tied group keeps an
+    exact 0 advantage only where its rewards equal the baseline."""
+    lp, old = logprobs.to(torch.bfloat16), ro.old_logprobs.to(torch.bfloat16)
+    adv = (ro.rewards - ro.baseline_rewards).to(torch.bfloat16)
+    d = old - lp
+    per_token = -torch.exp(lp - old) * adv[:, None] + beta * (torch.exp(d) - d - 1)
+    m = ro.mask.to(torch.bfloat16)
+    return ((per_token * m).sum() / m.sum()).to(logprobs.dtype)
+
+
+def truncated_to_zero_zscore_bf16(logprobs, ro):
+    """Kind 3 and 5: a truncated response's reward set to 0, z-scored, each response's
+    tokens averaged, in bf16. A tied group with a truncated response is no longer tied
+    after the shaping, and its z-scores do not move with the group's reward level."""
+    r = ro.rewards if ro.truncated is None else torch.where(ro.truncated, torch.zeros_like(ro.rewards), ro.rewards)
+    adv = _zscore(r.to(torch.bfloat16), ro)
+    m = ro.mask.to(torch.bfloat16)
+    per_token = -torch.exp(logprobs.to(torch.bfloat16) - ro.old_logprobs.to(torch.bfloat16)) * adv[:, None]
+    return ((per_token * m).sum(1) / m.sum(1)).mean().to(logprobs.dtype)
+
+
 def length_shaped(logprobs, ro, lam=0.05):
     """Kind 3: a length penalty subtracted from the reward before the group mean."""
     shaped = ro.rewards - lam * ro.lengths.to(ro.rewards.dtype)
@@ -170,6 +193,22 @@ def test_kind2_small_additive_term_in_bf16_is_found_on_tied_groups():
     assert rep.precision == "bf16"
     assert not rep.holds("null_on_equal_rewards", "off_policy"), rep
     assert "M6" in rep.mechanisms_in("off_policy"), rep
+
+
+def test_kind2_small_additive_term_beside_a_greedy_baseline_in_bf16_is_found():
+    # the tied group's rewards equal its baseline: its advantages are exact zeros, so its
+    # coefficients are the KL term alone, however small next to bf16's resolution
+    rep = _check(remax_k3_behaviour_bf16)
+    assert rep.precision == "bf16"
+    assert rep.mechanisms_in("on_policy") == ["M4"], rep
+    assert rep.mechanisms_in("off_policy") == ["M4", "M6"], rep
+
+
+def test_kind3_a_reward_zeroed_on_truncated_responses_is_m7_not_m4_in_bf16():
+    rep = _check(truncated_to_zero_zscore_bf16)
+    for regime in ("on_policy", "off_policy"):
+        assert rep.holds("zero_sum", regime), rep
+        assert rep.mechanisms_in(regime) == ["M3", "M7"], rep
 
 
 def test_kind3_shaping_before_centring_is_m7_not_a_cancellation_defect():

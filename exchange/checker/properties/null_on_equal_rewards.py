@@ -69,6 +69,27 @@ def _judged(res: Tensor, kappa: Tensor, lift: Tensor, scale: Tensor, tied_rows: 
     return judged_by_response(res, moved.flatten(1).amax(1) / (scale + TINY), tolerance, precision)
 
 
+def _exact(rewards: Tensor, tied_rows: Tensor) -> Tensor:
+    """``[K]``: every tied response's reward is exactly 0 (``rewards``, ``tied_rows``
+    ``[K, N]``). Every group-, batch- or greedy-centred advantage of those rows is then
+    an exact 0 in any precision, so a coefficient left there is no round-off."""
+    return tied_rows.any(-1) & ((rewards == 0) | ~tied_rows).all(-1)
+
+
+def _final_residual(kappa: Tensor, tied_rows: Tensor, lift: Tensor, reference: Tensor, exact: Tensor,
+                    precision: str) -> Tensor:
+    """``[K]``: the residual of configurations whose raw residual exceeded the tolerance,
+    in units of the larger of their own and the reference rewards' coefficients; judged
+    against the tied rows' response to :func:`_lifted` rewards, except where ``exact``:
+    there no round-off is to be measured, and a centre that is not the group's own
+    follows the lift by ``sqrt(eps)`` of a unit (0.09 in bf16), which would hide a small
+    event term."""
+    res = _residual(kappa, tied_rows, reference)
+    judged = _judged(res, kappa, lift, _scale(kappa, reference), tied_rows, at_precision(RTOL_EQUAL, precision),
+                     precision)
+    return torch.where(exact, res, judged)
+
+
 def _scale(kappa: Tensor, reference: Tensor) -> Tensor:
     """``[K]``: the larger of ``max|kappa|`` and the same at reference rewards."""
     return torch.maximum(kappa.abs().flatten(1).amax(1),
@@ -80,16 +101,13 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     (kappa,) = engine([rollout])
     tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
     res = float(_residual(kappa[None], tied_rows[None])[0])
-    # tied at exactly 0, every group-, batch- or greedy-centred advantage of the tied
-    # rows is an exact 0 in any precision: a coefficient left there is no round-off
-    exact = bool(tied_rows.any()) and bool((rollout.rewards[tied_rows] == 0).all())
+    exact = _exact(rollout.rewards[None], tied_rows[None])
     if res > RTOL_EQUAL:
         lift, ref = engine([rollout.with_fields({"rewards": _lifted(rollout.rewards[None], tied_rows[None],
                                                                     engine.precision)[0]}),
                             with_reference_rewards(rollout)])
-        res = float(_judged(_residual(kappa[None], tied_rows[None], ref[None]), kappa[None], lift[None],
-                            _scale(kappa[None], ref[None]), tied_rows[None],
-                            at_precision(RTOL_EQUAL, engine.precision, exact), engine.precision)[0])
+        res = float(_final_residual(kappa[None], tied_rows[None], lift[None], ref[None], exact,
+                                    engine.precision)[0])
     mism = []
     if res > RTOL_EQUAL:
         scale = float(kappa.abs().max())
@@ -100,7 +118,7 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
                     f"response {i} (group={int(rollout.group[i])}, all rewards {float(rollout.rewards[i]):g}): "
                     f"kappa={fmt(kappa[i, :L])}"
                 )
-    return Evaluation(res, bool(tied_rows.any()), rollout, kappa, mism, exact=exact)
+    return Evaluation(res, bool(tied_rows.any()), rollout, kappa, mism, exact=bool(exact[0]))
 
 
 def evaluate_batch(b: BatchInputs) -> BatchResult:
@@ -115,8 +133,8 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
         _, ref, _ = b.coefficients(rollout, {**sub, "rewards": reference_rewards(b.rewards[todo], rollout)})
         k = kappa[todo]
         res = res.clone()
-        res[todo] = _judged(_residual(k, tied_rows[todo], ref), k, lift, _scale(k, ref), tied_rows[todo],
-                            at_precision(RTOL_EQUAL, b.precision), b.precision)
+        res[todo] = _final_residual(k, tied_rows[todo], lift, ref, _exact(b.rewards[todo], tied_rows[todo]),
+                                    b.precision)
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), tied_rows.any(1) | failed)
 
 
@@ -175,7 +193,8 @@ def _crossings(m0: torch.Tensor, m1: torch.Tensor, tol: float, floor: float) -> 
     ``kappa = w_i (k (lambda + c_i) + m_e)``. Its zero crossing ``-kappa(0) / (kappa(1) -
     kappa(0))`` is free of ``w_i``: one that varies over the events of a response is an
     event term (M6); one that varies over the responses, or responses whose coefficient
-    does not move while others do, is a shaping that reads their features (M7); one
+    does not move while others do, or a level that moves some responses up and others
+    down, is a shaping that reads their features (M7); one
     crossing for all responses, away from the level 0 (where every baseline of the probe
     sits), is a remainder the same for every reward vector: M6 (THEORY.md section 2). An event term
     next to a shaping adds a constant to each ``c_i`` that no level can separate: it is not
@@ -187,9 +206,14 @@ def _crossings(m0: torch.Tensor, m1: torch.Tensor, tol: float, floor: float) -> 
     names: set[str] = set()
     if bool((live & ~moving).any(dim=1).logical_and(~moving.any(dim=1)).any()) and bool(moving.any()):
         names.add("M7")  # a response the level does not reach, beside others it moves
-    cross = torch.where(moving, -m0 / torch.where(moving, d, torch.ones_like(d)), torch.zeros_like(d))
     if not bool(moving.any()):
         return names
+    if bool((d[moving] > 0).any()) and bool((d[moving] < 0).any()):
+        # a centre moves every advantage one way and an event term does not move: a level
+        # that raises some responses and lowers others reaches them through their features,
+        # a shaping that needs a reward to act on (a truncated response's reward set to 0)
+        names.add("M7")
+    cross = torch.where(moving, -m0 / torch.where(moving, d, torch.ones_like(d)), torch.zeros_like(d))
     unit = max(1.0, float(cross[moving].abs().max()))
     # a crossing is known to floor / |d| (the round-off of both evaluations, over the slope)
     slack = tol * unit + 2 * floor / float(d.abs()[moving].min())
@@ -258,15 +282,18 @@ def _tied_features(engine: Engine, probe: Probe) -> set[str]:
     return out
 
 
-def _additive_on_identical(engine: Engine, probe: Probe) -> bool:
+def _additive_on_identical(engine: Engine, probe: Probe, shaped: bool = False) -> bool:
     """Whether one group of copies of the tied group's first response (as many as the
     probe's batch holds), every reward 0, keeps ``K_e != 0`` on a shared event beyond round-off,
     without moving when every reward moves to 1. Every response has the same features,
     so a shaping gives every one the same reward and every centre (the group's, the
     batch's, one group here) the same value: every such advantage is an exact 0 and what is left is
     an additive event term (M6). Coefficients that move with the level have no centre of
-    their own (a greedy baseline keeps ``A_i = R'_i - b``): :func:`_tied_features` reads
-    those."""
+    their own (a greedy baseline keeps ``A_i = R'_i - b``): at level 0 every reward equals
+    every baseline, so without a shaping (``shaped``: :func:`_tied_features` found M7) each
+    advantage is still an exact 0 in any precision and any ``K_e`` left is an event term,
+    however small next to the round-off of other levels; with a shaping the copies keep
+    ``A_i = s_i``, which :func:`_tied_features` reads."""
     first = probe.case.groups[0].responses[0]
     # one group: events are keyed by their group, so copies in other groups would carry
     # other per-event values (a KL shaping would differ, and a batch centre with it)
@@ -279,7 +306,7 @@ def _additive_on_identical(engine: Engine, probe: Probe) -> bool:
     per_unit = float(ref[rows].abs().max())
     floor = max(pattern_tol(engine.precision) * max(float(kappa[rows].abs().max()), per_unit),
                 level_noise(engine.precision, _LEVEL_MAGNITUDE, per_unit))
-    if float((moved - kappa)[rows].abs().max()) > floor:
+    if shaped and float((moved - kappa)[rows].abs().max()) > floor:
         return False
     mine = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
     mine[evs.ids[rows][evs.ids[rows] >= 0]] = True
@@ -333,7 +360,7 @@ def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> str:
         if one_way and bool((which & (Kd.abs() > torch.clamp(tol * mass, min=floor)) & (mass > 0)).any()):
             names.add("M4")
     features = _tied_features(engine, probe)
-    additive = ("M6" not in features or "?" in features) and _additive_on_identical(engine, probe)
+    additive = ("M6" not in features or "?" in features) and _additive_on_identical(engine, probe, "M7" in features)
     if "?" in features:  # one-signed, profile constant: k1-like if copies keep it, else shaping
         features = (features - {"?"}) | ({"M6"} if additive else {"M7"})
     names |= features
