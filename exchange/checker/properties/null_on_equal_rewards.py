@@ -17,8 +17,8 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
-from exchange.checker.properties.residuals import (as_residual, fmt, judged_by_response, per_event, reference_rewards,
-                                                   tied_groups, with_reference_rewards)
+from exchange.checker.properties.residuals import (as_residual, fmt, judged_by_response, lifted_ties, per_event,
+                                                   reference_rewards, tied_groups, with_reference_rewards)
 from exchange.checker.tolerances import (MAX_MISMATCHES, RESOLUTION, RTOL_CANCEL, RTOL_EQUAL, TINY, ZERO_COLUMN,
                                         at_precision, level_noise, pattern_tol)
 from exchange.core.coefficients import Engine
@@ -49,19 +49,9 @@ def _residual(kappa, tied_rows, reference=None):
     return as_residual(worst / (scale + TINY))
 
 
-def _lifted(rewards: Tensor, tied_rows: Tensor, precision: str) -> Tensor:
-    """``rewards [K, N]`` with every tied group moved as one by ``sqrt(eps) (|R| + 1)``
-    (it stays tied; the other groups stay): what a tied group's coefficients do under it
-    is the loss's round-off there (an own centre cancels the move exactly in exact
-    arithmetic), or the level a centre that is not the group's own follows (by the move,
-    ~1e-8 in float64, far below what such a centre leaves on a tied group)."""
-    return rewards + torch.where(tied_rows, RESOLUTION[precision] ** 0.5 * (rewards.abs() + 1.0),
-                                 torch.zeros_like(rewards))
-
-
 def _judged(res: Tensor, kappa: Tensor, lift: Tensor, scale: Tensor, tied_rows: Tensor, tolerance: float,
             precision: str) -> Tensor:
-    """``res [K]`` judged against the tied rows' response to :func:`_lifted` rewards
+    """``res [K]`` judged against the tied rows' response to :func:`~exchange.checker.properties.residuals.lifted_ties` rewards
     (``lift``, coefficients ``[K, N, T]``), in units of ``scale [K]``, scaled to the
     ``tolerance`` it will be compared with
     (:func:`~exchange.checker.properties.residuals.judged_by_response`)."""
@@ -80,7 +70,7 @@ def _final_residual(kappa: Tensor, tied_rows: Tensor, lift: Tensor, reference: T
                     precision: str) -> Tensor:
     """``[K]``: the residual of configurations whose raw residual exceeded the tolerance,
     in units of the larger of their own and the reference rewards' coefficients; judged
-    against the tied rows' response to :func:`_lifted` rewards, except where ``exact``:
+    against the tied rows' response to :func:`~exchange.checker.properties.residuals.lifted_ties` rewards, except where ``exact``:
     there no round-off is to be measured, and a centre that is not the group's own
     follows the lift by ``sqrt(eps)`` of a unit (0.09 in bf16), which would hide a small
     event term."""
@@ -103,7 +93,7 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     res = float(_residual(kappa[None], tied_rows[None])[0])
     exact = _exact(rollout.rewards[None], tied_rows[None])
     if res > RTOL_EQUAL:
-        lift, ref = engine([rollout.with_fields({"rewards": _lifted(rollout.rewards[None], tied_rows[None],
+        lift, ref = engine([rollout.with_fields({"rewards": lifted_ties(rollout.rewards[None], tied_rows[None],
                                                                     engine.precision)[0]}),
                             with_reference_rewards(rollout)])
         res = float(_final_residual(kappa[None], tied_rows[None], lift[None], ref[None], exact,
@@ -129,7 +119,7 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     todo = (res > RTOL_EQUAL).nonzero().flatten()
     if todo.numel():
         sub = {k: v[todo] for k, v in fields.items()}
-        _, lift, _ = b.coefficients(rollout, {**sub, "rewards": _lifted(b.rewards[todo], tied_rows[todo], b.precision)})
+        _, lift, _ = b.coefficients(rollout, {**sub, "rewards": lifted_ties(b.rewards[todo], tied_rows[todo], b.precision)})
         _, ref, _ = b.coefficients(rollout, {**sub, "rewards": reference_rewards(b.rewards[todo], rollout)})
         k = kappa[todo]
         res = res.clone()

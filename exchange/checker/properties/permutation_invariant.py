@@ -51,7 +51,7 @@ _PATTERNS = 3
 
 def _perturbed(rewards: Tensor, rollout: Rollout, precision: str, pattern: int) -> Tensor:
     """``rewards [K, N]`` moved by the square root of ``precision``'s epsilon times
-    ``|R| + 1``, in the seeded random sign ``pattern``. A step that squares differences of
+    ``|R| + 1`` (times ``1 + pattern / 2``), in the seeded random sign ``pattern``. A step that squares differences of
     its inputs (a variance formed as E[x^2] - E[x]^2) rounds by eps x^2, which is what a
     move of sqrt(eps) x produces there (a move of eps gives eps^2 at a tie); a smooth step
     answers with sqrt(eps) times its slope, far below any effect. A group whose rewards tie moves as one
@@ -64,7 +64,9 @@ def _perturbed(rewards: Tensor, rollout: Rollout, precision: str, pattern: int) 
     first = torch.zeros(rollout.n_groups, dtype=torch.long, device=rewards.device).scatter_(
         0, gi.flip(0), torch.arange(rollout.n, device=rewards.device).flip(0))  # each group's first row
     sign = torch.where(tied, sign[first[gi]][None].expand_as(tied), sign[None].expand_as(tied))
-    return rewards + RESOLUTION[precision] ** 0.5 * (rewards.abs() + 1.0) * sign
+    # each pattern its own size too: a batch of one tied group has only two sign patterns,
+    # and one move can round exactly as the unmoved rewards do
+    return rewards + RESOLUTION[precision] ** 0.5 * (1.0 + 0.5 * pattern) * (rewards.abs() + 1.0) * sign
 
 
 def _judged(raw: Tensor, kappa: Tensor, kappa_eps: list[Tensor], precision: str) -> Tensor:

@@ -14,7 +14,7 @@ from exchange.core.events import Events
 from exchange.core.rollout import Rollout
 
 __all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
-           "event_label", "fmt", "reference_rewards", "with_reference_rewards", "second_rewards", "conditioning",
+           "event_label", "fmt", "lifted_ties", "reference_rewards", "with_reference_rewards", "second_rewards", "conditioning",
            "round_off_ceiling", "judged_by_response"]
 
 
@@ -183,6 +183,17 @@ def conditioning(variants: list[Tensor], rollout: Rollout, precision: str) -> Te
             ratio = r.abs().amax(1) / torch.where(std > 0, std, torch.ones_like(std))
             out = torch.where(std > 0, torch.maximum(out, ratio), out)
     return out
+
+
+def lifted_ties(rewards: Tensor, tied_rows: Tensor, precision: str) -> Tensor:
+    """``rewards [K, N]`` with every tied group (``tied_rows [K, N]``) moved as one by
+    ``sqrt(eps) (|R| + 1)`` (it stays tied; the other groups stay): what a tied group's
+    coefficients do under it is the loss's round-off there (an own centre cancels the move
+    exactly in exact arithmetic), or the level a centre that is not the group's own
+    follows (by the move, ~1e-8 in float64, far below what such a centre leaves on a tied
+    group)."""
+    return rewards + torch.where(tied_rows, RESOLUTION[precision] ** 0.5 * (rewards.abs() + 1.0),
+                                 torch.zeros_like(rewards))
 
 
 def round_off_ceiling(precision: str) -> float:

@@ -11,11 +11,11 @@ from exchange.checker.cases import build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
-from exchange.checker.properties.residuals import (cancellation, cancellation_mismatches, reference_rewards, tied_groups,
-                                                      with_reference_rewards)
-from exchange.checker.tolerances import RTOL_CANCEL
+from exchange.checker.properties.residuals import (cancellation, cancellation_mismatches, judged_by_response,
+                                                      lifted_ties, per_event, reference_rewards, tied_groups)
+from exchange.checker.tolerances import RTOL_CANCEL, at_precision
 from exchange.core.coefficients import Engine
-from exchange.core.events import events
+from exchange.core.events import Events, events
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
 
 NAME = "shared_cancellation"
@@ -38,16 +38,42 @@ def layout(d: Draw, regime: str) -> Layout:
     return any_groups(d, regime)
 
 
+def _judged(kappa: torch.Tensor, ev: Events, tied: torch.Tensor, reference: torch.Tensor, lift: torch.Tensor,
+            precision: str) -> torch.Tensor:
+    """``[K]``: the residual of configurations that failed at first (``kappa``,
+    ``reference``, ``lift`` ``[K, N, T]``; ``tied [K, G]``), per event against the larger
+    of its own mass and the mass at reference rewards (round-off per event); a shared
+    event of a tied group also against its ``K_e``'s response to the tied groups' rewards
+    moved as one by ``sqrt(eps)`` (:func:`~exchange.checker.properties.residuals.lifted_ties`):
+    a tied group's advantages are 0 in exact arithmetic, and what a std of ~0 plus a small
+    epsilon makes of their round-off moves with the move. Other events are not judged by
+    it: the move does not reach them."""
+    _, _, res = per_event(kappa, ev, reference)
+    on_tied = ev.shared[None] & tied[:, ev.group]  # [K, E]
+    others = torch.where(ev.shared[None] & ~on_tied, res, torch.zeros_like(res)).amax(1)
+    raw = torch.where(on_tied, res, torch.zeros_like(res)).amax(1)
+    K, _, _ = per_event(kappa, ev)
+    K_lift, mass_lift, _ = per_event(lift, ev)
+    _, mass, _ = per_event(kappa, ev, reference)
+    response = torch.where(on_tied, (K_lift - K).abs() / torch.maximum(mass, mass_lift).clamp(min=1e-300),
+                           torch.zeros_like(res)).amax(1)
+    judged = judged_by_response(raw, response, at_precision(RTOL_CANCEL, precision), precision)
+    return torch.maximum(others, judged)
+
+
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     rollout = build(example.case)
     (kappa,) = engine([rollout])
     ev = events(rollout)
-    tied = tied_groups(rollout.rewards[None], rollout)[0]
-    informative = bool((ev.shared & ~tied[ev.group]).any())
+    tied = tied_groups(rollout.rewards[None], rollout)
+    informative = bool((ev.shared & ~tied[0][ev.group]).any())
     res = float(cancellation(kappa[None], ev, ev.shared)[0])
     if res > RTOL_CANCEL:  # judged again against the magnitudes of mixed rewards (round-off per event)
-        (ref,) = engine([with_reference_rewards(rollout)])
-        res = float(cancellation(kappa[None], ev, ev.shared, ref[None])[0])
+        rewards = rollout.rewards[None]
+        ref, lift = engine([rollout.with_fields({"rewards": reference_rewards(rewards, rollout)[0]}),
+                            rollout.with_fields({"rewards": lifted_ties(rewards, tied[:, rollout.group_index],
+                                                                        engine.precision)[0]})])
+        res = float(_judged(kappa[None], ev, tied, ref[None], lift[None], engine.precision)[0])
     return Evaluation(res, informative, rollout, kappa, cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL))
 
 
@@ -55,14 +81,18 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     rollout, fields = configurations(b.layout.example.case, b.seeds, b.rewards)
     _, kappa, failed = b.coefficients(rollout, fields)
     ev = events(rollout)
+    tied = tied_groups(b.rewards, rollout)
     res = cancellation(kappa, ev, ev.shared)
     todo = (res > RTOL_CANCEL).nonzero().flatten()
     if todo.numel():  # judged again against the magnitudes of mixed rewards (round-off per event)
         sub = {k: v[todo] for k, v in fields.items()}
-        _, ref, _ = b.coefficients(rollout, {**sub, "rewards": reference_rewards(b.rewards[todo], rollout)})
+        rewards = b.rewards[todo]
+        _, ref, _ = b.coefficients(rollout, {**sub, "rewards": reference_rewards(rewards, rollout)})
+        _, lift, _ = b.coefficients(rollout, {**sub, "rewards": lifted_ties(rewards, tied[todo][:, rollout.group_index],
+                                                                            b.precision)})
         res = res.clone()
-        res[todo] = cancellation(kappa[todo], ev, ev.shared, ref)
-    informative = (ev.shared[None] & ~tied_groups(b.rewards, rollout)[:, ev.group]).any(1)
+        res[todo] = _judged(kappa[todo], ev, tied[todo], ref, lift, b.precision)
+    informative = (ev.shared[None] & ~tied[:, ev.group]).any(1)
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), informative | failed)
 
 
