@@ -242,6 +242,36 @@ def test_kind5_tied_group_noise_is_judged_against_mixed_magnitudes():
         assert rep.holds("exchangeable", regime), rep
 
 
+def shaped_zscore_float32(logprobs, ro):
+    """Kind 5 with a shaping: a length penalty before a z-score (eps 1e-4) in float32. On a
+    group of copies the shaped rewards are equal, their float32 mean is off by an ulp,
+    and the std of ~0 turns that into coefficients all of one sign."""
+    r = (ro.rewards - 0.1 * ro.lengths.to(ro.rewards.dtype)).float()
+    g = ro.group_index
+    n = torch.zeros(ro.n_groups).index_add_(0, g, torch.ones_like(r))[g]
+    mean = torch.zeros(ro.n_groups).index_add_(0, g, r)[g] / n
+    var = torch.zeros(ro.n_groups).index_add_(0, g, (r - mean) ** 2)[g] / n
+    adv = (r - mean) / (var.sqrt() + 1e-4)
+    return -(adv[:, None] * torch.exp(logprobs.float() - ro.old_logprobs.float()) * ro.mask).sum().double() / 64
+
+
+@pytest.mark.parametrize("reward", [0.0, 0.5, 1.0])
+def test_kind5_round_off_on_copies_is_judged_by_its_response_to_the_tied_rewards(reward):
+    # (C) on the copies: K_e / sum|kappa| = 1 (one sign), yet it is the float32 rounding of
+    # a mean that the std divides; moving the tied rewards as one moves it as much
+    from exchange.checker.cases import Case, GroupConfig
+    from exchange.checker.examples import Example
+    from exchange.checker.properties import shared_cancellation
+    from exchange.checker.tolerances import RTOL_CANCEL, at_precision
+    from exchange.core.coefficients import Engine
+
+    engine = Engine(shaped_zscore_float32, batched=False, precision="float32")
+    case = Case(groups=(GroupConfig(((1,),) * 7, (reward,) * 7),))
+    ev = shared_cancellation.evaluate(engine, Example(case), "on_policy")
+    assert float(ev.kappa.abs().max()) > 0  # the round-off is there
+    assert ev.residual <= at_precision(RTOL_CANCEL, "float32"), ev.residual
+
+
 def test_kind6_response_level_weight_is_m3_not_m2():
     rep = _check(per_response_length_weight)
     for regime in ("on_policy", "off_policy"):

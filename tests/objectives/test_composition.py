@@ -3,9 +3,9 @@ the checker's agreement with the derivation.
 
 Every part alone on the default objective must agree exactly with the checker, both
 regimes, properties and mechanisms: a few representative parts in the fast tier, every
-part in the slow tier. Random compositions (several parts at once) are measured by
-benchmarks/composition_agreement.py; their known disagreements are listed in
-docs/properties.md.
+part in the slow tier. Random compositions (several parts at once): 40 in the fast tier,
+300 in the slow tier, 2,000 in benchmarks/composition_agreement.py; their known
+disagreements are listed in docs/properties.md.
 """
 
 from __future__ import annotations
@@ -118,23 +118,34 @@ def test_public_api_exports_compose() -> None:
     assert exchange.compose is compose and "compose" in exchange.__all__ and "Composition" in exchange.__all__
 
 
-# Random compositions (several parts at once): the checker does not yet agree on all of
-# them (docs/properties.md, "Known disagreements"). The counts below are this commit's,
-# measured with these settings (the checker is seeded, so they are exact on one
-# machine): a change that loses agreement fails here, one that gains it should raise
-# them.
-RANDOM_SEED, RANDOM_N = 2026, 60
-MIN_CELLS_AGREEING, MIN_MECHANISM_SETS_AGREEING = 705, 61  # of 720 cells and 120 sets
+# Random compositions (several parts at once), checked as benchmarks/composition_agreement.py
+# checks them (the checker seeded by the composition's index): issue 30's target is
+# agreement on at least 99% of (composition, property, regime) cells and of mechanism sets.
+# The seeds were fixed before the runs (the fast tier's 40 leave no disagreement to spare:
+# 99% of 80 sets is 80). The remaining disagreements are listed in docs/properties.md.
+TARGET = 0.99
 
 
-@pytest.mark.slow
-def test_random_compositions_do_not_lose_agreement() -> None:
-    rng = random.Random(RANDOM_SEED)
+def _agreement(seed: int, n: int) -> tuple[float, float, list[str]]:
+    rng = random.Random(seed)
     cells = sets = 0
-    for _ in range(RANDOM_N):
+    bad = []
+    for index in range(n):
         comp = random_composition(rng)
-        rep = exchange.check(comp.bind(), max_examples=10, seed=0)
+        rep = exchange.check(comp.bind(), max_examples=10, seed=index)
         for regime, exp in comp.expected().items():
-            cells += sum((not rep.holds(p, regime)) == (p in exp.breaks) for p in PROPERTIES)
-            sets += set(rep.mechanisms_in(regime)) == set(exp.mechanisms)
-    assert cells >= MIN_CELLS_AGREEING and sets >= MIN_MECHANISM_SETS_AGREEING, (cells, sets)
+            got = {p for p in PROPERTIES if not rep.holds(p, regime)}
+            cells += sum((p in got) == (p in exp.breaks) for p in PROPERTIES)
+            same = set(rep.mechanisms_in(regime)) == set(exp.mechanisms)
+            sets += same
+            if not same or got != set(exp.breaks):
+                bad.append(f"{comp.name} [{regime}]")
+    return cells / (n * 2 * len(PROPERTIES)), sets / (n * 2), bad
+
+
+@pytest.mark.parametrize(("seed", "n"), [pytest.param(2027, 40, id="fast-40"),
+                                         pytest.param(2026, 300, id="slow-300", marks=pytest.mark.slow)])
+def test_random_compositions_agree_with_the_checker(seed: int, n: int) -> None:
+    torch.set_num_threads(1)
+    cells, sets, bad = _agreement(seed, n)
+    assert cells >= TARGET and sets >= TARGET, (cells, sets, bad)
