@@ -8,7 +8,7 @@ identical values, as they do in a real batch. Values come from small grids, pick
 the one event-key hash (:mod:`exchange.checker.event_hash`) of ``(seed, event)``, and
 can be overridden per event.
 
-The checker mutates cases (``with_suffix_length`` ...) to build the variants of
+The checker mutates cases (:mod:`exchange.checker.mutations`) to build the variants of
 THEORY.md section 2 "Testing these on a black box".
 """
 

@@ -7,7 +7,6 @@ The probes and how each runs belong to their property's module
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from exchange.checker.properties import PROBES, PROPERTIES, ProbeResult

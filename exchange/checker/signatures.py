@@ -15,7 +15,8 @@ from exchange.checker.cases import GroupConfig, build, common_prefix
 from exchange.checker.tolerances import RESOLUTION, SHAPING_LEAK, TINY, ZERO_COLUMN, pattern_tol
 from exchange.core.coefficients import Engine
 
-__all__ = ["centre_crossing", "per_response_rescaling", "sign_split", "dropped_response", "plain"]
+__all__ = ["centre_crossing", "per_response_rescaling", "sign_split", "dropped_response", "plain",
+           "second_singular_ratio"]
 
 
 def plain(engine: Engine) -> Engine:
@@ -192,13 +193,10 @@ def _moved_columns(engine: Engine, probe, rewards: tuple) -> list[tuple[torch.Te
     return [(kappas[2 * k][:, :shared], kappas[2 * k + 1][:, :shared]) for k in range(len(rewards))]
 
 
-def _spread(x: torch.Tensor) -> float:
-    return float(x.max() - x.min()) if x.numel() else 0.0
-
-
-def _rank2(m: torch.Tensor) -> float:
-    """The relative second singular value of ``m [2, n]`` (0 with fewer than two columns)."""
-    if m.shape[1] < 2:
+def second_singular_ratio(m: torch.Tensor) -> float:
+    """The relative second singular value of ``m [k, n]``: how far its rows are from one
+    direction (0 for a zero matrix, or with fewer than two rows or columns)."""
+    if min(m.shape) < 2:
         return 0.0
     sv = torch.linalg.svdvals(m)
     return float(sv[1] / sv[0]) if float(sv[0]) > 0 else 0.0
@@ -245,8 +243,8 @@ def _column_split(b1, v1, b2, v2, high, tol: float, eps: float) -> list[str]:
     if not bool(live.any()):
         return []
     names = []
-    within = max(_rank2(pairs[:, live & side]) for side in (high, ~high))
-    if bool((live & high).any()) and bool((live & ~high).any()) and _rank2(pairs[:, live]) > max(tol, 4 * within):
+    within = max(second_singular_ratio(pairs[:, live & side]) for side in (high, ~high))
+    if bool((live & high).any()) and bool((live & ~high).any()) and second_singular_ratio(pairs[:, live]) > max(tol, 4 * within):
         names.append("M2")
     scale = float(torch.maximum(v1.abs(), b1.abs()).max()) + TINY
     rest = torch.zeros_like(b1)

@@ -39,10 +39,6 @@ class Evaluation:
     variant_kappa: Tensor | None = None
     note: str = ""
     exact: bool = False  # 0 in every precision when the property holds (tolerances.at_precision)
-    # The magnitude of the terms ``kappa`` was computed from, when it is a difference of
-    # coefficients (the reward-dependent part): their round-off, not the difference's own
-    # size, bounds its error (THEORY.md section 2, round-off per event). 0: ``kappa`` itself.
-    term_scale: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,8 @@ class Probe:
     mutation: Mutation | None = None
     off_policy_only: bool = False
     signature: Callable | None = None
-    # Run on the reward-dependent part of the coefficients, kappa(R) - kappa(R = 0), so
+    # Run on the reward-dependent part of the coefficients, kappa(R) - kappa(R') with R'
+    # from residuals.second_rewards (exchange.checker.probes.RewardDependent), so
     # that an additive event term (M6) does not hide the mechanism this probe names
     # (THEORY.md section 4: name every mechanism present).
     reward_dependent: bool = False

@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker import generators
-from exchange.checker.signatures import dropped_response, per_response_rescaling, sign_split
+from exchange.checker.signatures import dropped_response, per_response_rescaling, second_singular_ratio, sign_split
 from exchange.checker.cases import Case, GroupConfig, build, common_prefix
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
@@ -153,12 +153,6 @@ def _cycled(engine: Engine, probe: Probe) -> tuple[torch.Tensor, list[Rollout], 
     return table.flatten(1), batches, kappas
 
 
-def _second(m: torch.Tensor) -> float:
-    """The relative second singular value of ``m`` (0 for a zero matrix)."""
-    sv = torch.linalg.svdvals(m)
-    return float(sv[1] / sv[0]) if float(sv[0]) > 0 else 0.0
-
-
 def _sine(a: torch.Tensor, b: torch.Tensor, floor: float) -> float:
     """The sine of the angle between rows ``a`` and ``b`` (each normalised, so that a
     small row counts as much as a large one); 0 when either is within ``floor`` of zero
@@ -229,7 +223,7 @@ def _profile_probe(engine: Engine, probe: Probe) -> ProbeResult:
     raw, diff = kappa[:, :shared], (kappa - kappa2)[:, :shared]
     if not (bool(torch.isfinite(raw).all()) and bool(torch.isfinite(diff).all())):
         return result
-    res, floor = _second(raw), _second(diff)
+    res, floor = second_singular_ratio(raw), second_singular_ratio(diff)
     result.evaluations[NAME] = Evaluation(res, True, rollout, kappa, note=f"probe {probe.name}: {probe.description}")
     if res > max(pattern_tol(engine.precision), 4 * floor):
         result.mechanism = probe.mechanism
@@ -270,7 +264,6 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     dex = ex
     if dk is not kappa:
         dex = exchangeability(base, dk, variant, dk_v, example.case, variant_of_case, repr(probe.mutation))
-        dex.term_scale = max(float(kappa.abs().max()), float(kappa_v.abs().max()), float(dk.abs().max()))
     finite = bool(torch.isfinite(dk).all()) and bool(torch.isfinite(dk_v).all())
     tol = at_precision(RTOL_DIRECTION, engine.precision)
     if not (finite and dex.residual > tol):

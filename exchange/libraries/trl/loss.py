@@ -177,15 +177,6 @@ def _completion_lists(rows: Rollout, eos_id: int) -> list[list[int]]:
     return out
 
 
-def trl_advantages(config, rollout: Rollout) -> tuple[Tensor, Tensor]:
-    """TRL's advantages ``[N]`` and completion mask ``[N, T]`` (truncation applied).
-
-    Runs ``GRPOTrainer._generate_and_score_completions`` on the rollout's tokens and
-    rewards; rows come back in rollout order.
-    """
-    return _scored(config, rollout)[:2]
-
-
 def _uses_sampler(config) -> bool:
     return bool(config.use_vllm)
 
