@@ -13,7 +13,16 @@ __all__ = ["reproduce_line"]
 
 
 def reproduce_line(loss_fn: LossFn, label: str, regimes, seed: int, max_examples: int, shrink: bool) -> str:
-    """``exchange check TARGET [--regime on|off] --seed S --max-examples N [--no-shrink]``."""
+    """``exchange check TARGET [--regime on|off] --seed S --max-examples N [--no-shrink]``;
+    for a loss that carries ``exchange_expression`` (a Python expression that builds it,
+    e.g. ``exchange.compose(...).bind()``, which no CLI target names) the same call in
+    ``python -c``."""
+    expression = getattr(loss_fn, "exchange_expression", None)
+    if expression:
+        regime_arg = "" if len(regimes) == len(REGIMES) else f", regimes=({str(regimes[0])!r},)"
+        shrink_arg = "" if shrink else ", shrink=False"
+        return (f'python -c "import exchange; print(exchange.check({expression}, seed={seed}, '
+                f'max_examples={max_examples}{regime_arg}{shrink_arg}))"')
     regime_flag = "" if len(regimes) == len(REGIMES) else f" --regime {'off' if regimes[0].off_policy else 'on'}"
     return (f"exchange check {_target(loss_fn, label)}{regime_flag} --seed {seed} --max-examples {max_examples}"
             + " --no-shrink" * (not shrink))

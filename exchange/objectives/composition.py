@@ -25,7 +25,7 @@ tests); :func:`compose` builds one by name, for users describing their own loss.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Mapping
 
 import torch
@@ -132,6 +132,10 @@ class Composition:
 
         loss_fn.__name__ = self.name
         loss_fn.exchange_precision = self.precision  # type: ignore[attr-defined]
+        # how a report's reproduce line rebuilds it (exchange.checker.reproduce)
+        changed = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+        loss_fn.exchange_expression = (  # type: ignore[attr-defined]
+            "exchange.compose(" + ", ".join(f"{k}={v!r}" for k, v in changed.items()) + ").bind()")
         loss_fn.composition = self  # type: ignore[attr-defined]
         return loss_fn
 

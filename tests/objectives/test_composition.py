@@ -149,3 +149,14 @@ def test_random_compositions_agree_with_the_checker(seed: int, n: int) -> None:
     torch.set_num_threads(1)
     cells, sets, bad = _agreement(seed, n)
     assert cells >= TARGET and sets >= TARGET, (cells, sets, bad)
+
+
+def test_a_compositions_report_reproduces_from_its_own_line() -> None:
+    """No CLI target names a composition: its reproduce line is the Python call, and
+    running that call gives the same report."""
+    comp = compose(estimator="loo_std", shaping="length_penalty", additive="k3_ref", beta=0.001, precision="float32")
+    rep = exchange.check(comp.bind(), max_examples=3, seed=4, regimes=("off_policy",))
+    match = re.fullmatch(r'python -c "import exchange; print\((exchange\.check\(.*\))\)"', rep.reproduce)
+    assert match, rep.reproduce
+    again = eval(match.group(1), {"exchange": exchange})  # noqa: S307 - the line the report printed
+    assert again.to_dict() == rep.to_dict()
