@@ -161,8 +161,10 @@ def _equal_reward_weights(engine: Engine, probe) -> bool:
             if own is None:
                 return False
             di, dj, noise = own
-        if min(abs(di), abs(dj)) <= noise / 4:  # not resolved at the loss's precision
-            return False
+        if min(abs(di), abs(dj)) <= noise / 4:
+            # one weight 0 and the other resolved (a response masked by its own sampler
+            # ratios) is as unequal as weights get; both 0 is not resolved at the precision
+            return max(abs(di), abs(dj)) > noise
         quotients.append(di / dj)
     q4, q8 = quotients
     # the two spreads' disagreement is the measured error of the extrapolation (the
