@@ -284,3 +284,33 @@ def test_kind7_clip_cov_names_the_selection_and_the_pruning():
     rep = exchange.check(exchange.objectives.get("clip_cov").bind(), max_examples=5, seed=0)
     for regime in ("on_policy", "off_policy"):
         assert set(rep.mechanisms_in(regime)) == {"M2", "M4"}, rep
+
+
+def length_shaped_mean_bf16(logprobs, ro):
+    """Kind 5 with a shaping in bf16: a base reward of 3 and a length penalty ``0.1 L_i``
+    added to the reward before a group mean, every step in bfloat16 as an engine's bf16
+    advantage path would. The advantages are zero-sum in exact arithmetic; in bf16 ``R_i - mean R``
+    rounds by an ulp of rewards of a few units, several percent of a mixed group's
+    advantages and all of a tied group's."""
+    bf = torch.bfloat16
+    r = (ro.rewards + 3.0 - 0.1 * ro.lengths.to(ro.rewards.dtype)).to(bf)
+    g = ro.group_index
+    n = torch.zeros(ro.n_groups, dtype=bf).index_add_(0, g, torch.ones_like(r))[g]
+    mean = torch.zeros(ro.n_groups, dtype=bf).index_add_(0, g, r)[g] / n
+    lp, old = logprobs.to(bf), ro.old_logprobs.to(bf)
+    per_token = -torch.exp(lp - old) * (r - mean)[:, None]
+    m = ro.mask.to(bf)
+    return ((per_token * m).sum() / m.sum()).to(logprobs.dtype)
+
+
+def test_kind5_bf16_round_off_of_shaped_rewards_is_not_a_cancellation_defect():
+    # (C) judged per event against the rewards' own magnitudes: a group's R_i - mean R
+    # rounds by u max|R| (tied groups: u (1 + max|R|)), not by u times the advantages.
+    # Failed before (C) was judged in units of the rewards' size. The size is the
+    # verifiable rewards' (0-4 here): a shaping or offset inside the loss larger than that
+    # (a base reward of 5, a KL summed over the response) can still read as broken
+    # (docs/properties.md, "Agreement measured").
+    rep = _check(length_shaped_mean_bf16)
+    assert rep.precision == "bf16"
+    for regime in ("on_policy", "off_policy"):
+        assert rep.holds("shared_cancellation", regime) and rep.holds("zero_sum", regime), rep

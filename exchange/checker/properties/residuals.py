@@ -14,7 +14,7 @@ from exchange.core.events import Events
 from exchange.core.rollout import Rollout
 
 __all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
-           "event_label", "fmt", "lifted_ties", "reference_rewards", "with_reference_rewards", "second_rewards", "conditioning",
+           "event_label", "fmt", "lifted_ties", "tied_level", "reference_rewards", "with_reference_rewards", "second_rewards", "conditioning",
            "round_off_ceiling", "judged_by_response"]
 
 
@@ -194,6 +194,24 @@ def lifted_ties(rewards: Tensor, tied_rows: Tensor, precision: str) -> Tensor:
     group)."""
     return rewards + torch.where(tied_rows, RESOLUTION[precision] ** 0.5 * (rewards.abs() + 1.0),
                                  torch.zeros_like(rewards))
+
+
+def tied_level(rewards: Tensor, tied: Tensor, rollout: Rollout, precision: str) -> Tensor:
+    """``[K]``: ``1 + max|R|`` over the tied groups (``tied [K, n_groups]``) of each
+    configuration (``rewards [K, N]``), 1 in float64. A tied group's advantages are
+    differences of rewards of that size (``R_i - mean R``): at unit round-off ``u`` they
+    are ``u (1 + max|R|)`` from 0, against the ``O(1)`` advantages of the reference
+    rewards that move one reward by 1 (:func:`reference_rewards`), the magnitudes a tied
+    group's ``K_e`` is judged against (THEORY.md section 2, round-off per event). A centre
+    that is not the group's own leaves ``O(1)`` there, this factor's size or more; in
+    float64 round-off is far below the tolerance whatever the rewards."""
+    out = torch.ones(rewards.shape[0], dtype=rewards.dtype, device=rewards.device)
+    if precision == "float64":
+        return out
+    k, g = rewards.shape[0], rollout.n_groups
+    idx = rollout.group_index.to(rewards.device)[None].expand(k, -1)
+    top = torch.zeros((k, g), dtype=rewards.dtype, device=rewards.device).scatter_reduce(1, idx, rewards.abs(), "amax")
+    return out + torch.where(tied, top, torch.zeros_like(top)).amax(1)
 
 
 def round_off_ceiling(precision: str) -> float:

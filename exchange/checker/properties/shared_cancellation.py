@@ -11,8 +11,8 @@ from exchange.checker.cases import build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
-from exchange.checker.properties.residuals import (cancellation, cancellation_mismatches, judged_by_response,
-                                                      lifted_ties, per_event, reference_rewards, tied_groups)
+from exchange.checker.properties.residuals import (cancellation, cancellation_mismatches, conditioning, judged_by_response,
+                                                      lifted_ties, per_event, reference_rewards, tied_groups, tied_level)
 from exchange.checker.tolerances import RTOL_CANCEL, at_precision
 from exchange.core.coefficients import Engine
 from exchange.core.events import Events, events
@@ -39,25 +39,33 @@ def layout(d: Draw, regime: str) -> Layout:
 
 
 def _judged(kappa: torch.Tensor, ev: Events, tied: torch.Tensor, reference: torch.Tensor, lift: torch.Tensor,
-            precision: str) -> torch.Tensor:
+            level: torch.Tensor, cond: torch.Tensor, precision: str) -> torch.Tensor:
     """``[K]``: the residual of configurations that failed at first (``kappa``,
     ``reference``, ``lift`` ``[K, N, T]``; ``tied [K, G]``), per event against the larger
-    of its own mass and the mass at reference rewards (round-off per event); a shared
+    of its own mass and the mass at reference rewards (round-off per event), in units of
+    the rewards' conditioning ``cond [K]``
+    (:func:`~exchange.checker.properties.residuals.conditioning`: centred advantages are
+    differences of rewards of size ``max|R|``, and round off by that much); a shared
     event of a tied group also against its ``K_e``'s response to the tied groups' rewards
     moved as one by ``sqrt(eps)`` (:func:`~exchange.checker.properties.residuals.lifted_ties`):
     a tied group's advantages are 0 in exact arithmetic, and what a std of ~0 plus a small
-    epsilon makes of their round-off moves with the move. Other events are not judged by
-    it: the move does not reach them."""
+    epsilon makes of their round-off moves with the move; or against the round-off of
+    the tied rewards' own size, ``level [K]``
+    (:func:`~exchange.checker.properties.residuals.tied_level`): copies of one response
+    whose equal shaped rewards round off their low-precision mean all keep one advantage
+    of one sign, the same before and after a move that keeps the rounding. Other events
+    are not judged by either: neither reaches them."""
     _, _, res = per_event(kappa, ev, reference)
     on_tied = ev.shared[None] & tied[:, ev.group]  # [K, E]
-    others = torch.where(ev.shared[None] & ~on_tied, res, torch.zeros_like(res)).amax(1)
+    others = torch.where(ev.shared[None] & ~on_tied, res, torch.zeros_like(res)).amax(1) / cond
     raw = torch.where(on_tied, res, torch.zeros_like(res)).amax(1)
     K, _, _ = per_event(kappa, ev)
     K_lift, mass_lift, _ = per_event(lift, ev)
     _, mass, _ = per_event(kappa, ev, reference)
     response = torch.where(on_tied, (K_lift - K).abs() / torch.maximum(mass, mass_lift).clamp(min=1e-300),
                            torch.zeros_like(res)).amax(1)
-    judged = judged_by_response(raw, response, at_precision(RTOL_CANCEL, precision), precision)
+    tol = at_precision(RTOL_CANCEL, precision)
+    judged = torch.minimum(judged_by_response(raw, response, tol, precision), raw / level)
     return torch.maximum(others, judged)
 
 
@@ -73,7 +81,9 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
         ref, lift = engine([rollout.with_fields({"rewards": reference_rewards(rewards, rollout)[0]}),
                             rollout.with_fields({"rewards": lifted_ties(rewards, tied[:, rollout.group_index],
                                                                         engine.precision)[0]})])
-        res = float(_judged(kappa[None], ev, tied, ref[None], lift[None], engine.precision)[0])
+        level = tied_level(rewards, tied, rollout, engine.precision)
+        cond = conditioning([rewards], rollout, engine.precision)
+        res = float(_judged(kappa[None], ev, tied, ref[None], lift[None], level, cond, engine.precision)[0])
     return Evaluation(res, informative, rollout, kappa, cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL))
 
 
@@ -91,7 +101,8 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
         _, lift, _ = b.coefficients(rollout, {**sub, "rewards": lifted_ties(rewards, tied[todo][:, rollout.group_index],
                                                                             b.precision)})
         res = res.clone()
-        res[todo] = _judged(kappa[todo], ev, tied[todo], ref, lift, b.precision)
+        res[todo] = _judged(kappa[todo], ev, tied[todo], ref, lift, tied_level(rewards, tied[todo], rollout, b.precision),
+                            conditioning([rewards], rollout, b.precision), b.precision)
     informative = (ev.shared[None] & ~tied[:, ev.group]).any(1)
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), informative | failed)
 
