@@ -314,3 +314,18 @@ def test_kind5_bf16_round_off_of_shaped_rewards_is_not_a_cancellation_defect():
     assert rep.precision == "bf16"
     for regime in ("on_policy", "off_policy"):
         assert rep.holds("shared_cancellation", regime) and rep.holds("zero_sum", regime), rep
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_kind5_float32_shaped_zscore_round_off_is_sampled_by_several_moves(seed):
+    # A two-response tied group z-scored in float32 over a KL shaping: the rounding of its
+    # mean is 0 or half an ulp, which one move of the tied rewards keeps about half the
+    # time. Seeds 0 and 1 read (C) broken off-policy with one move; with five sizes they
+    # hold. Not every seed does (4 and 6 still read broken: docs/properties.md).
+    from exchange.objectives.composition import Composition
+
+    comp = Composition(estimator="group_mean_std", weight="token", clip="cispo", aggregation="constant",
+                       shaping="kl_in_reward", precision="float32")
+    rep = exchange.check(comp.bind(), max_examples=MAX_EXAMPLES, seed=seed, properties=("shared_cancellation",))
+    for regime in ("on_policy", "off_policy"):
+        assert rep.holds("shared_cancellation", regime), rep

@@ -185,14 +185,14 @@ def conditioning(variants: list[Tensor], rollout: Rollout, precision: str) -> Te
     return out
 
 
-def lifted_ties(rewards: Tensor, tied_rows: Tensor, precision: str) -> Tensor:
+def lifted_ties(rewards: Tensor, tied_rows: Tensor, precision: str, size: float = 1.0) -> Tensor:
     """``rewards [K, N]`` with every tied group (``tied_rows [K, N]``) moved as one by
-    ``sqrt(eps) (|R| + 1)`` (it stays tied; the other groups stay): what a tied group's
+    ``size sqrt(eps) (|R| + 1)`` (it stays tied; the other groups stay): what a tied group's
     coefficients do under it is the loss's round-off there (an own centre cancels the move
     exactly in exact arithmetic), or the level a centre that is not the group's own
     follows (by the move, ~1e-8 in float64, far below what such a centre leaves on a tied
     group)."""
-    return rewards + torch.where(tied_rows, RESOLUTION[precision] ** 0.5 * (rewards.abs() + 1.0),
+    return rewards + torch.where(tied_rows, size * RESOLUTION[precision] ** 0.5 * (rewards.abs() + 1.0),
                                  torch.zeros_like(rewards))
 
 
