@@ -42,8 +42,9 @@ def layout(d: Draw, regime: str) -> Layout:
 # rounding of the group's mean is one of a few discrete values (0 or half an ulp for two
 # responses), which one move keeps about half the time; five sizes rarely all keep it
 # (with three, float32 z-scores of shaped tied groups still read as broken in 2 of 4
-# compositions where five leave 1). At most twice the first move, so the floor a centre that is not the group's own sets
-# (it follows the move) stays within a factor 2 of one move's, under the same ceiling.
+# compositions where five leave 1). At most twice the first move, so the floor that a
+# centre which is not the group's own sets (it follows the move) stays within a factor 2
+# of one move's, under the same ceiling.
 _LIFTS = (1.0, 1.25, 1.5, 1.75, 2.0)
 
 
