@@ -58,7 +58,7 @@ def _perturbed(rewards: Tensor, rollout: Rollout, precision: str, pattern: int) 
     (one sign for all its responses), so that it stays tied: a filter of tied groups
     would otherwise answer with a jump that is no round-off."""
     gen = torch.Generator(device="cpu").manual_seed(pattern)
-    sign = (torch.randint(0, 2, (rewards.shape[-1],), generator=gen) * 2 - 1).to(rewards.dtype).to(rewards.device)
+    sign = (torch.randint(0, 2, (rewards.shape[-1],), generator=gen, device="cpu") * 2 - 1).to(rewards.dtype).to(rewards.device)
     gi = rollout.group_index.to(rewards.device)
     tied = tied_groups(rewards, rollout)[:, gi]  # [K, N]
     first = torch.zeros(rollout.n_groups, dtype=torch.long, device=rewards.device).scatter_(

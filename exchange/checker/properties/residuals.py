@@ -140,11 +140,15 @@ def direction_spread(mat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 def tied_groups(rewards: Tensor, rollout: Rollout) -> Tensor:
     """``[K, n_groups]``: the groups of ``rollout``'s layout whose rewards (``[K, N]``) are
     all equal, per configuration."""
-    k, g = rewards.shape[0], rollout.n_groups
-    idx = rollout.group_index.to(rewards.device)[None].expand(k, -1)
-    hi = torch.full((k, g), -float("inf"), dtype=rewards.dtype, device=rewards.device).scatter_reduce(1, idx, rewards, "amax")
-    lo = torch.full((k, g), float("inf"), dtype=rewards.dtype, device=rewards.device).scatter_reduce(1, idx, rewards, "amin")
-    return hi == lo
+    return _group_max(rewards, rollout) == -_group_max(-rewards, rollout)
+
+
+def _group_max(values: Tensor, rollout: Rollout) -> Tensor:
+    """``[K, n_groups]``: the largest of ``values [K, N]`` over each group's rows (the
+    batched, unbroadcast form of :meth:`Rollout.group_max`)."""
+    k, g = values.shape[0], rollout.n_groups
+    idx = rollout.group_index.to(values.device)[None].expand(k, -1)
+    return torch.full((k, g), -float("inf"), dtype=values.dtype, device=values.device).scatter_reduce(1, idx, values, "amax")
 
 
 def event_label(rollout: Rollout, ev: Events, e: int) -> str:
@@ -208,9 +212,7 @@ def tied_level(rewards: Tensor, tied: Tensor, rollout: Rollout, precision: str) 
     out = torch.ones(rewards.shape[0], dtype=rewards.dtype, device=rewards.device)
     if precision == "float64":
         return out
-    k, g = rewards.shape[0], rollout.n_groups
-    idx = rollout.group_index.to(rewards.device)[None].expand(k, -1)
-    top = torch.zeros((k, g), dtype=rewards.dtype, device=rewards.device).scatter_reduce(1, idx, rewards.abs(), "amax")
+    top = _group_max(rewards.abs(), rollout)
     return out + torch.where(tied, top, torch.zeros_like(top)).amax(1)
 
 

@@ -12,7 +12,8 @@ from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
 from exchange.checker.properties.residuals import (cancellation, cancellation_mismatches, conditioning, judged_by_response,
-                                                      lifted_ties, per_event, reference_rewards, tied_groups, tied_level)
+                                                      lifted_ties, per_event, reference_rewards, tied_groups, tied_level,
+                                                      with_reference_rewards)
 from exchange.checker.tolerances import RTOL_CANCEL, at_precision
 from exchange.core.coefficients import Engine
 from exchange.core.events import Events, events
@@ -66,12 +67,10 @@ def _judged(kappa: torch.Tensor, ev: Events, tied: torch.Tensor, reference: torc
     whose equal shaped rewards round off their low-precision mean all keep one advantage
     of one sign, the same before and after a move that keeps the rounding. Other events
     are not judged by either: neither reaches them."""
-    _, _, res = per_event(kappa, ev, reference)
+    K, mass, res = per_event(kappa, ev, reference)  # K is kappa's own; mass and res at least the reference's
     on_tied = ev.shared[None] & tied[:, ev.group]  # [K, E]
     others = torch.where(ev.shared[None] & ~on_tied, res, torch.zeros_like(res)).amax(1) / cond
     raw = torch.where(on_tied, res, torch.zeros_like(res)).amax(1)
-    K, _, _ = per_event(kappa, ev)
-    _, mass, _ = per_event(kappa, ev, reference)
     response = torch.zeros_like(raw)
     for lift in lifts:
         K_lift, mass_lift, _ = per_event(lift, ev)
@@ -91,7 +90,7 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     res = float(cancellation(kappa[None], ev, ev.shared)[0])
     if res > RTOL_CANCEL:  # judged again against the magnitudes of mixed rewards (round-off per event)
         rewards = rollout.rewards[None]
-        ref, *lifts = engine([rollout.with_fields({"rewards": reference_rewards(rewards, rollout)[0]})]
+        ref, *lifts = engine([with_reference_rewards(rollout)]
                              + [rollout.with_fields({"rewards": lifted_ties(rewards, tied[:, rollout.group_index],
                                                                             engine.precision, size)[0]})
                                 for size in _LIFTS])
