@@ -21,7 +21,12 @@ anywhere in the tests). Prints:
    whether the verdicts (every property, regime and mechanism) agree, and the example
    counts.
 
-    python benchmarks/checker_speed.py [--max-examples 200] [--audit 10 200] [--no-plain] [--baseline DIR]
+With ``--write-docs`` each part also writes its results as a markdown table into its own
+section of docs/performance.md (``checker_speed:check``, ``:bulk``, ``:event-keys``,
+``:inspect``, ``:audit``, ``:baseline``; benchmarks/_page.py), with the date, commit,
+machine and this command line; without it the run only prints.
+
+    python benchmarks/checker_speed.py [--max-examples 200] [--audit 10 200] [--no-plain] [--baseline DIR] [--write-docs]
 """
 
 from __future__ import annotations
@@ -30,8 +35,14 @@ import argparse
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _page import Provenance, add_flag, table, write_section  # noqa: E402
+
+SCRIPT = "checker_speed"
 
 
 def _best(fn, repeat: int = 3) -> float:
@@ -43,10 +54,10 @@ def _best(fn, repeat: int = 3) -> float:
     return best
 
 
-def checker_throughput(max_examples: int, plain: bool = True) -> None:
+def checker_throughput(max_examples: int, plain: bool = True) -> str:
     """``check`` per objective: property evaluations (configurations) per CPU second;
     ``plain``: the per-example Hypothesis path (``check(..., fuzzer="per_example")``)
-    interleaved with it, for the speed-up and the verdicts."""
+    interleaved with it, for the speed-up and the verdicts. Returns the markdown."""
     from exchange import check
     from exchange.objectives import get
 
@@ -54,6 +65,7 @@ def checker_throughput(max_examples: int, plain: bool = True) -> None:
           " inflate wall time)" + ("; per-example = the Hypothesis-only path, interleaved" if plain else ""))
     print(f"{'objective':<12}{'evals':>7}{'check s':>9}{'evals/s':>9}"
           + (f"{'per-ex s':>9}{'per-ex ev/s':>12}{'speed-up':>9}{'same verdicts':>14}" if plain else ""))
+    rows = []
     for name in _OBJECTIVES:
         fn = get(name).bind()
         t0 = time.process_time()
@@ -61,6 +73,7 @@ def checker_throughput(max_examples: int, plain: bool = True) -> None:
         t_check = time.process_time() - t0
         examples = sum(r.examples for r in report.results.values())
         line = f"{name:<12}{examples:>7}{t_check:>9.2f}{examples / t_check:>9.0f}"
+        rows.append([name, examples, f"{t_check:.2f}", f"{examples / t_check:,.0f}"])
         if plain:
             t0 = time.process_time()
             old = check(fn, max_examples=max_examples, seed=0, fuzzer="per_example")
@@ -68,10 +81,21 @@ def checker_throughput(max_examples: int, plain: bool = True) -> None:
             old_examples = sum(r.examples for r in old.results.values())
             same = {k: v.holds for k, v in old.results.items()} == {k: v.holds for k, v in report.results.items()}
             line += f"{t_old:>9.2f}{old_examples / t_old:>12.0f}{t_old / t_check:>8.1f}x{str(same):>14}"
+            rows[-1] += [f"{t_old:.2f}", f"{old_examples / t_old:,.0f}", f"{t_old / t_check:.1f}x", same]
         print(line)
+    headers = ["objective", "evaluations", "check CPU s", "evaluations / CPU s"]
+    if plain:
+        headers += ["per-example CPU s", "per-example evaluations / CPU s", "speed-up", "same verdicts"]
+    return (f"`check(fn, max_examples={max_examples}, seed=0)` per objective, one torch thread, in CPU seconds of the"
+            " process (other jobs on the machine inflate wall time); evaluations are property evaluations"
+            " (configurations), probes and shrinking included"
+            + ("; per-example is the Hypothesis-only path (`fuzzer=\"per_example\"`), interleaved, and"
+               " \"same verdicts\" compares every property and regime." if plain else
+               " (`--no-plain`: the per-example path was not run).")
+            + "\n\n" + table(headers, rows))
 
 
-def bulk_scaling() -> None:
+def bulk_scaling() -> str:
     """One bulk batch (8 configurations of one layout, (C) off-policy) against plain
     autograd of the same 8 configurations, scaling in G and L."""
     import random
@@ -90,6 +114,7 @@ def bulk_scaling() -> None:
     print(f"\n2. bulk evaluation of {k} configurations of one layout ((C), off-policy, dapo; best of 3)"
           " vs plain autograd of each")
     print(f"{'G':>4}{'L':>6}{'bulk ms':>9}{'per config us':>15}{'autograd ms':>12}{'bulk/autograd':>14}")
+    rows = []
     for g, length in ((2, 8), (8, 8), (32, 8), (8, 32), (8, 128), (8, 512)):
         rng = torch.Generator().manual_seed(g * 1000 + length)
         prefix = tuple(torch.randint(0, 4, (length // 4,), generator=rng).tolist())
@@ -102,6 +127,10 @@ def bulk_scaling() -> None:
         rollouts = [build(lay.complete(rewards[j], s).case) for j, s in enumerate(seeds)]
         t_ad = _best(lambda: [token_coefficients(fn, r.logprobs, r) for r in rollouts])
         print(f"{g:>4}{length:>6}{t_bulk * 1e3:>9.1f}{t_bulk / k * 1e6:>15.0f}{t_ad * 1e3:>12.1f}{t_bulk / t_ad:>13.2f}x")
+        rows.append([g, length, f"{t_bulk * 1e3:.1f}", f"{t_bulk / k * 1e6:.0f}", f"{t_ad * 1e3:.1f}", f"{t_bulk / t_ad:.2f}x"])
+    return (f"One bulk evaluation of {k} configurations of one layout ((C) off-policy, dapo) against plain autograd"
+            " of each of the same configurations; best of 3, wall time.\n\n"
+            + table(["G", "L", "bulk ms", "per configuration us", "autograd ms", "bulk / autograd"], rows, "rrrrrr"))
 
 
 def _case(groups: int, g: int, length: int):
@@ -115,7 +144,7 @@ def _case(groups: int, g: int, length: int):
     return Case(groups=tuple(out), off_policy=True, seed=0)
 
 
-def event_keys() -> None:
+def event_keys() -> str:
     from exchange.checker.cases import build
     from exchange.core.coefficients import token_coefficients
     from exchange.core.events import events
@@ -124,6 +153,7 @@ def event_keys() -> None:
     fn = get("dapo").bind()
     print("\n3. event keys vs autograd (one group, shared prefix L/4; best of 3)")
     print(f"{'G':>4}{'L':>6}{'build ms':>10}{'events ms':>10}{'autograd ms':>12}{'build/autograd':>15}{'events/autograd':>16}")
+    rows = []
     for g, length in ((2, 256), (8, 256), (32, 256), (8, 64), (8, 1024), (8, 4096)):
         case = _case(1, g, length)
         r = build(case)
@@ -132,9 +162,16 @@ def event_keys() -> None:
         t_ad = _best(lambda: token_coefficients(fn, r.logprobs, r))
         print(f"{g:>4}{length:>6}{t_build * 1e3:>10.1f}{t_ev * 1e3:>10.1f}{t_ad * 1e3:>12.1f}"
               f"{t_build / t_ad:>14.1f}x{t_ev / t_ad:>15.1f}x")
+        rows.append([g, length, f"{t_build * 1e3:.1f}", f"{t_ev * 1e3:.1f}", f"{t_ad * 1e3:.1f}",
+                     f"{t_build / t_ad:.1f}x", f"{t_ev / t_ad:.1f}x"])
+    return ("Event keys against autograd: `cases.build` (the case's event-key hash, exchange/checker/event_hash.py)"
+            " and `events()` against one `token_coefficients` call (dapo) of the same batch; one group of G"
+            " responses of L tokens sharing a prefix of L/4; best of 3, wall time.\n\n"
+            + table(["G", "L", "build ms", "events ms", "autograd ms", "build / autograd", "events / autograd"], rows,
+                    "rrrrrrr"))
 
 
-def real_batch() -> None:
+def real_batch() -> str:
     from exchange import Rollout
     from exchange.checker.batch_analysis import inspect
     from exchange.core.coefficients import token_coefficients
@@ -156,6 +193,7 @@ def real_batch() -> None:
                 group=torch.arange(n) // g, old_logprobs=torch.where(mask, old, z), logprobs=torch.where(mask, cur, z))
     print(f"\n4. real batch N={n} T={t} float64 ({int(mask.sum())} tokens), best of 3")
     print(f"{'objective':<10}{'inspect ms':>11}{'coefficients ms':>16}{'events ms':>10}{'inspect/coefficients':>21}")
+    rows = []
     for name in ("grpo", "dapo", "gspo", "cispo"):
         fn = get(name).bind()
         inspect(fn, r)
@@ -163,13 +201,20 @@ def real_batch() -> None:
         t_co = _best(lambda: token_coefficients(fn, r.logprobs, r))
         t_ev = _best(lambda: events(r))
         print(f"{name:<10}{t_in * 1e3:>11.0f}{t_co * 1e3:>16.0f}{t_ev * 1e3:>10.0f}{t_in / t_co:>20.1f}x")
+        rows.append([name, f"{t_in * 1e3:.0f}", f"{t_co * 1e3:.0f}", f"{t_ev * 1e3:.0f}", f"{t_in / t_co:.1f}x"])
+    return (f"`exchange.inspect` on a real-size batch: N={n} responses in groups of {g}, T={t}, float64,"
+            f" {int(mask.sum()):,} tokens, a shared prefix of {shared}; against one `token_coefficients` call and"
+            " `events()` alone; best of 3, wall time.\n\n"
+            + table(["objective", "inspect ms", "coefficients ms", "events ms", "inspect / coefficients"], rows))
 
 
-def audit(max_examples: int) -> None:
+def audit(max_examples: int) -> list[list[object]]:
     """Wall and CPU time of ``exchange audit`` (the 20 built-in families, the issue's
-    target set) and of ``exchange audit --variants`` (46 rows) at ``max_examples``."""
+    target set) and of ``exchange audit --variants`` (46 rows) at ``max_examples``; returns
+    the table rows."""
     import resource
 
+    rows = []
     for extra in ([], ["--variants"]):
         cmd = [sys.executable, "-m", "exchange", "audit", *extra, "--max-examples", str(max_examples)]
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -179,6 +224,8 @@ def audit(max_examples: int) -> None:
         cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
         print(f"\n5. {' '.join(cmd[1:])} (2 worker processes): {wall:.1f} s wall, {cpu:.1f} s CPU of all its processes")
+        rows.append([f"`exchange {' '.join(cmd[3:])}`", max_examples, f"{wall:.1f}", f"{cpu:.1f}"])
+    return rows
 
 
 _OBJECTIVES = ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "clip_cov")
@@ -199,7 +246,7 @@ print(json.dumps(out))
 """
 
 
-def against_baseline(baseline: str, max_examples: int, rounds: int) -> None:
+def against_baseline(baseline: str, max_examples: int, rounds: int) -> str:
     """``check`` of each objective in subprocesses, alternating between the ``exchange/``
     under ``baseline`` and this tree: CPU seconds (best of ``rounds``), whether the
     verdicts (every property, regime and mechanism) agree, and the example counts (the
@@ -223,6 +270,7 @@ def against_baseline(baseline: str, max_examples: int, rounds: int) -> None:
     print(f"\n6. check(max_examples={max_examples}) vs {baseline}: {rounds} interleaved rounds, best CPU time of each")
     print(f"{'objective':<10}{'base s':>8}{'new s':>8}{'new/base':>9}{'base ex':>9}{'new ex':>8}  same verdicts")
     total = {"baseline": 0.0, "this tree": 0.0}
+    rows = []
     for name in _OBJECTIVES:
         b = min((r[name] for r in runs["baseline"]), key=lambda x: x["check"])
         n = min((r[name] for r in runs["this tree"]), key=lambda x: x["check"])
@@ -231,7 +279,17 @@ def against_baseline(baseline: str, max_examples: int, rounds: int) -> None:
         same = b["verdict"] == n["verdict"] and b["mechanisms"] == n["mechanisms"]
         print(f"{name:<10}{b['check']:>8.2f}{n['check']:>8.2f}{n['check'] / b['check']:>8.2f}x"
               f"{b['examples']:>9}{n['examples']:>8}  {same}")
+        rows.append([name, f"{b['check']:.2f}", f"{n['check']:.2f}", f"{n['check'] / b['check']:.2f}x", b["examples"],
+                     n["examples"], same])
     print(f"{'all':<10}{total['baseline']:>8.2f}{total['this tree']:>8.2f}{total['this tree'] / total['baseline']:>8.2f}x")
+    rows.append(["**all**", f"{total['baseline']:.2f}", f"{total['this tree']:.2f}",
+                 f"**{total['this tree'] / total['baseline']:.2f}x**", "", "", ""])
+    return (f"`check(max_examples={max_examples})` of each objective in subprocesses, alternating between the"
+            f" `exchange/` package under `{baseline}` and this tree, {rounds} interleaved rounds, best CPU time of each"
+            " side (one torch thread); \"same verdicts\" compares every property, regime and mechanism. Example"
+            " counts may differ between trees (the event-key hash decides the configurations).\n\n"
+            + table(["objective", "baseline CPU s", "this tree CPU s", "this / baseline", "baseline evaluations",
+                     "this tree evaluations", "same verdicts"], rows))
 
 
 def main() -> None:
@@ -243,17 +301,27 @@ def main() -> None:
     parser.add_argument("--no-plain", action="store_true", help="skip the per-example (Hypothesis-only) comparison")
     parser.add_argument("--baseline", metavar="DIR", help="compare check() with the exchange/ package under DIR")
     parser.add_argument("--rounds", type=int, default=2)
+    add_flag(parser)
     args = parser.parse_args()
+    prov = Provenance()
+
+    def done(section: str, body: str) -> None:
+        if args.write_docs:
+            write_section(SCRIPT, section, body, prov)
+
     torch.set_num_threads(1)
     if not args.skip_check:
-        checker_throughput(args.max_examples, plain=not args.no_plain)
-    bulk_scaling()
-    event_keys()
-    real_batch()
-    for n in args.audit:
-        audit(n)
+        done("check", checker_throughput(args.max_examples, plain=not args.no_plain))
+    done("bulk", bulk_scaling())
+    done("event-keys", event_keys())
+    done("inspect", real_batch())
+    rows = [row for n in args.audit for row in audit(n)]
+    if rows:
+        done("audit", "Wall time of `exchange audit` (the 20 built-in families) and `exchange audit --variants`,"
+                      " 2 worker processes each, and the CPU time of all their processes.\n\n"
+                      + table(["command", "examples per property and regime", "wall s", "CPU s"], rows))
     if args.baseline:
-        against_baseline(args.baseline, args.max_examples, args.rounds)
+        done("baseline", against_baseline(args.baseline, args.max_examples, args.rounds))
 
 
 if __name__ == "__main__":

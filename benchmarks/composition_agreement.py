@@ -7,10 +7,13 @@ mechanisms with the composition's derived verdict. Prints the agreement over
 (composition, property, regime) cells and over mechanism sets, then by part and by the
 issue's kinds of real-loss failures, then the disagreements (``--show K`` of them).
 
-    python benchmarks/composition_agreement.py --n 2000 --seed S [--max-examples 10] [--jobs 2]
+    python benchmarks/composition_agreement.py --n 2000 --seed S [--max-examples 10] [--jobs 2] [--write-docs]
 
-The documented run uses the seed ``int(H[:8], 16)`` of the commit that closes issue 30;
-any other seed is as good a test (nobody tuned on it).
+The documented run uses the seed ``int(H[:8], 16)`` of the commit it runs at (fixed before
+the run, so nobody tuned on it); any other seed is as good a test. ``--write-docs`` also
+writes the results, every disagreement included, as markdown into the section
+``composition_agreement:agreement`` of docs/performance.md (benchmarks/_page.py), with
+the date, commit, machine and this command line; without it the run only prints.
 """
 
 from __future__ import annotations
@@ -19,9 +22,14 @@ import argparse
 import collections
 import json
 import random
+import resource
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _page import Provenance, add_flag, table, write_section  # noqa: E402
 
 # Issue 30's kinds of failure on real losses, as predicates on a composition.
 KINDS_OF_FAILURE = {
@@ -68,7 +76,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--show", type=int, default=20)
     ap.add_argument("--json", metavar="FILE", help="write every composition's verdicts here")
+    add_flag(ap)
     a = ap.parse_args()
+    prov = Provenance()
 
     from exchange.checker.properties import PROPERTIES
     from exchange.objectives.composition import random_composition
@@ -77,12 +87,15 @@ def main() -> None:
     rng = random.Random(a.seed)
     comps = [random_composition(rng) for _ in range(a.n)]
     t0 = time.perf_counter()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     jobs = [(i, {k: getattr(c, k) for k in (*KINDS, "beta")}, a.max_examples) for i, c in enumerate(comps)]
     results = {}
     with ProcessPoolExecutor(a.jobs) as pool:
         for i, out in pool.map(_one, jobs, chunksize=4):
             results[i] = out
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
 
     cells = collections.Counter()
     mech = collections.Counter()
@@ -127,6 +140,80 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"seed": a.seed, "n": a.n, "results": {comps[i].name: results[i] for i in results}}, f, indent=1)
+    if a.write_docs:
+        write_section("composition_agreement", "agreement",
+                      _markdown(a, wall, cpu, comps, cells, mech, by_part, by_kind, bad), prov)
+
+
+def _share(counter, key=None) -> tuple[str, int, float]:
+    yes = counter[(key, True)] if key else counter[True]
+    no = counter[(key, False)] if key else counter[False]
+    return f"{100 * yes / max(yes + no, 1):.2f}%", yes + no, yes / max(yes + no, 1)
+
+
+def _markdown(a, wall, cpu, comps, cells, mech, by_part, by_kind, bad) -> str:
+    """The run's results for docs/performance.md: the headline, the lowest part and kind,
+    the disagreements by property, the tables by part and by kind, every disagreement."""
+    from exchange.core.vocabulary import PROPERTY_LETTERS
+
+    c_pct, c_n, _ = _share(cells)
+    m_pct, m_n, _ = _share(mech)
+    part_comps = collections.Counter(f"{kind}={getattr(c, kind)}" for c in comps for kind in _kinds())
+    low_part = min(by_part, key=lambda k: (_share(by_part[k], "mech")[2], k))
+    low_part_cells = min(by_part, key=lambda k: (_share(by_part[k], "cell")[2], k))
+    low_kind = min(KINDS_OF_FAILURE, key=lambda k: (_share(by_kind[k], "mech")[2], k))
+    letters = collections.Counter()
+    mech_only = 0
+    for _, _, r in bad:
+        differ = set(r["expected_breaks"]) ^ set(r["got_breaks"])
+        letters.update(PROPERTY_LETTERS[p] for p in differ)
+        mech_only += not differ
+    by_letter = ", ".join(f"({k}) {v}" for k, v in sorted(letters.items())) or "none"
+    lines = [
+        f"{a.n:,} compositions drawn from `random.Random({a.seed})`, `check(max_examples={a.max_examples})` each, "
+        f"{a.jobs} worker processes: {wall:.0f} s wall, {cpu:.0f} s CPU of the workers.",
+        "",
+        f"- cells (composition, property, regime) agreeing with the derived verdict: **{c_pct}** of {c_n:,}",
+        f"- mechanism sets (composition, regime) agreeing: **{m_pct}** of {m_n:,}",
+        f"- disagreements (composition, regime): **{len(bad)}**; a property's verdict differs in them: {by_letter};"
+        f" mechanisms only: {mech_only}",
+        f"- every part appears in at least {min(part_comps.values()):,} compositions; the lowest part by mechanism"
+        f" sets is `{low_part}` ({_share(by_part[low_part], 'mech')[0]} of {_share(by_part[low_part], 'mech')[1]:,}),"
+        f" by cells `{low_part_cells}` ({_share(by_part[low_part_cells], 'cell')[0]})",
+        f"- the lowest of issue 30's kinds of failure by mechanism sets: {low_kind}"
+        f" ({_share(by_kind[low_kind], 'mech')[0]} of {_share(by_kind[low_kind], 'mech')[1]:,})",
+        "",
+        "By part (every composition has one part of each kind):",
+        "",
+        table(["part", "compositions", "cells", "of", "mechanism sets", "of"],
+              [[f"`{k}`", part_comps[k], *_share(by_part[k], "cell")[:2], *_share(by_part[k], "mech")[:2]]
+               for k in sorted(by_part)]),
+        "",
+        "By issue 30's kinds of failure on real losses (a composition may be of several kinds):",
+        "",
+        table(["kind", "cells", "of", "mechanism sets", "of"],
+              [[k, *_share(by_kind[k], "cell")[:2], *_share(by_kind[k], "mech")[:2]] for k in KINDS_OF_FAILURE]),
+        "",
+        f"Every disagreement ({len(bad)}; `--json FILE` writes every composition's verdicts):",
+        "",
+    ]
+    if bad:
+        def fmt(names):
+            return ", ".join(PROPERTY_LETTERS.get(x, x) for x in names) or "none"
+        lines.append(table(["composition", "regime", "breaks expected", "breaks got", "mechanisms expected",
+                            "mechanisms got"],
+                           [[f"`{name}`", regime, fmt(r["expected_breaks"]), fmt(r["got_breaks"]),
+                             fmt(r["expected_mechanisms"]), fmt(r["got_mechanisms"])] for name, regime, r in bad],
+                           "llllll"))
+    else:
+        lines.append("none.")
+    return "\n".join(lines)
+
+
+def _kinds():
+    from exchange.objectives.parts import KINDS
+
+    return KINDS
 
 
 if __name__ == "__main__":

@@ -7,7 +7,11 @@ difference is ``callbacks=[ExchangeCallback()]``. Rounds alternate which side ru
 first; each round times ``trainer.train()`` after a warm-up step. Prints the median
 seconds per step of each side and their ratio (goal: <= 1.05).
 
-    python benchmarks/trl_callback_overhead.py [--rounds 5] [--steps 6] [--hidden 64] [--max-new 16]
+    python benchmarks/trl_callback_overhead.py [--rounds 5] [--steps 6] [--hidden 64] [--max-new 16] [--write-docs]
+
+``--write-docs`` also writes the results into the section ``trl_callback_overhead:overhead``
+of docs/performance.md (benchmarks/_page.py), with the date, commit, machine and this
+command line; without it the run only prints.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _page import Provenance, add_flag, table, write_section  # noqa: E402
+
 warnings.filterwarnings("ignore")
 
 
@@ -86,7 +93,9 @@ def main() -> None:
     p.add_argument("--max-new", type=int, default=16)
     p.add_argument("--ga", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
+    add_flag(p)
     a = p.parse_args()
+    prov = Provenance()
     torch.set_num_threads(a.threads)
     plain, cb = [], []
     for r in range(a.rounds):
@@ -97,6 +106,19 @@ def main() -> None:
     print(f"plain GRPOTrainer        : {mp * 1e3:8.1f} ms/step (median of {a.rounds})  {plain}")
     print(f"GRPOTrainer+ExchangeCallback: {mc * 1e3:8.1f} ms/step (median of {a.rounds})  {cb}")
     print(f"ratio callback/plain: {mc / mp:.3f}")
+    if a.write_docs:
+        from importlib import metadata
+
+        body = (f"TRL {metadata.version('trl')}'s `GRPOTrainer` with and without `ExchangeCallback()`: a tiny Qwen2"
+                f" (hidden {a.hidden}, {a.layers} layers) built in code, G={a.group}, at most {a.max_new} new tokens,"
+                f" gradient accumulation {a.ga}, {a.steps} timed optimizer steps after a warm-up, {a.threads} torch"
+                f" thread(s), {a.rounds} rounds alternating which side runs first; wall seconds per step (goal: a ratio"
+                " <= 1.05).\n\n"
+                + table(["side", "median ms / step", "every round, ms / step"],
+                        [["plain `GRPOTrainer`", f"{mp * 1e3:.1f}", ", ".join(f"{x * 1e3:.1f}" for x in plain)],
+                         ["with `ExchangeCallback`", f"{mc * 1e3:.1f}", ", ".join(f"{x * 1e3:.1f}" for x in cb)]])
+                + f"\n\nRatio callback / plain: **{mc / mp:.3f}**.")
+        write_section("trl_callback_overhead", "overhead", body, prov)
 
 
 if __name__ == "__main__":
