@@ -1,7 +1,7 @@
 """The vocabulary of the theory, defined once (THEORY.md sections 2-4).
 
 Every other module imports these names instead of spelling them again: the regimes, the
-property names and their one-letter labels, the mechanisms M1-M7 with their
+property names and their one-letter labels, the mechanisms M1-M8 with their
 descriptions, the rule from mechanisms to broken properties, and the links from
 properties and mechanisms to the machine-checked theorems (by short name; the theorem
 statements and the Coq files live in :mod:`exchange.theory.registry`).
@@ -97,7 +97,7 @@ class Mechanism:
     """One mechanism of THEORY.md section 4.
 
     Fields:
-        id: ``"M1"`` .. ``"M7"``.
+        id: ``"M1"`` .. ``"M8"``.
         title: a few words, for table legends.
         description: one line, for reports.
         defect: ``False`` for a design choice (M7) rather than a cancellation defect.
@@ -129,6 +129,12 @@ MECHANISMS: dict[str, Mechanism] = {
                   "response-feature shaping: advantages from a reward shaped by response features "
                   "(a design choice; cancellation intact)",
                   defect=False),
+        # A property of the training schedule, not of a loss_fn: no facet of an objective
+        # carries it, and a bare check cannot name it (THEORY.md section 4: a recipe audit
+        # and a monitor judge one optimizer step).
+        Mechanism("M8", "split updates",
+                  "split updates: a group's responses fall into different optimizer steps, so each "
+                  "step's shared-event coefficients cancel only across steps"),
     )
 }
 
@@ -142,7 +148,7 @@ class Facet:
     over unequal weights leaves only (E). A facet is the unit the rule works on: each
     part of an objective (catalog family, transformation, library setting) declares
     the facets it carries, and the expected verdict is :func:`verdict_of` them. Reports
-    name the facet's ``mechanism`` (THEORY.md's ids M1-M7; facets add no new id).
+    name the facet's ``mechanism`` (THEORY.md's ids M1-M8; facets add no new id).
 
     Fields:
         key: ``"M4.foreign_centre"``: the mechanism id, a dot, a short name.
@@ -342,4 +348,7 @@ MECHANISM_THEOREMS: dict[str, tuple[str, ...]] = {
     # Exchangeable in the shaped reward: T1 still gives (C) when the shaped advantages
     # are zero-sum.
     "M7": ("T1_sufficiency_exchangeable",),
+    # K_e sums over every occurrence of the group (T1's event coefficient): an update
+    # holding part of the group sums only part of it.
+    "M8": ("T1_event_coefficient",),
 }
