@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from exchange.errors import InvalidArgument
+from exchange.core.distribution import DISTRIBUTION
 from exchange.core.rollout import Rollout
 
 __all__ = [
@@ -150,7 +151,7 @@ def tiny_hf_model(
     except ImportError as err:  # optional extra
         raise InvalidArgument(
             f"tiny_hf_model(arch={arch!r}) needs transformers; install the hf extra "
-            "(pip install 'exchange[hf]' or pip install transformers)."
+            f"(pip install '{DISTRIBUTION}[hf]', from a clone pip install -e '.[hf]', or pip install transformers)."
         ) from err
     classes = {
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),

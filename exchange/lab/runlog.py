@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from exchange.core.distribution import installed_version
 from exchange.errors import InvalidArgument
 
 __all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_torch_save", "MetricsLog", "read_metrics", "check_steps",
@@ -170,12 +171,7 @@ def environment() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    try:
-        from importlib.metadata import version
-
-        pkg = version("exchange")
-    except Exception:  # not installed as a distribution
-        pkg = "unknown"
+    pkg = installed_version() or "unknown"  # None: a source tree never installed
     return {
         "torch": torch.__version__, "numpy": numpy.__version__, "python": sys.version.split()[0],
         "platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
