@@ -10,7 +10,7 @@ The public surface (THEORY.md is the spec):
   its parts (:class:`SharedResidual`: ``abs_K``, ``mass``, ``events``, ``.value``).
 - :func:`inspect`: one real batch, exactly (no fuzzing): shared events, ``K_e``, the
   shared residual, per-group weight vectors, offending events, mechanism hints.
-- :func:`check` -> :class:`Report`: properties (Z), (E), (C) ..., mechanisms M1-M7,
+- :func:`check` -> :class:`Report`: properties (Z), (E), (C) ..., mechanisms M1-M8,
   minimal counterexamples.
 - ``exchange.strategies``: Hypothesis strategies for group configurations.
 - ``exchange.objectives``: the catalog of published objectives.

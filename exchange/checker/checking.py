@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable, Iterable
 
 import torch
 from hypothesis import settings
@@ -123,17 +124,17 @@ def _carry_on_policy(results, mechanisms, names, on: Regime, off: Regime) -> Non
 def check(
     loss_fn: LossFn,
     *,
-    properties=None,
+    properties: str | Iterable[str] | None = None,
     max_examples: int = 200,
     seed: int = 0,
-    regimes=REGIMES,
+    regimes: str | Iterable[str] = REGIMES,
     regularizer: LossFn | None = None,
     name: str | None = None,
     batched: bool = False,
     precision: str | None = None,
     timeout: float | None = None,
     hypothesis_profile: str | None = None,
-    progress=None,
+    progress: Callable[[str, str], None] | None = None,
     shrink: bool = True,
     fuzzer: str = "bulk",
 ) -> Report:

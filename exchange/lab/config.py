@@ -166,7 +166,7 @@ class ExperimentConfig:
     paired SD (``pilot.json``) before the test seeds run (exchange.lab.pilot)."""
     description: str = ""
     mechanism: str = ""
-    """The mechanism the pair toggles (M1..M7), for the report."""
+    """The mechanism the pair toggles (M1..M8), for the report."""
     target_accuracy: float = 0.8
     """P4: samples needed to first reach this greedy accuracy."""
     task: TaskConfig = TaskConfig()
