@@ -17,11 +17,13 @@ from typing import Any
 
 # Torch-free at import: the parent process only schedules rows and renders them, so
 # that the workers start at once (each pays its own torch import, ~2 s).
-from exchange.core.vocabulary import MECHANISMS, PROPERTY_LETTERS, PROPERTY_NAMES, PROPERTY_SUMMARIES, REGIMES, Expected
+from exchange.core.vocabulary import (
+    MECHANISMS, PROPERTY_LETTERS, PROPERTY_NAMES, PROPERTY_SUMMARIES, REGIMES, Expected, Regime,
+)
 from exchange.targets import LIBRARY_PREFIXES, TargetSpec
 
 
-__all__ = ["AuditRow", "audit", "audit_targets", "to_markdown"]
+__all__ = ["AuditRow", "audit", "audit_targets", "legend", "table_columns", "to_markdown"]
 
 @dataclass
 class AuditRow:
@@ -156,13 +158,63 @@ def audit(
     return [AuditRow(spec.name, source, rep, expected, version) for spec, (rep, source, expected, version) in zip(specs, results)]
 
 
+# The audit's symbols, shared by the terminal table (``exchange audit``), its legend and
+# the markdown (docs/audit.md).
+HOLDS, BROKEN, NONE = "✓", "✗", "-"
+OFF_POLICY_MARK = "·"  # suffix of the off-policy columns in the terminal table
+MECHANISMS_COLUMN = "mech."
+METADATA_COLUMN = "= metadata"
+METADATA_MEANING = "compares the checker with the verdict derived in THEORY.md / the reference notes"
+METADATA_VALUES = {"yes": "they agree", "NO": "they differ", NONE: "no derived verdict for this row"}
+REGIME_CONDITIONS = {  # what each regime's columns fix (THEORY.md section 2)
+    Regime.ON_POLICY: "every ratio 1",
+    Regime.OFF_POLICY: "event-consistent ratios on both sides of the clip ranges",
+}
+
+
+def table_columns() -> list[str]:
+    """The terminal table's column headers, in order: the objective, then per regime each
+    property's letter and the mechanisms (off-policy ones end in ``·``), then ``= metadata``."""
+    columns = ["objective"]
+    for regime in REGIMES:
+        mark = OFF_POLICY_MARK if regime.off_policy else ""
+        columns += [f"{PROPERTY_LETTERS[p]}{mark}" for p in PROPERTY_NAMES] + [f"{MECHANISMS_COLUMN}{mark}"]
+    return columns + [METADATA_COLUMN]
+
+
+def legend(width: int = 100) -> list[str]:
+    """The terminal table's legend: one entry per symbol of :func:`table_columns` and of
+    the cells, built from the vocabulary (:mod:`exchange.core.vocabulary`: property
+    letters, names and summaries, regime labels, mechanisms); wrapped at ``width`` with
+    the symbols in a column of their own."""
+    on, off = REGIMES
+    entries = [
+        (f"{HOLDS} {BROKEN} {NONE}", "holds, broken, none"),
+        (OFF_POLICY_MARK, f"{off.label} column ({REGIME_CONDITIONS[off]}); a column without {OFF_POLICY_MARK} is "
+                          f"{on.label} ({REGIME_CONDITIONS[on]})"),
+    ]
+    for p in PROPERTY_NAMES:
+        letter = PROPERTY_LETTERS[p]
+        entries.append((letter, f"{p}: {PROPERTY_SUMMARIES[p].removeprefix(f'({letter}) ')}"))
+    entries.append((MECHANISMS_COLUMN, f"the mechanisms the checker names for that regime's breaks ({NONE}: none): "
+                    + ", ".join(f"{m.id} {m.title}" for m in MECHANISMS.values())))
+    entries.append((METADATA_COLUMN, f"{METADATA_MEANING}: "
+                    + "; ".join(f"{value}: {meaning}" for value, meaning in METADATA_VALUES.items())))
+    column = max(len(symbol) for symbol, _ in entries) + 2
+    lines = ["Legend (properties: docs/properties.md; mechanisms: docs/THEORY.md section 4):"]
+    for symbol, meaning in entries:
+        lines += textwrap.wrap(meaning, width, initial_indent=f"  {symbol:<{column}}",
+                               subsequent_indent=" " * (column + 2), break_on_hyphens=False)
+    return lines
+
+
 def _link(source: str) -> str:
     m = re.search(r"arXiv:(\d{4}\.\d{4,5})", source)
     return f"[{source}](https://arxiv.org/abs/{m.group(1)})" if m else source
 
 
 def _mark(ok: bool) -> str:
-    return "✓" if ok else "✗"
+    return HOLDS if ok else BROKEN
 
 
 # The committed audit documents and the exact arguments that generate them
@@ -175,7 +227,8 @@ DOCS = {
 
 def to_markdown(rows: list[AuditRow], max_examples: int, seed: int, command: str = "", title: str = "") -> str:
     props = list(PROPERTY_NAMES)
-    head = ["objective"] + [f"{PROPERTY_LETTERS[p]}" for p in props] + ["mech."] + [f"{PROPERTY_LETTERS[p]}" for p in props] + ["mech.", "= metadata", "source"]
+    head = (["objective"] + [f"{PROPERTY_LETTERS[p]}" for p in props] + [MECHANISMS_COLUMN]
+            + [f"{PROPERTY_LETTERS[p]}" for p in props] + [MECHANISMS_COLUMN, METADATA_COLUMN, "source"])
     command = command or f"exchange audit --format markdown --max-examples {max_examples} --seed {seed}"
     lines = [
         f"# {title or 'Audit: exchangeability of the built-in objectives'}",
@@ -190,7 +243,7 @@ def to_markdown(rows: list[AuditRow], max_examples: int, seed: int, command: str
     lines += [
         "",
         *textwrap.wrap("Mechanisms: " + ", ".join(f"{m.id} {m.title}" for m in MECHANISMS.values()) + ".", 92),
-        "`= metadata` compares the checker with the verdict derived in THEORY.md / the reference notes.",
+        f"`{METADATA_COLUMN}` {METADATA_MEANING}.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -199,9 +252,9 @@ def to_markdown(rows: list[AuditRow], max_examples: int, seed: int, command: str
         cells = [f"`{row.name}`"]
         for regime in REGIMES:
             cells += [_mark(row.holds(p, regime)) for p in props]
-            cells.append(", ".join(row.mechanisms(regime)) or "-")
+            cells.append(", ".join(row.mechanisms(regime)) or NONE)
         match = row.matches_expected()
-        cells.append("-" if match is None else ("yes" if match else "**NO**"))
+        cells.append(NONE if match is None else ("yes" if match else "**NO**"))
         cells.append(_link(row.source) + (f" {row.version}" if row.version else ""))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

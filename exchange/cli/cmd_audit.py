@@ -53,24 +53,27 @@ def run(args) -> int:
 
 
 def _table(rows) -> None:
+    """The verdict table (rich), then its legend (:func:`exchange.audit.legend`)."""
     from rich.console import Console
     from rich.table import Table
 
+    from exchange.audit import BROKEN, HOLDS, NONE, OFF_POLICY_MARK, legend, table_columns
     from exchange.core.vocabulary import PROPERTY_LETTERS, PROPERTY_NAMES, REGIMES
 
     table = Table(title="exchange audit (on-policy | off-policy)")
-    table.add_column("objective")
-    for regime in REGIMES:
-        for p in PROPERTY_NAMES:
-            table.add_column(f"{PROPERTY_LETTERS[p]}{'·' if regime.off_policy else ''}", justify="center")
-        table.add_column("mech.·" if regime.off_policy else "mech.")
-    table.add_column("= metadata")
+    columns = table_columns()
+    table.add_column(columns[0])
+    for header in columns[1:]:
+        letter = header.removesuffix(OFF_POLICY_MARK) in PROPERTY_LETTERS.values()
+        table.add_column(header, justify="center" if letter else "left")
     for row in rows:
         cells = [row.name]
         for regime in REGIMES:
-            cells += ["[green]✓[/green]" if row.holds(p, regime) else "[red]✗[/red]" for p in PROPERTY_NAMES]
-            cells.append(",".join(row.mechanisms(regime)) or "-")
+            cells += [f"[green]{HOLDS}[/green]" if row.holds(p, regime) else f"[red]{BROKEN}[/red]" for p in PROPERTY_NAMES]
+            cells.append(",".join(row.mechanisms(regime)) or NONE)
         m = row.matches_expected()
-        cells.append("-" if m is None else ("yes" if m else "[red]NO[/red]"))
+        cells.append(NONE if m is None else ("yes" if m else "[red]NO[/red]"))
         table.add_row(*cells)
-    Console(width=160).print(table)
+    console = Console(width=160)
+    console.print(table)
+    console.print("\n".join(legend()), markup=False, highlight=False, soft_wrap=True)

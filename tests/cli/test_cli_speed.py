@@ -21,7 +21,9 @@ def _heavy(body: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["list"], ["list", "--json"], ["check", "--help"], ["inspect", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["list"], ["list", "--json"], ["check", "--help"], ["inspect", "--help"], ["--debug", "list"]]
+)
 def test_cli_does_not_import_torch(argv):
     body = f"""
 from exchange.cli import main
