@@ -25,7 +25,7 @@ not pay for torch or Hypothesis until something needs them.
 
 import importlib as _importlib
 
-__version__ = "0.2.0"  # pyproject.toml reads it (tool.setuptools.dynamic)
+from exchange.core.distribution import VERSION as __version__  # written once, there
 
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {

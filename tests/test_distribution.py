@@ -1,6 +1,6 @@
 """The distribution is ``token-exchangeability`` (``exchange`` on PyPI is an unrelated
 package), the import package and the command stay ``exchange``; the version is written
-once (``exchange.__version__``), and CHANGELOG.md has a section for it.
+once (``exchange.core.distribution.VERSION``, which ``exchange.__version__`` is), and CHANGELOG.md has a section for it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import exchange
-from exchange.core.distribution import DISTRIBUTION, installed_version
+from exchange.core.distribution import DISTRIBUTION, VERSION, installed_version
 
 REPO = Path(__file__).resolve().parents[1]
 tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
@@ -47,7 +47,8 @@ def test_pyproject_names_the_distribution_and_takes_the_packages_version():
         assert project["version"] == exchange.__version__
     else:  # or read from it, the one place it is written
         assert "version" in project["dynamic"]
-        assert data["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "exchange.__version__"}
+        assert data["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "exchange.core.distribution.VERSION"}
+        assert exchange.__version__ == VERSION
     # the command and the import package keep the name exchange
     assert project["scripts"] == {"exchange": "exchange.cli:main"}
 

@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(or user code that failed), 3 a bug in exchange (report it).",
     )
     parser.add_argument("--debug", action="store_true", default=False, help=_DEBUG_HELP)
+    from exchange.core.distribution import DISTRIBUTION, VERSION  # dependency-free
+
+    parser.add_argument("--version", action="version", version=f"exchange {VERSION} ({DISTRIBUTION})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:

@@ -76,12 +76,20 @@ def load_batch(path: str | Path) -> Rollout:
     path = Path(path)
     if not path.exists():
         raise InvalidArgument(f"batch file {path} does not exist; write one with exchange.core.batch_io.save_batch")
-    if path.suffix == _SAFETENSORS:
-        from safetensors.torch import load_file
+    # A file the reader cannot parse is the user's input, not a bug: name it and the format.
+    try:
+        if path.suffix == _SAFETENSORS:
+            from safetensors.torch import load_file
 
-        data = load_file(str(path))
-    else:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+            data = load_file(str(path))
+        else:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch's UnpicklingError, RuntimeError, safetensors' SafetensorError
+        raise InvalidArgument(
+            f"batch file {path}: cannot be read ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+            "write it with exchange.core.batch_io.save_batch (.pt: torch.save of a dict of tensors; "
+            ".safetensors: safetensors.torch.save_file)"
+        ) from err
     if not isinstance(data, dict):
         raise InvalidArgument(
             f"batch file {path}: holds a {type(data).__name__}, not a dict of tensors; "

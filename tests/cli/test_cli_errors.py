@@ -228,3 +228,13 @@ def test_help_names_debug_and_the_exit_codes(capsys):
     out = capsys.readouterr().out
     assert "--debug" in out and DEBUG_ENV in out
     assert "3 a bug in exchange" in " ".join(out.split())
+
+
+def test_version_names_the_distribution(capsys):
+    from exchange.cli import main
+    from exchange.core.distribution import DISTRIBUTION, VERSION
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"exchange {VERSION} ({DISTRIBUTION})"

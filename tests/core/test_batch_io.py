@@ -94,3 +94,12 @@ def test_not_a_dict_not_a_tensor_and_no_file(tmp_path):
         load_batch(tmp_path / "b.pt")
     with pytest.raises(InvalidArgument, match="does not exist"):
         load_batch(tmp_path / "nope.pt")
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_a_file_that_cannot_be_read_is_an_input_error(tmp_path, suffix):
+    """A corrupt file is the user's input (exit 2 at the CLI), not a bug in exchange."""
+    path = tmp_path / f"corrupt{suffix}"
+    path.write_bytes(b"not a batch file at all")
+    with pytest.raises(InvalidArgument, match=rf"batch file .*corrupt\{suffix}: cannot be read"):
+        load_batch(path)

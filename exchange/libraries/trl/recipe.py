@@ -41,7 +41,11 @@ def _parse_recipe(path: Path):
     import yaml
     from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser
 
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:  # the user's file: one line naming it, not a bug
+        raise InvalidArgument(f"--trl-config {str(path)!r}: not valid YAML ({' '.join(str(err).split())}); "
+                              "fix the file (trl grpo --config reads the same YAML).") from err
     if not isinstance(data, dict):
         raise InvalidArgument(f"--trl-config {str(path)!r}: not a YAML mapping of GRPOConfig fields.")
     if "experiment" in data:  # a run_llm.py recipe: its own options are not TRL's

@@ -70,6 +70,16 @@ def test_a_misspelt_key_is_exit_2_naming_it(tmp_path, capsys):
     assert len(err) == 1 and "epsilon_hihg" in err[0], err
 
 
+def test_a_file_that_is_not_yaml_is_exit_2_naming_it(tmp_path, capsys):
+    from exchange.cli import main
+
+    path = tmp_path / "broken.yaml"
+    path.write_text("loss_type: [dapo\n")  # an unclosed flow sequence
+    assert main(["check", "--trl-config", str(path), "--max-examples", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not valid YAML" in err[0] and "broken.yaml" in err[0], err
+
+
 def test_the_vllm_correction_is_checked_and_the_entropy_bonus_reported_present(tmp_path):
     """Every setting the recipe check accepts is in its verdict: the vLLM IS correction
     reaches trl:<loss_type> (TRL's own code reads the rollout's sampler log-probs) and is
