@@ -168,7 +168,7 @@ def _markdown(a, wall, cpu, comps, cells, mech, by_part, by_kind, bad) -> str:
         differ = set(r["expected_breaks"]) ^ set(r["got_breaks"])
         letters.update(PROPERTY_LETTERS[p] for p in differ)
         mech_only += not differ
-    by_letter = ", ".join(f"({k}) {v}" for k, v in sorted(letters.items())) or "none"
+    by_letter = ", ".join(f"({k}) {letters[k]}" for k in PROPERTY_LETTERS.values() if letters[k]) or "none"
     lines = [
         f"{a.n:,} compositions drawn from `random.Random({a.seed})`, `check(max_examples={a.max_examples})` each, "
         f"{a.jobs} worker processes: {wall:.0f} s wall, {cpu:.0f} s CPU of the workers.",
@@ -198,7 +198,10 @@ def _markdown(a, wall, cpu, comps, cells, mech, by_part, by_kind, bad) -> str:
         "",
     ]
     if bad:
-        def fmt(names):
+        order = list(PROPERTY_LETTERS)
+
+        def fmt(names):  # properties as letters in the theory's order (Z, E, C, N, P, F), then mechanisms
+            names = sorted(names, key=lambda x: (order.index(x) if x in order else len(order), x))
             return ", ".join(PROPERTY_LETTERS.get(x, x) for x in names) or "none"
         lines.append(table(["composition", "regime", "breaks expected", "breaks got", "mechanisms expected",
                             "mechanisms got"],
