@@ -14,9 +14,9 @@ Prints wall times, ratios and peak RSS, and checks the three taxes agree.
     python benchmarks/paramspace.py [--prompts 2] [--G 8] [--max-new 96] [--d-model 64]
 
 The speed-up of the fast path grows with the response length (the loop costs one
-forward and backward per token, the fast path a fixed handful per batch). Measured on
-the shared 2-core CPU: 60x at N=32, T=25 (--prompts 4 --max-new 24), 100x at N=16,
-T=98 (the defaults); the vmap path is only 1.5-2.5x faster than the loop.
+forward and backward per token, the fast path a fixed handful per batch). With
+``--write-docs`` the run writes its figures into docs/performance.md
+(``paramspace:cost``, benchmarks/_page.py), with the date, commit and machine.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _page import Provenance, add_flag, table, write_section  # noqa: E402
 
 
 def _setup(args, small: bool = False):
@@ -114,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--chunk", type=int, default=64, help="vmap chunk size")
+    add_flag(p)
     args = p.parse_args(argv)
+    prov = Provenance(argv if argv is None else [sys.argv[0], *argv])
 
     ctx = mp.get_context("spawn")
     results = {}
@@ -137,6 +141,17 @@ def main(argv: list[str] | None = None) -> int:
     taxes = [res["shared_tax"] for res in results.values()]
     spread = max(taxes) - min(taxes)
     print(f"the three paths agree on the shared tax to {spread:.2e}")
+    if args.write_docs:
+        body = (f"The learning tax three ways on one TinyLM (d_model {args.d_model}, {args.layers} layers, "
+                f"{r['params']} parameters) and one grpo rollout with a shared prefix (N={r['N']}, T={r['T']}, "
+                f"{r['occurrences']} occurrences), each path in its own process after a warm-up call; wall seconds "
+                f"(they move with the machine's load) and peak RSS (the bare process: "
+                f"{base['peak_rss_mb']:.0f} MB).\n\n"
+                + table(["path", "seconds", "peak RSS MB", "speed-up over the loop"],
+                        [[f"`{name}`", f"{res['seconds']:.3f}", f"{res['peak_rss_mb']:.0f}",
+                          f"{loop / res['seconds']:.1f}x"] for name, res in results.items()])
+                + f"\n\nThe three paths agree on the shared tax to {spread:.1e} (goal for `fast`: 50x or more).")
+        write_section("paramspace", "cost", body, prov)
     return 0 if spread <= 1e-9 * max(abs(t) for t in taxes) + 1e-15 else 1
 
 
