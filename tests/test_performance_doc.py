@@ -26,6 +26,7 @@ EXPECTED = (
     ("checker_speed", "inspect"),
     ("checker_speed", "audit"),
     ("trl_callback_overhead", "overhead"),
+    ("paramspace", "cost"),
 )
 
 
