@@ -5,6 +5,7 @@ Select ``HYPOTHESIS_PROFILE=dev`` locally for more, randomized examples.
 """
 
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -43,31 +44,55 @@ def _no_leaked_torch_defaults():
         pytest.fail(f"test left torch's default dtype at {leaked}; use explicit dtype= instead")
 
 
+def _extras():
+    """tests/extras.py, loaded by its path (site-packages may hold another ``tests``
+    package: verl's and OpenRLHF's wheels install one)."""
+    import importlib.util
+    import sys
+
+    module = sys.modules.get("exchange_tests_extras")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("exchange_tests_extras", Path(__file__).with_name("extras.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def _skip_or_fail(distributions: list[str], reason: str) -> None:
+    """Skip with ``reason``; under CI=true fail instead, unless the run's extras
+    (``EXCHANGE_EXTRAS``, tests/extras.py) deliberately leave every one of the missing
+    ``distributions`` out."""
+    if os.environ.get("CI") == "true":
+        whys = [_extras().left_out(d) for d in distributions]
+        if not all(whys):
+            pytest.fail(f"CI=true but {reason}")
+        reason = f"{reason} ({whys[0]})"
+    pytest.skip(reason)
+
+
 def need(library: str) -> None:
     """Skip (locally) or fail (CI=true) unless ``library`` is at the supported version:
-    CI installs trl, verl and openrlhf, so there a missing library is an install bug."""
+    CI installs trl, verl and openrlhf, so there a missing library is an install bug
+    (except in a partial-extras run whose ``EXCHANGE_EXTRAS`` leaves the library out)."""
     from exchange.libraries import unavailable_reason
+    from exchange.libraries.versions import DISTRIBUTIONS
 
     reason = unavailable_reason(library)
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {reason}")
-    pytest.skip(reason)
+    if reason is not None:
+        _skip_or_fail([DISTRIBUTIONS.get(library, library)], reason)
 
 
 def need_module(*modules: str) -> None:
     """Skip (locally) or fail (CI=true) unless every one of ``modules`` imports: the
-    optional LLM stack (transformers, tokenizers) is not in ``pip install -e ".[dev]"``."""
+    optional LLM stack (transformers, tokenizers) is not in ``pip install -e ".[dev]"``.
+    Under CI=true with ``EXCHANGE_EXTRAS``, a module counts as the distribution of its name."""
     import importlib.util
 
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if not missing:
-        return
-    reason = f"{', '.join(missing)} not installed (pip install transformers tokenizers)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {reason}")
-    pytest.skip(reason)
+    if missing:
+        reason = f"{', '.join(missing)} not installed (pip install transformers tokenizers)"
+        _skip_or_fail(missing, reason)
 
 
 @pytest.fixture

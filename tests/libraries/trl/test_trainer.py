@@ -75,11 +75,19 @@ def test_objective_resolution_and_errors():
     from exchange.libraries.trl.trainer import resolve_objective
 
     assert callable(resolve_objective("grpo"))
-    assert callable(resolve_objective("verl:vanilla/token-mean"))
+    assert callable(resolve_objective("trl:grpo"))  # a library target: TRL is there (trl_ready)
     with pytest.raises(ExchangeError, match="objective="):
         resolve_objective("no_such_objective")
     with pytest.raises(ExchangeError, match="objective_params"):
         resolve_objective(lambda lp, r: lp.sum(), {"eps": 1})
+
+
+def test_objective_resolves_another_librarys_target(verl_ready):
+    """A verl target trains under TRL too; without verl this skips (the ``verl`` extra
+    is independent of ``trl``)."""
+    from exchange.libraries.trl.trainer import resolve_objective
+
+    assert callable(resolve_objective("verl:vanilla/token-mean"))
 
 
 def test_shared_residual_separates_grpo_from_dapo():
