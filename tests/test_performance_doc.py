@@ -27,6 +27,7 @@ EXPECTED = (
     ("checker_speed", "audit"),
     ("trl_callback_overhead", "overhead"),
     ("paramspace", "cost"),
+    ("suite_time", "tiers"),
 )
 
 

@@ -109,6 +109,8 @@ def test_readme_blocks_run_with_their_output(tmp_path, monkeypatch):
             name = re.fullmatch(r"# (\w+\.py)", first)
             assert name, f"a python block must start with '# NAME.py' (the file the reader writes): {first!r}"
             (tmp_path / name[1]).write_text(text)
+            # another test may have imported a module of that name: the reader's file wins
+            monkeypatch.delitem(sys.modules, name[1].removesuffix(".py"), raising=False)
             ran["file"] += 1
         elif language == "console":
             for command, expected in _console_commands(text):
