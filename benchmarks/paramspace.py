@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk", type=int, default=64, help="vmap chunk size")
     add_flag(p)
     args = p.parse_args(argv)
-    prov = Provenance(argv if argv is None else [sys.argv[0], *argv])
+    prov = Provenance(None if argv is None else [sys.argv[0], *argv])
 
     ctx = mp.get_context("spawn")
     results = {}

@@ -5,7 +5,6 @@ Select ``HYPOTHESIS_PROFILE=dev`` locally for more, randomized examples.
 """
 
 import os
-from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -44,27 +43,14 @@ def _no_leaked_torch_defaults():
         pytest.fail(f"test left torch's default dtype at {leaked}; use explicit dtype= instead")
 
 
-def _extras():
-    """tests/extras.py, loaded by its path (site-packages may hold another ``tests``
-    package: verl's and OpenRLHF's wheels install one)."""
-    import importlib.util
-    import sys
-
-    module = sys.modules.get("exchange_tests_extras")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("exchange_tests_extras", Path(__file__).with_name("extras.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
 def _skip_or_fail(distributions: list[str], reason: str) -> None:
     """Skip with ``reason``; under CI=true fail instead, unless the run's extras
     (``EXCHANGE_EXTRAS``, tests/extras.py) deliberately leave every one of the missing
     ``distributions`` out."""
     if os.environ.get("CI") == "true":
-        whys = [_extras().left_out(d) for d in distributions]
+        from tests.extras import left_out  # the one mapping, imported as every test module imports it
+
+        whys = [left_out(d) for d in distributions]
         if not all(whys):
             pytest.fail(f"CI=true but {reason}")
         reason = f"{reason} ({whys[0]})"
