@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("analysis", ("exchange.symbolic", "exchange.paramspace", "exchange.oracle")),
     ("libraries", ("exchange.libraries",)),
     ("lab", ("exchange.lab",)),
-    ("harness", ("exchange.targets", "exchange.audit", "exchange.testing", "exchange.pytest_plugin")),
+    ("harness", ("exchange.targets", "exchange.audit", "exchange.training_log", "exchange.training_plot", "exchange.testing", "exchange.pytest_plugin")),
     ("cli", ("exchange.cli", "exchange.__main__")),
 )
 

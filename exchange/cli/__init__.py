@@ -34,7 +34,7 @@ import sys
 
 
 # The explicit command registry (no import side effects): order = help order.
-COMMANDS = ("list", "check", "inspect", "audit", "derive", "proofs", "measure", "credit", "experiment")
+COMMANDS = ("list", "check", "inspect", "audit", "derive", "proofs", "measure", "credit", "experiment", "plot")
 
 # Where a bug report goes (the one place that says it; there is no public URL).
 BUG_REPORT = "the project's issue tracker"
