@@ -86,15 +86,17 @@ def _links_table():
 
 
 def _write_statements(args, proofs_dir, console) -> int:
+    from exchange.theory.pins import pin_problems
     from exchange.theory.record import accept_record, record_diff
 
     summary, diff = record_diff(proofs_dir)
-    if not summary:
-        console.print("proofs/spec/Spec.v is the reviewed record; nothing to record",
-                      markup=False, highlight=False)
+    pins = [p for p in pin_problems(proofs_dir) if "Makefile" not in p or "sha256" in p]
+    if not summary and not pins:
+        console.print("proofs/spec/Spec.v and proofs/spec/pins.json are the reviewed record; "
+                      "nothing to record", markup=False, highlight=False)
         return 0
-    console.print("\n".join(["proofs/spec/Spec.v differs from the reviewed record:",
-                             *[f"  {line}" for line in summary], diff]),
+    console.print("\n".join(["proofs/spec/Spec.v / pins.json differ from the reviewed record:",
+                             *[f"  {line}" for line in summary + pins], diff]),
                   markup=False, highlight=False)
     if not args.accept:
         console.print("not recorded: review the diff, then rerun with --write-statements "
@@ -140,17 +142,27 @@ def run(args: argparse.Namespace) -> int:
         from exchange.theory.development import project_flags
         from exchange.theory.record import check_record
 
-        flags = project_flags(proofs_dir)
-        if flags:  # a development built under another logic is not worth checking
+        from exchange.theory.development import project_layout
+
+        flags = project_flags(proofs_dir) + [p for p in project_layout(proofs_dir)]
+        if flags:  # a development built under another logic or layout is not worth checking
             for problem in check_record(proofs_dir) + flags:
                 console.print(f"[red]FAILED[/red] {problem}", markup=True, highlight=False)
-            console.print("not built: fix _CoqProject first", markup=False, highlight=False)
+            console.print("not built: fix _CoqProject / proofs/ first", markup=False,
+                          highlight=False)
             return 1
+    build = None
     if args.no_compile:
         statuses = None
     else:
+        from exchange.theory.build import build_development, in_ci
+
         with console.status("compiling proofs/ with coqc ..."):
-            statuses = {s.key: s for s in compile_proofs(proofs_dir, cache=not args.no_cache)}
+            coqc = find_coqc()
+            if coqc is not None:  # our own coqc calls, never make's output (issue 43)
+                build = build_development(proofs_dir, coqc, fresh=args.no_cache or in_ci())
+            statuses = {s.key: s for s in compile_proofs(proofs_dir, cache=not args.no_cache,
+                                                         build=build)}
 
     table = Table(title="Machine-checked theorems (Coq, THEORY.md section 3)")
     table.add_column("theorem", overflow="fold")
@@ -174,8 +186,8 @@ def run(args: argparse.Namespace) -> int:
     failed = [s for s in statuses.values() if s.status != CHECKED]
     for s in failed:
         console.print(f"[red]FAILED[/red] {s.name}: {s.detail}", markup=True, highlight=False)
-    problems = _whole_development(proofs_dir, find_coqc(), built=not any(
-        "make -C" in s.detail for s in failed), link=not args.no_link, cache=not args.no_cache)
+    problems = _whole_development(proofs_dir, find_coqc(), build, link=not args.no_link,
+                                  cache=not args.no_cache)
     for problem in problems:
         console.print(f"[red]FAILED[/red] {problem}", markup=True, highlight=False)
     if failed or problems:
@@ -190,17 +202,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _whole_development(proofs_dir, coqc, built: bool, link: bool, cache: bool) -> list[str]:
-    """The checks of the development as a whole: the record, flags, scan, coqchk, link."""
+def _whole_development(proofs_dir, coqc, build, link: bool, cache: bool) -> list[str]:
+    """The checks of the development as a whole: the record and its trail, the layout of
+    proofs/, the Python pins, flags, scan, coqchk, link."""
     from exchange.theory.development import development_problems
+    from exchange.theory.pins import pin_problems
     from exchange.theory.record import check_record
 
-    problems = check_record(proofs_dir)
-    if not built:  # coqchk and the link need the build
+    problems = check_record(proofs_dir, compiled_sha=build.spec_sha if build else None)
+    problems += pin_problems(proofs_dir)
+    if build is None or build.error:  # coqchk and the link need the build
         return problems
-    problems += development_problems(proofs_dir, coqc)
+    problems += development_problems(proofs_dir, coqc, build)
     if link:
-        from exchange.theory.link import link_problems
+        from exchange.theory.link import link_problems, self_test_problems
 
-        problems += link_problems(proofs_dir, coqc, cache=cache)
+        problems += self_test_problems()
+        problems += link_problems(proofs_dir, coqc, cache=cache, build=build)
     return problems

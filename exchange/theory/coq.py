@@ -57,23 +57,10 @@ COQC_MISSING = "coqc missing"
 
 # The QArith theorems use no axiom at all ("Closed under the global context"). The
 # theorems over Coq's standard Reals depend on the axioms that define those real
-# numbers (Coq 8.16); each is allowed by name, with the reason. Anything else
-# (classic, proof irrelevance, an Axiom of our own, an Admitted lemma) fails the check.
-ALLOWED_AXIOM_REASONS: dict[str, str] = {
-    "ClassicalDedekindReals.sig_forall_dec": (
-        "Reals: the limited principle of omniscience on decidable predicates over nat, "
-        "which the standard library's classical Dedekind reals (Coq.Reals.Rdefinitions) "
-        "are built on"
-    ),
-    "ClassicalDedekindReals.sig_not_dec": (
-        "Reals: decidability of negated propositions, used by the same construction "
-        "(total order and Rlt_dec / total_order_T on R)"
-    ),
-    "FunctionalExtensionality.functional_extensionality_dep": (
-        "Reals: the Dedekind-cut construction of R compares cuts as functions"
-    ),
-}
-ALLOWED_AXIOMS: frozenset[str] = frozenset(ALLOWED_AXIOM_REASONS)
+# numbers, allowed by full name and only from coqc's own library
+# (exchange.theory.axioms). Anything else (classic, proof irrelevance, an Axiom of our
+# own, an Admitted lemma, a name minted under a Coq root) fails the check.
+from exchange.theory.axioms import ALLOWED_AXIOM_REASONS, ALLOWED_AXIOMS, axiom_origins  # noqa: E402
 # The rule per module: the theorems over R (and their witnesses) may use the Reals
 # axioms above; every other module (the QArith development) no axiom at all.
 REAL_MODULES: frozenset[str] = frozenset({"Exchange.Real"})
@@ -199,11 +186,17 @@ def print_assumptions(
     coqc cannot resolve stops the file; it is dropped and the rest are retried, so one
     renamed theorem fails alone.
     """
+    from exchange.theory.build import build_development
+
     coqc = coqc or find_coqc()
     if coqc is None:
         raise ProofError("coqc not found; install Coq 8.16 (apt-get install -y coq)")
-    run = _run_coq(check_proofs_dir(proof_dir), list(dict.fromkeys(names)), coqc, pins=False,
-                   expect_closed=lambda name: False)
+    proof_dir = check_proofs_dir(proof_dir)
+    build = build_development(proof_dir, coqc, spec=False)
+    if build.error:
+        raise ProofError(build.error)
+    run = _run_coq(proof_dir, list(dict.fromkeys(names)), coqc, pins=False,
+                   expect_closed=lambda name: False, flags=build.flags)
     return run.found, run.errors
 
 
@@ -249,14 +242,16 @@ def _pin_const(label: str) -> str:
     return "exchange_pin_" + label.replace(".", "_")
 
 
-def _script(proof_dir: Path, units: list[_Unit], printed: frozenset[str] = frozenset()) -> str:
+def _script(units: list[_Unit], printed: frozenset[str] = frozenset(),
+            spec_module: str = SPEC_MODULE) -> str:
     """The .v file for one pass: ``Require`` (no Import, so axioms print with their
     library's qualified name), the Print Assumptions units, then the pin units, each
-    one definition the kernel type-checks against the reviewed record."""
+    one definition the kernel type-checks against the reviewed record (``spec_module``:
+    the record compiled from its hashed bytes under a fresh name, ``exchange.theory.build``)."""
     pa_names = [n for u in units for n in u.members]
     modules = {n.rsplit(".", 1)[0] for n in pa_names}
     if any(u.kind == "pin" for u in units):
-        modules.add(SPEC_MODULE)
+        modules.add(spec_module)
     lines = [f"Require {m}." for m in sorted(modules)]
     for unit in units:
         if unit.kind == "group" or unit.kind == "guard":
@@ -272,7 +267,7 @@ def _script(proof_dir: Path, units: list[_Unit], printed: frozenset[str] = froze
         else:  # pin: the theorem has the type of its statement in the record
             short = unit.label.rsplit(".", 1)[-1]
             lines += [_marker(f"{_PIN_MARKER}{unit.label}"),
-                      f"Definition {_pin_const(unit.label)} : {SPEC_MODULE}.{short} := "
+                      f"Definition {_pin_const(unit.label)} : {spec_module}.{short} := "
                       f"@{unit.label}."]
             if unit.label in printed:  # a witness: its proof term, to see what it applies
                 lines.append(f"Print {unit.label}.")
@@ -303,7 +298,8 @@ def _assumptions_of(label: str, lines: list[str]) -> tuple[str, ...]:
 
 def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
              expect_closed, reused: dict[str, tuple[str, ...]] | None = None,
-             printed: frozenset[str] = frozenset()) -> _CoqRun:
+             printed: frozenset[str] = frozenset(), flags: list[str] | None = None,
+             spec_module: str = SPEC_MODULE) -> _CoqRun:
     """Print Assumptions for every name and (``pins``) check it against the reviewed
     record, in one coqc pass when nothing fails.
 
@@ -333,9 +329,10 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
         passes += 1
         with tempfile.TemporaryDirectory() as tmp:
             vfile = Path(tmp) / "ExchangeCheck.v"
-            vfile.write_text(_script(proof_dir, units, printed))
+            vfile.write_text(_script(units, printed, spec_module))
             # The two passes this one replaces had 600 s each.
-            proc = subprocess.run([coqc, *load_path_flags(proof_dir), str(vfile)],
+            flags = load_path_flags(proof_dir) if flags is None else flags
+            proc = subprocess.run([coqc, *flags, str(vfile)],
                                   capture_output=True, text=True, cwd=tmp, timeout=1200)
         if proc.returncode not in (0, 1):
             clean = False  # killed or crashed: what it printed holds, the rest is not cached
@@ -411,46 +408,43 @@ def compile_proofs(
     theorems: dict[str, Theorem] | None = None,
     pin: bool = True,
     cache: bool = True,
+    build=None,
 ) -> list[TheoremStatus]:
     """Build the development and return one status per registered theorem.
 
     Without coqc every theorem is ``COQC_MISSING`` (callers decide whether that is a
-    failure: it is in CI). A failed build fails every theorem with make's output.
-    With ``pin`` (the default) every theorem and witness must have, as the kernel checks
-    it, the type of its statement in the reviewed record ``<proof_dir>/spec/Spec.v``
-    (module ``ExchangeSpec.Spec``); a difference fails the theorem with the kernel's
-    message.
+    failure: it is in CI). The development is built by our own coqc calls into a private
+    folder (``exchange.theory.build``; never what ``make`` left in ``proofs/``), from
+    clean when ``cache`` is False or under ``CI=true``; a failed build fails every
+    theorem with coqc's output. With ``pin`` (the default) every theorem and witness must
+    have, as the kernel checks it, the type of its statement in the reviewed record
+    ``<proof_dir>/spec/Spec.v`` compiled from its hashed bytes under a fresh logical name
+    (``Build.spec_module``); a difference fails the theorem with the kernel's message.
+    ``build``: a ``Build`` already made for this folder (the command shares one).
 
     With ``cache`` (the default) the result is looked up in ``<proof_dir>/.cache/`` by a
     hash of every input that can change it (``exchange.theory.cache``), and stored
     there; a theorem whose module and the modules it requires are unchanged is not
     asked about again. ``cache=False`` neither reads nor writes it.
     """
+    from exchange.theory.build import build_development, in_ci
+
     theorems = THEOREMS if theorems is None else theorems
     proof_dir = check_proofs_dir(Path(proof_dir) if proof_dir else default_proofs_dir())
     coqc = find_coqc()
     if coqc is None:
         why = "coqc not found on PATH; install Coq 8.16 (apt-get install -y coq)"
         return [TheoremStatus(k, t.name, COQC_MISSING, why) for k, t in theorems.items()]
-    if shutil.which("make") is None:
-        raise ProofError("make not found; install it (apt-get install -y make) to build proofs/")
     store = None
-    if cache:  # opened before make: its keys are those of the sources make builds from
+    if cache:  # opened before the build: its keys are those of the sources it builds from
         from exchange.theory.cache import ResultCache
 
         modules = {module: vfile for vfile, module in vfiles(proof_dir)}
         store = ResultCache.open(proof_dir, coqc, modules)
-    make = subprocess.run(
-        ["make", "-C", str(proof_dir)], capture_output=True, text=True, timeout=1800
-    )
-    if make.returncode != 0:
-        output = make.stdout + make.stderr
-        tail = "\n".join(output.strip().splitlines()[-15:])
-        where = _failed_declaration(proof_dir, output)
-        return [
-            TheoremStatus(k, t.name, FAILED, f"make -C {proof_dir} failed{where}:\n{tail}")
-            for k, t in theorems.items()
-        ]
+    if build is None:
+        build = build_development(proof_dir, coqc, fresh=not cache or in_ci(), spec=pin)
+    if build.error:
+        return [TheoremStatus(k, t.name, FAILED, build.error) for k, t in theorems.items()]
     if store is not None:
         hit = store.load_statuses(theorems, pin)
         if hit is not None and store.unchanged():
@@ -459,9 +453,11 @@ def compile_proofs(
     witnesses = frozenset(w for t in theorems.values() for w in _witnesses(t))
     run = _run_coq(proof_dir, names, coqc, pins=pin, expect_closed=_expect_closed(theorems),
                    reused=store.reusable_assumptions(names) if store is not None else None,
-                   printed=witnesses if pin else frozenset())
+                   printed=witnesses if pin else frozenset(), flags=build.flags,
+                   spec_module=build.spec_module or SPEC_MODULE)
+    origins = axiom_origins(coqc, build, {a for axioms in run.found.values() for a in axioms})
     statuses = [_full_status(k, t, run.found, run.errors, run.pinned if pin else None,
-                             run.bodies) for k, t in theorems.items()]
+                             run.bodies, origins) for k, t in theorems.items()]
     if store is not None and store.unchanged():  # else files changed under the check
         store.save_assumptions(run.found)
         if run.clean:
@@ -500,8 +496,11 @@ def _all_names(theorems: dict[str, Theorem]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _full_status(key, thm, found, errors, pinned, bodies=None) -> TheoremStatus:
+def _full_status(key, thm, found, errors, pinned, bodies=None, origins=None) -> TheoremStatus:
+    """``found``: printed axiom names per name; ``origins`` (``axiom_origins``) maps each
+    printed name to its full name and file (None: the names are full already)."""
     allowed = allowed_axioms(thm)
+    found = _qualified(found, origins)
     status = _status(key, thm, found, errors, allowed)
     if status.ok and pinned is not None:
         why = _pin_mismatch(thm.name, pinned)
@@ -533,6 +532,22 @@ def applies(theorem: str, body: str) -> bool:
     """Whether a printed proof term (``Print <witness>``) names ``theorem`` (qualified,
     or by a suffix of its qualified name, as Coq prints it)."""
     return any(theorem == tok or theorem.endswith("." + tok) for tok in _QUALID.findall(body))
+
+
+def _qualified(found: dict, origins) -> dict:
+    """Print Assumptions' names replaced by full names; a name whose origin is unknown or
+    outside coqc's library becomes ``untrusted: <why>``, which no allow-list holds."""
+    if origins is None:
+        return found
+    out = {}
+    for name, axioms in found.items():
+        full = []
+        for a in axioms:
+            o = origins.get(a)
+            full.append(o.full if o is not None and not o.problem else
+                        f"untrusted: {o.problem if o is not None else a + ' (origin not resolved)'}")
+        out[name] = tuple(full)
+    return out
 
 
 def _status(key: str, thm: Theorem, found: dict, errors: str,
@@ -631,11 +646,43 @@ def coq_theorem_names(proof_dir: Path | str | None = None) -> dict[str, str]:
     return names
 
 
+# Assumptions that are no keyword of _FORBIDDEN: a top-level Context (outside a Section it
+# is an axiom), a declared module (its fields are parameters), a module type or a
+# functor parameter (its fields are assumed wherever the functor is used).
+_SCOPED = re.compile(
+    r"(?<![\w'.])(Section\s+[A-Za-z_][\w']*|End\s+[A-Za-z_][\w']*|Context\b|"
+    r"Declare\s+Module\b|Module\s+Type\b|Module\s+(?:Import\s+|Export\s+)?[A-Za-z_][\w']*"
+    r"\s*\()")
+
+
+def _scan(text: str) -> list[tuple[int, str]]:
+    """(line, word) for every forbidden command in comment-stripped Coq text, read as a
+    whole (a command split over lines is still one command)."""
+    code = strip_comments(text)
+    hits = [(m.start(), m.group(1)) for m in _FORBIDDEN.finditer(code)]
+    sections: list[str] = []
+    for m in _SCOPED.finditer(code):
+        word = " ".join(m.group(1).split())
+        if word.startswith("Section "):
+            sections.append(word.split()[1])
+        elif word.startswith("End "):
+            if sections and sections[-1] == word.split()[1]:
+                sections.pop()
+        elif word == "Context":
+            if not sections:
+                hits.append((m.start(), "Context (top level: an axiom)"))
+        elif word.startswith("Module ") and not word.startswith("Module Type"):
+            hits.append((m.start(), "Module with parameters (a functor)"))
+        else:
+            hits.append((m.start(), word))
+    return sorted((code.count("\n", 0, pos) + 1, word) for pos, word in hits)
+
+
 def forbidden_commands(proof_dir: Path | str | None = None) -> list[str]:
-    """``file:line: word`` for every Admitted/admit/Axiom/Parameter/Hypothesis... outside comments."""
+    """``file:line: word`` for every Admitted/admit/Axiom/Parameter/Hypothesis/top-level
+    Context/Declare Module/Module Type/functor outside comments and strings."""
     hits = []
     for vfile, _ in vfiles(Path(proof_dir) if proof_dir else default_proofs_dir()):
-        for lineno, line in enumerate(strip_comments(vfile.read_text()).splitlines(), 1):
-            for match in _FORBIDDEN.finditer(line):
-                hits.append(f"{vfile}:{lineno}: {match.group(1)}")
+        for lineno, word in _scan(vfile.read_text()):
+            hits.append(f"{vfile}:{lineno}: {word}")
     return hits

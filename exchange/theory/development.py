@@ -26,16 +26,20 @@ from pathlib import Path
 from exchange.theory.coq import (
     check_proofs_dir,
     forbidden_commands,
-    load_path_flags,
-    vfiles,
 )
 
-__all__ = ["coqchk_problems", "development_problems", "find_coqchk", "project_flags"]
+__all__ = ["EXPECTED_ROOTS", "MAKE_HOOKS", "coqchk_problems", "development_problems", "find_coqchk",
+           "project_flags", "project_layout"]
+
+
+EXPECTED_ROOTS = (("theories", "Exchange"), ("spec", "ExchangeSpec"))
+MAKE_HOOKS = ("Makefile.coq.local", "CoqMakefile.local")
 
 
 def project_flags(proof_dir: Path) -> list[str]:
     """Every option of ``_CoqProject`` other than ``-Q dir Lib``, ``-R dir Lib`` and
-    ``.v`` files (comments, from ``#`` to the end of a line, aside)."""
+    ``.v`` files (comments, from ``#`` to the end of a line, aside), and every logical
+    root that is ``Coq`` or lies under it (a folder of ours would mint names there)."""
     proof_dir = check_proofs_dir(Path(proof_dir))
     tokens = []
     for line in (proof_dir / "_CoqProject").read_text().splitlines():
@@ -44,6 +48,11 @@ def project_flags(proof_dir: Path) -> list[str]:
     while i < len(tokens):
         tok = tokens[i]
         if tok in ("-Q", "-R") and i + 2 < len(tokens):
+            lib = tokens[i + 2]
+            if lib == "Coq" or lib.startswith("Coq.") or not lib:
+                problems.append(f"_CoqProject: `{tok} {tokens[i + 1]} {lib}` binds a folder "
+                                "to the logical root Coq, where only Coq's standard library "
+                                "may live (names there are trusted by origin)")
             i += 3
         elif tok.endswith(".v") and not tok.startswith("-"):
             i += 1
@@ -53,6 +62,38 @@ def project_flags(proof_dir: Path) -> list[str]:
                             "that change Coq's logic or build (type-in-type, impredicative "
                             "Set, ...) are not allowed in this development")
             i += 2 if tok == "-arg" else 1
+    return problems
+
+
+def project_layout(proof_dir: Path, makefile_sha256: str | None = None) -> list[str]:
+    """The package's own proofs folder: ``_CoqProject`` maps exactly ``EXPECTED_ROOTS``
+    (with ``-Q``), no make hook exists, and the Makefile has the pinned sha256."""
+    import hashlib
+
+    from exchange.theory.build import source_roots
+
+    proof_dir = check_proofs_dir(Path(proof_dir))
+    problems = []
+    roots = [(flag, folder.rstrip("/"), lib) for flag, folder, lib in source_roots(proof_dir)]
+    want = [("-Q", folder, lib) for folder, lib in EXPECTED_ROOTS]
+    if sorted(roots) != sorted(want):
+        problems.append("_CoqProject maps " + (", ".join(" ".join(r) for r in roots) or "nothing")
+                        + "; exactly " + ", ".join(" ".join(r) for r in want)
+                        + " are expected (another folder bound to a logical name could stand "
+                        "in for the development or the record)")
+    for hook in MAKE_HOOKS:
+        if (proof_dir / hook).exists():
+            problems.append(f"proofs/{hook} exists: a make hook runs arbitrary commands in the "
+                            "build; remove it (exchange proofs builds with its own coqc calls)")
+    if makefile_sha256 is not None:
+        try:
+            sha = hashlib.sha256((proof_dir / "Makefile").read_bytes()).hexdigest()
+        except OSError:
+            sha = "missing"
+        if sha != makefile_sha256:
+            problems.append(f"proofs/Makefile has sha256 {sha[:12]}..., the pinned one is "
+                            f"{makefile_sha256[:12]}... (proofs/spec/pins.json makefile_sha256): "
+                            "a changed Makefile is a re-pin")
     return problems
 
 
@@ -78,14 +119,23 @@ def _summary(text: str) -> dict[str, list[str]]:
     return sections
 
 
-def coqchk_problems(proof_dir: Path, coqc: str | None = None) -> list[str]:
-    """Run coqchk over every module of the development (already built)."""
+def coqchk_problems(proof_dir: Path, coqc: str | None = None, build=None) -> list[str]:
+    """Run coqchk over every module of the build (``exchange.theory.build``; built here
+    when not given) and the record compiled from its bytes."""
+    from exchange.theory.build import build_development
+    from exchange.theory.coq import find_coqc
+
     proof_dir = check_proofs_dir(Path(proof_dir))
     coqchk = find_coqchk(coqc)
     if coqchk is None:
         return ["coqchk not found: install Coq 8.16 with its checker (apt-get install -y coq)"]
-    modules = [m for _, m in vfiles(proof_dir)]
-    args = [coqchk, "-silent", "-o", *load_path_flags(proof_dir)]
+    coqc = coqc or find_coqc()
+    if build is None:
+        build = build_development(proof_dir, coqc)
+    if build.error:
+        return [build.error]
+    modules = build.modules + ([build.spec_module] if build.spec_module else [])
+    args = [coqchk, "-silent", "-o", *build.flags]
     for module in modules:
         args += ["-norec", module]
     proc = subprocess.run(args, capture_output=True, text=True, cwd=proof_dir, timeout=1200, check=False)
@@ -95,10 +145,14 @@ def coqchk_problems(proof_dir: Path, coqc: str | None = None) -> list[str]:
         return [f"coqchk rejected the development (exit {proc.returncode}):\n{tail}"]
     problems = []
     summary = _summary(out)
+    stdlib = []
     for axiom in summary.get("Axioms", []):
         if not axiom.startswith("Coq."):
             problems.append(f"coqchk: axiom {axiom} is declared in the development (an Axiom, "
                             "Parameter or Admitted proof): none is allowed")
+        else:
+            stdlib.append(axiom)
+    problems += _stdlib_origin(coqc, build, stdlib)
     theory = " ".join(summary.get("Theory", []))
     if "impredicative" in theory or "Set is predicative" not in theory:
         problems.append(f"coqchk: the theory is not Coq's default ({theory})")
@@ -108,10 +162,30 @@ def coqchk_problems(proof_dir: Path, coqc: str | None = None) -> list[str]:
     return problems
 
 
-def development_problems(proof_dir: Path, coqc: str | None = None) -> list[str]:
-    """Flags, source scan and coqchk (the development must be built for coqchk)."""
+def _stdlib_origin(coqc: str, build, axioms: list[str]) -> list[str]:
+    """A ``Coq.*`` axiom of coqchk's summary is trusted only when its library was loaded
+    from ``coqc -where`` (a root bound to Coq elsewhere is refused by project_flags too)."""
+    from exchange.theory.axioms import coq_where, library_files
+
+    if not axioms:
+        return []
+    where = coq_where(coqc)
+    modules = build.modules + ([build.spec_module] if build.spec_module else [])
+    files = library_files(coqc, build.flags, modules, set(axioms), where)
+    problems = []
+    for axiom in sorted(axioms):
+        origin = files[axiom]
+        if origin.problem or not origin.under(where):
+            problems.append(f"coqchk: axiom {axiom} is not from Coq's standard library "
+                            f"({origin.problem or 'loaded from ' + origin.file}; coqc -where "
+                            f"is {where})")
+    return problems
+
+
+def development_problems(proof_dir: Path, coqc: str | None = None, build=None) -> list[str]:
+    """Flags, source scan and coqchk (over ``build``, made here when not given)."""
     problems = project_flags(proof_dir)
     problems += [f"forbidden command outside comments and strings: {hit}"
                  for hit in forbidden_commands(proof_dir)]
-    problems += coqchk_problems(proof_dir, coqc)
+    problems += coqchk_problems(proof_dir, coqc, build)
     return problems

@@ -40,6 +40,8 @@ from exchange.core.rollout import Rollout
 
 __all__ = [
     "LINK_MODULES",
+    "DENSE_SETTINGS",
+    "GROUP_SEED",
     "M6_PARAMS",
     "M6_TERM",
     "REL_TOL",
@@ -48,6 +50,10 @@ __all__ = [
     "compare",
     "coq_eval",
     "groups",
+    "gspo_cases",
+    "gspo_expected",
+    "gspo_problems",
+    "self_test_problems",
     "link_problems",
     "python_kappa",
 ]
@@ -156,9 +162,17 @@ def _term(case: LinkCase) -> str:
     return f"List.map (fun i => {expr}) (List.seq 0 {G})"
 
 
-def coq_eval(proof_dir: Path, coqc: str, terms: list[str]) -> list[list[Fraction]]:
-    """Evaluate each Coq term (a ``list Q``) with vm_compute; parse the ``n # d`` entries."""
-    from exchange.theory.coq import load_path_flags
+def coq_eval(proof_dir: Path, coqc: str, terms: list[str], flags: list[str] | None = None
+             ) -> list[list[Fraction]]:
+    """Evaluate each Coq term (a ``list Q``) with vm_compute; parse the ``n # d`` entries.
+    ``flags``: the load path of a build (``exchange.theory.build``; made here when None)."""
+    if flags is None:
+        from exchange.theory.build import build_development
+
+        build = build_development(Path(proof_dir).resolve(), coqc, spec=False)
+        if build.error:
+            raise RuntimeError(build.error)
+        flags = build.flags
 
     lines = ["From Coq Require Import QArith List.",
              f"From Exchange Require Import {' '.join(LINK_MODULES)}.",
@@ -169,7 +183,7 @@ def coq_eval(proof_dir: Path, coqc: str, terms: list[str]) -> list[list[Fraction
     with tempfile.TemporaryDirectory() as tmp:
         v = Path(tmp) / "ExchangeEval.v"
         v.write_text("\n".join(lines) + "\n")
-        proc = subprocess.run([coqc, *load_path_flags(proof_dir), str(v)],
+        proc = subprocess.run([coqc, *flags, str(v)],
                               capture_output=True, text=True, cwd=tmp, timeout=600, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"coqc could not evaluate the link terms: {proc.stderr.strip()[-2000:]}")
@@ -210,7 +224,19 @@ def compare(case: LinkCase, py: list[float], coq: list[Fraction]) -> str:
     return ""
 
 
-def groups(seed: int = 33, n: int = 6) -> list[tuple[tuple, tuple]]:
+# The seed of the seeded groups and the dense probes' settings: pinned with the rest of
+# the Python side (exchange.theory.pins), so a change of what is probed is a re-pin.
+GROUP_SEED = 33
+# Ratios over (0, 2c): ``ppo_grid`` evenly spaced points strictly inside (0, 2c) for PPO
+# (every interval of width 2c/ppo_grid is probed, not only the bounds); ``off_policy``
+# the ratios at which every other linked objective is compared off-policy.
+# Both on the first ``groups`` groups only (the fixed ones and one seeded): each Coq
+# evaluation of a float64 ratio is an exact rational of ~50-bit terms, and the command
+# runs them all; the Hypothesis tests of tests/theory/test_code_link.py go denser.
+DENSE_SETTINGS = {"ppo_grid": 12, "off_policy": [0.3, 0.9, 1.6, 3.5], "groups": 4}
+
+
+def groups(seed: int = GROUP_SEED, n: int = 6) -> list[tuple[tuple, tuple]]:
     """Fixed groups (G = 2, 3, 4, 5) and ``n`` seeded ones of size 2-8: rewards binary
     or graded, lengths all distinct where possible (Min-Replace and Adv-Orthogonal have
     nothing to do on equal weights)."""
@@ -270,10 +296,30 @@ def cases(group_list=None) -> list[LinkCase]:
         for offset in (0.3, -0.5):
             add(f"M6 additive k3 ref-l={offset}", "grpo", M6_PARAMS,
                 M6_TERM, "1/Ntok", ref_offset=offset)
+        # Off-policy (the shared event at ratio rho in every response): PPO-clip's
+        # coefficient (T4) times the family's weight, with each objective's own clip.
+        dense = gi < DENSE_SETTINGS["groups"]
+        for rho in DENSE_SETTINGS["off_policy"] if dense else ():
+            lr = math.log(rho)
+            clip = "clip_coef {el} {eh} {rho} (adv {G} 1 {r} i)"
+            for name, params, weight, factor in (
+                    ("grpo", (("scale", "none"),), " * / {L} i", "1/G"),
+                    ("grpo", (), " * / {L} i", "free"),
+                    ("dr_grpo", (), "", "free"), ("dapo", (), "", "free"),
+                    ("grpo+min_replace", (("scale", "none"),),
+                     " * min_replace {G} (fun j => / {L} j) i", "1/G"),
+                    ("grpo+adv_orthogonal", (("scale", "none"),),
+                     " * orth {G} (adv {G} 1 {r}) (fun j => / {L} j) i", "1/G")):
+                full = tuple(sorted({**{k: v for k, v in objectives.get(name).defaults.items()
+                                       if k in ("eps_low", "eps_high")}, **dict(params)}.items()))
+                add(f"off-policy rho={rho}", name, full, clip + weight, factor, lr)
         for params in (ppo_default, asym):
             p = dict(params)
             bounds = [1 - p["eps_low"], 1 + p["eps_high"], p["clip_c"]]
-            for label, log_rho in _log_ratios(bounds):
+            n = DENSE_SETTINGS["ppo_grid"]
+            grid = [(f"rho={2 * p['clip_c'] * k / n:.4g} (grid)", math.log(2 * p["clip_c"] * k / n))
+                    for k in range(1, n)] if dense else []
+            for label, log_rho in _log_ratios(bounds) + grid:
                 # ppo divides by the std (with its epsilon): one free positive factor.
                 add(f"T4 dual-clip {label} {params}", "ppo", params,
                     "dual_clip_coef {c} {el} {eh} {rho} (adv {G} 1 {r} i)", "free", log_rho)
@@ -296,7 +342,7 @@ def _cache_key(proof_dir: Path, coqc: str) -> str:
 
 
 def link_problems(proof_dir: Path, coqc: str | None = None, case_list=None,
-                  cache: bool = True) -> list[str]:
+                  cache: bool = True, build=None) -> list[str]:
     """Every comparison that fails (empty: the package computes what the theorems define).
 
     With ``cache`` and the default cases, a pass is remembered in ``<proofs>/.cache``
@@ -315,9 +361,11 @@ def link_problems(proof_dir: Path, coqc: str | None = None, case_list=None,
         marker = proof_dir / ".cache" / f"link-{_cache_key(proof_dir, coqc)}.json"
         if marker.is_file():
             return []
+    default_cases = case_list is None
     case_list = cases() if case_list is None else case_list
     try:
-        values = coq_eval(proof_dir, coqc, [_term(c) for c in case_list])
+        values = coq_eval(proof_dir, coqc, [_term(c) for c in case_list],
+                          build.flags if build is not None else None)
     except RuntimeError as exc:
         return [f"code link: {exc}"]
     problems = []
@@ -325,10 +373,91 @@ def link_problems(proof_dir: Path, coqc: str | None = None, case_list=None,
         why = compare(case, python_kappa(case), coq)
         if why:
             problems.append(f"code link: {why}")
+    if default_cases:
+        problems += gspo_problems()
     if marker is not None and not problems:
         try:
             marker.parent.mkdir(exist_ok=True)
             marker.write_text(json.dumps({"cases": len(case_list), "problems": []}))
         except OSError:
             pass  # a read-only tree: the link is only checked again next time
+    return problems
+
+
+# --- GSPO off-policy: the R definition evaluated in float64 -------------------------
+
+
+def gspo_expected(rewards, lengths, log_rho: float, eps_low: float, eps_high: float,
+                  weight=None) -> list[float]:
+    """Per response, ``R_clip_coef eps_low eps_high s_i A_i / L_i`` with GSPO's weight
+    ``s_i = gspo_weight L_i logrho_i = exp(Rsum L_i logrho_i / INR L_i)`` (Spec.v), in
+    float64: the shared event (token 0) has log-ratio ``log_rho``, the others 0, and
+    ``A_i = r_i - mean r`` (the std is the free positive factor). ``weight`` replaces
+    ``s_i`` (the self-test plants a wrong one)."""
+    G = len(rewards)
+    mean = math.fsum(rewards) / G
+    out = []
+    for r, L in zip(rewards, lengths):
+        logs = [log_rho] + [0.0] * (L - 1)
+        s = math.exp(math.fsum(logs) / L) if weight is None else weight(logs)
+        a = r - mean
+        clipped = (a > 0 and s > 1 + eps_high) or (a < 0 and s < 1 - eps_low)
+        out.append(0.0 if clipped else a * s / L)
+    return out
+
+
+def gspo_cases(group_list=None) -> list[LinkCase]:
+    from exchange import objectives
+
+    params = tuple(sorted(objectives.get("gspo").defaults.items()))
+    out = []
+    for gi, (rewards, lengths) in enumerate((group_list or groups())[:DENSE_SETTINGS["groups"]]):
+        for rho in DENSE_SETTINGS["off_policy"]:
+            out.append(LinkCase(f"gspo M1 off-policy rho={rho} group {gi} r={rewards} L={lengths}",
+                                "gspo", params, rewards, lengths, math.log(rho),
+                                "gspo_weight (float64, R definition)", "free"))
+    return out
+
+
+def gspo_problems(case_list=None) -> list[str]:
+    """GSPO off-policy against the float64 evaluation of the R definition."""
+    problems = []
+    for case in gspo_cases() if case_list is None else case_list:
+        p = dict(case.params)
+        want = gspo_expected(case.rewards, case.lengths, case.log_rho, p["eps_low"], p["eps_high"])
+        why = compare(case, python_kappa(case), [Fraction(x) for x in want])
+        if why:
+            problems.append(f"code link: {why}")
+    return problems
+
+
+# --- the comparator's own planted bugs (were pytest-only; issue 43) -----------------
+
+
+def self_test_problems() -> list[str]:
+    """The comparison must reject two planted bugs the dense probes exist for: a PPO clip
+    that drops the push-down of negative advantages on 1.4 < rho < 1.9, and a GSPO
+    weight that is the arithmetic mean of the token ratios. Pure Python, no coqc: the
+    Coq side of PPO is T4's coefficient ``rho * A_i`` there, exact in Fraction."""
+    problems = []
+    rewards, lengths = (1, 0, 0), (2, 3, 5)
+    mean = Fraction(sum(rewards), len(rewards))
+    for rho in (1.5, 1.75):
+        case = LinkCase(f"self-test PPO rho={rho}", "ppo", (), rewards, lengths, math.log(rho),
+                        "", "free")
+        coq = [Fraction(r) - mean for r in rewards]
+        coq = [a * Fraction(rho) for a in coq]  # inside (1+eps, c): T4 keeps A_i rho for A_i < 0
+        planted = [float(c) if c > 0 else 0.0 for c in coq]
+        if not compare(case, planted, coq):
+            problems.append(f"code link self-test: a PPO clip dropping negative advantages at "
+                            f"rho={rho} passes the comparison")
+    for rho in (0.5, 1.6):
+        case = LinkCase(f"self-test GSPO rho={rho}", "gspo", (), rewards, lengths,
+                        math.log(rho), "", "free")
+        want = gspo_expected(rewards, lengths, math.log(rho), 1.0, 1.0)
+        planted = gspo_expected(rewards, lengths, math.log(rho), 1.0, 1.0,
+                                weight=lambda logs: math.fsum(math.exp(x) for x in logs) / len(logs))
+        if not compare(case, planted, [Fraction(x) for x in want]):
+            problems.append(f"code link self-test: GSPO's weight as the arithmetic mean of the "
+                            f"ratios passes the comparison at rho={rho}")
     return problems

@@ -137,8 +137,10 @@ def record_diff(proof_dir: Path, expected: str = SPEC_SHA256) -> tuple[list[str]
 
 
 def check_record(proof_dir: Path, theorems: dict[str, Theorem] | None = None,
-                 expected: str = SPEC_SHA256) -> list[str]:
-    """Every way the record disagrees with the registry and its hash (empty: none)."""
+                 expected: str = SPEC_SHA256, compiled_sha: str | None = None) -> list[str]:
+    """Every way the record disagrees with the registry, its hash and its trail in
+    proofs/CHANGES (empty: none). ``compiled_sha``: the hash of the bytes the build
+    compiled as the record; they must be the bytes hashed here."""
     theorems = THEOREMS if theorems is None else theorems
     path = Path(proof_dir) / SPEC_FILE
     if not path.is_file():
@@ -146,6 +148,11 @@ def check_record(proof_dir: Path, theorems: dict[str, Theorem] | None = None,
     text = path.read_text()
     problems = []
     sha = _sha(text)
+    if compiled_sha is not None and compiled_sha != sha:
+        problems.append(f"proofs/{SPEC_FILE} changed while it was checked (compiled "
+                        f"{compiled_sha[:12]}..., now {sha[:12]}...): run again")
+    if theorems is THEOREMS:
+        problems += trail_problems(proof_dir, expected)
     if sha != expected:
         summary, _ = record_diff(proof_dir, expected)
         problems.append(
@@ -187,23 +194,103 @@ def _link_problems(theorems: dict[str, Theorem]) -> list[str]:
     return problems
 
 
+def _entries(text: str) -> list[str]:
+    """The entries of proofs/CHANGES (each from its ``## `` header)."""
+    parts = re.split(r"(?m)^(?=## )", text)
+    return [p for p in parts if p.startswith("## ")]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def trail_problems(proof_dir: Path, expected: str = SPEC_SHA256,
+                   pins_expected: str | None = None) -> list[str]:
+    """The last proofs/CHANGES entry must name the current ``SPEC_SHA256`` and
+    ``PINS_SHA256`` in full, and give the old and new text of every statement it says
+    changed (the new text being the record's now). What this cannot stop: an author who
+    edits Spec.v, the hash and CHANGES together (docs/proofs.md, trust model)."""
+    from exchange.theory.pins import PINS_FILE, pins_sha256
+    from exchange.theory.registry import PINS_SHA256
+
+    pins_expected = PINS_SHA256 if pins_expected is None else pins_expected
+    try:
+        entries = _entries((Path(proof_dir) / CHANGES_FILE).read_text())
+    except OSError:
+        entries = []
+    if not entries:
+        return [f"proofs/{CHANGES_FILE} has no entry: every re-pin leaves one "
+                "(`exchange proofs --write-statements --accept` writes it)"]
+    last = entries[-1]
+    problems = []
+    if f"spec {expected}" not in last:
+        problems.append(f"the last entry of proofs/{CHANGES_FILE} does not name the current "
+                        f"SPEC_SHA256 {expected[:12]}... (`spec <sha256>`): Spec.v or the hash "
+                        "changed without a logged re-pin")
+    if pins_sha256(proof_dir) != "missing" and f"pins {pins_expected}" not in last:
+        problems.append(f"the last entry of proofs/{CHANGES_FILE} does not name the current "
+                        f"PINS_SHA256 {pins_expected[:12]}... (`pins <sha256>`): {PINS_FILE} or "
+                        "the hash changed without a logged re-pin")
+    current = record_statements(proof_dir)
+    for name in re.findall(r"(?m)^- statement (\S+) (?:changed|added to the record)", last):
+        block = re.search(rf"(?ms)^new {re.escape(name)}:\n(.*?)^(?:old |new |```|$)", last)
+        if name in current and (block is None or _norm(block.group(1)) != current[name]):
+            problems.append(f"the last entry of proofs/{CHANGES_FILE} lists statement {name} "
+                            "without its new text as the record has it (`new <name>:` block)")
+    for name in re.findall(r"(?m)^- statement (\S+) changed", last):
+        if not re.search(rf"(?m)^old {re.escape(name)}:\n", last):
+            problems.append(f"the last entry of proofs/{CHANGES_FILE} lists statement {name} "
+                            "as changed without its old text (`old <name>:` block)")
+    return problems
+
+
+def changes_shrank(old: str, new: str) -> bool:
+    """Whether proofs/CHANGES lost text relative to an earlier version (it is append-only)."""
+    return not new.startswith(old)
+
+
+def _replace_hash(registry_file: Path, name: str, value: str) -> None:
+    source = registry_file.read_text()
+    pattern = re.compile(rf'^{name} = "[0-9a-f]*"$', re.MULTILINE)
+    if not pattern.search(source):
+        raise ValueError(f"{registry_file} has no {name} line to update")
+    registry_file.write_text(pattern.sub(f'{name} = "{value}"', source, count=1))
+
+
 def accept_record(proof_dir: Path, registry_file: Path | None = None,
-                  expected: str = SPEC_SHA256) -> str:
-    """Record Spec.v as reviewed: rewrite ``SPEC_SHA256`` in the registry and append the
-    diff to ``proofs/CHANGES``. Returns the new hash."""
+                  expected: str = SPEC_SHA256, why: str = "") -> str:
+    """Record Spec.v and the Python side as reviewed: rewrite ``SPEC_SHA256`` and
+    ``PINS_SHA256`` in the registry, rewrite proofs/spec/pins.json from the code, and
+    append an entry to ``proofs/CHANGES``: both hashes in full, the old and new text of
+    every changed statement, the diff. Returns the new Spec.v hash."""
     from exchange.theory import registry
+    from exchange.theory.pins import PINS_FILE, write_pins
 
     registry_file = Path(registry_file or registry.__file__)
     new = spec_sha256(proof_dir)
     summary, diff = record_diff(proof_dir, expected)
-    source = registry_file.read_text()
-    pattern = re.compile(r'^SPEC_SHA256 = "[0-9a-f]*"$', re.MULTILINE)
-    if not pattern.search(source):
-        raise ValueError(f"{registry_file} has no SPEC_SHA256 line to update")
-    registry_file.write_text(pattern.sub(f'SPEC_SHA256 = "{new}"', source, count=1))
+    old_text = _reviewed_text(proof_dir, expected)
+    before = _blocks(old_text) if old_text is not None else {}
+    after = record_statements(proof_dir)
+    pins_path = Path(proof_dir) / PINS_FILE
+    old_pins = pins_path.read_text() if pins_path.is_file() else ""
+    pins = write_pins(proof_dir)
+    pins_diff = "\n".join(difflib.unified_diff(old_pins.splitlines(),
+                                               pins_path.read_text().splitlines(),
+                                               f"reviewed {PINS_FILE}", f"current {PINS_FILE}",
+                                               lineterm=""))
+    _replace_hash(registry_file, "SPEC_SHA256", new)
+    _replace_hash(registry_file, "PINS_SHA256", pins)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    entry = ["", f"## {stamp}: {expected[:12]} -> {new[:12]}", *[f"- {s}" for s in summary], "",
-             "```diff", diff, "```", ""]
+    texts = []
+    for name in sorted(after):
+        if before.get(name) != after[name] and (name in before or old_text is not None):
+            if name in before:
+                texts += [f"old {name}:", before[name]]
+            texts += [f"new {name}:", after[name]]
+    entry = ["", f"## {stamp}: {expected[:12]} -> {new[:12]}", f"spec {new}", f"pins {pins}",
+             *([f"- why: {why}"] if why else []), *[f"- {s}" for s in summary], "", *texts, "",
+             "```diff", diff, pins_diff, "```", ""]
     with open(Path(proof_dir) / CHANGES_FILE, "a") as log:
         log.write("\n".join(entry) + "\n")
     _keep_snapshot(proof_dir, (Path(proof_dir) / SPEC_FILE).read_text())

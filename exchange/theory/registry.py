@@ -28,6 +28,7 @@ __all__ = [
     "MECHANISM_NOTES",
     "NO_HYPOTHESES",
     "SPEC_SHA256",
+    "PINS_SHA256",
     "for_property",
     "for_mechanism",
     "note_for",
@@ -259,6 +260,10 @@ THEOREMS: dict[str, Theorem] = dict(
 # same name there. Changing this line is a re-pin: `exchange proofs --write-statements
 # --accept` does it and logs the diff in proofs/CHANGES.
 SPEC_SHA256 = "1ccbe25f8feba4f08dd314a4d4f56d736c90d1b551bf31ffa58e96db7f51191e"
+# The Python side of the record (proofs/spec/pins.json, exchange.theory.pins): this map's
+# keys, witnesses and prose, the vocabulary's links, the axiom policy, the code link's
+# tolerance, groups and factors, the layout of proofs/. Re-pinned with SPEC_SHA256.
+PINS_SHA256 = "a6a661997dd22aaab57e6e9738d091244facda8aba0d9665ab13d4a394814b20"
 
 # Theorems with no hypotheses (an identity, an iff between two statements, or a closed
 # proposition), so no hypothesis witness is needed; a test checks that each registered
