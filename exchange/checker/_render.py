@@ -45,11 +45,16 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
         for m in report.mechanisms:
             where = [REGIME_LABELS.get(r, r) for r in report.regimes if m in report.mechanisms_by_regime.get(r, [])]
             console.print(f"  {m} ({', '.join(where)}): {MECHANISMS[m].description if m in MECHANISMS else ''}")
+            if verbose:  # which evidence supports each name (THEORY.md section 4)
+                for line in dict.fromkeys(x for r in report.regimes for x in report.evidence_in(r).get(m, [])):
+                    console.print(f"      evidence: {line}")
     elif not report.all_hold:
         if finite.NAME in report.properties and not report.holds(finite.NAME):
             console.print("mechanisms: none attributed: the loss or its gradient is not finite (fix that first)")
         else:
             console.print("mechanisms: none attributed by the probes (see the counterexamples)")
+    for note in dict.fromkeys(n for r in report.regimes for n in report.probe_notes(r)):
+        console.print(f"not evidence: {note}")
     if report.regularizer is not None:
         reg = report.regularizer
         console.print(

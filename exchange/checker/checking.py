@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 import torch
 from hypothesis import settings
 
-from exchange.checker.attribution import attributed, design_choice
+from exchange.checker.mechanisms.rule import MechanismSet, counted, design_choice, dropped_notes
 from exchange.checker.cases import build
 from exchange.checker.precision import resolve_precision
 from exchange.checker.probes import PROBES, run_probes
@@ -111,7 +111,7 @@ def _carry_on_policy(results, mechanisms, names, on: Regime, off: Regime) -> Non
     on-policy regime shows holds off-policy too (:func:`~exchange.core.vocabulary.per_regime`'s
     rule): its mechanisms, and its broken properties where the off-policy search did not
     find one of its own (the on-policy counterexample is reported, said so)."""
-    mechanisms[off] = sorted(set(mechanisms[off]) | set(mechanisms[on]))
+    mechanisms[off] = MechanismSet.merged(mechanisms[off], mechanisms[on])
     for name in names:
         here, there = results[(name, on)], results[(name, off)]
         if not here.holds and here.counterexample is not None and there.holds:
@@ -202,10 +202,10 @@ def check(
     engine.precision = precision
 
     results: dict[tuple[str, str], PropertyResult] = {}
-    mechanisms: dict[str, list[str]] = {}
+    mechanisms: dict[str, MechanismSet] = {}
     for regime in regimes:
         probes = run_probes(engine, regime)
-        mechanisms[regime] = attributed(probes, names, TOLERANCES, precision)
+        mechanisms[regime] = MechanismSet(counted(probes, names, TOLERANCES, precision), dropped_notes(probes))
         for prop_name in names:
             prop = PROPERTIES[prop_name]
             tol = at_precision(prop.tolerance, precision)
@@ -243,9 +243,8 @@ def check(
                     "raise max_examples"
                 )
             results[(prop_name, regime)] = res
-        chosen = design_choice(probes, names, results, regime, mechanisms[regime], TOLERANCES, precision)
-        if chosen:
-            mechanisms[regime] = sorted(mechanisms[regime] + [chosen])
+        mechanisms[regime] |= MechanismSet(design_choice(probes, names, results, regime, mechanisms[regime],
+                                                         TOLERANCES, precision))
     if len(regimes) == 2:
         _carry_on_policy(results, mechanisms, names, *sorted(regimes, key=lambda r: Regime(r).off_policy))
     return Report(

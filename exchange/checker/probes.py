@@ -1,34 +1,48 @@
 """Targeted probes (THEORY.md section 4): small hand-built groups that change one thing
-each, so that a property they break names its mechanism.
+each, so that a property they break gives evidence for a mechanism
+(:mod:`exchange.checker.mechanisms`).
 
 The probes and how each runs belong to their property's module
 (:mod:`exchange.checker.properties`); this module runs the ones that apply to a regime.
+A probe whose group the loss drops whole (every coefficient of a mixed group exactly 0:
+a filter on the group's rewards, a group constant in THEORY.md, not a mechanism) is no
+evidence: it is run again with its rewards mapped affinely onto ranges the loss keeps
+(:data:`_KEPT_RANGES`), and said so when none is kept (:attr:`ProbeResult.dropped`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import torch
 from torch import Tensor
 
+from exchange.checker.cases import build
 from exchange.checker.properties import PROBES, PROPERTIES, ProbeResult
-from exchange.checker.properties.residuals import second_rewards
+from exchange.checker.properties.base import Probe
+from exchange.checker.properties.residuals import second_rewards, tied_groups
 from exchange.core.coefficients import Engine
 from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import Regime
 
-__all__ = ["PROBES", "RewardDependent", "run_probes"]
+__all__ = ["PROBES", "RewardDependent", "KeptGroups", "dropped_groups", "run_probes"]
+
+# The reward ranges a dropped probe is mapped onto, in order: binary RLVR rewards, then
+# rewards of both signs, then a band inside (0, 1) (filters keep 0 < mean < 1, or a
+# positive mean, or rewards within a clip). An increasing affine map keeps the order of
+# the rewards and the sign of every centred advantage, so every pattern a probe reads.
+_KEPT_RANGES = ((0.0, 1.0), (-1.0, 1.0), (0.25, 0.75))
 
 
 class RewardDependent:
     """An engine for the part of the coefficients that moves with the rewards:
     ``kappa(R) - kappa(R')`` per rollout, ``R'`` =
     :func:`~exchange.checker.properties.residuals.second_rewards` ``(R)``, a second
-    reward vector with the same signs of centred advantages (THEORY.md section 2: the reward-dependent part of
-    ``K_e``). An additive event term (M6) and any shift of the advantages that does not
-    depend on the rewards cancel in the difference, and every group stays mixed, so a
-    filter that drops tied groups keeps the same groups in both; what is left is
-    ``w_i (A_i(R) - A_i(R'))`` times the surrogate's factor, which the probes' patterns
-    read without the additive term hiding them (THEORY.md section 4: name every mechanism
-    present)."""
+    reward vector with the same signs of centred advantages (THEORY.md section 2: the
+    reward-dependent part of ``K_e``). An additive event term (M6) and any shift of the
+    advantages that does not depend on the rewards cancel in the difference, and every
+    group stays mixed; what is left is ``w_i (A_i(R) - A_i(R'))`` times the surrogate's
+    factor, which the probes' patterns read without the additive term hiding them."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -46,10 +60,89 @@ class RewardDependent:
         return kappas[:n], [a - b for a, b in zip(kappas[:n], kappas[n:])]
 
 
+def dropped_groups(rollout: Rollout, kappa: Tensor) -> bool:
+    """Whether the loss dropped a mixed group of ``rollout`` whole: every coefficient of
+    its rows exactly 0 (``kappa [N, T]``), its rewards not all equal."""
+    mixed = ~tied_groups(rollout.rewards[None], rollout)[0]
+    for g in mixed.nonzero().flatten().tolist():
+        rows = rollout.group_index == g
+        if bool((kappa[rows] == 0).all()):
+            return True
+    return False
+
+
+def _mapped(rewards: tuple[float, ...], low: float, high: float, lo: float, hi: float) -> tuple[float, ...]:
+    """``rewards`` mapped by the increasing affine map taking ``[low, high]`` onto ``[lo, hi]``."""
+    return tuple(lo + (r - low) * (hi - lo) / (high - low) for r in rewards)
+
+
+def _remapped(rollout: Rollout, lo: float, hi: float) -> Rollout:
+    r = rollout.rewards
+    low, high = float(r.min()), float(r.max())
+    return rollout.with_fields({"rewards": lo + (r - low) * (hi - lo) / (high - low)})
+
+
+class KeptGroups:
+    """An engine that answers a rollout whose mixed group the loss drops whole with the
+    coefficients of the same rollout at rewards mapped onto the first of
+    :data:`_KEPT_RANGES` the loss keeps (the batches a mechanism builds for itself)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.inner = engine
+        self.loss_fn = engine.loss_fn
+        self.precision = engine.precision
+
+    def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
+        kappas = list(self.inner(rollouts))
+        for k, (rollout, kappa) in enumerate(zip(rollouts, kappas)):
+            if float(rollout.rewards.max()) == float(rollout.rewards.min()) or not dropped_groups(rollout, kappa):
+                continue
+            for lo, hi in _KEPT_RANGES:
+                moved = _remapped(rollout, lo, hi)
+                (again,) = self.inner([moved])
+                if not dropped_groups(moved, again):
+                    kappas[k] = again
+                    break
+        return kappas
+
+
+def _kept_probe(engine: Engine, probe: Probe) -> tuple[Probe, str]:
+    """``(probe, "")`` when the loss keeps every mixed group of the probe's case; else the
+    probe with its rewards mapped onto the first of :data:`_KEPT_RANGES` the loss keeps,
+    or ``(probe, why it is no evidence)`` when none is kept."""
+    rollout = build(probe.case)
+    (kappa,) = engine([rollout])
+    if not dropped_groups(rollout, kappa):
+        return probe, ""
+    rewards = [r for g in probe.case.groups for r in g.rewards]
+    low, high = min(rewards), max(rewards)
+    for lo, hi in _KEPT_RANGES:
+        case = replace(probe.case, groups=tuple(replace(g, rewards=_mapped(g.rewards, low, high, lo, hi))
+                                               for g in probe.case.groups))
+        moved = build(case)
+        (again,) = engine([moved])
+        if not dropped_groups(moved, again):
+            return replace(probe, case=case), ""
+    return probe, (f"the loss drops the probe's group whole at its rewards and at every range tried "
+                   f"{list(_KEPT_RANGES)} (a filter on the group's rewards): no evidence")
+
+
 def run_probes(engine: Engine, regime: str) -> list[ProbeResult]:
     """Every probe that applies to ``regime``, run by its property (on the
-    reward-dependent coefficients where the probe asks for them)."""
+    reward-dependent coefficients where the probe asks for them), on rewards the loss
+    keeps (:func:`_kept_probe`)."""
     off = Regime(regime).off_policy
-    dependent = RewardDependent(engine)
-    return [PROPERTIES[p.property_name].run_probe(dependent if p.reward_dependent else engine, p)
-            for p in PROBES if off or not p.off_policy_only]
+    out = []
+    for p in PROBES:
+        if p.off_policy_only and not off:
+            continue
+        kept, why = _kept_probe(engine, p)
+        inner = engine if kept is p else KeptGroups(engine)
+        runner = kept.run or PROPERTIES[kept.property_name].run_probe
+        result = runner(RewardDependent(inner) if kept.reward_dependent else inner, kept)
+        result.probe = p if kept is p else kept
+        result.dropped = why
+        if why:
+            result.found = []
+        out.append(result)
+    return out

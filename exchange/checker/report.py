@@ -114,7 +114,9 @@ class Report:
     regimes: tuple[str, ...]
     properties: tuple[str, ...]
     results: dict[tuple[str, str], PropertyResult]  # keyed (property, regime), like result(name, regime)
-    mechanisms_by_regime: dict[str, list[str]]
+    # per regime, a set of mechanism ids (exchange.checker.mechanisms.rule.MechanismSet carries
+    # the evidence behind each); JSON writes sorted lists
+    mechanisms_by_regime: dict[str, frozenset[str]]
     seed: int
     max_examples: int
     regularizer: RegularizerReport | None = None
@@ -156,7 +158,19 @@ class Report:
     def mechanisms_in(self, regime: str) -> list[str]:
         if regime not in self.regimes:
             raise InvalidArgument(f"regime={regime!r} was not checked; checked: {', '.join(self.regimes)}.")
-        return list(self.mechanisms_by_regime.get(regime, []))
+        return sorted(self.mechanisms_by_regime.get(regime, ()))
+
+    def evidence_in(self, regime: str) -> dict[str, list[str]]:
+        """``{mechanism: [the evidence lines behind it]}`` in ``regime`` (THEORY.md section 4:
+        where two names both fit, which evidence supports each)."""
+        self.mechanisms_in(regime)
+        return dict(getattr(self.mechanisms_by_regime.get(regime), "evidence", {}))
+
+    def probe_notes(self, regime: str) -> list[str]:
+        """The probes that were no evidence in ``regime`` (a group the loss drops whole)."""
+        self.mechanisms_in(regime)
+        return list(getattr(self.mechanisms_by_regime.get(regime), "notes", ()))
+
 
     @property
     def all_hold(self) -> bool:
@@ -180,7 +194,9 @@ class Report:
             "objective": self.objective,
             "properties": props,
             "mechanisms": self.mechanisms,
-            "mechanisms_by_regime": {r: self.mechanisms_by_regime.get(r, []) for r in self.regimes},
+            "mechanisms_by_regime": {r: self.mechanisms_in(r) for r in self.regimes},
+            "mechanism_evidence": {r: self.evidence_in(r) for r in self.regimes},
+            "probe_notes": {r: self.probe_notes(r) for r in self.regimes},
             "seed": self.seed,
             "max_examples": self.max_examples,
             "reproduce": self.reproduce,

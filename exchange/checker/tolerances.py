@@ -24,6 +24,7 @@ from __future__ import annotations
 __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
     "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "level_noise", "SHAPING_LEAK", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
+    "FLOOR_MARGIN", "ROUNDINGS", "SELECTED_SHARE", "TWIN_MARGIN", "NUDGE_EPS", "NUDGE_MIN",
 ]
 
 RTOL_CANCEL = 1e-8
@@ -88,6 +89,27 @@ def level_noise(precision: str, magnitude: float, per_unit: float) -> float:
 # (weights of lengths 3 and 6), 20% (OPO's centre) and 7.7% (SkyRL's token-weighted batch
 # whitening). A weight or a centre must differ by more than this to name a mechanism.
 SHAPING_LEAK = 0.04
+
+
+# Mechanism evidence (exchange.checker.mechanisms; helper M, issue 45).
+# A pattern counts only when it exceeds this many times its own measured round-off floor
+# (copies of the pattern that are equal in exact arithmetic disagree by the floor; a few
+# samples estimate it, they do not bound it): tests/checker/mechanisms/test_m2_sign_clip.py.
+FLOOR_MARGIN = 4.0
+# Round-offs counted where two rounded quantities are compared (each rounds once).
+ROUNDINGS = 2.0
+# A term added to occurrences selected by their advantage (KL-Cov): the unselected
+# occurrences' remainder is at most this share of the selected ones' (it is 0 in exact
+# arithmetic; a term on every occurrence leaves them all alike).
+SELECTED_SHARE = 0.1
+# The centre test's equal-length twin measures round-off and shaping leak; a centre that
+# is not the mean must exceed it this many times (m4_not_zero_sum.centre_share).
+TWIN_MARGIN = 3.0
+# The tied probe's small move of one tied reward, which reads what a unit of reward is
+# worth there: eight epsilons of the rewards' magnitude (beyond their rounding), and
+# never below 1e-6 of it (a float64 std over shaped rewards stays linear there).
+NUDGE_EPS = 8.0
+NUDGE_MIN = 1e-6
 
 
 # Mismatch lines kept per evaluation (reports stay readable).

@@ -100,3 +100,76 @@ def test_mechanisms_line_respects_the_properties_asked_for():
     only = check(ppo_clip, properties=["zero_sum"], max_examples=5, seed=0, regimes="off_policy")
     assert only.mechanisms == [], only
     assert "M2" not in str(only)
+
+
+# Issue 45's held-out misses: each loss with its verdict derived from THEORY.md.
+def incorrect_minus_one(lp, r):
+    """Uncentred advantages: a correct response gets ``r - mean``, every incorrect one
+    ``A = -1``, in tied groups too. ``kappa = A_i rho_e``: one common vector times an
+    event factor, so (E) holds; ``sum_i A_i != 0``: (Z) and (C) break; a tied group at
+    0 keeps ``A = -1``: (N) breaks; its coefficients follow the tied level (0 at level 1),
+    one crossing for every event: M4, not M6."""
+    a = torch.where(r.rewards > 0, _adv(r), -torch.ones_like(r.rewards))
+    return -_token_mean(a[:, None] * _ratio(lp, r), r)
+
+
+def test_uncentred_advantages_are_m4_not_m6_and_keep_exchangeability():
+    report = check(incorrect_minus_one, max_examples=10, seed=0)
+    for regime in report.regimes:
+        assert report.holds("exchangeable", regime), report
+        for prop in ("zero_sum", "shared_cancellation", "null_on_equal_rewards"):
+            assert not report.holds(prop, regime), (prop, report)
+        assert report.mechanisms_in(regime) == ["M4"], report
+
+
+def group_mean_sequence_mean(lp, r):
+    """A plain group-mean estimator, each response's tokens averaged: ``kappa = A_i /
+    L_i``, zero-sum advantages with a per-response weight: (E) and (C) break, (Z) and
+    (N) hold; its mechanism is M3 (T3), never M4 (the centre is the mean) nor M7 (no
+    shaping)."""
+    m = r.fmask
+    return -((_adv(r)[:, None] * _ratio(lp, r) * m).sum(1) / m.sum(1)).mean()
+
+
+def test_group_mean_with_a_per_response_mean_is_m3_only():
+    report = check(group_mean_sequence_mean, max_examples=10, seed=0)
+    for regime in report.regimes:
+        assert report.holds("zero_sum", regime) and report.holds("null_on_equal_rewards", regime), report
+        assert report.mechanisms_in(regime) == ["M3"], report
+        assert "M3" in report.evidence_in(regime)
+
+
+def entropy_top_k(lp, r, k=2):
+    """A per-response entropy top-k mask: each response keeps its ``k`` highest-entropy
+    tokens, a token weight from response-level statistics: a shared event is kept in one
+    response and masked in another according to the other tokens' entropies: (E) and (C)
+    break, M5."""
+    h = torch.where(r.mask, r.entropy, torch.full_like(r.entropy, -1e9))
+    threshold = h.topk(min(k, h.shape[1]), dim=1).values[:, -1:]
+    keep = ((h >= threshold) & r.mask).to(lp.dtype)
+    return -_token_mean(keep * _adv(r)[:, None] * _ratio(lp, r), r)
+
+
+def test_per_response_entropy_top_k_mask_is_m5():
+    report = check(entropy_top_k, max_examples=10, seed=0)
+    for regime in report.regimes:
+        assert not report.holds("exchangeable", regime), report
+        assert "M5" in report.mechanisms_in(regime), report
+
+
+def filtered_ppo_clip(lp, r):
+    """A PPO clip behind dynamic sampling that keeps a group only when ``0 < mean(r) <
+    1``: the group selection is a group constant (no mechanism); off-policy the clip is
+    M2 (T4), found by re-probing the M2 probes' groups (rewards 1, -1, -1, 1: mean 0,
+    dropped) on rewards mapped onto [0, 1]; on-policy every property holds."""
+    mean = r.group_mean(r.rewards)
+    keep = ((mean > 0) & (mean < 1)).to(lp.dtype)[:, None]
+    rho, adv = _ratio(lp, r), (r.rewards - mean)[:, None]
+    return -_token_mean(keep * torch.minimum(rho * adv, rho.clamp(0.8, 1.2) * adv), r)
+
+
+def test_a_clip_behind_a_filter_that_drops_the_probe_group_is_still_m2():
+    report = check(filtered_ppo_clip, max_examples=10, seed=0)
+    assert report.mechanisms_in("on_policy") == [], report
+    assert report.mechanisms_in("off_policy") == ["M2"], report
+    assert not report.holds("shared_cancellation", "off_policy"), report

@@ -51,11 +51,12 @@ class ShrinkRules:
 
 @dataclass(frozen=True)
 class Probe:
-    """A hand-built example that changes one thing, so that a property it breaks names
-    ``mechanism``. ``signature``: an extra check that the break has a mechanism's
-    pattern, ``(engine, probe, evaluation) -> mechanism id or ""`` (it may name another
-    mechanism than ``mechanism``: a common shift is M6, not M2); without one, the break
-    alone names ``mechanism``. ``reward_dependent``: see the field's comment."""
+    """A hand-built example that changes one thing, aimed at ``mechanism`` (the one its
+    change isolates). ``signature``: reads the break's pattern, ``(engine, probe,
+    evaluation) -> [Evidence]`` (:mod:`exchange.checker.mechanisms`; it may give evidence
+    for another mechanism than ``mechanism``: a common shift is M6, not M2).
+    ``run``: a probe with its own measurement, ``(engine, probe) -> ProbeResult``, in
+    place of its property's ``run_probe``. ``reward_dependent``: see the field's comment."""
 
     name: str
     description: str
@@ -74,19 +75,29 @@ class Probe:
     # so it is asked whenever the probe's property breaks, even if the probe's base alone
     # is not exchangeable (an additive term next to the mechanism it looks for).
     isolates: bool = False
+    run: Callable | None = None
 
 
 @dataclass
 class ProbeResult:
     probe: Probe
     evaluations: dict[str, Evaluation] = field(default_factory=dict)  # property -> evaluation
-    mechanism: str = ""  # the mechanism named ("" when the probe names none)
+    # the mechanisms' evidence this probe produced (exchange.checker.mechanisms)
+    found: list = field(default_factory=list)
     # named from the probe's (C) evaluation, not its own property's (an additive term
     # that (Z)'s probe sees while the reward-dependent part cancels)
     through_cancellation: bool = False
     # the evaluation the mechanism was decided on, when it is not the reported one (a
     # probe that reads the reward-dependent part reports the real coefficients)
-    evidence: Evaluation | None = None
+    decided_on: Evaluation | None = None
+    # why this probe is no evidence: the loss dropped its group whole at every reward
+    # vector tried (exchange.checker.probes); "" when it kept it
+    dropped: str = ""
+
+    @property
+    def mechanisms(self) -> frozenset[str]:
+        """The ids this probe's evidence names."""
+        return frozenset(e.mechanism for e in self.found)
 
 
 @dataclass

@@ -15,7 +15,11 @@ from dataclasses import replace
 import torch
 
 from exchange.checker import generators
-from exchange.checker.signatures import dropped_response, per_response_rescaling, second_singular_ratio, sign_split
+from exchange.checker.mechanisms import m1_sequence_weight, m5_response_statistics, m6_additive_term, m7_feature_shaping
+from exchange.checker.mechanisms.evidence import second_singular_ratio
+from exchange.checker.mechanisms.m2_sign_clip import sign_split
+from exchange.checker.mechanisms.m3_response_normaliser import per_response_rescaling
+from exchange.checker.mechanisms.m4_not_zero_sum import dropped_response
 from exchange.checker.cases import Case, GroupConfig, build, common_prefix
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
@@ -192,8 +196,8 @@ def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
         if NAME not in result.evaluations or res > result.evaluations[NAME].residual:
             result.evaluations[NAME] = Evaluation(res, True, batches[0], kappas[0],
                                                   note=f"probe {probe.name}: {probe.description}")
-        if res > max(tol, 4 * floor):
-            result.mechanism = probe.mechanism
+        result.found = m7_feature_shaping.feature_rows(res, floor, tol, f"probe {probe.name}: {probe.description}")
+        if result.found:
             break
     return result
 
@@ -225,8 +229,8 @@ def _profile_probe(engine: Engine, probe: Probe) -> ProbeResult:
         return result
     res, floor = second_singular_ratio(raw), second_singular_ratio(diff)
     result.evaluations[NAME] = Evaluation(res, True, rollout, kappa, note=f"probe {probe.name}: {probe.description}")
-    if res > max(pattern_tol(engine.precision), 4 * floor):
-        result.mechanism = probe.mechanism
+    result.found = m6_additive_term.varying_profile(res, floor, pattern_tol(engine.precision),
+                                                    f"probe {probe.name}: {probe.description}")
     return result
 
 
@@ -237,10 +241,6 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     (``engine.with_raw``), and named only when the base alone is exchangeable (then the
     one thing the probe changed is what broke it) and the probe's signature, if any,
     fits; a signature that ``isolates`` its pattern is asked whenever the break shows."""
-    if probe.name == FEATURES_PROBE:
-        return _features_probe(engine, probe)
-    if probe.name == PROFILE_PROBE:
-        return _profile_probe(engine, probe)
     result = ProbeResult(probe)
     example = Example(replace(probe.case, off_policy=False), mutation=probe.mutation)
     case, variant_case = _padded(example)
@@ -269,14 +269,24 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     if not (finite and dex.residual > tol):
         return result
     if dex is not ex:
-        result.evidence = dex
+        result.decided_on = dex
     if probe.isolates:  # the signature builds its own contrasts: the base need not be exchangeable
-        result.mechanism = probe.signature(engine, probe, dex)
+        result.found = probe.signature(engine, probe, dex)
         return result
     base_only = exchangeability(base, dk, base, dk, example.case, example.case, "base")
     if base_only.residual <= tol:
-        result.mechanism = probe.signature(engine, probe, dex) if probe.signature else probe.mechanism
+        result.found = probe.signature(engine, probe, dex)
     return result
+
+
+def _turned(evidence):
+    """The signature of a probe whose one change to one response's own events turned the
+    shared-event direction of an exchangeable base (M1 from its ratios, M5 from its
+    token statistics): the probe's (E) residual is the evidence."""
+    def signature(engine: Engine, probe: Probe, ev: Evaluation) -> list:
+        return evidence(ev.residual, at_precision(RTOL_DIRECTION, engine.precision),
+                        f"probe {probe.name}: {probe.description}")
+    return signature
 
 
 # Rewards 4 apart: the sign of every advantage is the verifiable reward's, next to any
@@ -321,7 +331,7 @@ PROBES = (
         "suffix_entropy",
         "shared prefix, equal lengths, every entropy 1 then one response's suffix entropies 3, on-policy",
         NAME, "M5", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0), Mutation("entropy", 0, 0, 3.0),
-        reward_dependent=True,
+        signature=_turned(m5_response_statistics.suffix_statistics_turn), reward_dependent=True,
     ),
     Probe(
         "suffix_ratio",
@@ -330,7 +340,7 @@ PROBES = (
         # column turns by more than bf16's tolerance (3%) even where the response's share
         # of it is small (THEORY.md section 4, precision rule)
         NAME, "M1", Case(groups=(_EQUAL_LENGTHS,), entropy_all=1.0, old_prob=_HALF_SUFFIX), Mutation("ratio", 0, 0, 2.0),
-        off_policy_only=True, reward_dependent=True,
+        off_policy_only=True, signature=_turned(m1_sequence_weight.suffix_ratios_turn), reward_dependent=True,
     ),
     Probe(
         "shared_ratio_high",
@@ -367,12 +377,14 @@ PROBES += (
         "limit), rows X, Y, X, Y, ... whose rewards 0, -0.75, -2, -2 rotate over four batches, on-policy, every "
         "entropy 1",
         NAME, "M7", Case(groups=(GroupConfig((_X, _Y), (1.0, 0.0)),), entropy_all=1.0, length_limit=7),
+        run=_features_probe,
     ),
     Probe(
         PROFILE_PROBE,
         "one mixed group sharing four events of different behaviour probabilities, on-policy, every entropy 1",
         NAME, "M6", Case(groups=(_PROFILE,), entropy_all=1.0,
                          old_prob=(((0, 1), 0.5), ((0, 1, 2), 0.1), ((0, 1, 2, 3), 0.25), ((0, 1, 2, 3, 1), 0.05))),
+        run=_profile_probe,
     ),
 )
 

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from exchange.checker.cases import Case, GroupConfig, build
+from exchange.checker.mechanisms.m3_response_normaliser import position_rescaling
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
@@ -118,37 +119,16 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed))
 
 
-def position_rescaling(engine: Engine, probe: Probe, ev: Evaluation) -> str:
-    """M3 from a normaliser per micro-batch (THEORY.md section 4, M3): after the rows
-    moved, every response's coefficients rescale by one factor of its own (its new
-    micro-batch's token count), and the factors differ."""
-    kappa, kappa_p = ev.kappa, ev.variant_kappa
-    perm, _ = _permutation(ev.rollout, PROBE_PERM_SEED)
-    before = kappa[perm]
-    mask = ev.variant.mask
-    tol = pattern_tol(engine.precision)
-    factors = []
-    for i in range(before.shape[0]):
-        a, b = before[i][mask[i]], kappa_p[i][mask[i]]
-        ok = a.abs() > ZERO_COLUMN * float(kappa.abs().max())
-        if not bool(ok.any()):
-            continue
-        q = b[ok] / a[ok]
-        if float((q - q[0]).abs().max()) > tol * abs(float(q[0])):
-            return ""  # not one factor per response
-        factors.append(float(q[0]))
-    spread = max(factors) - min(factors) if factors else 0.0
-    return probe.mechanism if spread > tol * max(abs(f) for f in factors) else ""
-
-
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     """The probe's batch with its rows reordered; a break with one factor per response
-    names the probe's mechanism."""
+    is M3's evidence (:func:`~exchange.checker.mechanisms.m3_response_normaliser.position_rescaling`)."""
     result = ProbeResult(probe)
     ev = evaluate(engine, Example(probe.case, perm_seed=PROBE_PERM_SEED), Regime.ON_POLICY)
     result.evaluations[NAME] = ev
     if ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all()):
-        result.mechanism = probe.signature(engine, probe, ev)
+        perm, _ = _permutation(ev.rollout, PROBE_PERM_SEED)
+        result.found = position_rescaling(ev.kappa[perm], ev.variant_kappa, ev.variant.mask, engine.precision,
+                                          f"probe {probe.name}: {probe.description}")
     return result
 
 
@@ -161,7 +141,6 @@ PROBES = (
         "M3",
         Case(groups=(GroupConfig(((1, 2, 0), (1, 2, 1), (1, 2, 3), (1, 2, 2)), (1.0, 0.0, 0.0, 1.0)),
                      GroupConfig(((2, 1), (2, 3, 3, 0, 1)), (1.0, 0.0))), entropy_all=1.0),
-        signature=position_rescaling,
     ),
 )
 

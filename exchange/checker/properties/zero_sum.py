@@ -21,7 +21,9 @@ import torch
 from torch import Tensor
 
 from exchange.checker import generators
-from exchange.checker.signatures import centre_crossing
+from exchange.checker.mechanisms import m6_additive_term
+from exchange.checker.mechanisms.evidence import Evidence
+from exchange.checker.mechanisms.m4_not_zero_sum import centre_crossing, pruned_copies
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
@@ -176,12 +178,12 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
 
 
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
-    """The probe's group, on-policy. A reward-dependent break names the probe's
+    """The probe's group, on-policy. A reward-dependent break is evidence for the probe's
     mechanism when its signature fits (unequal lengths: M4 only when the centre is not
-    the group's mean). A (C) break that every reward vector shares, all rewards
-    0 included, is an additive event term: M6 (THEORY.md section 4, attribution rules)."""
-    if probe.name == TRUNCATED_PROBE:
-        return _truncation_probe(engine, probe)
+    the group's mean); on identical responses, copies of one token pruned in some
+    responses only are M2 and M4 (:func:`~exchange.checker.mechanisms.m4_not_zero_sum.pruned_copies`).
+    A (C) break that every reward vector shares, all rewards 0 included, is an additive
+    event term: M6 (THEORY.md section 4, attribution rules)."""
     result = ProbeResult(probe)
     ev = evaluate(engine, Example(probe.case), Regime.ON_POLICY)
     finite = bool(torch.isfinite(ev.kappa).all())
@@ -189,59 +191,44 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     evs = events(rollout)
     cancel = Evaluation(float(cancellation(kappa[None], evs, evs.shared)[0]), True, rollout, kappa,
                         cancellation_mismatches(rollout, kappa, evs, evs.shared, RTOL_CANCEL))
+    moved = f"probe {probe.name}: {probe.description}"
     # judged at the loss's precision here: below it, (Z) holds and the (C) break left is
     # an additive term's (the branch after this one)
     tol = at_precision(RTOL_CANCEL, getattr(engine, "precision", "float64"))
+    result.evaluations[NAME] = ev
     if ev.residual > tol and finite:
-        mechanism = probe.mechanism
         if probe.signature is not None:
-            mechanism = probe.signature(engine, probe, ev)
-            if not mechanism:  # the pattern does not fit: left to the other probes and the fuzzer
+            result.found = probe.signature(engine, probe, ev)
+            if not result.found:  # the pattern does not fit: left to the other probes and the fuzzer
+                del result.evaluations[NAME]
                 return result
             ev.note = f"probe {probe.name}: {probe.description}; the break has the mechanism's pattern"
-        elif _identical(probe.case) and any(
-                _pruned_occurrences(rollout, k) for k in engine([rollout.with_fields({"rewards": v[0]})
-                                                                  for v in _variants(rollout.rewards[None], rollout)])):
-            # identical responses differ only in their rewards: copies of one token
-            # zeroed in some responses and kept in others (whose other tokens still
-            # count) were selected by the advantage (M2) and pruned after centring (M4),
-            # Clip-Cov's pattern (THEORY.md section 4, attribution rules)
-            mechanism = "M2+M4"
-            ev.note = f"probe {probe.name}: some copies of one token get exactly 0, the others do not"
-        result.evaluations[NAME] = ev
+        else:
+            pruned = [e for k in engine([rollout.with_fields({"rewards": v[0]})
+                                         for v in _variants(rollout.rewards[None], rollout)])
+                      for e in pruned_copies(rollout, k, moved)] if _identical(probe.case) else []
+            if pruned:
+                result.found = pruned[:2]
+                ev.note = f"probe {probe.name}: some copies of one token get exactly 0, the others do not"
+            else:
+                result.found = [Evidence(probe.mechanism, moved, "the reward-dependent part of K_e does not vanish "
+                                                                 "on identical responses", ev.residual, tol)]
         result.evaluations[shared_cancellation.NAME] = cancel
-        result.mechanism = mechanism
         return result
-    result.evaluations[NAME] = ev
     if cancel.residual > tol and finite and _identical(probe.case):
         # K_e that neither the rewards nor their assignment to the (identical) responses
         # move: an additive event term. Unequal weights of identical responses (a
         # normaliser per micro-batch) move with the assignment and are left to (E)/(P).
         shifted = cyclic_shifts(rollout)[1]
-        (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards[shifted]})])
+        (moved_kappa,) = engine([rollout.with_fields({"rewards": rollout.rewards[shifted]})])
         # the same K_e up to the loss's own round-off (a bf16 additive term is no less one)
-        if float(reward_dependent([kappa[None], moved[None]], evs, evs.shared)[0]) <= tol:
+        again = float(reward_dependent([kappa[None], moved_kappa[None]], evs, evs.shared)[0])
+        result.found = m6_additive_term.reward_independent(cancel.residual, again, tol, moved)
+        if result.found:
             cancel.note = f"probe {probe.name}: K_e is the same for every reward vector and assignment"
             result.evaluations[shared_cancellation.NAME] = cancel
-            result.mechanism = "M6"
             result.through_cancellation = True
     return result
-
-
-def _pruned_occurrences(rollout: Rollout, kappa: Tensor) -> bool:
-    """Whether, in a group of identical responses (``kappa`` ``[N, T]``), some position is
-    exactly 0 in one response and not in another, both responses keeping a non-zero
-    coefficient somewhere (a whole response dropped, as by a positive-only filter, is M4
-    alone)."""
-    live = ((kappa != 0) & rollout.mask).any(dim=1)  # [N]
-    for g in rollout.group_index.unique():
-        rows = ((rollout.group_index == g) & live).nonzero().flatten()
-        if rows.numel() < 2:
-            continue
-        zero = (kappa[rows] == 0) & rollout.mask[rows]  # [n, T]
-        if bool((zero.any(dim=0) & (~zero & rollout.mask[rows]).any(dim=0)).any()):
-            return True
-    return False
 
 
 TRUNCATED_PROBE = "truncated_after_centring"
@@ -291,7 +278,9 @@ def _truncation_probe(engine: Engine, probe: Probe) -> ProbeResult:
     result.evaluations[NAME] = evaluation
     if res > at_precision(RTOL_CANCEL, engine.precision) and bool(torch.isfinite(kappa).all()):
         result.evaluations[shared_cancellation.NAME] = evaluation
-        result.mechanism = probe.mechanism
+        result.found = [Evidence(probe.mechanism, f"probe {probe.name}: {probe.description}",
+                                 "the truncation flags change K_e by a reward-dependent amount (dropped after "
+                                 "centring)", res, at_precision(RTOL_CANCEL, engine.precision))]
     return result
 
 
@@ -330,6 +319,7 @@ PROBES = (
         NAME,
         "M4",
         Case(groups=(GroupConfig(((1, 2, 3),) * 4, (1.0, 0.0, 0.0, 0.0)),), entropy_all=1.0),
+        run=_truncation_probe,
     ),
 )
 

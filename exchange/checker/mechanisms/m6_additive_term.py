@@ -1,0 +1,114 @@
+"""M6, additive event terms (THEORY.md section 4): a per-occurrence term that does not
+scale with the advantage (a sign-free ``tau (log rho)^2``, a sampled-token KL estimator,
+an entropy bonus on sampled tokens). It adds ``m_e`` to every occurrence of an event.
+
+Evidence: on a mixed group the coefficient matrix ``[responses, shared events]`` has a
+second direction its reward-dependent part lacks (:func:`varying_profile`); on identical
+responses ``K_e`` is the same for every reward vector and assignment
+(:func:`reward_independent`); on a tied group the coefficients' zero crossing in the tied
+level varies over the events of a response (:func:`tied_offsets`), or, where the level
+does not move them, the coefficients have an event profile (:func:`tied_profile`) or stay
+on copies of one response, whose every centred or shaped advantage is 0
+(:func:`kept_on_copies`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from exchange.checker.mechanisms.evidence import Evidence, above
+from exchange.checker.tolerances import FLOOR_MARGIN, ROUNDINGS
+
+__all__ = ["varying_profile", "reward_independent", "crossings", "tied_offsets", "tied_profile", "kept_on_copies"]
+
+
+def varying_profile(raw: float, dependent: float, tol: float, moved: str = "") -> list[Evidence]:
+    """M6 from a mixed group on-policy: a response's coefficient on shared event ``e`` is
+    ``w_i (A_i + m_e)``, so the matrix has rank 2 (relative second singular value
+    ``raw``) when ``m_e`` varies over the events; its reward-dependent part ``w_i dA_i``
+    has rank 1 (``dependent``: its measured round-off) unless a weight from response
+    statistics (M5) is there. M6 when ``raw`` exceeds ``tol`` and :data:`FLOOR_MARGIN`
+    times ``dependent``."""
+    return above("M6", moved, "the coefficients have a second direction their reward-dependent part lacks",
+                 raw, max(tol, FLOOR_MARGIN * dependent))
+
+
+def reward_independent(cancel: float, moved_by_rewards: float, tol: float, moved: str = "") -> list[Evidence]:
+    """M6 from identical responses whose shared events do not cancel (``cancel``, (C)'s
+    residual) while ``K_e`` moves by no more than ``tol`` (``moved_by_rewards``) when the
+    rewards are reassigned among them: a remainder the same for every reward vector is an
+    additive event term, not a (Z) failure (THEORY.md section 2)."""
+    if moved_by_rewards > tol:
+        return []
+    return above("M6", moved, "K_e the same for every reward vector and assignment, not 0", cancel, tol)
+
+
+def crossings(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: float):
+    """``(q [G, P], moving [G, P], slack)``: a tied group's zero crossing in the level,
+    ``q = -m0 / change`` where the coefficients ``m0`` moved by ``change`` beyond
+    ``floor``, and how far two crossings may differ in round-off (``tol`` relative, and
+    the floor over the smallest slope, twice: both levels round)."""
+    moving = change.abs() > floor
+    q = torch.where(moving, -m0 / torch.where(moving, change, torch.ones_like(change)), torch.zeros_like(change))
+    if not bool(moving.any()):
+        return q, moving, float("inf")
+    unit = max(1.0, float(q[moving].abs().max()))
+    return q, moving, tol * unit + ROUNDINGS * floor / float(change.abs()[moving].min())
+
+
+def _spread(x: torch.Tensor) -> float:
+    return float(x.max() - x.min()) if x.numel() else 0.0
+
+
+def tied_offsets(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: float, moved: str = "") -> list[Evidence]:
+    """M6 from a tied group whose coefficients ``m0 [G, P]`` (responses x shared events)
+    follow the tied level (``change`` per unit of level): with advantages ``lambda + c_i``
+    up to a factor, ``kappa = w_i (h_e (lambda + c_i) + m_e)``, so the zero crossing
+    ``c_i + m_e / h_e`` is free of ``w_i`` and varies over the events of a response only
+    through an additive term ``m_e``. One crossing for every response and event is an
+    offset of the advantages (uncentred advantages: M4), not an event term."""
+    q, moving, slack = crossings(m0, change, floor, tol)
+    worst = max((_spread(q[i][moving[i]]) for i in range(q.shape[0])), default=0.0)
+    return above("M6", moved, "the tied coefficients' zero crossing in the level varies over one response's events",
+                 worst, slack)
+
+
+def tied_profile(m0: torch.Tensor, tol: float, moved: str = "") -> list[Evidence]:
+    """M6 from a tied group whose coefficients ``m0 [G, P]`` do not move with the level
+    (its own centre: every advantage exactly 0, so what is left is ``w_i (s_i + m_e)``,
+    ``s_i`` a shaped advantage): a second direction (both terms), or one direction whose
+    event profile varies (``m_e`` varies over the events; a shaping's profile is the
+    surrogate's factor, constant on-policy)."""
+    if min(m0.shape) < 1 or float(m0.abs().max()) == 0:
+        return []
+    u, s, vh = torch.linalg.svd(m0)
+    second = float(s[1] / s[0]) if s.numel() > 1 else 0.0
+    if second > tol:
+        return above("M6", moved, "the tied coefficients have two directions (an event term beside a shaping)",
+                     second, tol)
+    v = vh[0]
+    return above("M6", moved, "the tied coefficients have an event profile that varies over the shared events",
+                 float(v.max() - v.min()), tol * float(v.abs().max()))
+
+
+def kept_on_copies(K: torch.Tensor, mass: torch.Tensor, c0: torch.Tensor, change: torch.Tensor, rtol: float,
+                   tol: float, floor: float, moved: str = "") -> list[Evidence]:
+    """M6 from a group of copies of one response at tied levels: every response has the
+    same features, so a shaping gives each the same reward and every centre the same
+    value, and every such advantage is an exact 0 (at level 0 a greedy baseline's too).
+    Shared events that keep ``K_e`` (``K``, ``mass`` per shared event) beyond ``rtol`` of
+    their mass carry a term that is no centred advantage; it is an event term unless it
+    follows the advantage's own profile: where the coefficients ``c0`` (per occurrence)
+    move with the level (``change`` beyond ``floor``), an uncentred advantage ``A``
+    gives ``c0 / change`` one value on every occurrence (``A h_e / h_e``), an event term
+    does not (relative spread beyond ``tol``)."""
+    share = float((K.abs() / mass.clamp(min=floor)).max()) if K.numel() else 0.0
+    if share <= rtol:
+        return []
+    moving = change.abs() > floor
+    if bool(moving.any()):
+        q = c0[moving] / change[moving]
+        spread = float(q.max() - q.min())
+        return above("M6", moved, "copies of one response keep K_e != 0 that does not follow the advantage's "
+                                  "profile", spread, tol * float(q.abs().max()))
+    return above("M6", moved, "copies of one response at a tied level keep K_e != 0", share, rtol)
