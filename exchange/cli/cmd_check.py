@@ -19,6 +19,12 @@ def add_parser(sub) -> None:
         help="audit the loss a TRL GRPO recipe trains with (GRPOConfig fields in YAML, as `trl grpo --config` "
         "reads; loss_type and every loss setting): the same check as trl:<loss_type> with those parameters",
     )
+    p.add_argument(
+        "--verl-config", metavar=("FILE.yaml", "KEY=VALUE"), nargs="+", dest="verl_config",
+        help="audit one optimizer step of a verl config: verl 0.9.1's generated default, FILE.yaml (use - for none) "
+        "and verl command-line overrides (key=value, +key=value); the loss with every setting, the mini-batch "
+        "schedule (M8 where groups are split over steps), and what is present outside the coefficients",
+    )
     add_params(p)
     p.add_argument("--property", action="append", dest="properties", metavar="NAME", help="check only these (repeatable)")
     p.add_argument("--regime", choices=sorted(REGIME_CHOICES), default="both", help="on-policy, off-policy or both")
@@ -67,8 +73,14 @@ def run(args) -> int:
     from exchange.errors import InvalidArgument
     from exchange.targets import parse_param_items, resolve_target
 
-    if (args.target is None) == (args.trl_config is None):
-        raise InvalidArgument("give either TARGET or --trl-config RECIPE.yaml (exactly one); see exchange check --help")
+    verl = getattr(args, "verl_config", None)
+    if (args.target is None) + (args.trl_config is None) + (verl is None) != 2:
+        raise InvalidArgument("give either TARGET, --trl-config RECIPE.yaml or --verl-config FILE.yaml (exactly one); "
+                              "see exchange check --help")
+    if verl is not None:
+        if args.param:
+            raise InvalidArgument("--param does not apply with --verl-config; give verl's key=value after the file.")
+        return _check_verl(args, verl)
     if args.trl_config is not None:
         if args.param:
             raise InvalidArgument("--param does not apply with --trl-config; put the setting in the recipe.")
@@ -122,6 +134,28 @@ def recipe_targets(path: str) -> list:
     return out
 
 
+def _check_verl(args, items: list[str]) -> int:
+    """``--verl-config FILE.yaml [key=value ...]``: the loss of one optimizer step checked,
+    then the schedule (M8) and what is present outside the coefficients; exit 1 when the
+    step breaks a property (M8 included)."""
+    from exchange.libraries.verl.config import load_config
+    from exchange.libraries.verl.recipe import read_recipe
+    from exchange.targets import resolve_target
+
+    path = None if items[0] == "-" else items[0]
+    recipe = read_recipe(load_config(path, items[1:]))
+    target = resolve_target(recipe.target, recipe.params)
+    target.name = f"{target.name} (from --verl-config {' '.join(items)})"
+    schedule = recipe.schedule.describe()
+    args.json_extra = {"verl_config": {**recipe.to_dict(), "step": schedule}}
+    code = _check_one(args, target)
+    if not args.json:
+        print(f"\nOne optimizer step: {schedule}")
+        for line in recipe.present:
+            print(f"Present: {line}")
+    return max(code, 1 if recipe.schedule.split else 0)
+
+
 def _check_one(args, target) -> int:
     from rich.console import Console
 
@@ -148,15 +182,19 @@ def _check_one(args, target) -> int:
     params = "".join(f" --param {p}" for p in args.param or [])
     regime = "" if args.regime == "both" else f" --regime {args.regime}"
     what = args.target if args.trl_config is None else f"--trl-config {args.trl_config}"
+    if getattr(args, "verl_config", None) is not None:
+        what = "--verl-config " + " ".join(args.verl_config)
     reg = f" --regularizer {args.regularizer}" if args.regularizer else ""
     reg += f" --precision {args.precision}" if args.precision != "auto" else ""
     report.reproduce = f"exchange check {what}{params}{reg}{regime} --seed {args.seed} --max-examples {args.max_examples}" + " --no-shrink" * (not args.shrink)
+    import json
     import sys
 
     if sys.stderr.isatty():
         sys.stderr.write("\r\x1b[2K")
     if args.json:
-        print(report.to_json())
+        extra = getattr(args, "json_extra", None)  # --verl-config: the schedule beside the loss's report
+        print(report.to_json() if extra is None else json.dumps({**report.to_dict(), **extra}, indent=2))
     else:
         report.render(Console(width=max(Console().width, 120)), verbose=args.verbose)
     return 0 if report.all_hold else 1

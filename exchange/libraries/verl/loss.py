@@ -12,9 +12,19 @@
 - **Loss**: verl's own ``core_algos.get_policy_loss_fn(policy_loss)`` with a real, frozen
   ``verl.workers.config.ActorConfig`` (``clip_ratio*``, ``tau_*``, ``PolicyLossConfig``)
   and ``global_batch_info = {dp_size: 1, batch_num_tokens: None, global_batch_size:
-  None, loss_scale_factor}``, i.e. the local normalisation of one process. The entropy
-  bonus and KL loss that ``workers/utils/losses.py::ppo_loss`` adds afterwards are
-  regularisers and are not included.
+  None, loss_scale_factor}``, i.e. the local normalisation of one process.
+- **KL loss** (``use_kl_loss=true``): what ``workers/utils/losses.py::ppo_loss`` adds,
+  ``kl_loss_coef * agg_loss(kl_penalty(l, ref, kl_loss_type))`` with the same
+  ``loss_agg_mode`` (verl's own ``kl_penalty``: ``kl``/``k1``, ``abs``, ``mse``/``k2``,
+  ``low_var_kl``/``k3``, and the ``+`` straight-through forms); it needs
+  ``rollout.ref_logprobs``. On the sampled tokens it is an additive event term (M6,
+  THEORY.md section 4), both regimes. The entropy bonus (``entropy_coeff``) is a
+  whole-distribution regulariser, outside the coefficient model: not included.
+
+Keys: the short names of :data:`DEFAULTS`, or verl's full config paths
+(``actor_rollout_ref.actor.kl_loss_type``, ``actor_rollout_ref.actor.policy_loss.
+clip_cov_ratio``, ``algorithm.adv_estimator``, ``algorithm.norm_adv_by_std_in_grpo``),
+as ``exchange check --verl-config`` reads them (:mod:`exchange.libraries.verl.config`).
 
 Not driven: ``bypass_mode`` (needs rollout log-probs and a rollout-correction config),
 the estimators ``gae`` (needs a critic), ``optimal_token_baseline`` /
@@ -35,7 +45,8 @@ from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
 
-__all__ = ["POLICY_LOSSES", "AGG_MODES", "ESTIMATORS", "DEFAULTS", "loss_fn", "advantages", "expected"]
+__all__ = ["POLICY_LOSSES", "AGG_MODES", "ESTIMATORS", "DEFAULTS", "KL_TYPES", "short_params", "loss_fn", "advantages",
+           "expected"]
 
 POLICY_LOSSES = (
     "vanilla", "gspo", "sapo", "gpg", "clip_cov", "kl_cov", "geo_mean", "dro", "cispo", "dppo_tv", "dppo_kl",
@@ -65,8 +76,30 @@ DEFAULTS: dict[str, Any] = {
     "kl_cov_ratio": 0.0002,
     "ppo_kl_coef": 0.1,
     "dro_beta": None,
+    "use_kl_loss": False,
+    "kl_loss_type": "low_var_kl",
+    "kl_loss_coef": 0.001,
     "seed": 0,
 }
+# verl's kl_penalty types (core_algos.kl_penalty_forward; a "+" suffix takes k2's gradient).
+KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+", "mse+", "k2+", "low_var_kl+", "k3+")
+# verl's full config path -> the short name (the prefixes --verl-config reads).
+_PREFIXES = ("actor_rollout_ref.actor.policy_loss.", "actor_rollout_ref.actor.", "algorithm.")
+_RENAMED = {"adv_estimator": "estimator"}
+
+
+def short_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``params`` with verl's full config paths (``actor_rollout_ref.actor.kl_loss_coef``,
+    ``algorithm.adv_estimator``) turned into :data:`DEFAULTS`' short names."""
+    out: dict[str, Any] = {}
+    for key, value in (params or {}).items():
+        name = key
+        for prefix in _PREFIXES:
+            if key.startswith(prefix):
+                name = key[len(prefix):]
+                break
+        out[_RENAMED.get(name, name)] = value
+    return out
 
 
 def _split(target: str) -> tuple[str, str]:
@@ -88,7 +121,12 @@ def loss_fn(spec: str, params: Mapping[str, Any] | None = None) -> Callable[[Ten
     require("verl")
     loss, mode = _split(f"verl:{spec}")
     target = f"verl:{loss}/{mode}"
-    options = parse_params(target, params, DEFAULTS)
+    options = parse_params(target, short_params(params), DEFAULTS)
+    if str(options["kl_loss_type"]) not in KL_TYPES:
+        raise InvalidArgument(
+            f"target={target!r}: kl_loss_type={options['kl_loss_type']!r} is not one of {', '.join(KL_TYPES)} "
+            "(verl's kl_penalty)."
+        )
     if options["estimator"] not in ESTIMATORS:
         raise InvalidArgument(
             f"target={target!r}: estimator={options['estimator']!r} is not one of {', '.join(ESTIMATORS)}."
@@ -184,6 +222,21 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, loss: str, mode: str, actor, al
         config=actor,
         rollout_is_weights=None,
     )
+    if options["use_kl_loss"]:
+        if rollout.ref_logprobs is None:
+            raise RolloutError(
+                "rollout.ref_logprobs=None but verl use_kl_loss=true adds a KL to the reference policy: "
+                "pass ref_logprobs [N, T]."
+            )
+        kld = core_algos.kl_penalty(
+            logprob=logprobs, ref_logprob=rollout.ref_logprobs.to(logprobs.dtype), kl_penalty=options["kl_loss_type"]
+        )
+        factor = options["loss_scale_factor"]
+        kl_loss = core_algos.agg_loss(
+            loss_mat=kld, loss_mask=rollout.mask, loss_agg_mode=mode,
+            loss_scale_factor=None if factor is None else int(factor),
+        )
+        value = value + kl_loss * float(options["kl_loss_coef"])
     return value
 
 
@@ -219,9 +272,13 @@ def expected(loss: str, mode: str, params: Mapping[str, Any] | None = None) -> d
     sign-dependent PPO clip (vanilla always has the dual clip), SAPO's temperatures,
     GMPO's log clip, the DPPO masks. M1: sequence ratios (gspo, geo_mean). Estimators:
     :data:`_ESTIMATOR_FACETS`. gpg and cispo (two-sided detached clamp) break nothing.
+    The KL loss (``use_kl_loss`` with ``kl_loss_coef != 0``): every ``kl_penalty`` type
+    is a function of the sampled token's own ``l`` and ``ref``, added to each
+    occurrence whatever its advantage: ``M6.event_term`` in both regimes (the policy
+    is not the reference on-policy).
     """
     p = dict(DEFAULTS)
-    p.update(params or {})
+    p.update(short_params(params))
     on = set(_ESTIMATOR_FACETS[p["estimator"]])
     if mode in _PER_RESPONSE or loss in _FORCED_PER_RESPONSE:
         on.add("M3.response_norm")
@@ -230,4 +287,11 @@ def expected(loss: str, mode: str, params: Mapping[str, Any] | None = None) -> d
         off.add("M2.sign_clip")
     if loss in ("gspo", "geo_mean"):
         off.add("M1.sequence_weight")
+    if _true(p["use_kl_loss"]) and float(p["kl_loss_coef"]) != 0.0:
+        on.add("M6.event_term")
+        off.add("M6.event_term")
     return per_regime(verdict_of(*on), verdict_of(*off))
+
+
+def _true(value: Any) -> bool:
+    return str(value).lower() in ("true", "1", "yes")
