@@ -20,6 +20,8 @@ def _cell(res) -> str:
         return f"[green]holds[/green] up to {res.round_off} round-off ({res.examples} ex)"
     if res.holds:
         return f"[green]holds[/green] ({res.examples} ex)"
+    if res.precision_induced:
+        return f"[red]BROKEN[/red] (precision-induced; {res.found_by})"
     return f"[red]BROKEN[/red] ({res.found_by})"
 
 
@@ -40,6 +42,8 @@ def render_report(report: "Report", console: Console | None = None, verbose: boo
     if report.precision != "float64":
         how = "detected: every coefficient is an exact " + report.precision + " value" if report.precision_detected else "as told"
         console.print(f"precision: {report.precision} ({how}); residuals at that level are round-off")
+    if report.twin:
+        console.print(f"twin: {report.twin}")
     if report.mechanisms:
         console.print("mechanisms:")
         for m in report.mechanisms:

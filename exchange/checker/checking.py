@@ -26,20 +26,31 @@ from hypothesis import settings
 
 from exchange.checker.mechanisms.rule import MechanismSet, counted, design_choice, dropped_notes
 from exchange.checker.cases import build
-from exchange.checker.precision import resolve_precision
+from exchange.checker.precision import Comparison, PairedEngine, compare_on_layout, floored, resolve_precision
 from exchange.checker.probes import PROBES, run_probes
 from exchange.checker.properties import PROPERTIES, TOLERANCES, Evaluation, get_property
 from exchange.checker.report import FoundBy, PropertyResult, RegularizerReport, Report
 from exchange.checker.reproduce import reproduce_line
 from exchange.checker.search import Search, search
 from exchange.checker.time_limit import time_limited
-from exchange.checker.tolerances import MIN_INFORMATIVE_SHARE, at_precision
+from exchange.checker.tolerances import MIN_INFORMATIVE_SHARE, PRECISIONS, RESOLUTION, RTOL_EQUAL, TINY, at_precision
+from exchange.checker.twin import Float64Twin, float32_twin, float64_twin
 from exchange.core.coefficients import Engine, LossFn, token_coefficients
 from exchange.core.events import events
 from exchange.core.vocabulary import PROPERTY_THEOREMS, REGIMES, Regime
-from exchange.errors import InvalidArgument
+from exchange.errors import InvalidArgument, ObjectiveError
 
-__all__ = ["check"]
+__all__ = ["check", "COMPARED_CONFIGURATIONS"]
+
+# Configurations of the one layout per property and regime on which the loss is compared
+# with its twin beside the probes and every plain evaluation (a batch of the bulk fuzzer's
+# size: the comparison costs one extra batch per property and regime, on low-precision
+# losses only).
+COMPARED_CONFIGURATIONS = 16
+
+
+# The regularizer channel's second reward vector: the rewards reversed, times 3, plus 1.
+_OTHER_REWARDS = (3.0, 1.0)
 
 
 def _regularizer_report(regularizer: LossFn) -> RegularizerReport:
@@ -49,18 +60,19 @@ def _regularizer_report(regularizer: LossFn) -> RegularizerReport:
     case = replace(PROBES[0].case, off_policy=True)
     rollout = build(case)
     kappa = token_coefficients(regularizer, rollout.logprobs, rollout)
-    other = rollout.replace(rewards=rollout.rewards.flip(0) * 3.0 + 1.0)
+    scale, shift = _OTHER_REWARDS
+    other = rollout.replace(rewards=rollout.rewards.flip(0) * scale + shift)
     kappa_other = token_coefficients(regularizer, other.logprobs, other)
     ev = events(rollout)
     valid = ev.ids >= 0
     ids, vals = ev.ids[valid], kappa[valid]
     first = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amax", include_self=False)
     last = torch.full((ev.count,), float("nan"), dtype=vals.dtype).scatter_reduce(0, ids, vals, "amin", include_self=False)
-    scale = float(kappa.abs().max()) + 1e-300
+    top = float(kappa.abs().max()) + TINY
     return RegularizerReport(
         max_abs=float(kappa.abs().max()),
-        event_consistent=bool(((first - last).abs() <= 1e-9 * scale).all()),
-        reward_independent=bool(((kappa - kappa_other).abs() <= 1e-9 * scale).all()),
+        event_consistent=bool(((first - last).abs() <= RTOL_EQUAL * top).all()),
+        reward_independent=bool(((kappa - kappa_other).abs() <= RTOL_EQUAL * top).all()),
     )
 
 
@@ -195,37 +207,179 @@ def check(
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise InvalidArgument(f"timeout={timeout!r} must be a number of seconds > 0.")
         loss_fn = time_limited(loss_fn, float(timeout), label)
-    engine = Engine(loss_fn, batched=batched)
     smoke = build(PROBES[0].case)
     token_coefficients(loss_fn, smoke.logprobs, smoke)  # usage errors surface here, once
     precision, detected = resolve_precision(loss_fn, precision)
-    engine.precision = precision
+    twin = float64_twin(loss_fn)
+    try:
+        token_coefficients(twin, smoke.logprobs, smoke)
+    except ObjectiveError as err:  # the loss does not run as its float64 twin
+        twin.incomplete = f"the loss raised under its float64 twin ({err})"
+        twin.incomplete_precision = twin.incomplete_precision or precision
+    run = _Run(names, regimes, max_examples, seed, how, progress, batched)
+    if twin.incomplete:
+        judged = _fallback(run, loss_fn, twin, precision)
+    else:
+        judged = _on_twin(run, loss_fn, twin, precision)
+    results, mechanisms = judged
+    if len(regimes) == 2:
+        _carry_on_policy(results, mechanisms, names, *sorted(regimes, key=lambda r: Regime(r).off_policy))
+    return Report(
+        objective=label,
+        regimes=regimes,
+        properties=names,
+        results=results,
+        mechanisms_by_regime=mechanisms,
+        seed=seed,
+        max_examples=max_examples,
+        regularizer=None if regularizer is None else _regularizer_report(regularizer),
+        reproduce=reproduce_line(loss_fn, label, regimes, seed, max_examples, shrink),
+        precision=precision,
+        precision_detected=detected,
+        twin=_twin_line(twin),
+    )
 
+
+@dataclasses.dataclass
+class _Run:
+    names: tuple[str, ...]
+    regimes: tuple[Regime, ...]
+    max_examples: int
+    seed: int
+    how: Search
+    progress: Callable[[str, str], None] | None
+    batched: bool
+
+
+def _twin_line(twin: Float64Twin) -> str:
+    if twin.incomplete:
+        return f"incomplete: {twin.incomplete}"
+    if twin.rewritten:
+        return "float64 twin of the loss's " + ", ".join(sorted(twin.rewritten)) + " requests"
+    return ""
+
+
+def _on_twin(run: _Run, loss_fn: LossFn, twin: Float64Twin, precision: str):
+    """Judge the float64 twin; where the loss requests a lower precision (or runs in one),
+    compare it with its twin on the probes, on every example the checker evaluates and on
+    one layout per property and regime (THEORY.md section 4, precision rule)."""
+    twin_engine = Engine(twin, batched=run.batched)
+    floors: dict = {}
+    props = {n: floored(PROPERTIES[n], Engine(float32_twin(loss_fn), batched=run.batched), floors) for n in run.names}
+    compare = bool(twin.rewritten) or precision != "float64"
+    comparison = Comparison(precision)
+    engine = PairedEngine(twin_engine, Engine(loss_fn, batched=run.batched), comparison) if compare else twin_engine
+    results, mechanisms = _judge(engine, props, run, "float64")
+    for (prop_name, regime), found in floors.items():
+        res = results[(prop_name, regime)]
+        if res.holds and not res.note:
+            res.round_off, res.note = "float64", str(found)
+    if not compare:
+        return results, mechanisms
+    for regime in run.regimes:
+        for prop_name in run.names:
+            compare_on_layout(twin, loss_fn, PROPERTIES[prop_name], regime, run.seed, COMPARED_CONFIGURATIONS, comparison)
+    if comparison.changed:
+        return _precision_induced(run, loss_fn, precision, results, mechanisms, comparison)
+    for res in results.values():
+        _below_resolution(res, precision, comparison)
+    return results, mechanisms
+
+
+def _below_resolution(res: PropertyResult, precision: str, comparison: Comparison) -> None:
+    """THEORY.md's precision rule on a property the twin breaks while the loss stays within
+    its round-off of the twin: BROKEN when the exact effect (the twin's residual) exceeds the
+    resolution of the loss's precision, else "holds up to <precision> round-off"."""
+    res.round_off_measured = comparison.worst
+    if res.holds or res.found_by is None or res.found_by.vacuity or precision == "float64":
+        return
+    effect, resolution = res.max_residual, RESOLUTION[precision]
+    res.effect, res.resolution = effect, resolution
+    if effect <= resolution:
+        res.holds, res.round_off = True, precision
+        res.note = f"holds up to {precision} round-off (exact effect {effect:.2g} below {precision} resolution {resolution:.2g})"
+
+
+def _precision_induced(run: _Run, loss_fn: LossFn, precision: str, twin_results, twin_mechanisms, comparison):
+    """Precision changed what the loss computes (a clip or a mask decided on rounded
+    values): the loss itself is judged at its precision (:func:`_fallback`'s floor); a
+    property it breaks while the twin holds is "BROKEN (precision-induced)", the twin's
+    verdict beside it."""
+    engine = Engine(loss_fn, batched=run.batched)
+    engine.precision = precision
+    props = {n: PROPERTIES[n] for n in run.names}
+    results, mechanisms = _judge(engine, props, run, precision)
+    for key, res in results.items():
+        there = twin_results[key]
+        res.twin_holds = there.holds
+        res.round_off_measured = comparison.worst
+        if not res.holds and there.holds and not res.found_by.vacuity:
+            res.precision_induced = True
+            res.note = (f"precision-induced: the loss's {precision} coefficients differ from its float64 twin's by "
+                        f"{comparison.worst:.2g} of their scale ({comparison.where}), beyond the {precision} "
+                        f"resolution; the float64 twin holds (max residual {there.max_residual:.2g})"
+                        + (f"; {res.note}" if res.note else ""))
+        elif res.holds and not there.holds:  # the twin's break stands: precision does not repair it
+            results[key] = there
+    merged = {r: MechanismSet.merged(mechanisms[r], twin_mechanisms[r]) for r in run.regimes}
+    return results, merged
+
+
+def _fallback(run: _Run, loss_fn: LossFn, twin: Float64Twin, precision: str):
+    """The twin is incomplete (a low-precision tensor reached an op inside it, or the loss
+    raised under it): the loss itself is judged at the coarser of its detected precision and
+    the precision that reached the op, against one noise floor (the property's tolerance
+    at that precision, :func:`~exchange.checker.tolerances.at_precision`), the raw residual
+    and the floor printed side by side."""
+    coarser = twin.incomplete_precision if twin.incomplete_precision in PRECISIONS else precision
+    if PRECISIONS.index(coarser) < PRECISIONS.index(precision):
+        coarser = precision
+    engine = Engine(loss_fn, batched=run.batched)
+    engine.precision = coarser
+    results, mechanisms = _judge(engine, {n: PROPERTIES[n] for n in run.names}, run, coarser)
+    for res in results.values():
+        floor = res.tolerance
+        line = (f"incomplete twin ({twin.incomplete}): judged at {coarser}, residual {res.max_residual:.2g} "
+                f"against the {coarser} floor {floor:.2g}")
+        res.note = line + (f"; {res.note}" if res.note else "")
+        if res.holds and res.max_residual > PROPERTIES[res.name].tolerance:
+            res.round_off = coarser
+    return results, mechanisms
+
+
+def _judge(engine, props: dict, run: _Run, precision: str):
+    """The probes and the search of every property in every regime, on ``engine``,
+    judged at ``precision`` (``"float64"`` on the twin)."""
+    names, regimes = run.names, run.regimes
     results: dict[tuple[str, str], PropertyResult] = {}
     mechanisms: dict[str, MechanismSet] = {}
     for regime in regimes:
         probes = run_probes(engine, regime)
         mechanisms[regime] = MechanismSet(counted(probes, names, TOLERANCES, precision), dropped_notes(probes))
         for prop_name in names:
-            prop = PROPERTIES[prop_name]
+            prop = props[prop_name]
             tol = at_precision(prop.tolerance, precision)
             if prop.regime_free and regime != regimes[0]:
                 results[(prop_name, regime)] = results[(prop_name, regimes[0])]
                 continue
+            # the largest residual of any probe: a broken property's exact effect (the precision rule)
+            probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
             broke = next((p for p in probes if prop_name in p.evaluations and not p.evaluations[prop_name].residual
                           <= at_precision(prop.tolerance, precision, p.evaluations[prop_name].exact)), None)
             if broke is not None:
                 ev = broke.evaluations[prop_name]
-                results[(prop_name, regime)] = _failed(prop_name, regime, at_precision(prop.tolerance, precision, ev.exact),
-                                                       ev, FoundBy(probe=broke.probe.name), 1, 1)
+                res = _failed(prop_name, regime, at_precision(prop.tolerance, precision, ev.exact),
+                              ev, FoundBy(probe=broke.probe.name), 1, 1)
+                res.max_residual = max(res.max_residual, probe_max)
+                results[(prop_name, regime)] = res
                 continue
-            probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
-            if progress is not None:
-                progress(regime, prop_name)
-            tally, failure, found_by = search(engine, prop, regime, max_examples, seed, tol, how)
+            if run.progress is not None:
+                run.progress(regime, prop_name)
+            tally, failure, found_by = search(engine, prop, regime, run.max_examples, run.seed, tol, run.how)
             if failure is not None:
-                results[(prop_name, regime)] = _failed(prop_name, regime, tol, failure, found_by, tally.examples,
-                                                       tally.informative)
+                res = _failed(prop_name, regime, tol, failure, found_by, tally.examples, tally.informative)
+                res.max_residual = max(res.max_residual, tally.max_residual, probe_max)
+                results[(prop_name, regime)] = res
                 continue
             res = PropertyResult(
                 name=prop_name, regime=regime, holds=True, max_residual=max(tally.max_residual, probe_max),
@@ -245,18 +399,4 @@ def check(
             results[(prop_name, regime)] = res
         mechanisms[regime] |= MechanismSet(design_choice(probes, names, results, regime, mechanisms[regime],
                                                          TOLERANCES, precision))
-    if len(regimes) == 2:
-        _carry_on_policy(results, mechanisms, names, *sorted(regimes, key=lambda r: Regime(r).off_policy))
-    return Report(
-        objective=label,
-        regimes=regimes,
-        properties=names,
-        results=results,
-        mechanisms_by_regime=mechanisms,
-        seed=seed,
-        max_examples=max_examples,
-        regularizer=None if regularizer is None else _regularizer_report(regularizer),
-        reproduce=reproduce_line(loss_fn, label, regimes, seed, max_examples, shrink),
-        precision=precision,
-        precision_detected=detected,
-    )
+    return results, mechanisms

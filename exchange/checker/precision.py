@@ -1,37 +1,57 @@
-"""The precision a loss really runs in (THEORY.md section 4, precision rule).
+"""The precision a loss really runs in, and its round-off measured against its float64
+twin (THEORY.md section 4, precision rule; the twin: :mod:`exchange.checker.twin`).
 
-A loss that runs its ``exp`` (or anything on the gradient path) in float32 or bf16 gives
-coefficients rounded to that format; residuals at that level are round-off, judged at
-:data:`exchange.checker.tolerances.PRECISION_RTOL`.
+- :func:`detect_precision`: the coarsest format every coefficient of the loss is exact in
+  (the precision a report names: the loss's, not the casts it requests);
+- :class:`Comparison`, :class:`PairedEngine`, :func:`compare_on_layout`: the loss and its
+  twin on the same rollouts; their difference is the loss's round-off on them, and one
+  beyond :data:`~exchange.checker.tolerances.CHANGED` means precision changed what the
+  loss computes;
+- :func:`floored`: float64 round-off, judged against the float32 twin's residual scaled
+  by the ratio of unit round-offs.
 """
 
 from __future__ import annotations
 
+import math
+import random
+from dataclasses import dataclass, replace
+
 import torch
+from torch import Tensor
 
+from exchange.checker import bulk
 from exchange.checker.cases import Case, GroupConfig, build
-from exchange.checker.tolerances import PRECISIONS
-from exchange.core.coefficients import LossFn, token_coefficients
-from exchange.errors import InvalidArgument
+from exchange.checker.draw import RandomDraw
+from exchange.checker.properties.base import BatchInputs, Evaluation, Property
+from exchange.checker.tolerances import CHANGED, FLOAT64_PER_FLOAT32, PRECISIONS
+from exchange.core.coefficients import Engine, LossFn, token_coefficients
+from exchange.core.rollout import Rollout
+from exchange.errors import InvalidArgument, ObjectiveError
 
-__all__ = ["detect_precision", "resolve_precision"]
+__all__ = ["detect_precision", "resolve_precision", "Comparison", "PairedEngine", "compare_on_layout", "Floor",
+           "floored"]
+
+# The detector's batch: generic rewards (no coefficient is a round number by accident).
+_DETECT_CASE = Case(
+    groups=(
+        GroupConfig(((1, 2, 3), (1, 2, 0, 1), (1, 3), (2, 2, 1)), (0.3, 0.71, 0.13, 0.97)),
+        GroupConfig(((1, 2), (1, 0, 3)), (0.41, 0.09)),
+    ),
+    off_policy=True,
+)
+# Fewer non-zero coefficients than this say nothing about their format.
+_DETECT_MIN_VALUES = 4
 
 
 def detect_precision(loss_fn: LossFn) -> str:
     """The coarsest format in which every token coefficient of ``loss_fn`` is exactly
     representable, on a float64 group with generic rewards and ratios: a float64 loss
     gives generic float64 values."""
-    case = Case(
-        groups=(
-            GroupConfig(((1, 2, 3), (1, 2, 0, 1), (1, 3), (2, 2, 1)), (0.3, 0.71, 0.13, 0.97)),
-            GroupConfig(((1, 2), (1, 0, 3)), (0.41, 0.09)),
-        ),
-        off_policy=True,
-    )
-    rollout = build(case)
+    rollout = build(_DETECT_CASE)
     kappa = token_coefficients(loss_fn, rollout.logprobs, rollout)
     values = kappa[(kappa != 0) & torch.isfinite(kappa)]
-    if values.numel() < 4:
+    if values.numel() < _DETECT_MIN_VALUES:
         return "float64"
     for name, dtype in (("bf16", torch.bfloat16), ("float32", torch.float32)):
         if bool((values.to(dtype).to(values.dtype) == values).all()):
@@ -50,3 +70,127 @@ def resolve_precision(loss_fn: LossFn, precision: str | None) -> tuple[str, bool
     if precision not in PRECISIONS:
         raise InvalidArgument(f"precision={precision!r}: choose from {PRECISIONS} (or None to detect it).")
     return precision, False
+
+
+# ------------------------------------------------------------ the twin and the loss
+@dataclass
+class Comparison:
+    """What the loss's own coefficients showed next to its twin's on the same rollouts
+    (THEORY.md section 4: "their difference is the round-off of that loss on that input").
+
+    ``worst``: the largest ``max|kappa_loss - kappa_twin| / max|kappa_twin|`` over the rollouts
+    compared; ``changed``: whether it exceeded :data:`~exchange.checker.tolerances.CHANGED`
+    of the loss's precision on some rollout (precision changed what the loss computes),
+    with ``where`` naming the first such evaluation."""
+
+    precision: str
+    rollouts: int = 0
+    worst: float = 0.0
+    changed: bool = False
+    where: str = ""
+
+    def add(self, kappa_twin: Tensor, kappa_loss: Tensor, where: str) -> None:
+        """Compare ``[K, N, T]`` (or ``[N, T]``) coefficients of the twin and the loss."""
+        kt, kl = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_loss))
+        finite_t = torch.isfinite(kt).flatten(1).all(1)
+        scale = kt.abs().flatten(1).amax(1)
+        diff = (kl - kt).abs().flatten(1).amax(1)
+        rel = torch.where(scale > 0, diff / torch.where(scale > 0, scale, torch.ones_like(scale)),
+                          torch.where(diff > 0, torch.full_like(diff, float("inf")), diff))
+        rel = torch.where(finite_t, torch.nan_to_num(rel, nan=float("inf")), torch.zeros_like(rel))
+        self.rollouts += kt.shape[0]
+        worst = float(rel.max()) if rel.numel() else 0.0
+        self.worst = max(self.worst, worst)
+        if worst > CHANGED[self.precision] and not self.changed:
+            self.changed, self.where = True, where
+
+
+class PairedEngine:
+    """An :class:`~exchange.core.coefficients.Engine` of the twin that also evaluates the
+    loss itself on every rollout it is asked for, recording the difference in
+    ``comparison``; it returns the twin's coefficients (the verdicts are the twin's)."""
+
+    def __init__(self, twin: Engine, loss: Engine, comparison: Comparison) -> None:
+        self.twin, self.loss, self.comparison = twin, loss, comparison
+        self.loss_fn = twin.loss_fn
+        self.precision = twin.precision
+
+    @property
+    def calls(self) -> int:
+        return self.twin.calls
+
+    def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
+        kt = self.twin(rollouts)
+        try:
+            kl = self.loss(rollouts)
+        except ObjectiveError:  # the loss raises where its twin does not: what it computes changed
+            self.comparison.changed, self.comparison.where = True, self.comparison.where or "the loss raised"
+            return kt
+        for t, l in zip(kt, kl):
+            self.comparison.add(t, l, "a probe or an example the checker evaluated")
+        return kt
+
+
+def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, configurations: int,
+                      comparison: Comparison) -> None:
+    """The loss and its twin on one layout drawn by ``prop``'s generator (``configurations``
+    of it, batched): every set of coefficients ``prop``'s batched evaluation asks for is
+    compared."""
+    rng = random.Random(f"exchange.twin/{seed}/{prop.name}/{regime}")
+    d = RandomDraw(rng)
+    lay = prop.layout(d, regime)
+    seeds = [rng.randint(0, 2**16) for _ in range(configurations)]
+    rewards = torch.tensor([[x for rw in cfg for x in rw] for cfg in bulk.draw_rewards(d, configurations, lay)],
+                           dtype=torch.float64)
+    modes = (bulk.Mode(True), bulk.Mode(True))
+
+    def paired(template: Rollout, fields: dict) -> tuple[Tensor, Tensor, Tensor]:
+        loss_t, kt, errors = bulk.coefficients(twin_fn, template, fields, modes[0])
+        _, kl, errors_l = bulk.coefficients(loss_fn, template, fields, modes[1])
+        ok = torch.tensor([a is None and b is None for a, b in zip(errors, errors_l)])
+        comparison.add(kt[ok], kl[ok], f"{prop.name} ({regime})")
+        return loss_t, kt, torch.tensor([e is not None for e in errors])
+
+    prop.evaluate_batch(BatchInputs(lay, seeds, rewards, paired, "float64"))
+
+
+# ------------------------------------------------------------------ float64 floor
+@dataclass
+class Floor:
+    """A float64 residual judged against the float64 floor: ``raw`` the twin's residual,
+    ``floor`` its float32 twin's residual times the ratio of unit round-offs."""
+
+    raw: float
+    floor: float
+
+    def __str__(self) -> str:
+        return (f"holds up to float64 round-off (residual {self.raw:.2g} within the float64 floor {self.floor:.2g}: "
+                f"the float32 twin's residual x {FLOAT64_PER_FLOAT32:.2g})")
+
+
+def floored(prop: Property, float32_engine: Engine, seen: dict) -> Property:
+    """``prop`` whose plain evaluation (the oracle that confirms every failure) judges a
+    residual above the float64 tolerance against the float64 floor of the same example
+    (THEORY.md section 4: "the float64 tolerances sit above a measured float64 floor"):
+    the example's residual on ``float32_engine`` (the float32 twin) times
+    :data:`~exchange.checker.tolerances.FLOAT64_PER_FLOAT32`. Within it, the residual is
+    reported scaled to the tolerance and the raw one is recorded in ``seen[(name, regime)]``."""
+
+    def evaluate(engine, example, regime: str) -> Evaluation:
+        ev = prop.evaluate(engine, example, regime)
+        if not ev.residual > prop.tolerance or not math.isfinite(ev.residual) or ev.exact:
+            return ev
+        try:
+            low = prop.evaluate(float32_engine, example, regime).residual
+        except ObjectiveError:
+            return ev
+        floor = low * FLOAT64_PER_FLOAT32
+        if math.isfinite(floor) and ev.residual <= floor:
+            found = Floor(ev.residual, floor)
+            key = (prop.name, regime)
+            if key not in seen or seen[key].raw < found.raw:
+                seen[key] = found
+            ev.residual = ev.residual * prop.tolerance / floor
+        return ev
+
+    return replace(prop, evaluate=evaluate)

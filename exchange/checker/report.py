@@ -64,6 +64,23 @@ class PropertyResult:
     note: str = ""
     theorems: tuple[str, ...] = ()
     round_off: str = ""  # the precision whose round-off the residual reaches ("" for none)
+    # THEORY.md section 4, precision rule (exchange.checker.precision): the twin's exact
+    # effect and the resolution of the loss's precision, where a twin's break was judged
+    # against it; the loss's measured round-off (max|kappa_loss - kappa_twin| over the
+    # scale, where compared); a break the loss has and its float64 twin has not
+    effect: float | None = None
+    resolution: float | None = None
+    round_off_measured: float | None = None
+    precision_induced: bool = False
+    twin_holds: bool | None = None
+
+    @property
+    def verdict(self) -> str:
+        """The report's label: "holds", "holds up to float32 round-off", "BROKEN" or
+        "BROKEN (precision-induced)"."""
+        if not self.holds:
+            return "BROKEN (precision-induced)" if self.precision_induced else "BROKEN"
+        return f"holds up to {self.round_off} round-off" if self.round_off else "holds"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -85,6 +102,12 @@ class PropertyResult:
             out["counterexample"] = cx
         if self.note:
             out["note"] = self.note
+        out["verdict"] = self.verdict
+        for key in ("effect", "resolution", "round_off_measured", "twin_holds"):
+            if getattr(self, key) is not None:
+                out[key] = _finite(getattr(self, key)) if key != "twin_holds" else self.twin_holds
+        if self.precision_induced:
+            out["precision_induced"] = True
         return out
 
 
@@ -123,6 +146,7 @@ class Report:
     reproduce: str = ""
     precision: str = "float64"  # the loss's effective precision (THEORY.md section 4)
     precision_detected: bool = False
+    twin: str = ""  # what the float64 twin was ("" when the loss requests no lower precision)
 
     # ------------------------------------------------------------------ API
     def _check_name(self, name: str, regime: str | None) -> None:
@@ -171,7 +195,6 @@ class Report:
         self.mechanisms_in(regime)
         return list(getattr(self.mechanisms_by_regime.get(regime), "notes", ()))
 
-
     @property
     def all_hold(self) -> bool:
         return all(r.holds for r in self.results.values())
@@ -202,6 +225,7 @@ class Report:
             "reproduce": self.reproduce,
             "precision": self.precision,
             "precision_detected": self.precision_detected,
+            "twin": self.twin,
         }
         if self.regularizer is not None:
             out["regularizer"] = self.regularizer.to_dict()

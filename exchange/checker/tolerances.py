@@ -24,6 +24,7 @@ from __future__ import annotations
 __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
     "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "level_noise", "SHAPING_LEAK", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
+    "CHANGED", "FLOAT64_PER_FLOAT32",
     "FLOOR_MARGIN", "ROUNDINGS", "SELECTED_SHARE", "TWIN_MARGIN", "NUDGE_EPS", "NUDGE_MIN",
 ]
 
@@ -89,6 +90,22 @@ def level_noise(precision: str, magnitude: float, per_unit: float) -> float:
 # (weights of lengths 3 and 6), 20% (OPO's centre) and 7.7% (SkyRL's token-weighted batch
 # whitening). A weight or a centre must differ by more than this to name a mechanism.
 SHAPING_LEAK = 0.04
+
+
+# The twin and the loss (THEORY.md section 4, precision rule; docs/properties.md, "Tolerances").
+# A rounding of unit round-off u in a computation of condition number c moves a coefficient
+# by about c u of the rollout's largest coefficient; a clip or a mask decided on rounded
+# values moves it by O(1) of it. The loss's coefficients differ from the twin's "beyond the
+# resolution" of its precision when the difference exceeds the geometric mean of the two,
+# sqrt(resolution) (3.5e-4 in float32, 0.088 in bf16): round-off stays below it for any
+# conditioning below 1 / sqrt(resolution) (2.9e3 in float32, 11 in bf16), a changed decision
+# on a coefficient of at least that share of the largest shows above it.
+CHANGED = {name: eps ** 0.5 for name, eps in RESOLUTION.items()}
+
+# The float64 floor: the same twin run in float32 rounds as the float64 twin does, larger
+# by the ratio of the unit round-offs; a float64 residual within its float32 twin's residual
+# scaled by that ratio is float64 round-off.
+FLOAT64_PER_FLOAT32 = RESOLUTION["float64"] / RESOLUTION["float32"]
 
 
 # Mechanism evidence (exchange.checker.mechanisms; helper M, issue 45).

@@ -14,7 +14,7 @@ from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluatio
 from exchange.checker.properties.residuals import (cancellation, cancellation_mismatches, conditioning, judged_by_response,
                                                       lifted_ties, per_event, reference_rewards, tied_groups, tied_level,
                                                       with_reference_rewards)
-from exchange.checker.tolerances import RTOL_CANCEL, at_precision
+from exchange.checker.tolerances import RTOL_CANCEL, TINY, at_precision
 from exchange.core.coefficients import Engine
 from exchange.core.events import Events, events
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
@@ -74,7 +74,7 @@ def _judged(kappa: torch.Tensor, ev: Events, tied: torch.Tensor, reference: torc
     response = torch.zeros_like(raw)
     for lift in lifts:
         K_lift, mass_lift, _ = per_event(lift, ev)
-        moved = (K_lift - K).abs() / torch.maximum(mass, mass_lift).clamp(min=1e-300)
+        moved = (K_lift - K).abs() / torch.maximum(mass, mass_lift).clamp(min=TINY)
         response = torch.maximum(response, torch.where(on_tied, moved, torch.zeros_like(res)).amax(1))
     tol = at_precision(RTOL_CANCEL, precision)
     judged = torch.minimum(judged_by_response(raw, response, tol, precision), raw / level)

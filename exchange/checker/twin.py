@@ -1,0 +1,187 @@
+"""The float64 twin of a loss (THEORY.md section 4, precision rule: "the float64 twin is
+the reference").
+
+:func:`float64_twin` runs the user's ``loss_fn`` under a
+:class:`torch.overrides.TorchFunctionMode` (float64 default dtype, autocast off) that
+rewrites every request for a lower floating dtype to float64: ``dtype=`` keyword
+arguments, ``Tensor.to(dtype)``, ``.float()``, ``.half()``, ``.bfloat16()``,
+``.type(...)``, ``type_as``/``.to(other)`` of a low-precision tensor, and tensors built from
+Python lists (the default dtype). The result is a plain ``loss_fn`` (the
+:class:`~exchange.core.coefficients.Engine`, the bulk fuzzer and
+``torch.func.vmap(grad(...))`` see nothing else).
+
+The twin is incomplete when a low-precision floating tensor still reaches an op inside
+the mode (``torch.from_numpy`` of a float32 array, a custom kernel's output): the twin
+then records the first such op (:attr:`Float64Twin.incomplete`), and the checker judges
+the loss itself at its detected precision instead (:mod:`exchange.checker.checking`).
+
+:func:`at_precision_twin` is the same transform towards float32: every floating request
+(float64 included) and every input in float32, the "float32 twin" whose difference to the
+float64 twin measures the loss's conditioning on an input (the float64 floor,
+:mod:`exchange.checker.precision`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import torch
+from torch.overrides import TorchFunctionMode
+
+from exchange.core.rollout import Rollout
+
+__all__ = ["Float64Twin", "float64_twin", "float32_twin", "LOW_DTYPES", "dtype_name"]
+
+# Floating dtypes below float64 (what the twin rewrites and what an incomplete twin shows).
+LOW_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.bfloat16: "bf16", torch.float16: "float16"}
+# ``Tensor.type`` strings of low-precision floating types
+_TYPE_STRINGS = {"torch.FloatTensor", "torch.HalfTensor", "torch.BFloat16Tensor", "torch.cuda.FloatTensor",
+                 "torch.cuda.HalfTensor", "torch.cuda.BFloat16Tensor"}
+_CASTS = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16, torch.Tensor.double}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The precision name of a floating dtype (``"bf16"`` for bfloat16)."""
+    return _NAMES.get(dtype, str(dtype).replace("torch.", ""))
+
+
+class _Rewrite(TorchFunctionMode):
+    """Every floating dtype request becomes ``target``; low-precision tensors reaching an op
+    are recorded in ``seen`` (the coarsest first) with the op's name."""
+
+    def __init__(self, target: torch.dtype, record) -> None:
+        super().__init__()
+        self.target = target
+        self.record = record
+
+    def _floating(self, dtype) -> bool:
+        return isinstance(dtype, torch.dtype) and dtype.is_floating_point and not dtype.is_complex
+
+    def _fix(self, value):
+        if self._floating(value) and value != self.target:
+            self.record.rewrote(value)
+            return self.target
+        if isinstance(value, type) and value.__name__.endswith("Tensor") and value is not torch.Tensor:
+            value = f"{value.__module__}.{value.__name__}"  # the class torch.FloatTensor, as its name
+        if isinstance(value, str) and value in _TYPE_STRINGS | {"torch.DoubleTensor"} and self.target is torch.float64:
+            if value != "torch.DoubleTensor":
+                self.record.rewrote(torch.float32)
+            return self.target
+        return value
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if "dtype" in kwargs:
+            kwargs["dtype"] = self._fix(kwargs["dtype"])
+        if func in _CASTS and args and isinstance(args[0], torch.Tensor):
+            if func is not torch.Tensor.double or self.target is not torch.float64:
+                self.record.rewrote(torch.float32 if func is torch.Tensor.float else torch.float64)
+            return args[0].to(self.target)
+        if func in (torch.Tensor.to, torch.Tensor.type, torch.Tensor.type_as) and len(args) > 1:
+            other = args[1]
+            if isinstance(other, torch.Tensor):  # .to(other) / .type_as(other): other's dtype, rewritten
+                if self._floating(other.dtype):
+                    if other.dtype != self.target:
+                        self.record.rewrote(other.dtype)
+                    return args[0].to(device=other.device, dtype=self.target)
+            else:
+                args = (args[0], *(self._fix(a) for a in args[1:]))
+        self._scan(func, args, kwargs)
+        return func(*args, **kwargs)
+
+    def _scan(self, func, args, kwargs) -> None:
+        """Record a low-precision floating tensor among the op's inputs (one level of
+        lists, as ``torch.cat`` takes them)."""
+        for a in (*args, *kwargs.values()):
+            items = a if isinstance(a, (list, tuple)) else (a,)
+            for x in items:
+                if isinstance(x, torch.Tensor) and x.dtype in LOW_DTYPES and x.dtype != self.target \
+                        and self.target is torch.float64:
+                    self.record.reached(x.dtype, getattr(func, "__name__", str(func)))
+                    return
+
+
+class Float64Twin:
+    """``loss_fn`` run as its float64 twin; ``twin(logprobs, rollout) -> loss``.
+
+    Attributes (accumulated over every call):
+        loss_fn: the user's loss.
+        rewritten: the low-precision dtypes the loss requested (names, e.g. ``{"float32"}``);
+            empty when the twin computes exactly what the loss computes.
+        incomplete: ``""``, or one line naming the first op a low-precision tensor reached
+            inside the mode (the twin is then not the loss's float64 version).
+        incomplete_precision: the coarsest such dtype's name (``""`` when complete).
+    """
+
+    def __init__(self, loss_fn, target: torch.dtype = torch.float64) -> None:
+        self.loss_fn = loss_fn
+        self.target = target
+        self.rewritten: set[str] = set()
+        self.incomplete = ""
+        self.incomplete_precision = ""
+        self.__name__ = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+
+    # ------------------------------------------------------------- records
+    def rewrote(self, dtype: torch.dtype) -> None:
+        if dtype in LOW_DTYPES:
+            self.rewritten.add(dtype_name(dtype))
+
+    def reached(self, dtype: torch.dtype, op: str) -> None:
+        coarser = _coarseness(dtype) > _coarseness(_dtype_of(self.incomplete_precision))
+        if not self.incomplete or coarser:
+            self.incomplete = f"a {dtype_name(dtype)} tensor reached {op} inside the float64 twin"
+            self.incomplete_precision = dtype_name(dtype)
+
+    # ---------------------------------------------------------------- call
+    def __call__(self, logprobs: torch.Tensor, rollout: Rollout) -> torch.Tensor:
+        with _twin_context(self.target), _Rewrite(self.target, self):
+            if self.target is not torch.float64:  # the float32 twin runs on float32 inputs too
+                logprobs, rollout = _cast_inputs(logprobs, rollout, self.target)
+            loss = self.loss_fn(logprobs, rollout)
+        if self.target is not torch.float64 and isinstance(loss, torch.Tensor):
+            loss = loss.to(torch.float64)
+        return loss
+
+
+def _coarseness(dtype) -> int:
+    return {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}.get(dtype, 0)
+
+
+def _dtype_of(name: str):
+    return {v: k for k, v in _NAMES.items()}.get(name)
+
+
+def _cast_inputs(logprobs: torch.Tensor, rollout: Rollout, dtype: torch.dtype):
+    """``logprobs`` and every floating field of ``rollout`` in ``dtype`` (the float32 twin)."""
+    fields = {name: getattr(rollout, name).to(dtype) for name in
+              ("rewards", "old_logprobs", "ref_logprobs", "entropy", "baseline_rewards", "sampling_logprobs")
+              if getattr(rollout, name, None) is not None and getattr(rollout, name).is_floating_point()}
+    return logprobs.to(dtype), rollout.with_fields(fields)
+
+
+@contextlib.contextmanager
+def _twin_context(dtype: torch.dtype):
+    """``dtype`` as the default (tensors built from Python lists), autocast off."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with contextlib.ExitStack() as stack:
+            for device in ("cpu", "cuda"):
+                if device == "cpu" or torch.cuda.is_available():
+                    stack.enter_context(torch.autocast(device_type=device, enabled=False))
+            yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def float64_twin(loss_fn) -> Float64Twin:
+    """The float64 twin of ``loss_fn`` (a :class:`Float64Twin`, itself a ``loss_fn``)."""
+    return loss_fn if isinstance(loss_fn, Float64Twin) and loss_fn.target is torch.float64 else Float64Twin(loss_fn)
+
+
+def float32_twin(loss_fn) -> Float64Twin:
+    """``loss_fn`` with every floating request and input in float32: the same code at a
+    known coarser precision (its difference to the float64 twin, scaled by the ratio of
+    unit round-offs, is the float64 floor)."""
+    inner = loss_fn.loss_fn if isinstance(loss_fn, Float64Twin) else loss_fn
+    return Float64Twin(inner, target=torch.float32)

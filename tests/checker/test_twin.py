@@ -1,0 +1,114 @@
+"""The float64 twin (exchange.checker.twin) and the twin/loss comparison
+(exchange.checker.precision), from planted losses and planted coefficients."""
+
+import numpy as np
+import torch
+
+from exchange.checker.cases import build
+from exchange.checker.precision import Comparison, floored
+from exchange.checker.probes import PROBES
+from exchange.checker.properties import PROPERTIES
+from exchange.checker.tolerances import CHANGED
+from exchange.checker.twin import float32_twin, float64_twin
+from exchange.core.coefficients import Engine, token_coefficients, token_coefficients_batched
+
+ROLLOUT = build(PROBES[0].case)
+
+
+def every_cast(lp, r):
+    """Every way of asking for a lower precision the twin rewrites."""
+    a = r.rewards.float()
+    a = a - a.mean()
+    m = r.mask.half()
+    w = torch.tensor([1.0, 2.0])[None, :1]
+    x = (lp.to(torch.float32) - r.old_logprobs.to(dtype=torch.bfloat16)).exp()
+    y = x.type(torch.FloatTensor).type_as(torch.zeros(1, dtype=torch.float16)).to(torch.zeros(1).bfloat16())
+    z = torch.ones(1, dtype=torch.float32).bfloat16()
+    return -(a[:, None] * y * m * w * z).sum() / m.sum()
+
+
+def exact(lp, r):
+    a = r.rewards - r.rewards.mean()
+    return -(a[:, None] * (lp - r.old_logprobs).exp() * r.fmask).sum() / r.fmask.sum()
+
+
+def test_the_twin_rewrites_every_request_and_equals_the_float64_loss():
+    twin = float64_twin(every_cast)
+    kappa = token_coefficients(twin, ROLLOUT.logprobs, ROLLOUT)
+    assert twin.rewritten == {"float32", "float16", "bf16"} and twin.incomplete == ""
+    assert torch.allclose(kappa, token_coefficients(exact, ROLLOUT.logprobs, ROLLOUT), rtol=1e-13, atol=1e-15)
+    loss_kappa = token_coefficients(every_cast, ROLLOUT.logprobs, ROLLOUT)
+    assert not torch.allclose(kappa, loss_kappa, rtol=1e-10, atol=0)  # the loss itself rounds
+    assert torch.get_default_dtype() == torch.float32  # restored after the call
+
+
+def test_the_twin_composes_with_vmap():
+    twin = float64_twin(every_cast)
+    other = ROLLOUT.with_fields({"rewards": ROLLOUT.rewards * 3 + 1})
+    engine = Engine(twin, batched=True)
+    vmapped = engine([ROLLOUT, other])
+    assert engine.batched  # vmap(grad) ran, no fallback to the loop
+    for k, r in zip(vmapped, (ROLLOUT, other)):
+        assert torch.allclose(k, token_coefficients(twin, r.logprobs, r), rtol=1e-13, atol=1e-15)
+    assert token_coefficients_batched(twin, [ROLLOUT.logprobs], [ROLLOUT])[0].dtype == torch.float64
+
+
+def numpy_float32(lp, r):
+    a = torch.from_numpy(r.rewards.numpy().astype(np.float32))
+    return -(a[:, None] * lp * r.fmask).sum()
+
+
+def test_a_low_precision_tensor_reaching_an_op_makes_the_twin_incomplete():
+    twin = float64_twin(numpy_float32)
+    token_coefficients(twin, ROLLOUT.logprobs, ROLLOUT)
+    assert twin.incomplete.startswith("a float32 tensor reached") and twin.incomplete_precision == "float32"
+    complete = float64_twin(exact)
+    token_coefficients(complete, ROLLOUT.logprobs, ROLLOUT)
+    assert complete.incomplete == "" and complete.rewritten == set()
+
+
+def test_the_float32_twin_rounds_like_float32():
+    k32 = token_coefficients(float32_twin(exact), ROLLOUT.logprobs, ROLLOUT)
+    k64 = token_coefficients(exact, ROLLOUT.logprobs, ROLLOUT)
+    rel = float((k32 - k64).abs().max() / k64.abs().max())
+    assert 0 < rel < 1e-6
+    assert bool((k32.to(torch.float32).to(torch.float64) == k32).all())
+
+
+def test_the_comparison_tells_round_off_from_a_changed_decision():
+    kappa = torch.tensor([[1.0, -0.5, 0.25]], dtype=torch.float64)
+    c = Comparison("bf16")
+    c.add(kappa, kappa * (1 + 2.0 ** -8), "rounded")
+    assert not c.changed and 0 < c.worst < CHANGED["bf16"]
+    clipped = kappa.clone()
+    clipped[0, 1] = 0.0  # one coefficient clipped: O(1) of the scale
+    c.add(kappa, clipped, "clipped")
+    assert c.changed and c.where == "clipped" and c.worst == 0.5
+
+
+def test_the_float64_floor_takes_round_off_and_keeps_a_break():
+    """A residual within the float32 twin's residual times 2^-29 is float64 round-off; a
+    residual of a real effect is the same in float32 and stays far above its floor."""
+    from exchange.checker.examples import Example
+
+    prop = PROPERTIES["permutation_invariant"]
+
+    def noisy(lp, r):  # a row-position weight of 1e-12: far below float32, above float64 tolerance
+        w = 1 + 1e-12 * torch.arange(r.n, dtype=lp.dtype)
+        return exact(lp, r) + 0 * w.sum() - ((w - 1)[:, None] * lp * r.fmask).sum() * 0
+
+    example = Example(PROBES[0].case, perm_seed=1)
+    seen = {}
+    plain = prop.evaluate(Engine(float64_twin(exact)), example, "on_policy")
+    assert plain.residual <= prop.tolerance
+    broken = floored(prop, Engine(float32_twin(_weighted(1e-3))), seen).evaluate(Engine(_weighted(1e-3)), example,
+                                                                                 "on_policy")
+    assert broken.residual > prop.tolerance and seen == {}  # an effect of 1e-3 is no round-off
+
+
+def _weighted(size):
+    def loss(lp, r):
+        w = 1 + size * torch.arange(r.n, dtype=lp.dtype) / r.n
+        a = r.rewards - r.group_mean(r.rewards)
+        return -((a * w)[:, None] * lp * r.fmask).sum()
+    return loss
