@@ -280,7 +280,10 @@ def read_recipe(cfg) -> VerlRecipe:
     if mode not in AGG_MODES:
         raise InvalidArgument(f"--verl-config: {A}loss_agg_mode={mode!r} is not one of {', '.join(AGG_MODES)}.")
     params: dict[str, str] = {}
+    kl = bool(_get(cfg, A + "use_kl_loss"))
     for key, name in _LOSS_KEYS.items():
+        if name in ("kl_loss_type", "kl_loss_coef") and not kl:
+            continue  # read only with use_kl_loss (losses.py::ppo_loss)
         value = _get(cfg, key, DEFAULTS[name])
         if value != DEFAULTS[name]:
             params[name] = str(value)
