@@ -72,7 +72,7 @@ def p_correct(model: nn.Module, task: Task, prompts: Tensor, forced: bool) -> Te
     logp = torch.log_softmax(_banned_logits(model(ids), forced).double(), -1)  # [R, S, V]
     out = torch.zeros(prompts.shape[0], dtype=torch.float64)
     start = prompts.shape[1] + len(head)  # first answer token
-    end_ok = torch.tensor([EOS, *FILLER])
+    end_ok = torch.tensor([EOS, *task.filler_tokens])
     for r, (j, k) in enumerate(owner):
         pos = torch.arange(start, start + k)
         lp_a = logp[r, pos - 1, ids[r, pos]].sum()

@@ -41,11 +41,14 @@ __all__ = [
     "RunConfig", "load_experiment", "parse_experiment",
 ]
 
-ROLES = ("baseline", "surgical", "treatment")
+ROLES = ("baseline", "surgical", "treatment", "dose")
 """baseline: the objective that breaks (E); surgical: the same objective with only its
 shared-event residual removed (``"<spec>+surgical"``, the pathway test of P1-P3);
-treatment: the restoring transformation (the method test of P4). An experiment has a
-baseline and at least one of the other two."""
+treatment: the restoring transformation (the method test of P4); dose (issue 42): the
+baseline's objective keeping a fraction ``keep`` of its shared residual
+(:func:`exchange.lab.dose.dosed`; ``keep = 0`` is the surgical arm, 1 the baseline). An
+experiment has a baseline and at least one of surgical/treatment, and any number of
+dose arms (they need a surgical arm: each dose is measured against it)."""
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,15 @@ class TaskConfig:
     forced_style: bool = False
     """The teacher-forced shared prefix (``exchange.lab.tasks.Task.forced_style``): S in every
     response, zero-credit by construction; needs ``template_in_prompt``."""
+    probe_as_filler: bool = False
+    """Issue 42's non-private probe (``exchange.lab.tasks.Task.probe_as_filler``): S is also a
+    sampled filler token, so its output row carries gradient that is not the residual;
+    needs ``forced_style``."""
 
     def build(self):
         """The :class:`exchange.lab.tasks.Task` this section describes."""
         return get_task(self.name, self.max_filler, self.style_p, self.long_wrong, self.template_in_prompt,
-                        self.forced_style)
+                        self.forced_style, self.probe_as_filler)
 
 
 @dataclass(frozen=True)
@@ -148,12 +155,19 @@ class Arm:
     role: str
     """baseline (breaks (E)) or treatment (the restoring transformation)."""
     params: dict[str, Any] = field(default_factory=dict)
+    keep: float | None = None
+    """role dose only: the fraction of the shared residual kept, in (0, 1)."""
 
     def loss_fn(self):
         try:
-            return resolve(self.objective, **self.params)
+            fn = resolve(self.objective, **self.params)
         except ExchangeError as err:
             raise InvalidArgument(f"[[arms]] name={self.name!r} objective={self.objective!r}: {err}") from None
+        if self.role == "dose":
+            from exchange.lab.dose import dosed
+
+            return dosed(fn, self.keep)
+        return fn
 
 
 @dataclass(frozen=True)
@@ -222,6 +236,7 @@ class RunConfig:
 
 
 _ADDED_LATER = {("task", "long_wrong"): False, ("task", "template_in_prompt"): False, ("task", "forced_style"): False,
+                ("task", "probe_as_filler"): False, ("arm", "keep"): None,
                 ("train", "common_rollouts"): False}
 """Fields added after runs were recorded: at their default they leave the fingerprint and
 the warm-start key out, so every earlier run directory and warm start stays valid."""
@@ -275,11 +290,12 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
     if not isinstance(data.get("name"), str) or not data["name"]:
         raise InvalidArgument(f"{source}: name={data.get('name')!r} must be a non-empty string.")
     arms_raw = data.get("arms")
-    if not isinstance(arms_raw, list) or len(arms_raw) not in (2, 3):
+    n_dose = sum(isinstance(a, dict) and a.get("role") == "dose" for a in arms_raw) if isinstance(arms_raw, list) else 0
+    if not isinstance(arms_raw, list) or len(arms_raw) - n_dose not in (2, 3):
         n = len(arms_raw) if isinstance(arms_raw, list) else arms_raw
         raise InvalidArgument(
             f"{source}: arms={n!r}; an experiment has two or three [[arms]] tables: role = \"baseline\" and "
-            "role = \"surgical\" and/or role = \"treatment\"."
+            "role = \"surgical\" and/or role = \"treatment\" (plus any role = \"dose\" arms)."
         )
     arms = []
     for i, raw in enumerate(arms_raw):
@@ -292,7 +308,7 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
             raise InvalidArgument(f"{source}: [[arms]] name={arm.name!r} params={arm.params!r} must be a table.")
         arm.loss_fn()  # resolve now: a bad spec fails before any training
         arms.append(arm)
-    roles = [a.role for a in arms]
+    roles = [a.role for a in arms if a.role != "dose"]
     if roles.count("baseline") != 1 or len(set(roles)) != len(roles):
         raise InvalidArgument(f"{source}: arm roles={roles}; need one baseline and at most one of each other role.")
     if len({a.name for a in arms}) != len(arms):
@@ -304,6 +320,20 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
             f"{source}: [[arms]] name={surg.name!r} role=\"surgical\" objective={surg.objective!r}; it must be the "
             f"baseline's objective with +surgical and the same params: objective = \"{base.objective}+surgical\"."
         )
+    doses = [a for a in arms if a.role == "dose"]
+    for a in doses:
+        if a.objective != base.objective or a.params != base.params or a.keep is None or not 0 < a.keep < 1:
+            raise InvalidArgument(
+                f"{source}: [[arms]] name={a.name!r} role=\"dose\" objective={a.objective!r} keep={a.keep!r}; a dose "
+                f"arm is the baseline's objective (objective = \"{base.objective}\", same params) with 0 < keep < 1.")
+    if doses and surg is None:
+        raise InvalidArgument(f"{source}: dose arms {[a.name for a in doses]} need a role = \"surgical\" arm (keep = 0).")
+    if len({a.keep for a in doses}) != len(doses):
+        raise InvalidArgument(f"{source}: dose arms repeat a keep value {[a.keep for a in doses]}.")
+    for a in arms:
+        if a.role != "dose" and a.keep is not None:
+            raise InvalidArgument(f"{source}: [[arms]] name={a.name!r} role={a.role!r} keep={a.keep}: keep is for "
+                                  "role = \"dose\" arms only.")
     pilot = data.get("pilot_seeds", [])
     if not isinstance(pilot, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in pilot):
         raise InvalidArgument(f"{source}: pilot_seeds={pilot!r} must be a list of integers.")

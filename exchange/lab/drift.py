@@ -29,7 +29,8 @@ def make_probes(task: Task, n_prompts: int, gen: torch.Generator) -> Rollout:
     prompts = task.sample_prompts(n_prompts, gen).repeat_interleave(2, dim=0)  # [2n, P]
     # Task.long_wrong: no filler after a correct answer, so both probes are filler-free
     n_filler = torch.tensor([0, 0 if task.long_wrong else task.max_filler]).repeat(n_prompts)
-    tokens = task.reference(prompts, gen, n_filler=n_filler, style=torch.ones(2 * n_prompts, dtype=torch.bool))
+    tokens = task.reference(prompts, gen, n_filler=n_filler, style=torch.ones(2 * n_prompts, dtype=torch.bool),
+                            plain_filler=True)  # the probe's S is the head slot's only
     mask = tokens != PAD
     n = tokens.shape[0]
     return Rollout(

@@ -82,7 +82,11 @@ def pilot_runs(cfg: ExperimentConfig) -> list[RunConfig]:
     out = []
     for run in cfg.runs(cfg.pilot_seeds):
         run = dataclasses.replace(run, experiment=f"{cfg.name}/pilot")
-        if run.arm.role == "baseline":
+        if run.arm.role == "dose":  # the pilot freezes baseline vs surgical; doses run with the test seeds
+            continue
+        if run.arm.role == "surgical" and run.task.probe_as_filler:  # issue 42: delta_hat along both arms' paths
+            out.append(dataclasses.replace(run, train=dataclasses.replace(run.train, attribute=True)))
+        elif run.arm.role == "baseline":
             out.append(dataclasses.replace(run, train=dataclasses.replace(run.train, attribute=True)))
             if run.task.forced_style:  # S in every response: a bonus for S injects no credit, nothing to certify
                 continue

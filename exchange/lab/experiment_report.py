@@ -12,6 +12,7 @@ generated section of a markdown file (docs/experiments.md, docs/claims.md).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from exchange.errors import InvalidArgument
+from exchange.lab.dose_rule import DoseDecision, decide_dose
 from exchange.lab.pilot import PROBES, FrozenPilot, load_pilot
 from exchange.lab.predictions import (
     KL_KEY,
@@ -32,8 +34,18 @@ from exchange.lab.predictions import (
     RunData,
     read_run,
 )
+from exchange.lab.report_parts import dose_lines, own_drift_lines
 from exchange.lab.runlog import atomic_write_text, read_metrics
-from exchange.lab.verdict import Decision, Verdict, decide_p4, decide_signed, interval
+from exchange.lab.verdict import (
+    Decision,
+    OwnDrift,
+    SesoiSource,
+    Verdict,
+    decide_p4,
+    decide_signed,
+    interval,
+    own_drift,
+)
 
 __all__ = ["BEGIN", "CLAIMS_BEGIN", "CLAIMS_END", "END", "ExperimentResult", "Row", "claims_rows", "decide_experiment",
            "load_runs", "replace_section", "report_experiment", "report_experiments"]
@@ -59,7 +71,7 @@ def load_runs(exp_dir: str | Path) -> tuple[dict[str, Any], dict[str, dict[int, 
     meta = json.loads(meta_path.read_text())
     out: dict[str, dict[int, RunData]] = {}
     for arm in meta["arms"]:
-        out[arm["role"]] = {}
+        out[role_key(arm)] = {}
         for seed in meta["seeds"]:
             d = exp_dir / arm["name"] / f"seed{seed}"
             if not (d / "done.json").exists():
@@ -69,9 +81,33 @@ def load_runs(exp_dir: str | Path) -> tuple[dict[str, Any], dict[str, dict[int, 
                     "`exchange experiment run CONFIG` (it resumes)."
                 )
             run = read_run(d)
-            out[arm["role"]][seed] = RunData(run.init, run.rows, meta["target_accuracy"], str(d),
+            out[role_key(arm)][seed] = RunData(run.init, run.rows, meta["target_accuracy"], str(d),
                                              meta.get("mechanism", ""))
     return meta, out
+
+
+def role_key(arm: dict[str, Any]) -> str:
+    """The key of an arm in :func:`load_runs`' mapping: its role, and for a dose arm
+    (several per experiment) ``"dose:<keep>"``."""
+    return f"dose:{arm['keep']:g}" if arm["role"] == "dose" else arm["role"]
+
+
+def identity_orientation(meta: dict[str, Any]) -> str:
+    """Why the pilot's orientation of P2/P3 is fixed by an identity of the design, or "".
+
+    With the reward-length link (``long_wrong``: no filler after a correct answer), the
+    template in the prompt and S forced at the head of every response, every correct
+    response is ``[S, answer, EOS]`` of one length ``L*`` and every wrong one is at least
+    as long; under per-response ``1/L_i`` normalisation (M3) the signed coefficient at S
+    is then ``K_S = sum_wrong A_i (1/L_i - 1/L*) / G >= 0`` in every group: the sign is
+    the grammar's, not a prediction at risk, so the row is a **positive control** of the
+    pipeline (THEORY.md 5, "a sign fixed by construction is not a prediction")."""
+    t = meta.get("task", {})
+    if t.get("long_wrong") and t.get("forced_style") and t.get("template_in_prompt") and \
+            str(meta.get("mechanism", "")).startswith("M3"):
+        return ("positive control: the orientation is fixed by the grammar (every correct response is "
+                "[S, answer, EOS], so K_S >= 0 in every group under 1/L_i)")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -86,21 +122,45 @@ class Row:
     decision: Decision | None
     reason: str = ""
     """why there is no decision, or what qualifies it"""
+    own: tuple[OwnDrift, ...] = ()
+    """issue 42: each arm's drift against its own start (P2/P3), with flat / not flat"""
+    control: str = ""
+    """non-empty: the row is a positive control (:func:`identity_orientation`), or P1
+    restating the manipulation check"""
+    measurement: bool = False
+    """the probe is not certified: the interval is a measurement, not a verdict"""
+    dose: DoseDecision | None = None
+    """P2 (issue 42): the dose rule over the design's dose arms; a P2 decision needs it"""
+
+    @property
+    def gated(self) -> str:
+        """Why a P2 decision is withheld (issue 42's dose rule), or ""."""
+        if self.prediction.key != "P2" or self.decision is None or self.decision.verdict is Verdict.UNINFORMATIVE:
+            return ""
+        if self.dose is None:
+            return "no dose arms: first-order scaling untested"
+        return "" if self.dose.first_order else f"the effect {self.dose.label}"
 
     @property
     def label(self) -> str:
+        if self.measurement:
+            return "measurement (no verdict: the probe is not certified zero-credit)"
         if self.decision is None:
             return Verdict.NOT_TESTED.value
         if not self.prediction.primary:
             return "supporting (no verdict)"
-        return self.decision.label
+        head = f"{self.control.split(':')[0]}: " if self.control else ""
+        if self.gated:
+            return head + f"no P2 decision ({self.gated}); measured {self.decision.label}"
+        return head + self.decision.label
 
     def to_dict(self) -> dict[str, Any]:
         p = self.prediction
         return {"prediction": p.key, "claim": p.claim, "statistic": p.statistic, "primary": p.primary,
                 "against": self.against, "baseline": self.baseline, "other": self.other, "diffs": self.diffs,
                 "decision": None if self.decision is None else self.decision.to_dict(), "label": self.label,
-                "reason": self.reason}
+                "reason": self.reason, "own": [o.to_dict() for o in self.own], "control": self.control,
+                "measurement": self.measurement, "dose": None if self.dose is None else self.dose.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -135,8 +195,8 @@ class ExperimentResult:
         if not self.kl_matched.get(pathway, False):
             return (f"confounded: baseline and {pathway} KL per step on the control contexts differ by more than "
                     f"{100 * KL_TOLERANCE:.0f}%")
-        vs = [next((r.decision for r in self.rows if r.prediction.key == k and r.prediction.primary), None)
-              for k in ("P2", "P3")]
+        vs = [next((None if r.gated or r.measurement else r.decision for r in self.rows
+                    if r.prediction.key == k and r.prediction.primary), None) for k in ("P2", "P3")]
         if any(d is None for d in vs):
             keys = [k for k, d in zip(("P2", "P3"), vs) if d is None]
             return f"undecided: {' and '.join(keys)} not tested (the reasons are in their rows)"
@@ -168,7 +228,8 @@ def _avg(values: list[float | None]) -> float | None:
     return float(np.mean(v)) if v else None
 
 
-def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: float, common: bool = False) -> Row:
+def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: float, common: bool = False,
+         identity: str = "") -> Row:
     against = pred.against if pred.against in runs else ("surgical" if "surgical" in runs else "treatment")
     if against not in runs:
         return Row(pred, against, [], [], [], None, f"no {pred.against} arm")
@@ -195,20 +256,31 @@ def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: floa
     if len(diffs) < 2 or not all(math.isfinite(d) for d in diffs):
         return Row(pred, against, base, other, diffs, None, "fewer than 2 seeds or an undefined statistic")
     if pred.key == "P4":
-        src = f"one standard error of the greedy accuracy on the fixed eval set ({eval_se:.3g})"
+        src = SesoiSource(f"one standard error of the greedy accuracy on the fixed eval set ({eval_se:.3g})",
+                          prediction_derived=False)
         return Row(pred, against, base, other, diffs, decide_p4(diffs, sesoi=eval_se, sesoi_source=src))
     if pilot is None:
         return Row(pred, against, base, other, diffs, None, "no pilot: no delta_hat")
     if pilot.refused:
         return Row(pred, against, base, other, diffs, None,
                    f"design refused: {100 * pilot.zero_spread:.0f}% of the pilot's groups have zero reward spread")
+    pl = pilot.pilots[pred.key]
+    own = ()
+    if pred.key in PROBES:  # both halves: every arm's own drift, "flat" against the same SESOI
+        sesoi = pl.magnitude / 2 if pl.magnitude > 0 else None
+        own = tuple(own_drift(role, [pred.per_run(rr[s]) for s in seeds], sesoi) for role, rr in runs.items()
+                    if all(math.isfinite(pred.per_run(rr[s])) for s in seeds))
     if pred.key in PROBES and not pilot.certified:
-        pl = pilot.pilots[pred.key]
         dose = "" if pl.accepted(len(diffs)) else (
-            f"; the design is also uninformative at this dose (delta_hat {pl.delta_hat:.3g} = "
-            f"{pl.delta_hat / pl.mde(len(diffs)):.2f} MDE)")
-        return Row(pred, against, base, other, diffs, None, "the probe S is not certified zero-credit" + dose)
-    return Row(pred, against, base, other, diffs, decide_signed(pred.key, diffs, pilot.pilots[pred.key]))
+            f"; the design is also uninformative at this dose (delta_hat bracket magnitude {pl.magnitude:.3g} = "
+            f"{pl.magnitude / pl.mde(len(diffs)):.2f} MDE)")
+        return Row(pred, against, base, other, diffs, None, "the probe S is not certified zero-credit" + dose,
+                   own=own, measurement=True)
+    control = identity if pred.key in PROBES else ""
+    if pred.key == "P1" and all(abs(o) < RESIDUAL_THRESHOLD for o in other):
+        control = (f"restates the manipulation check: the {against} arm's shared share is 0 by Theorem T1, so "
+                   "the difference is the baseline's own share")
+    return Row(pred, against, base, other, diffs, decide_signed(pred.key, diffs, pl), own=own, control=control)
 
 
 def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
@@ -223,7 +295,8 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
     n_eval = meta["train"]["eval_prompts"]
     eval_se = math.sqrt(max(acc * (1 - acc), 0.25 / n_eval) / n_eval)
     common = bool(meta["train"].get("common_rollouts"))
-    rows = [_row(p, runs, seeds, pilot, eval_se, common) for p in PREDICTIONS]
+    rows = [_row(p, runs, seeds, pilot, eval_se, common, identity_orientation(meta)) for p in PREDICTIONS]
+    rows = [_with_dose(r, runs, seeds, pilot) for r in rows]
     dose = {role: {MANIPULATION_KEY: _avg([_mean_key(r, MANIPULATION_KEY) for r in rr.values()]),
                    "tax/style_residual": _avg([_mean_key(r, "tax/style_residual") for r in rr.values()]),
                    "tax/style_K_signed": _avg([_mean_key(r, "tax/style_K_signed") for r in rr.values()])}
@@ -241,6 +314,24 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
              for a in meta["arms"] for s in seeds]
     return ExperimentResult(meta, pilot, rows, dose, kl, matched, passed, eval_se, sum(walls) / len(walls),
                             common_rollouts=common)
+
+
+def _with_dose(row: Row, runs, seeds, pilot: FrozenPilot | None) -> Row:
+    """The P2 primary row with the dose rule over the dose arms (``dose:<keep>`` roles):
+    ``d_f = sign * (arm_f - surgical)``, ``d_1 = sign * (baseline - surgical)`` per seed,
+    SESOI = half the lower end of delta_hat's bracket (:mod:`exchange.lab.dose_rule`)."""
+    p = row.prediction
+    doses = sorted((float(k.split(":")[1]), k) for k in runs if k.startswith("dose:"))
+    if p.key != "P2" or not p.primary or not doses or row.decision is None or "surgical" not in runs:
+        return row
+    sign = pilot.orientation[p.key]
+    surg = [p.per_run(runs["surgical"][s]) for s in seeds]
+    full = [sign * (b - o) for b, o in zip(row.baseline, surg)]
+    d = [[sign * (p.per_run(runs[k][s]) - o) for s, o in zip(seeds, surg)] for _, k in doses]
+    sesoi = row.decision.sesoi
+    if sesoi is None:
+        return row
+    return dataclasses.replace(row, dose=decide_dose(p.key, [f for f, _ in doses], d, full, sesoi))
 
 
 def _common_rollouts(meta: dict[str, Any], runs, seeds) -> dict[str, bool]:
@@ -292,13 +383,15 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
         lines += ["**No pilot**: no delta_hat, so no P1-P3 verdict (the design cannot be judged).", ""]
     else:
         lines += ["**Pilot** (frozen before the test seeds): " + " ".join(p.notes), "",
-                  "| prediction | sign | delta_hat | pilot SD | MDE at the test's seeds | delta_hat / MDE | design |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| prediction | sign | delta_hat (baseline path) | delta_hat (surgical path) | pilot SD | MDE at the "
+                  "test's seeds | bracket magnitude / MDE | design |",
+                  "|---|---|---|---|---|---|---|---|"]
         n = len(m["seeds"])
         for key, pl in p.pilots.items():
             mde = pl.mde(n) if n >= 2 else float("nan")
-            ratio = pl.delta_hat / mde if mde and mde > 0 else float("nan")
-            lines.append(f"| {key} | {p.orientation[key]:+d} | {_fmt(pl.delta_hat)} | {_fmt(pl.sd)} | {_fmt(mde)} | "
+            ratio = pl.magnitude / mde if mde and mde > 0 else float("nan")
+            lines.append(f"| {key} | {p.orientation[key]:+d} | {_fmt(pl.delta_hat)} | {_fmt(pl.delta_hat_surgical)} | "
+                         f"{_fmt(pl.sd)} | {_fmt(mde)} | "
                          f"{_fmt(ratio)} | {'accepted' if n >= 2 and pl.accepted(n) else 'uninformative at this dose'} |")
         cert = (f"bound ±{_fmt(p.bound)} P(correct) from delta_hat_P2/3 and the measured sensitivity "
                 f"{_fmt(p.sensitivity)} nats per unit credit" if p.bound is not None else "no bound")
@@ -320,8 +413,10 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
               f"{100 * KL_TOLERANCE:.0f}%): {kl}.",
               f"3. **Eval standard error** (P4's SESOI): {res.eval_se:.3g}.", "",
               "Differences are oriented so that the prediction is > 0. 95% paired t-interval; MDE at 80% power; "
-              "SESOI = delta_hat / 2 (half the predicted effect); verdict rule of issue 31.", "",
-              "| pred. | vs | statistic | diff | 95% CI | seeds > 0 | delta_hat | SESOI | MDE | verdict |",
+              "delta_hat is bracketed by the attribution along the baseline's and the surgical arm's paths; "
+              "SESOI = half the bracket's lower end; smaller / compatible / larger against the bracket; a design is "
+              "accepted on power (bracket >= 3 MDE), never on delta_hat's sign (verdict rule of issues 31 and 42).", "",
+              "| pred. | vs | statistic | diff | 95% CI | seeds > 0 | delta_hat bracket | SESOI | MDE | verdict |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res.rows:
         tag = "" if r.prediction.primary else " (supporting)"
@@ -332,11 +427,15 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
         elif d is None:
             cells = "n/a | n/a | n/a | n/a | n/a | n/a"
         else:
-            cells = (f"{_fmt(d.mean)} | [{_fmt(d.low)}, {_fmt(d.high)}] | {d.n_positive}/{d.n} | {_fmt(d.delta_hat)} | "
+            br = "n/a" if d.delta_hat is None else (
+                _fmt(d.delta_hat) if r.prediction.key not in PROBES or res.pilot is None else
+                "[{}, {}]".format(*map(_fmt, res.pilot.pilots[r.prediction.key].bracket)))
+            cells = (f"{_fmt(d.mean)} | [{_fmt(d.low)}, {_fmt(d.high)}] | {d.n_positive}/{d.n} | {br} | "
                      f"{_fmt(d.sesoi)} | {_fmt(d.mde)}")
-        verdict = r.label + (f" ({r.reason})" if r.reason else "")
+        verdict = r.label + (f" ({r.reason})" if r.reason else "") + (f" ({r.control})" if r.control else "")
         lines.append(f"| {r.prediction.key}{tag} | {r.against} | {_cell(r.prediction.statistic)} | {cells} | "
                      f"{_cell(verdict)} |")
+    lines += ["", *own_drift_lines(res.rows), *dose_lines(res.rows)]
     lines += ["", f"Falsifier: {res.falsifier()}.", "", f"Reproduce: {_reproduce(res)}.", "",
               f"![{m['name']} curves]({img_prefix}exp_{m['name']}_curves.png)", ""]
     return "\n".join(lines)

@@ -187,14 +187,14 @@ def shared_coefficients(kappa: Tensor, rollout: Rollout, ev: Events) -> dict[str
       probe event**, not pooled with the template's shared mass.
     """
     ids, K, mass = shared_event_coefficients(kappa, ev)  # [S] each
-    tok = torch.zeros(ev.count, dtype=torch.long, device=rollout.tokens.device)
+    role = torch.full((ev.count,), -1, dtype=torch.long, device=rollout.tokens.device)
     real = ev.ids >= 0
-    tok[ev.ids[real]] = rollout.tokens[real]
+    role[ev.ids[real]] = token_roles(rollout.tokens)[real]  # S at its head slot only, not S as a filler
     out = {}
-    for key, sel in (("tax/shared_K_signed", slice(None)), ("tax/style_K_signed", tok[ids] == STYLE)):
+    for key, sel in (("tax/shared_K_signed", slice(None)), ("tax/style_K_signed", role[ids] == ROLE_STYLE)):
         m = float(mass[sel].sum())
         out[key] = float(K[sel].sum()) / m if m > 0 else None
-    style = tok[ids] == STYLE
+    style = role[ids] == ROLE_STYLE
     m = float(mass[style].sum())
     out["tax/style_residual"] = float(K[style].abs().sum()) / m if m > 0 else None
     return out

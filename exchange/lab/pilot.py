@@ -81,7 +81,8 @@ class FrozenPilot:
     def from_dict(cls, d: dict[str, Any]) -> FrozenPilot:
         return cls(
             experiment=d["experiment"], seeds=tuple(d["seeds"]),
-            pilots={k: Pilot(v["delta_hat"], v["sd"], tuple(v["seeds"]), v["source"]) for k, v in d["pilots"].items()},
+            pilots={k: Pilot(v["delta_hat"], v["sd"], tuple(v["seeds"]), v["source"], v.get("delta_hat_surgical"))
+                    for k, v in d["pilots"].items()},
             orientation=dict(d["orientation"]), style_orientation=Orientation(**d["style_orientation"]),
             p_style=d["p_style"], sensitivity=d["sensitivity"], bound=d["bound"], certified=d["certified"],
             certificates=list(d["certificates"]), notes=list(d["notes"]), zero_spread=d.get("zero_spread"),
@@ -130,13 +131,18 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
     for key, sign in (("P2", s2), ("P3", s3)):
         probe = PROBES[key]
         pred = [sign * float(base[s].series(f"attr/{probe}/shared").sum()) for s in seeds]
+        # along the surgical path the instrument attributes minus the residual's effect (trainer._update)
+        surg = ([-sign * float(pathway[s].series(f"attr/{probe}/shared").sum()) for s in seeds]
+                if pathway is not None and all(f"attr/{probe}/shared" in r for s in seeds for r in pathway[s].rows[:1])
+                else None)
         if pathway is not None:
             meas = [sign * (_change(base[s], probe) - _change(pathway[s], probe)) for s in seeds]
             sd = float(np.std(meas, ddof=1))
         else:
             sd = float(np.std(pred, ddof=1))
             notes.append(f"{key}: no surgical arm; the SD is the prediction's own spread.")
-        pilots[key] = Pilot(float(np.mean(pred)), sd, seeds)
+        pilots[key] = Pilot(float(np.mean(pred)), sd, seeds,
+                            delta_hat_surgical=None if surg is None else float(np.mean(surg)))
     other = runs.get("treatment") or pathway
     share = [float(base[s].series("tax/shared_update_share").mean()) for s in seeds]
     if other is not None:

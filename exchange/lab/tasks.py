@@ -99,8 +99,16 @@ _ROLE_OF[STYLE] = ROLE_STYLE
 
 
 def token_roles(tokens: Tensor) -> Tensor:
-    """``LongTensor[N, T]``: ROLE_TEMPLATE / ROLE_FILLER / ROLE_DECISION / ROLE_STYLE of each token id."""
-    return _ROLE_OF[tokens.clamp(0, VOCAB_SIZE - 1)]
+    """``LongTensor[N, T]``: ROLE_TEMPLATE / ROLE_FILLER / ROLE_DECISION / ROLE_STYLE of each
+    token of responses ``tokens [N, T]``. S is ROLE_STYLE only at its head slot (every
+    token before it a template token); an S later in the response is a filler
+    (:attr:`Task.probe_as_filler`), so the probe event is never pooled with it."""
+    roles = _ROLE_OF[tokens.clamp(0, VOCAB_SIZE - 1)]
+    if tokens.ndim != 2:
+        return roles
+    before = torch.cumsum((roles != ROLE_TEMPLATE).long(), dim=1) - (roles != ROLE_TEMPLATE).long()  # non-template tokens before t
+    late_s = (tokens == STYLE) & (before > 0)
+    return torch.where(late_s, torch.full_like(roles, ROLE_FILLER), roles)
 
 
 def _apply(op: int, x: int, y: int) -> int:
@@ -145,6 +153,14 @@ class Task:
     every group and carries **zero credit by construction** (no response lacks it, so it
     cannot predict the reward); its drift is the pathway's. Needs ``template_in_prompt``
     (S opens the response)."""
+    probe_as_filler: bool = False
+    """Issue 42's non-private probe: S is also a filler token (after the answer, wherever a
+    filler may stand), sampled by the policy there, so S's output row carries gradient
+    from contexts other than the probe slot (the advantage-weighted filler positions),
+    as a shared token of a real vocabulary does. At the head slot S stays what
+    :attr:`forced_style` makes it (zero-credit by construction, certified). The warm
+    start draws each filler from ``(".", "~", S)``; the drift probes keep plain fillers
+    (their S is the head slot's only)."""
     long_wrong: bool = False
     """M3's reward-length link (issue 31): filler may follow only a **wrong** answer; after
     a correct one the grammar allows no filler, so wrong answers run long, as truncation
@@ -159,6 +175,11 @@ class Task:
         """The zero-credit tokens that open every response before S: the template, or
         nothing when it ends the prompt (:attr:`template_in_prompt`)."""
         return [] if self.template_in_prompt else list(TEMPLATE)
+
+    @property
+    def filler_tokens(self) -> tuple[int, ...]:
+        """The tokens a filler position may hold: ``FILLER``, plus S with :attr:`probe_as_filler`."""
+        return FILLER + ((STYLE,) if self.probe_as_filler else ())
 
     @property
     def max_response_len(self) -> int:
@@ -197,23 +218,25 @@ class Task:
         return [(op,) for op in OPS if _apply(op, a, b) == t]
 
     def reference(self, prompts: Tensor, gen: torch.Generator, n_filler: Tensor | None = None,
-                  style: Tensor | None = None) -> Tensor:
+                  style: Tensor | None = None, plain_filler: bool = False) -> Tensor:
         """Correct responses ``LongTensor[n, max_response_len]``, PAD-padded.
 
         ``n_filler: LongTensor[n]`` fixes the filler count (else uniform 0..max_filler);
-        ``style: BoolTensor[n]`` fixes whether S follows the template (else with ``style_p``).
+        ``style: BoolTensor[n]`` fixes whether S follows the template (else with ``style_p``);
+        ``plain_filler``: fillers from ``FILLER`` only (else :attr:`filler_tokens`).
         """
+        fillers = FILLER if plain_filler else self.filler_tokens
         n = prompts.shape[0]
         if n_filler is None:
             n_filler = torch.randint(0, self.max_filler + 1, (n,), generator=gen)
-        kinds = torch.randint(0, len(FILLER), (n, max(self.max_filler, 1)), generator=gen)
+        kinds = torch.randint(0, len(fillers), (n, max(self.max_filler, 1)), generator=gen)
         if style is None:
             style = torch.rand(n, generator=gen) < self.style_p
         out = torch.full((n, self.max_response_len), PAD, dtype=torch.long)
         for i, prompt in enumerate(prompts.tolist()):
             answer = self.answers(prompt)[0]
             f = int(n_filler[i])
-            fill = [FILLER[k] for k in kinds[i, :f].tolist()]
+            fill = [fillers[k] for k in kinds[i, :f].tolist()]
             head = self.head + ([STYLE] if bool(style[i]) else [])
             row = head + (list(answer) + fill if self.filler_after else fill + list(answer)) + [EOS]
             out[i, : len(row)] = torch.tensor(row)
@@ -245,7 +268,8 @@ TASKS = {
 
 
 def get_task(name: str, max_filler: int | None = None, style_p: float | None = None,
-             long_wrong: bool = False, template_in_prompt: bool = False, forced_style: bool = False) -> Task:
+             long_wrong: bool = False, template_in_prompt: bool = False, forced_style: bool = False,
+             probe_as_filler: bool = False) -> Task:
     """The task called ``name`` (``max_filler`` overrides the filler cap, ``style_p`` the
     warm-start probability of the style token, ``long_wrong`` sets :attr:`Task.long_wrong`)."""
     if name not in TASKS:
@@ -268,6 +292,11 @@ def get_task(name: str, max_filler: int | None = None, style_p: float | None = N
             raise InvalidArgument("task.forced_style=true needs task.template_in_prompt=true: the forced S opens "
                                   "the response; set both.")
         task = dataclasses.replace(task, forced_style=True)
+    if probe_as_filler:
+        if not (forced_style and task.filler_after and task.max_filler > 0):
+            raise InvalidArgument("task.probe_as_filler=true needs task.forced_style=true and max_filler > 0: S is "
+                                  "the forced head token and also a filler after the answer; set both.")
+        task = dataclasses.replace(task, probe_as_filler=True)
     return task
 
 
@@ -289,10 +318,14 @@ class GrammarLM(torch.nn.Module):
         super().__init__()
         self.lm = lm
         self.prompt_len = task.prompt_len
-        self.caps = ((list(TEMPLATE), len(task.head)), ([STYLE], 1), (list(FILLER), task.max_filler))
+        self.fillers = list(task.filler_tokens)
+        # with probe_as_filler, S counts as a filler after its head slot (the head slot's S is forced)
+        self.head_len = len(task.head) + 1 if task.probe_as_filler else 0
+        head_caps = () if task.probe_as_filler else (([STYLE], 1),)
+        self.caps = ((list(TEMPLATE), len(task.head)), *head_caps, (self.fillers, task.max_filler))
         self.filler_after = task.filler_after
         self.after_filler = torch.ones(VOCAB_SIZE, dtype=torch.bool)  # blocked once a filler is out
-        self.after_filler[list(FILLER) + [EOS]] = False
+        self.after_filler[self.fillers + [EOS]] = False
         self.task = task
         self.link_active = task.long_wrong  # Task.long_wrong: no filler after a correct answer
         self._answers: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
@@ -311,16 +344,18 @@ class GrammarLM(torch.nn.Module):
             return logits
         resp = ids.clone()
         resp[:, :p] = PAD
+        if self.head_len:  # the forced head S is not a filler: counted by no cap
+            resp[:, p + len(self.task.head): p + self.head_len] = PAD
         block = torch.zeros((*ids.shape, logits.shape[-1]), dtype=torch.bool, device=ids.device)
         for toks, cap in self.caps:
             count = torch.isin(resp, torch.tensor(toks, device=ids.device)).long().cumsum(1)  # emitted up to here
             full = count >= cap
             block[..., toks] |= full[..., None]
         if self.filler_after:  # after a filler: only filler or EOS, so the answer is already fixed
-            started = torch.isin(resp, torch.tensor(FILLER, device=ids.device)).long().cumsum(1) > 0  # [B, S]
+            started = torch.isin(resp, torch.tensor(self.fillers, device=ids.device)).long().cumsum(1) > 0  # [B, S]
             block[..., : VOCAB_SIZE] |= started[..., None] & self.after_filler.to(ids.device)
         if self.link_active:  # Task.long_wrong: after a correct answer, no filler
-            block[..., list(FILLER)] |= self._correct_so_far(ids)[..., None].to(ids.device)
+            block[..., self.fillers] |= self._correct_so_far(ids)[..., None].to(ids.device)
         block = block[:, ids.shape[1] - logits.shape[1]:].to(logits.device)
         return logits.masked_fill(block, _NEG)
 

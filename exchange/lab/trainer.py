@@ -253,6 +253,7 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
     theta0 = [p.detach().clone() for p in st.model.parameters()] if tc.kl_target > 0 else None
     shared_since = st.att.peek() if st.att is not None else None
     need_shared = tc.measure_update_norm or st.att is not None
+    base_fn = getattr(loss_fn, "surgical_base", None) if cfg.arm.role == "surgical" else None
     for epoch, rows in _reuse(rollout, tc.epochs, tc.minibatches, st.gens["minibatch"]):
         mb = rollout.select(rows)
         ev_mb = dataclasses.replace(ev, ids=ev.ids[rows])  # groups are whole: events stay valid
@@ -261,13 +262,22 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
                                                need_shared)
         for key, value in measured.items():
             acc[key].append(value)
+        if st.att is not None and base_fn is not None:
+            # the surgical arm (issue 42's bracket): the residual its base objective would add here,
+            # absent from this step; attributing its negation gives minus its effect along this path
+            kb = token_coefficients(base_fn, logprobs.detach().double().cpu(), mb).to(logprobs)
+            g_base = zero_credit_gradient(params, logprobs, kb, shared_occ[rows].to(kb.device))
         loss = loss_fn(logprobs, mb)
         st.opt.zero_grad(set_to_none=True)
         loss.backward()
         if tc.measure_update_norm:  # -grad(loss) = sum kappa grad l
             acc["tax/shared_update_share"].append(
                 update_share(g_shared, [-p.grad for p in params], mass=float(kappa.abs().sum())))
-        if st.att is not None:  # the shared part of the loss gradient is -g_shared
+        if st.att is not None and base_fn is not None:
+            before_step = st.att.before_step()
+            st.opt.step()
+            st.att.after_step(before_step, [g for g in g_base])
+        elif st.att is not None:  # the shared part of the loss gradient is -g_shared
             before_step = st.att.before_step()
             st.opt.step()
             st.att.after_step(before_step, [-g for g in g_shared])

@@ -44,8 +44,12 @@ __all__ = [
     "ROUNDOFF_FLOOR",
     "Decision",
     "DoseResponse",
+    "FLAT",
+    "NOT_FLAT",
     "Orientation",
+    "OwnDrift",
     "Pilot",
+    "SesoiSource",
     "Size",
     "Verdict",
     "decide_dose_response",
@@ -55,6 +59,7 @@ __all__ = [
     "dose_response_mde",
     "interval",
     "orient",
+    "own_drift",
 ]
 
 ACCEPT_RATIO = 3.0
@@ -154,13 +159,31 @@ class Pilot:
     sd: float
     seeds: tuple[int, ...]
     source: str = "first-order attribution (Adam tangent) of the shared residual, summed over the run"
+    delta_hat_surgical: float | None = None
+    """Issue 42: the same attribution along the surgical arm's path (the residual its base
+    objective would have added), oriented; with ``delta_hat`` it brackets the prediction."""
+
+    @property
+    def bracket(self) -> tuple[float, float]:
+        """``(low, high)``: the predicted effect along both arms' paths (one path: a point)."""
+        vals = [self.delta_hat] + ([self.delta_hat_surgical] if self.delta_hat_surgical is not None else [])
+        return min(vals), max(vals)
+
+    @property
+    def magnitude(self) -> float:
+        """The bracket's distance from 0 (0 when it straddles 0): the smallest effect the
+        theory predicts at this dose, whatever its sign."""
+        lo, hi = self.bracket
+        return 0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))
 
     def mde(self, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
         return design_mde(self.sd, n, alpha=alpha, power=power)
 
     def accepted(self, n: int, *, alpha: float = 0.05, power: float = 0.8) -> bool:
-        """``delta_hat >= 3 x MDE`` at ``n`` test seeds."""
-        return self.delta_hat > 0 and self.delta_hat >= ACCEPT_RATIO * self.mde(n, alpha=alpha, power=power)
+        """On power only (issue 42): the bracket's magnitude ``>= 3 x MDE`` at ``n`` test
+        seeds, whatever the predicted sign (an "opposite" outcome stays publishable)."""
+        m = self.magnitude
+        return m > 0 and m >= ACCEPT_RATIO * self.mde(n, alpha=alpha, power=power)
 
 
 @dataclass(frozen=True)
@@ -216,9 +239,12 @@ def decide_signed(key: str, diffs, pilot: Pilot, *, alpha: float = 0.05, power: 
     mean, low, high, sd, n = interval(diffs, alpha=alpha)
     mde = design_mde(sd, n, alpha=alpha, power=power)
     dh = pilot.delta_hat
-    sesoi = dh / 2 if dh > 0 else None
-    deriv = (f"SESOI = delta_hat / 2 = {dh:.3g} / 2: half the effect the pathway is predicted to have at this "
-             f"dose ({pilot.source}; pilot seeds {list(pilot.seeds)})")
+    lo_b, hi_b = pilot.bracket
+    sesoi = pilot.magnitude / 2 if pilot.magnitude > 0 else None
+    deriv = (f"SESOI = half the lower end of delta_hat's bracket [{lo_b:.3g}, {hi_b:.3g}] = {pilot.magnitude:.3g} / 2: "
+             f"half the smallest effect the pathway is predicted to have at this dose ({pilot.source}"
+             + ("; bracketed by the same attribution along the surgical arm's path" if pilot.delta_hat_surgical
+                is not None else "; one path only, no bracket") + f"; pilot seeds {list(pilot.seeds)})")
     accepted = pilot.accepted(n, alpha=alpha, power=power)
     npos = int((np.asarray(diffs) > 0).sum())
     common = {"key": key, "mean": mean, "low": low, "high": high, "n": n, "mde": mde, "delta_hat": dh,
@@ -226,7 +252,8 @@ def decide_signed(key: str, diffs, pilot: Pilot, *, alpha: float = 0.05, power: 
     if not accepted:
         return Decision(verdict=Verdict.UNINFORMATIVE, **common)
     verdict = _rule(low, high, sesoi)
-    return Decision(verdict=verdict, size=_size(low, high, dh) if verdict is Verdict.EFFECT else None, **common)
+    return Decision(verdict=verdict, size=_size(low, high, (lo_b, hi_b)) if verdict is Verdict.EFFECT else None,
+                    **common)
 
 
 def _rule(low: float, high: float, sesoi: float) -> Verdict:
@@ -239,39 +266,101 @@ def _rule(low: float, high: float, sesoi: float) -> Verdict:
     return Verdict.INCONCLUSIVE
 
 
-def _size(low: float, high: float, delta_hat: float) -> Size:
-    if high < delta_hat:
+def _size(low: float, high: float, delta_hat: float | tuple[float, float]) -> Size:
+    """Against the prediction's bracket ``(lo, hi)`` (a point is a bracket of width 0):
+    smaller when the interval lies below it, larger above, compatible when they overlap."""
+    lo_b, hi_b = (delta_hat, delta_hat) if isinstance(delta_hat, (int, float)) else delta_hat
+    if high < lo_b:
         return Size.SMALLER
-    if low > delta_hat:
+    if low > hi_b:
         return Size.LARGER
     return Size.COMPATIBLE
 
 
-def decide_p4(diffs, *, sesoi: float | None = None, sesoi_source: str = "", alpha: float = 0.05,
+FLAT, NOT_FLAT = "flat", "not flat"
+
+
+@dataclass(frozen=True)
+class OwnDrift:
+    """Issue 42's other half of a prediction: one arm's drift against its **own** start
+    (``final - initial`` per seed, unoriented), its interval, and whether it "stays flat":
+    the interval lies inside ``±sesoi`` (the same prediction's SESOI). Reported for every
+    arm; THEORY.md's P2 says the exchangeable arms (surgical, restoring) stay flat."""
+
+    role: str
+    mean: float
+    low: float
+    high: float
+    n: int
+    sesoi: float | None
+    flat: str
+    """FLAT, NOT_FLAT, or "no SESOI" when the prediction has none"""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def own_drift(role: str, changes, sesoi: float | None, *, alpha: float = 0.05) -> OwnDrift:
+    """``changes: [S]`` the arm's own ``final - initial`` per seed."""
+    mean, low, high, _, n = interval(changes, alpha=alpha)
+    if sesoi is None or not sesoi > 0:
+        flat = "no SESOI"
+    else:
+        flat = FLAT if -sesoi < low and high < sesoi else NOT_FLAT
+    return OwnDrift(role, mean, low, high, n, sesoi, flat)
+
+
+@dataclass(frozen=True)
+class SesoiSource:
+    """Where P4's SESOI comes from (issue 42): ``prediction_derived`` only when the margin
+    is derived from a prediction of the accuracy effect (a first-order prediction of the
+    accuracy change, or an equivalence margin a theory states). An evaluation's standard
+    error is **not**: it measures the instrument, not what the theory allows, and a
+    "negligible" against it is a refutation by taste (the row says "uninformative")."""
+
+    text: str
+    prediction_derived: bool
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InvalidArgument("SesoiSource.text is empty: say how the margin was derived.")
+        if not isinstance(self.prediction_derived, bool):
+            raise InvalidArgument(f"SesoiSource.prediction_derived={self.prediction_derived!r} must be True or False.")
+
+
+def decide_p4(diffs, *, sesoi: float | None = None, sesoi_source: SesoiSource | None = None, alpha: float = 0.05,
               power: float = 0.8) -> Decision:
     """P4 (accuracy, ``treatment - baseline``): no first-order prediction. The estimate,
-    interval and MDE; "negligible" only when the interval lies within ``±sesoi`` and
-    ``sesoi_source`` says where ``sesoi`` comes from; "effect" when the interval excludes
-    0 above, "opposite" below; otherwise inconclusive."""
-    if sesoi is not None and not sesoi_source.strip():
-        raise InvalidArgument(f"sesoi={sesoi} without sesoi_source: state where the P4 SESOI comes from "
-                              "(e.g. 'the evaluation's standard error').")
+    interval and MDE; "effect" when the interval excludes 0 above, "opposite" below;
+    "negligible" only when the interval lies within ``±sesoi`` **and** ``sesoi_source``
+    is prediction-derived (:class:`SesoiSource`); an interval inside a margin that is not
+    is :attr:`Verdict.UNINFORMATIVE` (nothing predicted the margin); otherwise inconclusive."""
+    if sesoi is not None and not isinstance(sesoi_source, SesoiSource):
+        raise InvalidArgument(f"sesoi={sesoi} with sesoi_source={sesoi_source!r}: pass a SesoiSource(text, "
+                              "prediction_derived) saying whether the margin comes from a prediction of the accuracy "
+                              "effect (an eval standard error does not: prediction_derived=False).")
     if sesoi is not None and not sesoi > 0:
         raise InvalidArgument(f"sesoi={sesoi} must be > 0.")
     mean, low, high, sd, n = interval(diffs, alpha=alpha)
     mde = design_mde(sd, n, alpha=alpha, power=power)
+    inside = sesoi is not None and -sesoi < low and high < sesoi
     if sd == 0 and mean == 0:
         v = Verdict.UNINFORMATIVE  # did not move in any seed (a ceiling): no power either way
     elif high < 0:
         v = Verdict.OPPOSITE
-    elif sesoi is not None and -sesoi < low and high < sesoi:
+    elif inside and sesoi_source.prediction_derived:
         v = Verdict.NEGLIGIBLE_BUT_REAL if low > 0 else Verdict.NEGLIGIBLE
     elif low > 0:
         v = Verdict.EFFECT
+    elif inside:
+        v = Verdict.UNINFORMATIVE  # inside a margin no prediction gives: not evidence of "negligible"
     else:
         v = Verdict.INCONCLUSIVE
+    deriv = "" if sesoi_source is None else (
+        sesoi_source.text + ("" if sesoi_source.prediction_derived else " (not derived from a prediction of the "
+                             "accuracy effect: no 'negligible' verdict against it)"))
     return Decision(key="P4", mean=mean, low=low, high=high, n=n, mde=mde, verdict=v, sesoi=sesoi,
-                    sesoi_derivation=sesoi_source, n_positive=int((np.asarray(diffs) > 0).sum()))
+                    sesoi_derivation=deriv, n_positive=int((np.asarray(diffs) > 0).sum()))
 
 
 # ------------------------------------------------------ dose-response (M2's design)

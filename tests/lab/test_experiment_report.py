@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 import torch
 
 from exchange.errors import InvalidArgument
 from exchange.lab.config import load_experiment
 from exchange.lab.experiment import run_experiment
+from exchange.lab.dose_rule import decide_dose
 from exchange.lab.experiment_report import (
     CLAIMS_BEGIN,
     CLAIMS_END,
@@ -69,25 +71,42 @@ role = "treatment"
 """
 
 
-def _result(labels_effect: bool) -> ExperimentResult:
+def _result(labels_effect: bool, dose=None) -> ExperimentResult:
     pilot = Pilot(delta_hat=1.0, sd=0.1, seeds=(9, 10))
     rows = []
     for p in PREDICTIONS:
         diffs = [1.0, 1.1, 0.9, 1.05] if labels_effect else [-0.01, 0.01, 0.0, 0.005]
-        rows.append(Row(p, p.against, [0.0] * 4, [0.0] * 4, diffs, decide_signed(p.key, diffs, pilot)))
+        rows.append(Row(p, p.against, [0.0] * 4, [0.0] * 4, diffs, decide_signed(p.key, diffs, pilot),
+                        dose=dose if p.key == "P2" else None))
     fp = FrozenPilot("pair", (9, 10), {"P1": pilot, "P2": pilot, "P3": pilot}, {"P1": 1, "P2": 1, "P3": -1},
                      Orientation(1, 4, 4, 4), 0.5, 1.0, 0.1, True)
     return ExperimentResult({"name": "pair", "source": "c.toml"}, fp, rows, {}, {}, {"surgical": True}, True, 0.02, 1.0)
 
 
+def _dose(first_order: bool):
+    full = np.array([1.0, 1.1, 0.9, 1.05])
+    share = 0.1 if first_order else 0.95
+    return decide_dose("P2", [0.1], [share * full], full, 0.5)
+
+
 def test_claims_rows_follow_the_typed_decisions():
-    table = claims_rows([_result(True)])
+    table = claims_rows([_result(True, _dose(True))])
     cells = [r.split(" | ")[2] for r in table.splitlines()[2:] if r.startswith("| P")]
     assert cells[:4] == ["effect (compatible with the prediction)"] * 4
     assert "Falsifier" in table and "survives" in table
-    table = claims_rows([_result(False)])
+    table = claims_rows([_result(False, _dose(True))])
     assert "negligible" in table and "supported at this dose" in table
     assert "python -m exchange experiment run c.toml" in table
+
+
+@pytest.mark.parametrize("dose, why", [(None, "no dose arms"), ("bad", "does not follow the dose")])
+def test_p2_is_not_decided_without_a_dose_that_follows_first_order(dose, why):
+    """Issue 42: a P2 decision needs the dose rule; without dose arms, or with a dose off
+    first order (Adam on a private row), the row reports its measurement and no decision."""
+    res = _result(True, None if dose is None else _dose(False))
+    p2 = next(r for r in res.rows if r.prediction.key == "P2" and r.prediction.primary)
+    assert p2.label.startswith("no P2 decision") and why in p2.label and "measured effect" in p2.label
+    assert res.falsifier().startswith("undecided")
 
 
 def test_replace_section_rewrites_only_between_markers(tmp_path):

@@ -18,7 +18,9 @@ from exchange.lab.verdict import (
     decide_signed,
     design_mde,
     interval,
+    SesoiSource,
     orient,
+    own_drift,
 )
 
 
@@ -46,7 +48,7 @@ def test_rule(mean, half, verdict, size):
     d = decide_signed("P2", diffs_with(mean, half), PILOT)
     assert d.accepted
     assert d.sesoi == pytest.approx(0.5)
-    assert "delta_hat / 2" in d.sesoi_derivation
+    assert "half the lower end of delta_hat's bracket" in d.sesoi_derivation
     assert (d.low, d.high) == pytest.approx((mean - half, mean + half))
     assert d.verdict is verdict and d.size is size
 
@@ -91,14 +93,54 @@ def test_orientation_ignores_roundoff():
         orient([1.0, 2.0], [1.0])
 
 
-def test_p4_negligible_only_with_a_stated_source():
+def test_p4_negligible_only_against_a_prediction_derived_margin():
+    """Issue 42: an eval standard error is not a prediction of the accuracy effect; inside
+    it the row is "uninformative", and only a prediction-derived margin gives "negligible"."""
     d = diffs_with(0.0, 0.005)
     assert decide_p4(d).verdict is Verdict.INCONCLUSIVE
-    assert decide_p4(d, sesoi=0.02, sesoi_source="eval standard error 0.02").verdict is Verdict.NEGLIGIBLE
-    with pytest.raises(InvalidArgument, match="sesoi_source"):
+    se = SesoiSource("eval standard error 0.02", prediction_derived=False)
+    assert decide_p4(d, sesoi=0.02, sesoi_source=se).verdict is Verdict.UNINFORMATIVE
+    pred = SesoiSource("half the first-order prediction of the accuracy change", prediction_derived=True)
+    assert decide_p4(d, sesoi=0.02, sesoi_source=pred).verdict is Verdict.NEGLIGIBLE
+    assert decide_p4(diffs_with(0.1, 0.05), sesoi=0.02, sesoi_source=se).verdict is Verdict.EFFECT
+    with pytest.raises(InvalidArgument, match="SesoiSource"):
         decide_p4(d, sesoi=0.02)
+    with pytest.raises(InvalidArgument, match="SesoiSource"):
+        decide_p4(d, sesoi=0.02, sesoi_source="the evaluation's standard error")  # a string is not a type
+    with pytest.raises(InvalidArgument, match="prediction_derived"):
+        SesoiSource("x", prediction_derived="yes")
     assert decide_p4(np.zeros(12)).verdict is Verdict.UNINFORMATIVE
     assert decide_p4(diffs_with(-0.1, 0.05)).verdict is Verdict.OPPOSITE
+
+
+def test_bracket_sets_sesoi_size_and_power():
+    """Issue 42: delta_hat bracketed by the attribution along both arms' paths; SESOI is
+    half the lower end; the size is judged against the bracket, not a point."""
+    p = Pilot(delta_hat=1.0, sd=0.2, seeds=(100, 101), delta_hat_surgical=3.0)
+    assert p.bracket == (1.0, 3.0) and p.magnitude == 1.0
+    d = decide_signed("P2", diffs_with(2.0, 0.3), p)
+    assert d.sesoi == pytest.approx(0.5) and d.size is Size.COMPATIBLE  # inside [1, 3]: a point 1.0 says larger
+    assert decide_signed("P2", diffs_with(2.0, 0.3), PILOT).size is Size.LARGER
+    assert decide_signed("P2", diffs_with(3.6, 0.3), p).size is Size.LARGER
+    straddle = Pilot(delta_hat=-0.6, sd=0.01, seeds=(1, 2), delta_hat_surgical=2.6)
+    assert straddle.magnitude == 0 and not straddle.accepted(12)  # the paths disagree on the sign: no power
+
+
+def test_acceptance_is_on_power_not_sign():
+    """A bracket wholly below 0 (the attribution predicts the opposite of the theory's
+    orientation) is still accepted on power, and "opposite" is a publishable verdict."""
+    p = Pilot(delta_hat=-1.0, sd=0.2, seeds=(1, 2), delta_hat_surgical=-2.0)
+    assert p.accepted(12)
+    assert decide_signed("P2", diffs_with(-1.5, 0.3), p).verdict is Verdict.OPPOSITE
+
+
+def test_own_drift_flat_only_inside_sesoi():
+    flat = own_drift("surgical", diffs_with(0.05, 0.1), 0.5)
+    assert flat.flat == "flat"
+    moved = own_drift("surgical", diffs_with(-0.6, 0.1), 0.5)  # spillover in an exchangeable arm
+    assert moved.flat == "not flat" and moved.high < 0
+    assert own_drift("surgical", diffs_with(0.0, 0.6), 0.5).flat == "not flat"  # too wide to say flat
+    assert own_drift("surgical", diffs_with(0.0, 0.1), None).flat == "no SESOI"
 
 
 # ------------------------------------------------------------------ dose-response
