@@ -10,7 +10,15 @@ then ``exchange inspect batches/step-10.pt verl:grpo``. The batch is read from v
 ``DataProto`` keys: ``responses`` and ``response_mask`` (else the response part of
 ``attention_mask``), ``token_level_rewards`` (else ``token_level_scores``) summed per
 response, ``old_log_probs``, optionally ``ref_log_prob`` and ``entropys``, and the group
-of each response from ``non_tensor_batch["uid"]``.
+of each response from ``non_tensor_batch["uid"]``. Two more are kept when the batch has
+them (dump after ``compute_advantage`` to have both):
+
+- ``advantages`` (verl's, ``[bs, T]``): as ``Rollout.advantages``, one value per response
+  (``[N]``) when it is constant over the response's tokens, as every outcome estimator
+  gives, else per token (``[N, T]``, zero on padding). ``exchange inspect`` then judges
+  the update verl computed, whatever its estimator;
+- the prompt: ``prompts`` (``[bs, P]``, left-padded) with its mask, the first ``P``
+  columns of ``attention_mask``, as ``prompt_tokens`` / ``prompt_mask``.
 """
 
 from __future__ import annotations
@@ -36,6 +44,28 @@ def _get(batch, *names):
     return None
 
 
+def _advantages(adv, mask: torch.Tensor) -> torch.Tensor:
+    """verl's ``advantages [bs, T]`` as ``[N]`` when constant over each response's real
+    tokens, else ``[N, T]`` zeroed on padding (float64, CPU)."""
+    adv = torch.where(mask, adv.detach().to(torch.float64).cpu(), 0.0)
+    lengths = mask.sum(dim=1).clamp(min=1).to(torch.float64)
+    per_response = adv.sum(dim=1) / lengths
+    spread = torch.where(mask, adv - per_response[:, None], torch.zeros_like(adv)).abs().amax() if adv.numel() else 0.0
+    return per_response if float(spread) == 0.0 else adv
+
+
+def _prompt(batch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """``(prompt_tokens [N, P], prompt_mask [N, P])`` from verl's ``prompts`` and the first
+    ``P`` columns of ``attention_mask`` (all ones when that is absent)."""
+    prompts = _get(batch, "prompts")
+    if prompts is None:
+        return None, None
+    attention = _get(batch, "attention_mask")
+    width = prompts.shape[1]
+    mask = torch.ones_like(prompts, dtype=torch.bool) if attention is None else attention[:, :width].bool()
+    return torch.where(mask, prompts.long(), 0).cpu(), mask.cpu()
+
+
 def rollout_from_dataproto(data) -> Rollout:
     """The :class:`Rollout` of a verl ``DataProto`` (anything with ``.batch`` and
     ``.non_tensor_batch`` mappings)."""
@@ -56,6 +86,8 @@ def rollout_from_dataproto(data) -> Rollout:
     f64 = torch.float64
     ref = _get(batch, "ref_log_prob")
     ent = _get(batch, "entropys")
+    adv = _get(batch, "advantages")
+    prompt_tokens, prompt_mask = _prompt(batch)
     return Rollout(
         tokens=torch.where(mask, tokens.long(), 0).cpu(),
         mask=mask.cpu(),
@@ -64,6 +96,9 @@ def rollout_from_dataproto(data) -> Rollout:
         old_logprobs=torch.where(mask, old.to(f64), 0.0).detach().cpu(),
         ref_logprobs=None if ref is None else torch.where(mask, ref.to(f64), 0.0).detach().cpu(),
         entropy=None if ent is None else torch.where(mask, ent.to(f64), 0.0).detach().cpu(),
+        advantages=None if adv is None else _advantages(adv, mask.cpu()),
+        prompt_tokens=prompt_tokens,
+        prompt_mask=prompt_mask,
     )
 
 
