@@ -89,8 +89,28 @@ def run(args) -> int:
         targets = [resolve_target(args.target, parse_param_items(args.param))]
     code = 0
     for target in targets:
+        derived = _recipe_mechanisms(args, target)
+        if derived:  # beside the loss's report: what the recipe's settings derive (M8 included)
+            args.json_extra = {"trl_config": {"mechanisms": [
+                {"mechanism": m, "regimes": r, "cause": line} for m, r, line in derived]}}
         code = max(code, _check_one(args, target))
+        if derived and not args.json:
+            print("\nMechanisms the recipe's settings derive (THEORY.md section 4; M8 is the schedule's, which no "
+                  "loss check can see):")
+            for mechanism, regimes, line in derived:
+                print(f"  {mechanism} ({regimes}): {line}")
     return code
+
+
+def _recipe_mechanisms(args, target) -> list:
+    """A TRL recipe's mechanisms as its settings derive them (``exchange.libraries.trl.
+    recipe.recipe_mechanisms``): the checker fuzzes one loss and cannot see the schedule
+    (M8) nor which setting made a weight; the audit knows both."""
+    if args.trl_config is None or target.source != "trl":
+        return []
+    from exchange.libraries.trl.recipe import load_config, recipe_mechanisms
+
+    return recipe_mechanisms(load_config(args.trl_config))
 
 
 def recipe_targets(path: str) -> list:
@@ -112,7 +132,11 @@ def recipe_targets(path: str) -> list:
     config, data = parse_recipe(path)
     present = "".join(f"; {note}" for note in present_regularizers(config) + sampler_notes(config))
     if "experiment" not in data:
+        from exchange.libraries.trl.recipe import schedule_note
+
         lib_target, _ = config_target(config)
+        step = schedule_note(config)
+        present = f"; {step}{present}" if step else present
         return [Target(f"{lib_target} (from {path}{present})", loss_of_config(config), source="trl")]
     from exchange.lab.config import load_experiment
     from exchange.libraries.trl.settings import config_params, refused_settings

@@ -227,6 +227,13 @@ FACETS: dict[str, Facet] = {
               "section 4, M7: exchangeable in the shaped reward, cancellation intact; a tied group's "
               "coefficients follow the response features (section 4, attribution rules), so (N) in the "
               "verifiable reward fails by design too"),
+        Facet("M8.split_update", "a training schedule whose optimizer step holds part of a generation batch "
+              "(TRL: gradient_accumulation_steps not a multiple of steps_per_generation, after its row shuffle)",
+              (_C, _P),
+              "section 4, M8: the step holds part of a group, whose shared events cancel only across steps (C); "
+              "seen through section 2's black-box forms it is a weight that depends on the row's position (1 "
+              "in the step, 0 outside): (P), and not (Z), judged on the average over reward permutations "
+              "(mean(w) sum_i A_i = 0); (E)'s probes move no response across steps, so they cannot see it"),
         Facet("M7.shaping_on_kept", "M7's shaping, on groups kept only when their verifiable rewards differ "
               "(tied groups dropped first)", (_E,), "section 4, M7; a tied group is dropped, so (N) holds"),
     )

@@ -50,8 +50,10 @@ same per-token log-probs.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -171,33 +173,59 @@ def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None
 
 
 class _Accumulator:
-    """Collects per-micro-batch ``kappa`` into the rows of the generation batch."""
+    """Collects each micro-batch's ``kappa`` (and log-probs) into the rows of the
+    generation batch, for the optimizer step they belong to."""
 
     def __init__(self) -> None:
         self.reset(None)
+        self.pending: Tensor | None = None  # sums of a step's earlier generation batches (GA > steps_per_generation)
+        self.parts: list[Rollout] = []  # the step's rows, for the dump
+        self.micro = 0  # micro-batches seen in the current optimizer step
 
     def reset(self, batch: dict | None) -> None:
         self.batch = batch
         self.kappa: Tensor | None = None
+        self.logps: Tensor | None = None
         self.seen: Tensor | None = None
 
-    def add(self, inputs: dict, kappa: Tensor, n_rows: int) -> bool:
+    def add(self, inputs: dict, kappa: Tensor, logps: Tensor, n_rows: int) -> None:
         rows = inputs["exchange_row"].cpu()
         if self.kappa is None:  # kept on the CPU, where the events of the whole batch are found
             self.kappa = torch.zeros(n_rows, kappa.shape[1], dtype=torch.float64, device="cpu")
+            self.logps = torch.zeros(n_rows, kappa.shape[1], dtype=torch.float64, device="cpu")
             self.seen = torch.zeros(n_rows, dtype=torch.bool, device="cpu")
         self.kappa[rows] = kappa.detach().double().cpu()
+        self.logps[rows] = logps.detach().double().cpu()
         self.seen[rows] = True
-        return bool(self.seen.all())
+
+    def close_batch(self) -> Tensor | None:
+        """The sums of the rows this step saw in the current generation batch (its events
+        found on the whole batch, so a group split over steps keeps its shared events and
+        the coefficients of the rows outside the step are 0, THEORY.md M8); the step's rows
+        kept for the dump; the batch's coefficients cleared."""
+        if self.kappa is None or not bool(self.seen.any()):
+            return None
+        batch = {k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in self.batch.items()}
+        rollout = rollout_of(batch, torch.float64, logprobs=self.logps)  # on-policy: TRL kept no old log-probs
+        kappa = torch.where(self.seen[:, None], self.kappa, torch.zeros_like(self.kappa))
+        sums = batch_sums(kappa, rollout)
+        rows = self.seen.nonzero().flatten()
+        self.parts.append(dataclasses.replace(rollout.select(rows), logprobs=self.logps[rows]))
+        self.kappa.zero_(), self.logps.zero_(), self.seen.zero_()
+        return sums
 
 
 class ExchangeCallback(TrainerCallback):
-    """Log exchange's instruments on TRL's real batches (see the module docstring)."""
+    """Log exchange's instruments on TRL's real batches, one optimizer step at a time (see
+    the module docstring); ``dump_batches``: a folder, where each optimizer step's rows are
+    written as one file for ``exchange inspect``."""
 
-    def __init__(self) -> None:
+    def __init__(self, dump_batches: str | Path | None = None) -> None:
         self.trainer = None
         self._acc = _Accumulator()
         self.enabled = True
+        self.dump_batches = None if dump_batches is None else Path(dump_batches)
+        self.dumped: list[Path] = []
 
     # --------------------------------------------------------------- binding
     def on_train_begin(self, args, state, control, **kwargs):
@@ -227,7 +255,9 @@ class ExchangeCallback(TrainerCallback):
             warnings.warn(
                 f"ExchangeCallback: per_device_train_batch_size*steps_per_generation={local_rows} is not a multiple of "
                 f"num_generations={trainer.num_generations}: a group is split between processes, so its shared events "
-                f"cannot be found on one process; the callback logs nothing ({', '.join(_KEYS)}).",
+                f"cannot be found on one process; the callback logs nothing ({', '.join(_KEYS)}) and dumps nothing. "
+                f"Set per_device_train_batch_size*steps_per_generation to a multiple of num_generations (TRL lays "
+                f"each group out as consecutive rows of one process's generation batch).",
                 stacklevel=2,
             )
             self.enabled = False
@@ -243,6 +273,9 @@ class ExchangeCallback(TrainerCallback):
             if "exchange_row" not in output:  # ExchangeGRPOTrainer adds them itself
                 output = add_batch_keys(trainer, output, per_func, ids)
             if trainer.model.training:
+                sums = self._acc.close_batch()  # a step that spans generation batches keeps their sums
+                if sums is not None:
+                    self._acc.pending = sums if self._acc.pending is None else self._acc.pending + sums
                 self._acc.reset(output)
             return output
 
@@ -262,12 +295,64 @@ class ExchangeCallback(TrainerCallback):
         batch = self._acc.batch
         if batch is None or "exchange_row" not in inputs:
             return
-        if not self._acc.add(inputs, kappa, batch["completion_ids"].shape[0]):
+        self._acc.add(inputs, kappa, logps, batch["completion_ids"].shape[0])
+        self._acc.micro += 1
+        window = getattr(self.trainer, "current_gradient_accumulation_steps", None)
+        if self._acc.micro >= int(window or self.trainer.args.gradient_accumulation_steps):
+            self._flush()
+
+    def _flush(self) -> None:
+        """The optimizer step is complete: log its sums (every process's), dump its rows."""
+        acc = self._acc
+        sums = acc.close_batch()
+        if acc.pending is not None:
+            sums = acc.pending if sums is None else acc.pending + sums
+        parts, acc.parts, acc.pending, acc.micro = acc.parts, [], None, 0
+        if sums is None:
             return
-        full_kappa = self._acc.kappa
-        self._acc.seen.zero_()  # num_iterations > 1: the next pass over the batch logs again
-        rollout = rollout_of({k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in batch.items()})
-        log_metrics(self.trainer, "train", full_kappa, rollout)
+        log_sums(self.trainer, "train", sums)
+        if self.dump_batches is not None and parts:
+            from exchange.core.batch_io import save_batch
+
+            self.dump_batches.mkdir(parents=True, exist_ok=True)
+            path = self.dump_batches / (f"train-step{self.trainer.state.global_step + 1:06d}"
+                                        f"-rank{self.trainer.accelerator.process_index}.pt")
+            save_batch(_concat(parts), path)
+            self.dumped.append(path)
+
+
+def _concat(parts: list[Rollout]) -> Rollout:
+    """One rollout of the step's rows from several generation batches (group ids made
+    distinct, tokens padded to the widest)."""
+    if len(parts) == 1:
+        return parts[0]
+    width = max(p.mask.shape[1] for p in parts)
+    fields, offset = {}, 0
+    for part in parts:
+        pad = width - part.mask.shape[1]
+        for f in dataclasses.fields(part):
+            value = getattr(part, f.name)
+            if not f.init or value is None:
+                continue
+            if f.name == "group":
+                value = value + offset
+            elif value.ndim == 2 and f.name not in ("prompt_tokens", "prompt_mask"):
+                value = torch.nn.functional.pad(value, (0, pad))
+            fields.setdefault(f.name, []).append(value)
+        offset += int(part.group.max()) + 1
+    prompts = [fields.get("prompt_tokens"), fields.get("prompt_mask")]
+    if any(p is not None and len({v.shape[1] for v in p}) > 1 for p in prompts):  # prompts of different widths
+        fields.pop("prompt_tokens", None), fields.pop("prompt_mask", None)
+    return Rollout(**{k: torch.cat(v) for k, v in fields.items()})
+
+
+def log_sums(trainer, mode: str, sums: Tensor) -> dict[str, float]:
+    """Reduce :func:`batch_sums` over processes and log the metrics."""
+    sums = trainer.accelerator.reduce(sums.to(trainer.accelerator.device, torch.float32), reduction="sum")
+    metrics = metrics_from_sums(sums.cpu())
+    for key, value in metrics.items():
+        log_metric(trainer, mode, key, value)
+    return metrics
 
 
 def log_metrics(trainer, mode: str, kappa: Tensor, rollout: Rollout) -> dict[str, float]:

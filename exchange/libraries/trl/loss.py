@@ -52,6 +52,7 @@ and driven by :mod:`exchange.libraries.trl.contact`, which owns every private TR
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import torch
@@ -63,7 +64,7 @@ from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
 
-__all__ = ["LOSS_TYPES", "PARAMS", "loss_fn", "defaults", "expected"]
+__all__ = ["LOSS_TYPES", "PARAMS", "Schedule", "defaults", "expected", "loss_fn", "micro_batches", "schedule"]
 
 # Every branch of GRPOTrainer._compute_loss in trl 1.16.0 (tests check this list
 # against the installed source).
@@ -90,6 +91,10 @@ PARAMS = (
     "vespo_lambda_neg",
     "off_policy_mask_threshold",
     "steps_per_generation",
+    "gradient_accumulation_steps",
+    "per_device_train_batch_size",
+    "num_generations",
+    "num_iterations",
     "use_vllm",
     "vllm_importance_sampling_correction",
     "vllm_importance_sampling_mode",
@@ -148,9 +153,6 @@ def _config(target: str, loss_type: str, options: Mapping[str, Any]):
                 report_to="none",
                 use_cpu=True,
                 loss_type=loss_type,
-                per_device_train_batch_size=2,
-                gradient_accumulation_steps=1,
-                num_generations=2,
                 **options,
             )
     except (ValueError, TypeError) as err:
@@ -266,41 +268,100 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
         raise RolloutError("rollout.ref_logprobs=None but trl beta!=0 adds a KL term: pass ref_logprobs [N, T].")
     from exchange.libraries.trl.contact import shell
 
-    k = int(config.steps_per_generation or 1)
     t = shell(config, int(rollout.group_sizes.max()), _eos_id(rollout), _PAD_ID)
     entropy = rollout.entropy if rollout.entropy is not None else torch.zeros_like(logprobs)
     extra = {"importance_sampling_ratio": is_ratio, "sampling_per_token_logps": sampling}
-    if k <= 1:
-        return _micro_loss(t, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(), 1, extra)
-    # TRL: shuffle the generation batch's rows, split it into k micro-batches, accumulate
-    perm = torch.randperm(rollout.n, generator=torch.Generator(device="cpu").manual_seed(0), device="cpu")
-    parts = [_micro_loss(t, rollout, logprobs, entropy, adv, mask, rows, mask.sum(), k, extra)
-             for rows in perm.chunk(k) if rows.numel()]
+    plan = schedule(config)
+    if plan.micro_batches <= 1 and plan.judged == 1:
+        return _micro_loss(t, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(),
+                           plan.accumulation, extra)
+    # TRL's generation batch: its rows shuffled (shuffle_sequence_dict), cut into equal
+    # micro-batches (split_tensor_dict); the step judged holds the first ``plan.judged``
+    rows = micro_batches(rollout.n, plan, logprobs.device)
+    parts = [_micro_loss(t, rollout, logprobs, entropy, adv, mask, r, mask.sum(), plan.accumulation, extra)
+             for r in rows[: plan.judged] if r.numel()]
+    if not parts:  # the judged micro-batches hold only padding rows: a loss of 0 that still has a graph
+        return (logprobs * 0).sum()
     return torch.stack(parts).sum()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How TRL 1.16 turns a recipe's generation batch into optimizer steps (one process).
+
+    ``_prepare_inputs`` shuffles the generation batch of ``rows = per_device_train_batch_size *
+    steps_per_generation`` rows once and cuts it into ``micro_batches = steps_per_generation``
+    equal micro-batches; the trainer's loop accumulates ``accumulation =
+    gradient_accumulation_steps`` micro-batches into each optimizer step (``num_iterations``
+    replays the same buffered micro-batches, in the same order). So a step holds whole
+    generation batches when ``accumulation % micro_batches == 0`` and otherwise only
+    ``judged = accumulation % micro_batches`` micro-batches of one (THEORY.md section 4: a
+    recipe audit judges one optimizer step; its groups are split over steps, M8)."""
+
+    rows: int
+    micro_batches: int
+    accumulation: int
+    judged: int
+
+    @property
+    def splits_groups(self) -> bool:
+        return self.judged < self.micro_batches
+
+
+def schedule(config) -> Schedule:
+    """The :class:`Schedule` of a validated ``GRPOConfig``."""
+    k = int(config.steps_per_generation or config.gradient_accumulation_steps or 1)
+    ga = int(config.gradient_accumulation_steps or 1)
+    rows = int(config.per_device_train_batch_size) * k
+    return Schedule(rows=rows, micro_batches=k, accumulation=ga, judged=(ga % k) or k)
+
+
+def micro_batches(n: int, plan: Schedule, device=None) -> list[Tensor]:
+    """The rows of each micro-batch of a generation batch of ``n`` real rows, TRL's way:
+    padded with fully masked rows (index >= ``n``, no token, no coefficient) up to the
+    recipe's row count, so every micro-batch has the same number of rows, as TRL's always
+    do (a fuzzed batch larger than the recipe's is padded to the next multiple of the
+    micro-batch count: the micro-batches then hold more rows than the recipe's, equally
+    many, which is all that TRL's per-micro-batch constants read); shuffled with a fixed
+    seed (TRL's ``shuffle_sequence_dict`` draws its own), cut into equal parts."""
+    k = plan.micro_batches
+    total = max(plan.rows, -(-n // k) * k)
+    perm = torch.randperm(total, generator=torch.Generator(device="cpu").manual_seed(0), device="cpu")
+    return [part.to(device) for part in perm.chunk(k)]
 
 
 def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Tensor, mask: Tensor,
                 rows: Tensor, num_items: Tensor, k: int, extra: dict) -> Tensor:
-    """TRL's ``_compute_loss`` on the micro-batch ``rows`` (``k`` per generation batch)."""
+    """TRL's ``_compute_loss`` on the micro-batch ``rows`` with ``current_gradient_accumulation_steps
+    = k``; a row index ``>= rollout.n`` is a padding row (:func:`micro_batches`): no token
+    in its mask, advantage 0, so it adds nothing but its place in the micro-batch's row count."""
     from exchange.libraries.trl.contact import shell_loss
 
     rows = rows.to(rollout.mask.device)
     n = int(rows.numel())
+    real = rows < rollout.n
+    pick = rows.clamp(max=rollout.n - 1)
+
+    def take(x: Tensor) -> Tensor:  # the rows, a padding row zeroed (its mask is empty anyway)
+        out = x[pick]
+        keep = real.to(out.device).view(-1, *([1] * (out.ndim - 1)))
+        return torch.where(keep, out, torch.zeros_like(out))
+
     inputs = {
-        "prompt_ids": torch.zeros(n, 1, dtype=torch.long),
-        "prompt_mask": torch.ones(n, 1, dtype=torch.long),
-        "completion_ids": rollout.tokens[rows],
-        "completion_mask": mask[rows].long(),
-        "advantages": adv[rows].to(logprobs.dtype),
-        "old_per_token_logps": rollout.old_logprobs[rows].to(logprobs.dtype),
+        "prompt_ids": torch.zeros(n, 1, dtype=torch.long, device=rollout.mask.device),
+        "prompt_mask": torch.ones(n, 1, dtype=torch.long, device=rollout.mask.device),
+        "completion_ids": take(rollout.tokens),
+        "completion_mask": take(mask.long()),
+        "advantages": take(adv.to(logprobs.dtype)),
+        "old_per_token_logps": take(rollout.old_logprobs.to(logprobs.dtype)),
         "num_items_in_batch": num_items,
     }
     if rollout.ref_logprobs is not None:
-        inputs["ref_per_token_logps"] = rollout.ref_logprobs[rows].to(logprobs.dtype)
+        inputs["ref_per_token_logps"] = take(rollout.ref_logprobs.to(logprobs.dtype))
     for key, value in extra.items():  # vLLM's: TRL's importance-sampling ratio, the sampler's log-probs
         if value is not None:
-            inputs[key] = value[rows].to(logprobs.dtype)
-    return shell_loss(t, inputs, logprobs[rows], entropy[rows], k)
+            inputs[key] = take(value.to(logprobs.dtype))
+    return shell_loss(t, inputs, take(logprobs), take(entropy), k)
 
 
 # ------------------------------------------------------------------ expected verdicts
@@ -363,13 +424,19 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
         off.add("M1.sequence_weight")
     if _true(p["mask_truncated_completions"]):
         on.add("M4.not_zero_sum")
-    # several micro-batches: bnpo's token count and grpo/sapo/luspo/dr_grpo's row count are
-    # taken per micro-batch (dapo, cispo and vespo divide by the generation batch's tokens)
-    micro = p.get("steps_per_generation") not in (None, "None", "none") and int(float(p["steps_per_generation"])) > 1
-    if micro and loss_type in ("bnpo", "grpo", "sapo", "luspo", "dr_grpo"):
+    # the optimizer step judged (THEORY.md section 4): TRL's micro-batches have equal row
+    # counts, so grpo/sapo/luspo/dr_grpo's per-micro-batch row count is one constant; bnpo's
+    # token count differs between the micro-batches accumulated into one step (dapo, cispo
+    # and vespo divide by the generation batch's tokens), and so does each micro-batch's
+    # entropy quantile; a step that holds part of a generation batch splits its groups (M8)
+    plan = _schedule_of(p)
+    micro = min(plan.judged, plan.micro_batches) > 1
+    if micro and loss_type == "bnpo":
         on.add("M3.micro_batch_norm")
     if micro and float(p["top_entropy_quantile"]) < 1.0:
         on.add("M5.micro_batch_quantile")
+    if plan.splits_groups:
+        on.add("M8.split_update")
     if float(p["beta"]) != 0.0:
         on.add("M6.event_term")
         if sequence and _true(p["use_bias_correction_kl"]):
@@ -389,6 +456,18 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
         on.add("M5.response_statistics")
     off |= on
     return per_regime(verdict_of(*on), verdict_of(*off))
+
+
+def _schedule_of(p: Mapping[str, Any]) -> Schedule:
+    """:func:`schedule` of adapter parameters (strings as ``--param`` gives them)."""
+    def num(name: str, default: int) -> int:
+        value = p.get(name)
+        return default if value in (None, "None", "none") else int(float(value))
+
+    ga = num("gradient_accumulation_steps", 1)
+    k = num("steps_per_generation", ga)
+    return Schedule(rows=num("per_device_train_batch_size", 8) * k, micro_batches=k, accumulation=ga,
+                    judged=(ga % k) or k)
 
 
 def _true(value: Any) -> bool:

@@ -24,8 +24,8 @@ from typing import Any, Callable
 from exchange.errors import InvalidArgument
 from exchange.libraries.versions import require
 
-__all__ = ["RUN_LLM_KEYS", "load_config", "config_target", "loss_of_config", "parse_recipe", "present_regularizers",
-           "sampler_notes"]
+__all__ = ["RUN_LLM_KEYS", "config_target", "load_config", "loss_of_config", "parse_recipe", "present_regularizers",
+           "recipe_mechanisms", "sampler_notes", "schedule_note"]
 
 
 # run_llm.py's own options (experiments/llm/run_llm.py, LLMArguments): allowed in a
@@ -81,7 +81,17 @@ def _parse_recipe(path: Path):
             f"--trl-config {str(path)!r}: unknown key(s) {', '.join(unknown)}: not a field of TRL's "
             "ScriptArguments, GRPOConfig or ModelConfig (TrlParser rejects them). Fix the spelling."
         )
-    return parsed[1], data
+    config = parsed[1]
+    from exchange.libraries.trl.loss import LOSS_TYPES
+
+    if config.loss_type not in LOSS_TYPES:  # TRL itself finds out only inside the first training step
+        import difflib
+
+        near = difflib.get_close_matches(str(config.loss_type), LOSS_TYPES, n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
+        raise InvalidArgument(f"--trl-config {str(path)!r}: loss_type={config.loss_type!r} is not a loss type of "
+                              f"trl 1.16's GRPOTrainer; {hint}valid: {', '.join(LOSS_TYPES)}.")
+    return config, data
 
 
 def load_config(source: Any):
@@ -178,3 +188,67 @@ def loss_of_config(source: Any) -> Callable:
 
     target, params = config_target(source)
     return resolve(target, params)
+
+
+def schedule_note(config) -> str:
+    """What the audit judges, for the report's title: one optimizer step of TRL's schedule
+    (:func:`exchange.libraries.trl.loss.schedule`)."""
+    from exchange.libraries.trl.loss import schedule
+
+    plan = schedule(config)
+    if plan.splits_groups:
+        return (f"one optimizer step: {plan.judged} of the generation batch's {plan.micro_batches} micro-batches "
+                f"of {config.per_device_train_batch_size} rows")
+    if plan.micro_batches > 1:
+        return (f"one optimizer step: the generation batch of {plan.rows} rows in {plan.micro_batches} "
+                f"micro-batches of {config.per_device_train_batch_size}")
+    return ""
+
+
+def recipe_mechanisms(config) -> list[tuple[str, str, str]]:
+    """``(mechanism id, regimes, line)`` for each mechanism the derivation
+    (:func:`exchange.libraries.trl.loss.expected`) finds in the recipe, named by the
+    setting that causes it (THEORY.md section 4's names), M8 with its fix."""
+    from exchange.libraries.trl.loss import expected, schedule
+
+    loss_type, params = config.loss_type, config_target(config)[1]
+    derived = expected(loss_type, params)
+    on = set(derived["on_policy"].facets)
+    facets = sorted(on | set(derived["off_policy"].facets))
+    plan = schedule(config)
+    eps = f"epsilon={config.epsilon!r}, epsilon_high={config.epsilon_high!r}"
+    lines = {
+        "M1.sequence_weight": "importance_sampling_level='sequence': one ratio per response, the geometric mean "
+                              "of its token ratios (a per-response weight)",
+        "M2.sign_clip": (f"the off-policy clip of loss_type={loss_type!r} ({eps}): its test depends on the sign of "
+                         "the advantage" if loss_type != "sapo" else
+                         f"SAPO's two temperatures (sapo_temperature_pos={config.sapo_temperature_pos!r}, "
+                         f"sapo_temperature_neg={config.sapo_temperature_neg!r}): the gate depends on the sign of A"),
+        "M3.response_norm": f"loss_type={loss_type!r}: the per-sequence mean, a weight 1/L_i per response",
+        "M3.micro_batch_norm": (f"bnpo's per-micro-batch token count: each of the step's {plan.judged} micro-batches "
+                                "divides by its own number of tokens, and TRL's row shuffle puts a group's responses "
+                                "in different micro-batches"),
+        "M4.not_zero_sum": "responses dropped after the group's advantages were centred "
+                           "(mask_truncated_completions, or the off-policy mask)",
+        "M5.response_statistics": (f"vLLM's sequence-level importance-sampling correction "
+                                   f"(vllm_importance_sampling_mode={config.vllm_importance_sampling_mode!r}): "
+                                   "a per-response weight, the detached product of the response's "
+                                   "pi_old/pi_vLLM (a response-level statistic), on-policy too"),
+        "M5.micro_batch_quantile": f"top_entropy_quantile={config.top_entropy_quantile!r} taken per micro-batch",
+        "M6.event_term": f"the KL term from the recipe's beta={config.beta!r} (k3 to the reference policy on the "
+                         "sampled tokens, an additive event term; beta: 0.0 trains without it)",
+        "M7.shaping": "use_bias_correction_kl with sequence-level ratios: the response's mean KL on its tokens",
+        "M8.split_update": (f"gradient_accumulation_steps={plan.accumulation} with steps_per_generation="
+                            f"{plan.micro_batches}: each optimizer step holds {plan.judged} of the generation "
+                            f"batch's {plan.micro_batches} micro-batches (after TRL's row shuffle), so a group's "
+                            "responses fall into different steps, the later ones off-policy; this audit judges the "
+                            "first. Fix: steps_per_generation equal to gradient_accumulation_steps (or "
+                            "gradient_accumulation_steps a multiple of it), or ExchangeGRPOTrainer(batching="
+                            "'groups') with per_device_train_batch_size * gradient_accumulation_steps a multiple "
+                            "of num_generations"),
+    }
+    out = []
+    for key in facets:
+        regimes = "both regimes" if key in on else "off-policy"
+        out.append((key.split(".")[0], regimes, lines.get(key, key)))
+    return out

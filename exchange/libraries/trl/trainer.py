@@ -41,9 +41,10 @@ as TRL's ``get_high_entropy_mask`` does. ``multi_objective_aggregation=
 "normalize_then_sum"``: the trainer computes TRL's advantages from every reward function
 (:func:`normalize_then_sum`).
 
-With ``dump_batches="dir"`` every micro-batch is also written to ``dir/`` for
-``exchange inspect dir/train-step000010-0003.pt dapo`` (format:
-:mod:`exchange.core.batch_io`).
+With ``dump_batches="dir"`` every optimizer step is written to ``dir/`` as one file, its
+micro-batches together (``dir/train-step000010-rank0.pt``; written by the
+:class:`ExchangeCallback`, so ``objective=None`` dumps TRL's own batches too), for
+``exchange inspect dir/train-step000010-rank0.pt dapo`` (format: :mod:`exchange.core.batch_io`).
 
 Every step it logs the metrics of :class:`ExchangeCallback` (``tax/shared_residual``,
 ``tax/shared_events``, ``tax/shared_kappa_share``) for the loss it trains with, and,
@@ -172,13 +173,15 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         objective_params: hyperparameters for a named objective (override GRPOConfig's).
         learning_tax: also log ``tax/learning_tax`` (one extra backward pass per
             zero-credit part; needs ``exchange.paramspace``).
-        dump_batches: a folder: write every batch there for ``exchange inspect``.
+        dump_batches: a folder: write each optimizer step's rows there, one file per step
+            and process, for ``exchange inspect`` (TRL's own loss too, ``objective=None``).
         batching: ``"rows"`` (TRL's micro-batches), ``"groups"`` (whole groups per
             micro-batch) or ``None`` (rows where the objective allows them).
-        trl_defaults: ``True``: GRPOConfig's clip widths, beta and SAPO temperatures win,
-            TRL's defaults included; ``False``: only where the user changed them (the
-            objective keeps its own otherwise, e.g. GSPO's 3e-4; a ``UserWarning`` names
-            each such value).
+        trl_defaults: ``False`` (the default): GRPOConfig's clip widths, beta and SAPO
+            temperatures win where the config sets them (differs from TRL's default); the
+            objective keeps its own otherwise, the values ``exchange check <objective>``
+            audits (GSPO's 3e-4/4e-4, DAPO's 0.28; a ``UserWarning`` names each). ``True``:
+            TRL's values win, its defaults included (``GRPOTrainer``'s own loss, exactly).
     """
 
     def __init__(
@@ -189,7 +192,7 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         learning_tax: bool = False,
         dump_batches: str | None = None,
         batching: str | None = None,
-        trl_defaults: bool = True,
+        trl_defaults: bool = False,
         **kwargs: Any,
     ) -> None:
         from exchange.libraries.trl.contact import require_contacts
@@ -197,7 +200,6 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         require_contacts()  # a TRL whose private methods moved fails here, naming them
         self.exchange_learning_tax = learning_tax
         self.exchange_dump_batches = dump_batches
-        self.exchange_dumped = 0
         config = kwargs.get("args", args[2] if len(args) > 2 else None)
         if objective is not None and config is not None:  # refuse before TRL loads models
             _refuse(config, objective, objective_params, trl_defaults)
@@ -210,7 +212,7 @@ class ExchangeGRPOTrainer(GRPOTrainer):
             self._exchange_bind(objective, objective_params, batching, trl_defaults)
         from exchange.libraries.trl.callback import ExchangeCallback
 
-        self.exchange_callback = ExchangeCallback().bind(self)
+        self.exchange_callback = ExchangeCallback(dump_batches=dump_batches).bind(self)
         self.add_callback(self.exchange_callback)
 
     def _exchange_bind(self, objective, objective_params, batching, trl_defaults: bool) -> None:
@@ -234,6 +236,7 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         self.exchange_global_tokens = base_of(objective) in GLOBAL_TOKEN_MEAN
         self.exchange_advantages = advantage_hook(objective)
         self.exchange_batching = batching_of(objective, batching)
+        self._exchange_clip_metrics(objective, params)
         if self.args.loss_type != _trl_default_values()["loss_type"] and self.args.loss_type != base_of(objective):
             warnings.warn(f"ExchangeGRPOTrainer trains objective={getattr(objective, '__name__', objective)!r}, not "
                           f"GRPOConfig.loss_type={self.args.loss_type!r}.", UserWarning, stacklevel=3)
@@ -255,6 +258,23 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         hook_loss(self, self._exchange_loss)
         if self.exchange_batching == "groups":
             group_batching(self, lambda batch: _group_shuffle(batch, self.num_generations))
+
+    def _exchange_clip_metrics(self, objective, params: Mapping[str, Any]) -> None:
+        """TRL's ``_compute_loss`` still runs and logs ``clip_ratio/*`` from its own
+        ``epsilon_low``/``epsilon_high``: set them to the widths the objective trains with,
+        so the logged clip ratios describe the loss being trained (PPO-clip families on
+        TRL's PPO-clip loss types; cispo's TRL cap is absolute, ``1 + eps_high``)."""
+        family = base_of(objective)
+        if family not in ("grpo", "bnpo", "dr_grpo", "dapo", "gspo", "cispo"):
+            return
+        from exchange.objectives import get
+
+        widths = {**get(family).defaults, **params}  # what the objective trains with
+        cispo = self.args.loss_type == "cispo"
+        if widths.get("eps_low") is not None and not cispo:
+            self.epsilon_low = float(widths["eps_low"])
+        if widths.get("eps_high") is not None:
+            self.epsilon_high = float(widths["eps_high"]) + (1.0 if cispo else 0.0)
 
     # ----------------------------------------------------------- batch -> rollout
     def _exchange_output(self, output: dict, holder: dict) -> dict:
@@ -310,8 +330,6 @@ class ExchangeGRPOTrainer(GRPOTrainer):
             loss = self.exchange_objective(per_token_logps, rollout)
         if self.exchange_regularizer is not None:  # the objective's KL (beta), as TRL adds its own
             loss = loss + self.exchange_regularizer(per_token_logps, rollout)
-        if self.exchange_dump_batches:
-            self._exchange_dump(mode, rollout, per_token_logps)
         mask = inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
         accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
         if self.exchange_global_tokens:
@@ -339,17 +357,6 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         pad = -1e9
         gathered = self.accelerator.gather(self.accelerator.pad_across_processes(values, dim=0, pad_index=pad))
         return gathered[gathered != pad]
-
-    def _exchange_dump(self, mode: str, rollout: Rollout, per_token_logps: Tensor) -> None:
-        from pathlib import Path
-
-        from exchange.core.batch_io import save_batch
-
-        folder = Path(self.exchange_dump_batches)
-        folder.mkdir(parents=True, exist_ok=True)
-        save_batch(replace(rollout, logprobs=per_token_logps.detach()),
-                   folder / f"{mode}-step{self.state.global_step:06d}-{self.exchange_dumped:04d}.pt")
-        self.exchange_dumped += 1
 
     def _exchange_learning_tax(self, model, rollout: Rollout) -> None:
         try:

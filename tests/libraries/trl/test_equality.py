@@ -118,7 +118,8 @@ def _first_step_gradient(tmp_path, exchange: bool, loss_type: str, ga: int, **se
     with warnings.catch_warnings(), mock.patch("trl.trainer.grpo_trainer.VLLMGeneration", _NoEngine):
         warnings.simplefilter("ignore")
         # the plain trainer carries the callback: both integrations see the same (truncated) rows
-        trainer = (ExchangeGRPOTrainer(**kwargs, objective=objective) if exchange
+        # trl_defaults=True: GRPOTrainer's own loss exactly, TRL's default clip widths included
+        trainer = (ExchangeGRPOTrainer(**kwargs, objective=objective, trl_defaults=True) if exchange
                    else GRPOTrainer(**kwargs, callbacks=[ExchangeCallback()]))
     if args.use_vllm:
         _inject_sampler(trainer)

@@ -188,8 +188,11 @@ def test_trls_token_factors_equal_the_catalog_parameters(loss_type, trl_base, ca
 @pytest.mark.parametrize("loss_type, params, on, off", [
     # one batch: the entropy mask is a function of the event; per micro-batch it is not
     ("dapo", {"top_entropy_quantile": "0.5"}, set(), {"M2.sign_clip"}),
-    ("dapo", {"top_entropy_quantile": "0.5", "steps_per_generation": "2"}, {"M5.micro_batch_quantile"},
-     {"M2.sign_clip", "M5.micro_batch_quantile"}),
+    ("dapo", {"top_entropy_quantile": "0.5", "steps_per_generation": "2", "gradient_accumulation_steps": "2"},
+     {"M5.micro_batch_quantile"}, {"M2.sign_clip", "M5.micro_batch_quantile"}),
+    # GA 1 with steps_per_generation 2: each optimizer step holds one micro-batch (M8)
+    ("dapo", {"top_entropy_quantile": "0.5", "steps_per_generation": "2"}, {"M8.split_update"},
+     {"M2.sign_clip", "M8.split_update"}),
     ("cispo", {"delta": "1.1"}, set(), set()),  # TRL applies delta to the PPO-clip types only
     ("cispo", {"off_policy_mask_threshold": "0.05"}, set(), {"M2.sign_clip"}),
     ("cispo", {"off_policy_mask_threshold": "-0.05"}, {"M4.not_zero_sum"}, {"M2.sign_clip", "M4.not_zero_sum"}),
