@@ -151,7 +151,10 @@ def axiom_origins(coqc: str, build, printed: set[str]) -> dict[str, Origin]:
     for name, full in fulls.items():
         origin = files[full]
         if not origin.problem and not origin.under(where):
-            origin = Origin(full, origin.file, f"axiom {full} was loaded from {origin.file}, "
-                            f"not from Coq's standard library ({where})")
+            inside = Path(origin.file).resolve().is_relative_to(Path(build.root).resolve())
+            source = ("is declared in the development" if inside
+                      else f"was loaded from {origin.file}")
+            origin = Origin(full, origin.file, f"axiom {full} {source}, not in Coq's "
+                            f"standard library ({where})")
         out[name] = origin
     return out

@@ -302,17 +302,18 @@ def cases(group_list=None) -> list[LinkCase]:
         for rho in DENSE_SETTINGS["off_policy"] if dense else ():
             lr = math.log(rho)
             clip = "clip_coef {el} {eh} {rho} (adv {G} 1 {r} i)"
-            for name, params, weight, factor in (
-                    ("grpo", (("scale", "none"),), " * / {L} i", "1/G"),
-                    ("grpo", (), " * / {L} i", "free"),
-                    ("dr_grpo", (), "", "free"), ("dapo", (), "", "free"),
-                    ("grpo+min_replace", (("scale", "none"),),
+            for family, name, params, weight, factor in (
+                    ("T3 seq-mean", "grpo", (("scale", "none"),), " * / {L} i", "1/G"),
+                    ("T3 seq-mean (std)", "grpo", (), " * / {L} i", "free"),
+                    ("T5 constant normaliser", "dr_grpo", (), "", "free"),
+                    ("T5 constant normaliser", "dapo", (), "", "free"),
+                    ("T5 Min-Replace", "grpo+min_replace", (("scale", "none"),),
                      " * min_replace {G} (fun j => / {L} j) i", "1/G"),
-                    ("grpo+adv_orthogonal", (("scale", "none"),),
+                    ("T5 Adv-Orthogonal", "grpo+adv_orthogonal", (("scale", "none"),),
                      " * orth {G} (adv {G} 1 {r}) (fun j => / {L} j) i", "1/G")):
                 full = tuple(sorted({**{k: v for k, v in objectives.get(name).defaults.items()
                                        if k in ("eps_low", "eps_high")}, **dict(params)}.items()))
-                add(f"off-policy rho={rho}", name, full, clip + weight, factor, lr)
+                add(f"{family} T4 off-policy rho={rho}", name, full, clip + weight, factor, lr)
         for params in (ppo_default, asym):
             p = dict(params)
             bounds = [1 - p["eps_low"], 1 + p["eps_high"], p["clip_c"]]

@@ -29,7 +29,7 @@ from .conftest import require_coqc
 pytestmark = [pytest.mark.coq, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-_IGNORE = shutil.ignore_patterns("__pycache__", ".cache")
+_IGNORE = shutil.ignore_patterns("__pycache__", ".cache", ".build")
 
 
 def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -258,6 +258,93 @@ def m_clip_widened(root):
         "clipped = ((adv > 0) & (ratio > 1.01 + eps_high)) | ((adv < 0) & (ratio < 0.99 - eps_low))")
 
 
+# --- issue 43's five kinds -------------------------------------------------------------
+# 1. the compiled record is the hashed one: extra roots, make hooks, a changed Makefile.
+def m_second_spec_folder(root):
+    (root / "proofs" / "spec2").mkdir()
+    (root / "proofs" / "spec2" / "Spec.v").write_text((root / SPEC).read_text())
+    sub(root, "proofs/_CoqProject", "-Q spec ExchangeSpec\n", "-Q spec ExchangeSpec\n-Q spec2 ExchangeSpec\n")
+
+
+def m_make_hook(root):
+    (root / "proofs" / "Makefile.coq.local").write_text("post-all::\n\tcp other.vo spec/Spec.vo\n")
+
+
+def m_makefile_changed(root):
+    _append(root, "proofs/Makefile", "\n# rebuilds spec/Spec.vo from elsewhere\n")
+
+
+# 2. axioms by origin: a Coq root, a top-level Context.
+def m_coq_root(root):
+    (root / "proofs" / "evil").mkdir()
+    (root / "proofs" / "evil" / "Helper.v").write_text("Context (helper_fact : forall P : Prop, P).\n")
+    sub(root, "proofs/_CoqProject", "-Q spec ExchangeSpec\n", "-Q spec ExchangeSpec\n-Q evil Coq\n")
+
+
+def m_top_level_context(root):
+    _append(root, LN, "\nContext (helper_fact :\n  forall P : Prop, P).\n")
+
+
+# 3. re-pins leave a trail: Spec.v edited and SPEC_SHA256 rewritten by hand, no CHANGES.
+def m_repinned_by_hand(root):
+    import hashlib
+
+    m_spec_definition_edited(root)
+    new = hashlib.sha256((root / SPEC).read_bytes()).hexdigest()
+    resub(root, "exchange/theory/registry.py", r'SPEC_SHA256 = "[0-9a-f]*"', f'SPEC_SHA256 = "{new}"')
+
+
+# 4. the Python side: prose, links, axiom policy, tolerance, a key checked as another theorem.
+def m_prose_flipped(root):
+    sub(root, "exchange/theory/registry.py", "T4: rho > 1+eps_high and some A_i < 0: K < 0.",
+        "T4: rho > 1+eps_high and some A_i < 0: K > 0.")
+
+
+def m_links_swapped(root):
+    voc = root / "exchange/core/vocabulary.py"
+    text = voc.read_text()
+    text = text.replace('"M2": (', '"M_tmp": (', 1).replace('"M3": (', '"M2": (', 1)
+    voc.write_text(text.replace('"M_tmp": (', '"M3": (', 1))
+
+
+def m_real_modules_widened(root):
+    sub(root, "exchange/theory/coq.py", 'frozenset({"Exchange.Real"})',
+        'frozenset({"Exchange.Real", "Exchange.Cancellation"})')
+
+
+def m_link_tolerance(root):
+    sub(root, "exchange/theory/link.py", "REL_TOL = 1e-9", "REL_TOL = 1e-2")
+
+
+def m_key_is_another_theorem(root):
+    _append(root, "exchange/theory/registry.py",
+            '\nTHEOREMS["T4_above_negative"] = THEOREMS["T4_below_positive"]\n')
+
+
+def m_link_removed(root):
+    sub(root, "exchange/core/vocabulary.py", '"T4_above_negative",\n', "")
+
+
+def m_witness_unregistered(root):
+    sub(root, "exchange/theory/registry.py",
+        '"T4: rho > 1+eps_high and some A_i < 0: K < 0.", witness=WITNESS)',
+        '"T4: rho > 1+eps_high and some A_i < 0: K < 0.")')
+
+
+# 5. the code link probes densely: the review's two planted bugs.
+def m_ppo_drops_negative_push_down(root):
+    sub(root, O + "_common.py", "    return torch.where((adv < 0) & (ratio > clip_c), floor, clipped)",
+        "    band = (adv < 0) & (ratio > 1.4) & (ratio < 1.9)\n"
+        "    clipped = torch.where(band, clipped.detach(), clipped)\n"
+        "    return torch.where((adv < 0) & (ratio > clip_c), floor, clipped)")
+
+
+def m_gspo_arithmetic_mean(root):
+    sub(root, O + "gspo.py", "    return torch.exp(sequence_log_ratio(logprobs, rollout))",
+        "    m = rollout.fmask.to(logprobs.dtype)\n"
+        "    return (torch.exp(logprobs - rollout.old_logprobs) * m).sum(1) / m.sum(1).clamp(min=1.0)")
+
+
 # (mutation, what the output must name); every message line starts with FAILED.
 MUTATIONS = {
     "std_constant": (m_std_constant, ["statement of R_T2_necessity_std differs", "Rstd"]),
@@ -298,6 +385,27 @@ MUTATIONS = {
     "adv_orthogonal_scaled": (m_adv_orthogonal_scaled, ["code link", "T5 Adv-Orthogonal"]),
     "dual_clip_removed": (m_dual_clip_removed, ["code link", "T4 dual-clip rho"]),
     "clip_bounds_widened": (m_clip_widened, ["code link", "T4 dual-clip rho"]),
+    # issue 43
+    "second_folder_bound_to_the_record": (m_second_spec_folder, ["_CoqProject maps"]),
+    "make_hook": (m_make_hook, ["Makefile.coq.local exists"]),
+    "makefile_changed": (m_makefile_changed, ["proofs/Makefile has sha256"]),
+    "coq_root_with_context": (m_coq_root, ["logical root Coq"]),
+    "top_level_context": (m_top_level_context, ["Context (top level", "helper_fact"]),
+    "repinned_by_hand_without_changes": (m_repinned_by_hand,
+                                         ["does not name the current SPEC_SHA256"]),
+    "registry_prose_flipped": (m_prose_flipped, ["pins.theorems.T4_above_negative.statement"]),
+    "vocabulary_links_swapped": (m_links_swapped, ["pins.mechanism_links.M2"]),
+    "real_modules_widened": (m_real_modules_widened, ["pins.axiom_policy"]),
+    "link_tolerance_loosened": (m_link_tolerance, ["pins.link.rel_tol"]),
+    "key_checked_as_another_theorem": (m_key_is_another_theorem,
+                                       ["registry key T4_above_negative names"]),
+    "link_removed": (m_link_removed, ["pins.mechanism_links.M2",
+                                      "T4_above_negative is registered but backs no"]),
+    "witness_unregistered": (m_witness_unregistered, ["W_T4_above_negative is in the reviewed "
+                                                      "record but not registered"]),
+    "ppo_drops_negative_push_down": (m_ppo_drops_negative_push_down,
+                                     ["code link", "T4 dual-clip rho=1.5 (grid)"]),
+    "gspo_arithmetic_mean": (m_gspo_arithmetic_mean, ["code link", "gspo M1 off-policy"]),
 }
 
 

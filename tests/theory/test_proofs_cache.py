@@ -17,6 +17,7 @@ import pytest
 import exchange.theory.cache as cache_mod
 from exchange.cli import main
 from exchange.theory import coq
+from exchange.theory.build import build_development
 from exchange.theory.cache import CACHE_DIR, ResultCache, cache_dir
 from exchange.theory.coq import CHECKED, CLOSED, FAILED, compile_proofs, default_proofs_dir
 from exchange.theory.registry import THEOREMS, Theorem
@@ -144,7 +145,7 @@ def test_a_malformed_entry_is_a_miss(coqc, tmp_path):
 def test_no_cache_flag_reaches_compile_proofs(monkeypatch, capsys):
     seen = []
 
-    def fake(proofs_dir, cache=True):
+    def fake(proofs_dir, cache=True, build=None):
         seen.append(cache)
         return [coq.TheoremStatus(k, t.name, CHECKED, CLOSED) for k, t in THEOREMS.items()]
 
@@ -167,8 +168,11 @@ def test_a_group_that_is_not_closed_is_asked_again_in_halves(coqc, tmp_path):
     dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
     assert _check(dev, cache=False)  # builds it
     names = [t.name for t in REGISTRY.values()] + ["Fake.C.missing"]
-    alone = coq._run_coq(dev, names, coqc, pins=False, expect_closed=lambda n: False)
-    together = coq._run_coq(dev, names, coqc, pins=False, expect_closed=lambda n: True)
+    flags = build_development(dev, coqc, spec=False).flags  # exchange proofs' own build
+    alone = coq._run_coq(dev, names, coqc, pins=False, expect_closed=lambda n: False,
+                         flags=flags)
+    together = coq._run_coq(dev, names, coqc, pins=False, expect_closed=lambda n: True,
+                            flags=flags)
     assert together.found == alone.found and together.pinned == alone.pinned == {}
     assert alone.found["Fake.A.a"] == ("A.cheat",) and alone.found["Fake.C.c"] == ()
     assert "Fake.C.missing" not in alone.found and "Fake.C.missing" in together.errors
@@ -184,7 +188,7 @@ def test_reused_axioms_that_no_longer_print_the_same_are_asked_again(coqc, tmp_p
     names = [t.name for t in REGISTRY.values()]
     stale = {"Fake.A.a": ("Old.cheat",), "Fake.B.b": ("A.cheat",)}
     run = coq._run_coq(dev, names, coqc, pins=False, expect_closed=lambda n: True,
-                       reused=stale)
+                       reused=stale, flags=build_development(dev, coqc, spec=False).flags)
     assert run.found == {"Fake.A.a": ("A.cheat",), "Fake.B.b": ("A.cheat",),
                          "Fake.C.c": ()}
     assert run.passes == 2
