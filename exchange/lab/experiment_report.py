@@ -24,6 +24,7 @@ import numpy as np
 
 from exchange.errors import InvalidArgument
 from exchange.lab.dose_rule import DoseDecision, decide_dose
+from exchange.lab.klstep import SCALE_CAP
 from exchange.lab.pilot import PROBES, FrozenPilot, load_pilot
 from exchange.lab.predictions import (
     KL_KEY,
@@ -182,6 +183,9 @@ class ExperimentResult:
     """``[train] common_rollouts``: per non-baseline role, whether every seed trained on the
     baseline's rollouts at every step (``charts/rollout_hash`` equal); empty when off.
     Part of the manipulation check: arms that saw other data differ in more than the mechanism."""
+    kl_scale_max: dict[str, float | None] = field(default_factory=dict)
+    """per role: the largest factor the KL-normalised step multiplied a step by (``kl/scale``;
+    capped at :data:`exchange.lab.klstep.SCALE_CAP`); empty when the step is off"""
 
     def verdict(self, key: str) -> str:
         rows = [r for r in self.rows if r.prediction.key == key and r.prediction.primary]
@@ -212,7 +216,8 @@ class ExperimentResult:
                 "rows": [r.to_dict() for r in self.rows], "dose": self.dose, "kl": self.kl,
                 "kl_matched": self.kl_matched, "manipulation_passed": self.manipulation_passed,
                 "eval_se": self.eval_se, "mean_wall_s": self.mean_wall_s, "notes": self.notes,
-                "common_rollouts": self.common_rollouts,
+                "common_rollouts": self.common_rollouts, "kl_scale_max": self.kl_scale_max,
+                "kl_scale_cap": SCALE_CAP,
                 "verdicts": {k: self.verdict(k) for k in ("P1", "P2", "P3", "P4")}, "falsifier": self.falsifier()}
 
 
@@ -312,8 +317,11 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
     passed = passed and all(common.values())
     walls = [json.loads((exp_dir / a["name"] / f"seed{s}" / "done.json").read_text())["wall_s"]
              for a in meta["arms"] for s in seeds]
+    scale = {role: max((float(r.series("kl/scale").max()) for r in rr.values()
+                        if any("kl/scale" in row for row in r.rows)), default=None)
+             for role, rr in runs.items()} if meta["train"].get("kl_target") else {}
     return ExperimentResult(meta, pilot, rows, dose, kl, matched, passed, eval_se, sum(walls) / len(walls),
-                            common_rollouts=common)
+                            common_rollouts=common, kl_scale_max=scale)
 
 
 def _with_dose(row: Row, runs, seeds, pilot: FrozenPilot | None) -> Row:
@@ -411,7 +419,12 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
               f"**{'passed' if res.manipulation_passed else 'FAILED'}**.",
               f"2. **KL per step on the control contexts** (against the baseline, tolerance "
               f"{100 * KL_TOLERANCE:.0f}%): {kl}.",
-              f"3. **Eval standard error** (P4's SESOI): {res.eval_se:.3g}.", "",
+              f"3. **Eval standard error** (P4's margin; not derived from a prediction, so no P4 'negligible' "
+              f"against it): {res.eval_se:.3g}.",
+              "4. **KL-normalised step**: " + ("off." if not res.kl_scale_max else
+                                               f"cap {SCALE_CAP:g}x; largest factor per arm: " + ", ".join(
+                  f"{role} {_fmt(v)}" + (" (HIT THE CAP)" if v is not None and v >= SCALE_CAP else "")
+                  for role, v in res.kl_scale_max.items()) + "."), "",
               "Differences are oriented so that the prediction is > 0. 95% paired t-interval; MDE at 80% power; "
               "delta_hat is bracketed by the attribution along the baseline's and the surgical arm's paths; "
               "SESOI = half the bracket's lower end; smaller / compatible / larger against the bracket; a design is "

@@ -197,7 +197,36 @@ def shared_coefficients(kappa: Tensor, rollout: Rollout, ev: Events) -> dict[str
     style = role[ids] == ROLE_STYLE
     m = float(mass[style].sum())
     out["tax/style_residual"] = float(K[style].abs().sum()) / m if m > 0 else None
+    out["tax/entropy_K_signed"] = entropy_direction(K, ids, mass, role, rollout, ev)
     return out
+
+
+def entropy_direction(K: Tensor, ids: Tensor, mass: Tensor, role: Tensor, rollout: Rollout,
+                      ev: Events) -> float | None:
+    """P3's orientation at the contexts the policy samples (issue 42): over shared events
+    ``e`` at weak-credit tokens (not decisions), ``sum_e K_e * p_e * -(log p_e + H_e) / mass``.
+
+    Pushing token ``e``'s log-probability up by ``K_e`` changes its context's entropy by
+    ``-K_e p_e (log p_e + H)`` to first order (``dH/dz_e = -p_e (log p_e + H)``), so the
+    sign says which way the residual moves the entropy there, per context: raising a
+    token lowers the entropy only where ``p_e > exp(-H)``, not where ``p_e > 1/2``.
+    ``log p_e`` and ``H`` are the rollout's ``old_logprobs`` and ``entropy`` at an
+    occurrence of ``e`` (one context per event); None without entropies or weak events."""
+    if rollout.entropy is None or ids.numel() == 0:
+        return None
+    weak = (role[ids] >= 0) & (role[ids] != ROLE_DECISION)
+    if not bool(weak.any()):
+        return None
+    flat_ids = ev.ids.flatten()
+    first = torch.full((ev.count,), -1, dtype=torch.long, device=flat_ids.device)  # one occurrence per event
+    pos = torch.arange(flat_ids.numel(), device=flat_ids.device)
+    ok = flat_ids >= 0
+    first.scatter_reduce_(0, flat_ids[ok], pos[ok], reduce="amax")
+    occ = first[ids[weak]]
+    lp = rollout.old_logprobs.flatten()[occ].double()
+    h = rollout.entropy.flatten()[occ].double()
+    m = float(mass[weak].sum())
+    return float((K[weak] * lp.exp() * -(lp + h)).sum()) / m if m > 0 else None
 
 
 def reward_length_covariance(rollout: Rollout) -> float | None:

@@ -32,10 +32,17 @@ from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
 from exchange.lab.tasks import ROLE_DECISION, ROLE_FILLER, TEMPLATE, token_roles
 
-__all__ = ["KL_TOLERANCE", "control_contexts", "normalise_step"]
+__all__ = ["KL_TOLERANCE", "SCALE_CAP", "control_contexts", "normalise_step"]
 
 KL_TOLERANCE = 0.02
 """Relative tolerance of the achieved KL (a few secant steps reach ~1e-3)."""
+SCALE_CAP = 10.0
+"""Largest factor the step may be multiplied by (issue 42). The rescale is a line search
+along the optimiser's own step; beyond an order of magnitude it is an extrapolation the
+optimiser never computed (forced-S pilots of M1 and M2 reached factors of 153 and 3.4e7
+and the runs collapsed). A capped step then moves less KL than the target, and the
+report prints the cap and each arm's largest factor (``kl/scale``), so a design whose
+arms hit it is visible as not KL-matched."""
 
 
 def control_contexts(rollout: Rollout) -> Tensor:
@@ -62,15 +69,18 @@ def control_contexts(rollout: Rollout) -> Tensor:
 
 
 def normalise_step(model: nn.Module, theta0: list[Tensor], kl_of: Callable[[], float | None], target: float,
-                   *, iters: int = 6) -> tuple[float, float | None]:
-    """Rescale the parameters' change since ``theta0`` so that ``kl_of()`` equals ``target``.
+                   *, iters: int = 6, cap: float = SCALE_CAP) -> tuple[float, float | None]:
+    """Rescale the parameters' change since ``theta0`` so that ``kl_of()`` equals ``target``,
+    by a factor ``c <= cap`` (:data:`SCALE_CAP`).
 
     ``theta0``: the parameters before the rollout's updates (``model.parameters()`` order);
     ``kl_of()``: the KL at the current parameters (None when there is no control context).
     Returns ``(c, achieved KL)``. A zero change or no control context leaves the step
-    as it is (``c = 1``)."""
+    as it is (``c = 1``); at ``c = cap`` the achieved KL stays below the target."""
     if not target > 0:
         raise InvalidArgument(f"[train] kl_target={target} must be > 0 (0 turns the KL-normalised step off).")
+    if not cap >= 1:
+        raise InvalidArgument(f"cap={cap} must be >= 1 (the optimiser's own step is always allowed).")
     params = list(model.parameters())
     delta = [p.detach() - a for p, a in zip(params, theta0)]
 
@@ -86,8 +96,10 @@ def normalise_step(model: nn.Module, theta0: list[Tensor], kl_of: Callable[[], f
     for _ in range(iters):  # KL ~ c^2 near 0: a multiplicative secant on sqrt(KL)
         if abs(kl - target) <= 1e-3 * target:
             break
-        c = c * (target / kl) ** 0.5
+        c = min(c * (target / kl) ** 0.5, cap)
         kl = at(c)
+        if c == cap and kl is not None and kl < target:
+            break  # capped: the target lies beyond the extrapolation allowed
         if kl is None or kl <= 0:
             break
     return c, kl

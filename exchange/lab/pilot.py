@@ -7,8 +7,11 @@ injected credit of known size). :func:`freeze` then computes, per primary probe:
 
 - its **orientation** (:func:`exchange.lab.verdict.orient`): P2 by the sign of the
   baseline's signed shared coefficient at the probe event S (``tax/style_K_signed``,
-  each step counted only above the round-off floor); P3 by the same sign, flipped when S
-  is the mode of its context (pushing the mode up lowers the entropy);
+  each step counted only above the round-off floor); P3 per context by the sign of
+  ``-(log p + H)`` weighted by the shared coefficient, at the weak-credit contexts the
+  policy samples (``tax/entropy_K_signed``, issue 42: raising a token lowers its
+  context's entropy only where ``p > exp(-H)``); runs recorded before it use the same
+  rule at the S slot;
 - ``delta_hat``: the oriented mean over pilot seeds of the attribution's shared part
   summed over the run (``attr/<probe>/shared``), the predicted baseline-minus-surgical
   difference; P1's is the baseline's mean shared update share (the restoring or surgical
@@ -125,7 +128,22 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
     notes.append(f"orientation: {o.agreeing}/{o.counted} counted steps (of {o.total}) share the sign {s2:+d} "
                  f"({100 * o.agreement:.0f}%).")
     p_style = float(np.mean([math.exp(base[s].init["drift/style_logp"]) for s in seeds]))
-    s3 = -s2 if p_style > 0.5 else s2
+    # P3 (issue 42): per context by the sign of -(log p + H), at the contexts the policy samples
+    # (tax/entropy_K_signed); runs without it: the same rule at the S slot (p(S) > exp(-H), not p > 1/2)
+    ke = [base[s].series("tax/entropy_K_signed") for s in seeds if any("tax/entropy_K_signed" in r for r in base[s].rows)]
+    if len(ke) == len(seeds) and sum(len(k) for k in ke):
+        ke_all = np.concatenate(ke)
+        o3 = orient(ke_all, np.ones_like(ke_all))
+        s3 = o3.sign
+        notes.append(f"P3 orientation: sign of -(log p + H) weighted by K at the sampled weak-credit shared contexts, "
+                     f"{o3.agreeing}/{o3.counted} steps agree ({s3:+d}).")
+    else:
+        h_s = [base[s].init.get("entropy/fixed_style") for s in seeds]
+        if all(h is not None for h in h_s):
+            lp = float(np.mean([base[s].init["drift/style_logp"] for s in seeds]))
+            s3 = s2 * (1 if -(lp + float(np.mean(h_s))) > 0 else -1)
+        else:
+            s3 = -s2 if p_style > 0.5 else s2
     pathway = runs.get("surgical")
     pilots: dict[str, Pilot] = {}
     for key, sign in (("P2", s2), ("P3", s3)):

@@ -162,3 +162,20 @@ def test_a_pilot_with_mostly_zero_spread_groups_refuses_the_design(tmp_path):
     with pytest.raises(InvalidArgument, match="refused the design: 70% of its groups have zero reward spread"):
         run_experiment(load_experiment(cfg_path), tmp_path / "runs", progress=False)
     assert not (exp / "grpo").exists()
+
+
+def test_a_sign_fixed_by_the_grammar_is_labelled_positive_control():
+    """Issue 42: with the reward-length link, the template in the prompt and S forced, every
+    correct response has one length, so K_S >= 0 in every group under 1/L_i: the report
+    labels the P2/P3 rows a positive control. Without the link the sign is the data's."""
+    from exchange.lab.experiment_report import identity_orientation
+
+    meta = {"mechanism": "M3 (per-response 1/L_i normalisation)",
+            "task": {"long_wrong": True, "forced_style": True, "template_in_prompt": True}}
+    assert identity_orientation(meta).startswith("positive control")
+    assert identity_orientation({**meta, "task": {**meta["task"], "long_wrong": False}}) == ""
+    assert identity_orientation({**meta, "mechanism": "M2 (clip)"}) == ""
+    res = _result(True, _dose(True))
+    p2 = next(r for r in res.rows if r.prediction.key == "P2" and r.prediction.primary)
+    row = dataclasses.replace(p2, control=identity_orientation(meta))
+    assert row.label == "positive control: effect (compatible with the prediction)"

@@ -96,3 +96,29 @@ def test_normalise_step_hits_the_target_and_refuses_a_bad_one():
     assert got == pytest.approx(1e-3, rel=KL_TOLERANCE) and kl() == pytest.approx(got)
     with pytest.raises(InvalidArgument, match="kl_target"):
         normalise_step(lin, theta0, kl, 0.0)
+
+
+def test_the_rescale_factor_is_capped_and_reported():
+    """Issue 42: a target far beyond the optimiser's step is not reached by extrapolating
+    (forced-S pilots reached factors of 153 and 3.4e7); the factor stops at the cap and the
+    KL stays below the target."""
+    from exchange.lab.klstep import SCALE_CAP
+
+    lin = torch.nn.Linear(3, 4, dtype=torch.float64)
+    x = torch.randn(5, 3, dtype=torch.float64)
+    theta0 = [p.detach().clone() for p in lin.parameters()]
+    before = torch.log_softmax(lin(x), -1).detach()
+    with torch.no_grad():
+        for p in lin.parameters():
+            p.add_(1e-4 * torch.randn_like(p))  # a tiny step: reaching 1e-3 nats needs c >> 10
+
+    def kl():
+        after = torch.log_softmax(lin(x), -1)
+        return float((before.exp() * (before - after)).sum(-1).mean())
+
+    c, got = normalise_step(lin, theta0, kl, 1e-3)
+    assert c == SCALE_CAP and got < 1e-3
+    c, got = normalise_step(lin, theta0, kl, 1e-3, cap=1e6)  # uncapped, the secant extrapolates
+    assert c > SCALE_CAP and got == pytest.approx(1e-3, rel=KL_TOLERANCE)
+    with pytest.raises(InvalidArgument, match="cap"):
+        normalise_step(lin, theta0, kl, 1e-3, cap=0.5)

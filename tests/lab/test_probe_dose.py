@@ -128,3 +128,22 @@ def test_config_accepts_dose_arms_and_names_each_mistake():
             parse_experiment({**ARMS, "arms": ARMS["arms"] + [arm]})
     with pytest.raises(InvalidArgument, match="keep is for"):
         parse_experiment({**ARMS, "arms": [{**ARMS["arms"][0], "keep": 0.1}] + ARMS["arms"][1:]})
+
+
+@pytest.mark.parametrize("h, want", [(2.0, -1), (0.5, +1)])
+def test_p3_orientation_is_the_sign_of_minus_logp_plus_entropy_per_context(h, want):
+    """Issue 42: raising S (K_S > 0) lowers its context's entropy only where
+    p(S) > exp(-H). p(S) = 0.3 here, so the old rule (flip when p > 1/2) says +1 for both;
+    with H = 2 (p > e^-2) the entropy falls, with H = 0.5 (p < e^-0.5) it rises."""
+    from exchange.core.events import events
+    from exchange.lab.instruments import shared_coefficients
+
+    ro = _shared_rollout()
+    ro = ro.replace(entropy=torch.where(ro.mask, torch.full(ro.tokens.shape, h, dtype=torch.float64), 0.0))
+    kappa = token_coefficients(resolve("grpo"), ro.logprobs, ro)
+    out = shared_coefficients(kappa, ro, events(ro))
+    k_s = out["tax/style_K_signed"]
+    assert k_s is not None and abs(k_s) > 1e-9
+    got = out["tax/entropy_K_signed"]
+    assert got is not None and (1 if got > 0 else -1) == want * (1 if k_s > 0 else -1)
+    assert shared_coefficients(kappa, ro.replace(entropy=None), events(ro))["tax/entropy_K_signed"] is None
