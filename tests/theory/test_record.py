@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import shutil
+
+import pytest
 from pathlib import Path
 
 from exchange.cli import main
