@@ -40,9 +40,12 @@ def chosen_objectives(value: str) -> list[str] | None:
     against the catalog; an unknown one raises :class:`InvalidArgument` naming it."""
     from exchange.objectives import get
 
+    from exchange.libraries.verl.register import refuse_surgical
+
     names = [n.strip() for n in value.split(",") if n.strip()]
     for name in names:
         try:
+            refuse_surgical(name)
             get(name)
         except InvalidArgument as err:
             raise InvalidArgument(f"{ENV}={value!r}: {err}") from None

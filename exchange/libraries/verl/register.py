@@ -45,7 +45,7 @@ from exchange.libraries.versions import require
 from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 
-__all__ = ["PREFIX", "register", "policy_loss", "rollout_from_verl"]
+__all__ = ["PREFIX", "register", "refuse_surgical", "policy_loss", "rollout_from_verl"]
 
 PREFIX = "exchange_"
 
@@ -212,11 +212,30 @@ def policy_loss(
     return verl_policy_loss
 
 
+def refuse_surgical(objective: str) -> None:
+    """Raise :class:`InvalidArgument` for ``"<spec>+surgical"`` (see :func:`register`)."""
+    from exchange.objectives import SURGICAL
+
+    if objective.rsplit("+", 1)[-1] == SURGICAL:
+        raise InvalidArgument(
+            f"objective={objective!r} cannot be registered in verl: the surgical transform needs each response's "
+            "tokens and group (uid) to find shared events, and verl 0.9.1 passes a policy loss only log-probs, "
+            "advantages and the mask of one micro-batch, whose backward runs before the rest of the step is seen. "
+            f"Register {objective.rsplit('+', 1)[0]!r}, or train the surgical arm with TRL (ExchangeGRPOTrainer)."
+        )
+
+
 def register(objectives: Iterable[str] | None = None, prefix: str = PREFIX, **params: Any) -> list[str]:
     """Register catalog objectives (default: all) in verl as ``prefix + name``.
 
     ``params`` are passed to every objective (e.g. ``eps_high=0.28``). Returns the verl
     names registered. Calling it again replaces the earlier registrations.
+
+    ``<objective>+surgical`` is refused here (:class:`InvalidArgument`), not at its
+    first call: the surgical transform finds shared events from the response tokens and
+    the group ids, and verl 0.9.1 hands a policy loss neither (only log-probs,
+    advantages and the mask of one micro-batch, whose backward runs before the next
+    micro-batch is seen), so there is no gather of a whole mini-batch to build it on.
     """
     require("verl")
     from verl.trainer.ppo import core_algos
@@ -225,6 +244,8 @@ def register(objectives: Iterable[str] | None = None, prefix: str = PREFIX, **pa
     from exchange.objectives import resolve
 
     chosen = list(catalog_names() if objectives is None else objectives)
+    for objective in chosen:
+        refuse_surgical(objective)
     registered = []
     for objective in chosen:
         verl_name = f"{prefix}{objective}"

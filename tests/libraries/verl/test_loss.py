@@ -57,7 +57,8 @@ def test_defaults_are_verls_own():
 
     actor = ActorConfig(strategy="fsdp", rollout_n=2, ppo_micro_batch_size_per_gpu=1)
     policy = PolicyLossConfig()
-    for key in ("clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "tau_pos", "tau_neg", "loss_scale_factor"):
+    for key in ("clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "tau_pos", "tau_neg", "loss_scale_factor",
+                "use_kl_loss", "kl_loss_type", "kl_loss_coef"):
         assert DEFAULTS[key] == getattr(actor, key), key
     for key in ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "ppo_kl_coef", "dro_beta"):
         assert DEFAULTS[key] == getattr(policy, key), key

@@ -92,3 +92,29 @@ def test_rollout_correction_weights_are_refused():
     with pytest.raises(ExchangeError, match="rollout_is_weights"):
         fn(rollout.old_logprobs, rollout.logprobs, torch.zeros_like(rollout.logprobs), rollout.mask,
            rollout_is_weights=torch.ones_like(rollout.logprobs))
+
+
+def test_surgical_is_refused_at_registration_with_the_reason():
+    """verl passes a policy loss no tokens and no uid: '+surgical' cannot find shared
+    events there, so register() refuses it (before, it registered and failed at its
+    first call), and registers nothing of the list."""
+    from verl.trainer.ppo import core_algos
+
+    from exchange.errors import InvalidArgument
+    from exchange.libraries.verl.register import register
+
+    with pytest.raises(InvalidArgument, match=r"'dapo\+surgical'.*tokens and group \(uid\)"):
+        register(["grpo", "dapo+surgical"], prefix="refused_")
+    assert "refused_grpo" not in core_algos.POLICY_LOSS_REGISTRY
+    assert register(["gspo+min_replace"], prefix="kept_") == ["kept_gspo+min_replace"]
+
+
+def test_the_plugin_names_the_surgical_reason():
+    """EXCHANGE_VERL_OBJECTIVES=dapo+surgical: the plugin's one line says why, not that
+    'surgical' is no restoring transformation."""
+    from exchange.errors import InvalidArgument
+    from exchange.libraries.verl.plugin import chosen_objectives
+
+    with pytest.raises(InvalidArgument, match=r"EXCHANGE_VERL_OBJECTIVES='dapo\+surgical'.*group \(uid\)"):
+        chosen_objectives("dapo+surgical")
+    assert chosen_objectives("dapo, grpo") == ["dapo", "grpo"]
