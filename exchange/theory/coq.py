@@ -456,8 +456,9 @@ def compile_proofs(
                    printed=witnesses if pin else frozenset(), flags=build.flags,
                    spec_module=build.spec_module or SPEC_MODULE)
     origins = axiom_origins(coqc, build, {a for axioms in run.found.values() for a in axioms})
+    first = group_first(proof_dir) if pin else frozenset()
     statuses = [_full_status(k, t, run.found, run.errors, run.pinned if pin else None,
-                             run.bodies, origins) for k, t in theorems.items()]
+                             run.bodies, origins, first) for k, t in theorems.items()]
     if store is not None and store.unchanged():  # else files changed under the check
         store.save_assumptions(run.found)
         if run.clean:
@@ -496,7 +497,8 @@ def _all_names(theorems: dict[str, Theorem]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _full_status(key, thm, found, errors, pinned, bodies=None, origins=None) -> TheoremStatus:
+def _full_status(key, thm, found, errors, pinned, bodies=None, origins=None,
+                 group_first=None) -> TheoremStatus:
     """``found``: printed axiom names per name; ``origins`` (``axiom_origins``) maps each
     printed name to its full name and file (None: the names are full already)."""
     allowed = allowed_axioms(thm)
@@ -514,10 +516,21 @@ def _full_status(key, thm, found, errors, pinned, bodies=None, origins=None) -> 
         why = wstatus.detail if not wstatus.ok else ""
         if not why and pinned is not None:
             why = _pin_mismatch(witness, pinned)
-        if not why and pinned is not None and not applies(thm.name, (bodies or {}).get(witness, "")):
+        body = (bodies or {}).get(witness, "")
+        if not why and pinned is not None and not applies(thm.name, body):
             why = (f"its proof does not apply {thm.name} (a witness must be the theorem "
                    "applied to concrete arguments, so that a change of the theorem's "
                    "hypotheses or conclusion breaks it)")
+        if not why and pinned is not None and witness == thm.witness_name:
+            head, first = head_application(thm.name, body)
+            if not head:
+                why = (f"its proof term is not {thm.name} applied to arguments (possibly under "
+                       "proj1/proj2): a theorem named elsewhere in the term (a dead `pose "
+                       "proof`) does not make the witness depend on it")
+            elif thm.short in (group_first or ()) and not (first.isdigit() and int(first) >= 2):
+                why = (f"it applies {thm.name} at G = {first or '?'}: a witness instance needs a "
+                       "group of at least two responses (G >= 2), or it says nothing about "
+                       "groups")
         if why:
             return TheoremStatus(key, thm.name, FAILED,
                                  f"non-vacuity witness {witness}: {why}", status.axioms)
@@ -526,6 +539,33 @@ def _full_status(key, thm, found, errors, pinned, bodies=None, origins=None) -> 
 
 
 _QUALID = re.compile(r"[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*")
+
+
+def head_application(theorem: str, body: str) -> tuple[bool, str]:
+    """Whether a printed proof term (``Print <witness>``: ``W = <term>``) is ``theorem``
+    applied to arguments, possibly under ``proj1``/``proj2`` (an iff's direction), and
+    the first argument as printed ("" when none)."""
+    text = body.split("=", 1)[1] if "=" in body else body
+    toks = re.findall(r"[A-Za-z_][\w'.]*|\d+|[()]", text)
+    i = 0
+    while i < len(toks) and toks[i] in ("(", "proj1", "proj2"):
+        i += 1
+    if i >= len(toks) or not (theorem == toks[i] or theorem.endswith("." + toks[i])):
+        return False, ""
+    return True, toks[i + 1] if i + 1 < len(toks) else ""
+
+
+def group_first(proof_dir: Path) -> frozenset[str]:
+    """Registered statements of the record that quantify over a group size first
+    (``forall G`` / ``forall (G ...``): their witnesses must apply them at G >= 2."""
+    from exchange.theory.record import record_statements
+
+    try:
+        statements = record_statements(proof_dir)
+    except OSError:
+        return frozenset()
+    return frozenset(n for n, text in statements.items()
+                     if re.match(r"Definition \S+ : Prop := forall \(?G\b", text))
 
 
 def applies(theorem: str, body: str) -> bool:

@@ -294,6 +294,32 @@ def m_repinned_by_hand(root):
     resub(root, "exchange/theory/registry.py", r'SPEC_SHA256 = "[0-9a-f]*"', f'SPEC_SHA256 = "{new}"')
 
 
+# 3b. witnesses: a dead `pose proof` naming the theorem; a theorem weakened to G <= 1,
+# re-pinned with --accept and witnessed at G = 1.
+def m_dead_pose_proof(root):
+    sub(root, "proofs/theories/Witnesses.v",
+        "  apply T4_above_negative; try qcomp. exists 2%nat. split; [lia|reflexivity].\n",
+        "  pose proof T4_above_negative as unused. vm_compute. reflexivity.\n")
+
+
+def m_weakened_to_one_response(root):
+    from exchange.theory.record import accept_record
+
+    for rel in (C, SPEC):
+        sub(root, rel, "T1_sufficiency : forall G (A w : nat -> Q) (w0 : Q),\n  sum G A == 0 ->",
+            "T1_sufficiency : forall G (A w : nat -> Q) (w0 : Q),\n  (G <= 1)%nat -> sum G A == 0 ->")
+    sub(root, C, "  intros G A w w0 HZ Hw. unfold K.\n", "  intros G A w w0 _ HZ Hw. unfold K.\n")
+    sub(root, "proofs/theories/Witnesses.v",
+        "Lemma W_T1_sufficiency : K 3 cor33_A (fun _ => 2) == 0.\n"
+        "Proof. apply (T1_sufficiency 3 cor33_A (fun _ => 2) 2 cor33_zero_sum). intros; reflexivity. Qed.",
+        "Lemma W_T1_sufficiency : K 1 (fun _ => 0) (fun _ => 2) == 0.\n"
+        "Proof. apply (T1_sufficiency 1 (fun _ => 0) (fun _ => 2) 2); [lia|reflexivity|]. "
+        "intros; reflexivity. Qed.")
+    sub(root, SPEC, "Definition W_T1_sufficiency : Prop := K 3 cor33_A (fun _ => 2) == 0.",
+        "Definition W_T1_sufficiency : Prop := K 1 (fun _ => 0) (fun _ => 2) == 0.")
+    accept_record(root / "proofs", root / "exchange/theory/registry.py")
+
+
 # 4. the Python side: prose, links, axiom policy, tolerance, a key checked as another theorem.
 def m_prose_flipped(root):
     sub(root, "exchange/theory/registry.py", "T4: rho > 1+eps_high and some A_i < 0: K < 0.",
@@ -386,6 +412,10 @@ MUTATIONS = {
     "dual_clip_removed": (m_dual_clip_removed, ["code link", "T4 dual-clip rho"]),
     "clip_bounds_widened": (m_clip_widened, ["code link", "T4 dual-clip rho"]),
     # issue 43
+    "witness_with_dead_pose_proof": (m_dead_pose_proof,
+                                     ["is not Exchange.Clipping.T4_above_negative applied"]),
+    "weakened_to_one_response_repinned": (m_weakened_to_one_response,
+                                          ["applies Exchange.Cancellation.T1_sufficiency at G = 1"]),
     "second_folder_bound_to_the_record": (m_second_spec_folder, ["_CoqProject maps"]),
     "make_hook": (m_make_hook, ["Makefile.coq.local exists"]),
     "makefile_changed": (m_makefile_changed, ["proofs/Makefile has sha256"]),
