@@ -1,7 +1,8 @@
 """A device kit: run_llm.py experiments in time-limited GPU calls.
 
 The device tool (its README and KINDS.md) gives each command at most 10 minutes, a
-session 30 minutes of device time, a 64 MiB carry of ignored paths, and brings back at
+task **15 minutes** of device time in all (starts, idle waits and closes included), a
+64 MiB carry of ignored paths, and brings back at
 most 8 files of 16 MiB (2 folders deep) from $OUT. Its image runs Python 3.12, torch 2.11
 and transformers 5.17 without trl, datasets, dill or multiprocess, and reaches no
 network. So:
@@ -25,6 +26,18 @@ network. So:
    ``$OUT/kit.json`` (steps done per run). The next call with the same arguments resumes.
    A checkpoint of a 25M model is about 290 MB, too large to come back: a run resumes only
    on the same warm machine, so plan runs that finish within one session.
+
+   Or, the one command a 15-minute task can afford (issue 42)::
+
+       python experiments/llm/device_kit.py campaign --budget_s 480 -- \
+           --config experiments/llm/recipes/grpo_norm_llama25m.yaml
+
+   does timing + pilot + as many test seeds as fit in **one call of at most 8 minutes**:
+   the pilot (when ``pilot.json`` is not frozen yet) and the first test seed, timed from
+   their run files (``done.json``'s ``wall_s``), then the further test seeds one at a time
+   while the measured time of one seed fits in what is left of ``--budget_s``; returns
+   the same ``runs.tar.gz`` and a ``kit.json`` with the timing and the seeds done. Its
+   CPU dry run (tiny model, 2 steps) is tests/lab/test_device_kit.py's slow test.
 
 3. Here, after each call::
 
@@ -141,6 +154,51 @@ def run(run_llm_args: list[str], *, budget_s: float, state: Path, out: Path) -> 
     return code
 
 
+def _seed_wall(runs: Path, seed: int) -> float:
+    """Summed ``wall_s`` of every finished run of test seed ``seed`` under ``runs``
+    (``<experiment>/<arm>/seed<k>/done.json``; the pilot's runs are under ``pilot/``)."""
+    total = 0.0
+    for done in runs.glob(f"*/*/seed{seed}/done.json"):
+        total += float(json.loads(done.read_text()).get("wall_s", 0.0))
+    return total
+
+
+def campaign(run_llm_args: list[str], *, budget_s: float, state: Path, out: Path) -> int:
+    """Timing + pilot + as many test seeds as fit in ``budget_s`` (one device call).
+
+    The first ``run_llm`` call trains the pilot (if not frozen) and the first test seed
+    under the whole budget; the wall time of that seed (all its arms, from ``done.json``)
+    is the measured cost of one seed; every further seed starts only while that cost fits
+    in what is left (a seed that would not finish is not started: its checkpoints could
+    not come back). The files come back as with :func:`run`."""
+    t0 = time.time()
+    ensure_stack()
+    mod = _run_llm()
+    _, _, cfg = mod.parse(run_llm_args)
+    seeds = list(cfg.seeds)
+    runs = state / "runs"
+    base = [*run_llm_args, "--out", str(runs), "--save_total_limit", "1"]
+    done, code, per_seed = [], 0, None
+    for seed in seeds:
+        left = budget_s - (time.time() - t0)
+        if left <= 0 or (per_seed is not None and per_seed > left):
+            break
+        code = mod.main([*base, "--seeds", str(seed), "--time_budget_s", str(left)])
+        if code != 0 or not all((runs / cfg.name / a.name / f"seed{seed}" / "done.json").exists() for a in cfg.arms):
+            break
+        done.append(seed)
+        if per_seed is None:
+            per_seed = _seed_wall(runs, seed)
+    status = pack(runs, out / "runs.tar.gz")
+    report = {"exit": code, "wall_s": round(time.time() - t0, 1), "budget_s": budget_s, "seeds_done": done,
+              "seconds_per_seed": per_seed, "seeds_left": [s for s in seeds if s not in done],
+              "pilot_frozen": (runs / cfg.name / "pilot.json").exists(), "runs": status, "argv": run_llm_args,
+              "archive_bytes": (out / "runs.tar.gz").stat().st_size}
+    (out / "kit.json").write_text(json.dumps(report, indent=2))
+    print(f"[kit] {json.dumps(report)}", flush=True)
+    return code
+
+
 def merge(archives: list[Path], into: Path) -> None:
     """Unpack each archive (in the order given) over ``into``; ``experiment.json`` keeps
     the union of the seeds of every archive."""
@@ -176,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--budget_s", type=float, default=480.0, help="stop training after this (default 480 of the 600 s cap)")
     r.add_argument("--state", type=Path, default=Path("/tmp/exchange-kit"), help="runs and checkpoints (not $OUT)")
     r.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "kit-out")), help="returned files ($OUT)")
+    c = sub.add_parser("campaign", help="timing + pilot + as many test seeds as fit in one call (run_llm args after --)")
+    c.add_argument("--budget_s", type=float, default=480.0, help="the call's training budget (default 480 s = 8 min)")
+    c.add_argument("--state", type=Path, default=Path("/tmp/exchange-kit"), help="runs and checkpoints (not $OUT)")
+    c.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "kit-out")), help="returned files ($OUT)")
     m = sub.add_parser("merge", help="unpack returned archives into a run root")
     m.add_argument("archives", nargs="+", type=Path)
     m.add_argument("--into", type=Path, required=True)
@@ -183,10 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "wheels":
         wheels(args.dest)
         return 0
-    if args.command == "run":
+    if args.command in ("run", "campaign"):
         if not rest:
-            parser.error("run needs run_llm.py arguments after --")
-        return run(rest, budget_s=args.budget_s, state=args.state, out=args.out)
+            parser.error(f"{args.command} needs run_llm.py arguments after --")
+        fn = run if args.command == "run" else campaign
+        return fn(rest, budget_s=args.budget_s, state=args.state, out=args.out)
     merge(args.archives, args.into)
     return 0
 

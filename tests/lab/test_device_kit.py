@@ -79,3 +79,26 @@ def test_merge_keeps_every_calls_seeds(tmp_path):
     kit.merge(archives, tmp_path / "root")
     assert json.loads((tmp_path / "root" / "exp" / "experiment.json").read_text())["seeds"] == [0, 1, 2]
     assert (tmp_path / "root" / "exp" / "a" / "seed2" / "metrics.jsonl").exists()
+
+
+# the CPU dry run of the device command (issue 42): tiny model, 2 steps, the exact `campaign` path
+@pytest.mark.slow
+def test_campaign_times_a_seed_and_runs_as_many_as_fit(tmp_path, llm_stack_ready, trl_ready):
+    from exchange.cli import main as cli
+
+    kit = _kit()
+    (tmp_path / "pair.toml").write_text(PAIR.replace("seeds = [0]", "seeds = [0, 1]"))
+    args = ["--experiment", str(tmp_path / "pair.toml"), "--model_config", "llama-tiny", "--use_cpu", "true",
+            "--max_steps", "2", "--save_steps", "100", "--eval_steps", "2", "--bf16", "false"]
+    out = tmp_path / "out"
+    assert kit.main(["campaign", "--budget_s", "3600", "--state", str(tmp_path / "state"), "--out", str(out),
+                     "--", *args]) == 0
+    rep = json.loads((out / "kit.json").read_text())
+    assert rep["seeds_done"] == [0, 1] and rep["seeds_left"] == [] and rep["seconds_per_seed"] > 0
+    root = tmp_path / "merged"
+    kit.merge([out / "runs.tar.gz"], root)
+    assert cli(["experiment", "report", str(root / "llm_pair")]) == 0
+    # no budget left: no seed starts (a seed that cannot finish would leave checkpoints behind)
+    out0 = tmp_path / "out0"
+    assert kit.campaign(args, budget_s=0.0, state=tmp_path / "state0", out=out0) == 0
+    assert json.loads((out0 / "kit.json").read_text())["seeds_done"] == []
