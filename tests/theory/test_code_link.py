@@ -32,11 +32,8 @@ pytestmark = pytest.mark.coq
 
 @pytest.fixture(scope="module")
 def built():
-    import subprocess
-
-    coqc = require_coqc()
-    subprocess.run(["make", "-C", str(default_proofs_dir())], capture_output=True, check=True)
-    return coqc
+    """coqc; the link builds the development with its own coqc calls (exchange.theory.build)."""
+    return require_coqc()
 
 
 def _only(objective: str, label: str = ""):
@@ -363,3 +360,80 @@ def test_exchangeability_and_its_product_form_agree_on_the_package(r, data):
     kappa = _two_event_kappa("grpo", {"scale": "none"}, tuple(r), lengths)
     # Distinct lengths, and a non-constant r has two non-zero advantages: unequal 1/L_i.
     assert not _ratio_form(kappa, adv) and not _product_form(kappa, adv)
+
+
+# --- dense probes (issue 43): group sizes 2-16, ratios anywhere in (0, 2c) ------------
+# The tolerance is link.REL_TOL (documented once there); GSPO's expected values are the
+# float64 evaluation of Spec.v's gspo_weight (link.gspo_expected).
+
+@st.composite
+def dense_groups(draw):
+    G = draw(st.integers(2, 16))
+    rewards = draw(st.lists(st.sampled_from((0, 0.5, 1, 2)), min_size=G, max_size=G)
+                   .filter(lambda r: len(set(r)) > 1))
+    lengths = draw(st.lists(st.integers(1, 12), min_size=G, max_size=G))
+    return tuple(rewards), tuple(lengths)
+
+
+def _ppo_dense_cases(group, fractions, params=(("clip_c", 3.0), ("eps_high", 0.2),
+                                                ("eps_low", 0.2))):
+    p = dict(params)
+    out = []
+    for f in fractions:  # f in (0, 1): the ratio 2c f
+        rho = 2 * p["clip_c"] * f
+        out.append(link.LinkCase(f"ppo dense rho={rho!r} r={group[0]} L={group[1]}", "ppo",
+                                 params, group[0], group[1], math.log(rho),
+                                 "dual_clip_coef {c} {el} {eh} {rho} (adv {G} 1 {r} i)", "free"))
+    return out
+
+
+_FRACTIONS = st.lists(st.floats(1e-3, 1 - 1e-3), min_size=4, max_size=8)
+
+
+# ~3-6 s an example (one coqc call): the slow tier.
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dense_groups(), _FRACTIONS)
+def test_ppo_agrees_anywhere_in_zero_to_2c(built, group, fractions):
+    assert link.link_problems(default_proofs_dir(), built, _ppo_dense_cases(group, fractions)) == []
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(dense_groups(), st.floats(math.log(0.05), math.log(6.0)))
+def test_gspo_off_policy_agrees_with_the_r_definition(group, log_rho):
+    from exchange import objectives
+
+    case = link.LinkCase("gspo dense", "gspo", tuple(sorted(objectives.get("gspo").defaults.items())),
+                         group[0], group[1], log_rho, "", "free")
+    assert link.gspo_problems([case]) == []
+
+
+def test_ppo_dropping_the_push_down_on_1_4_to_1_9_is_caught(built, monkeypatch):
+    # The review's planted bug: negative advantages lose their coefficient on 1.4 < rho < 1.9.
+    real = common.ppo_dual_clip
+
+    def planted(ratio, adv, eps_low, eps_high, clip_c):
+        out = real(ratio, adv, eps_low, eps_high, clip_c)
+        band = (adv < 0) & (ratio > 1.4) & (ratio < 1.9)
+        return torch.where(band, out.detach(), out)
+
+    from exchange.objectives import ppo
+
+    monkeypatch.setattr(ppo, "ppo_dual_clip", planted)
+    cases = [c for c in link.cases(link.groups()[:1]) if c.objective == "ppo" and "grid" in c.label]
+    problems = link.link_problems(default_proofs_dir(), built, cases)
+    assert problems and any("rho=1.5 (grid)" in p for p in problems)
+    assert link.self_test_problems() == []  # the command's own self-test of this bug
+
+
+def test_gspo_weight_as_arithmetic_mean_is_caught(monkeypatch):
+    from exchange.objectives import gspo
+
+    def arithmetic(logprobs, rollout, p):
+        m = rollout.fmask.to(logprobs.dtype)
+        return (torch.exp(logprobs - rollout.old_logprobs) * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+    monkeypatch.setattr(gspo, "sequence_ratio", arithmetic)
+    problems = link.gspo_problems()
+    assert problems and all("gspo M1 off-policy" in p for p in problems)
