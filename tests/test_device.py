@@ -177,11 +177,9 @@ def test_group_helpers_events_and_shared_residual_follow_the_device(device):
 
 
 def test_checkers_round_off_judgements_follow_the_device(device):
-    # the (C)/(N)/(P) noise floors: tied groups, their lift and level, the reward
-    # conditioning and the sign patterns of the (P) perturbation
-    from exchange.checker.properties import permutation_invariant
-    from exchange.checker.properties.residuals import (conditioning, lifted_ties, reference_rewards, tied_groups,
-                                                       tied_level)
+    # what the (C)/(N) judgements still build: tied groups and the reference rewards
+    # (the float64 twin and its comparison replace the old noise floors)
+    from exchange.checker.properties.residuals import reference_rewards, tied_groups
 
     dev, context = device
     r = _rollout(dev, context)
@@ -189,11 +187,7 @@ def test_checkers_round_off_judgements_follow_the_device(device):
     with context():
         tied = tied_groups(rewards, r)
         assert tied.device == dev and bool(tied[1].all()) and not bool(tied[0].any())
-        outs = (lifted_ties(rewards, tied[:, r.group_index], "bf16", 1.5), tied_level(rewards, tied, r, "bf16"),
-                conditioning([rewards, reference_rewards(rewards, r)], r, "bf16"),
-                permutation_invariant._perturbed(rewards, r, "float32", 2))
-        for out in outs:
-            assert out.device == dev
+        assert reference_rewards(rewards, r).device == dev
 
 
 def test_trl_callback_analysis_follows_the_device(device):

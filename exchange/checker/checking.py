@@ -265,10 +265,12 @@ def _on_twin(run: _Run, loss_fn: LossFn, twin: Float64Twin, precision: str):
     one layout per property and regime (THEORY.md section 4, precision rule)."""
     twin_engine = Engine(twin, batched=run.batched)
     floors: dict = {}
-    props = {n: floored(PROPERTIES[n], Engine(float32_twin(loss_fn), batched=run.batched), floors) for n in run.names}
+    float32_engine = Engine(float32_twin(loss_fn), batched=run.batched)
+    props = {n: floored(PROPERTIES[n], float32_engine, floors) for n in run.names}
     compare = bool(twin.rewritten) or precision != "float64"
     comparison = Comparison(precision)
-    engine = PairedEngine(twin_engine, Engine(loss_fn, batched=run.batched), comparison) if compare else twin_engine
+    engine = (PairedEngine(twin_engine, Engine(loss_fn, batched=run.batched), float32_engine, comparison) if compare
+              else twin_engine)
     results, mechanisms = _judge(engine, props, run, "float64")
     for (prop_name, regime), found in floors.items():
         res = results[(prop_name, regime)]
@@ -289,9 +291,11 @@ def _on_twin(run: _Run, loss_fn: LossFn, twin: Float64Twin, precision: str):
 def _below_resolution(res: PropertyResult, precision: str, comparison: Comparison) -> None:
     """THEORY.md's precision rule on a property the twin breaks while the loss stays within
     its round-off of the twin: BROKEN when the exact effect (the twin's residual) exceeds the
-    resolution of the loss's precision, else "holds up to <precision> round-off"."""
+    resolution of the loss's precision, else "holds up to <precision> round-off". A break
+    found where every advantage is an exact 0 (``exact``) stands at any precision: the
+    effect is all the loss computes there, nothing it is rounded against."""
     res.round_off_measured = comparison.worst
-    if res.holds or res.found_by is None or res.found_by.vacuity or precision == "float64":
+    if res.holds or res.found_by is None or res.found_by.vacuity or res.exact or precision == "float64":
         return
     effect, resolution = res.max_residual, RESOLUTION[precision]
     res.effect, res.resolution = effect, resolution
@@ -371,6 +375,7 @@ def _judge(engine, props: dict, run: _Run, precision: str):
                 res = _failed(prop_name, regime, at_precision(prop.tolerance, precision, ev.exact),
                               ev, FoundBy(probe=broke.probe.name), 1, 1)
                 res.max_residual = max(res.max_residual, probe_max)
+                res.exact = ev.exact
                 results[(prop_name, regime)] = res
                 continue
             if run.progress is not None:

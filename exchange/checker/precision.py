@@ -5,8 +5,8 @@ twin (THEORY.md section 4, precision rule; the twin: :mod:`exchange.checker.twin
   (the precision a report names: the loss's, not the casts it requests);
 - :class:`Comparison`, :class:`PairedEngine`, :func:`compare_on_layout`: the loss and its
   twin on the same rollouts; their difference is the loss's round-off on them, and one
-  beyond :data:`~exchange.checker.tolerances.CHANGED` means precision changed what the
-  loss computes;
+  beyond :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times what the float32
+  twin predicts for the loss's precision means precision changed what the loss computes;
 - :func:`floored`: float64 round-off, judged against the float32 twin's residual scaled
   by the ratio of unit round-offs.
 """
@@ -24,7 +24,8 @@ from exchange.checker import bulk
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import RandomDraw
 from exchange.checker.properties.base import BatchInputs, Evaluation, Property
-from exchange.checker.tolerances import CHANGED, FLOAT64_PER_FLOAT32, PRECISIONS
+from exchange.checker.tolerances import FLOAT64_PER_FLOAT32, PRECISIONS, RESOLUTION, ROUND_OFF_MARGIN
+from exchange.checker.twin import float32_twin
 from exchange.core.coefficients import Engine, LossFn, token_coefficients
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument, ObjectiveError
@@ -78,10 +79,13 @@ class Comparison:
     """What the loss's own coefficients showed next to its twin's on the same rollouts
     (THEORY.md section 4: "their difference is the round-off of that loss on that input").
 
-    ``worst``: the largest ``max|kappa_loss - kappa_twin| / max|kappa_twin|`` over the rollouts
-    compared; ``changed``: whether it exceeded :data:`~exchange.checker.tolerances.CHANGED`
-    of the loss's precision on some rollout (precision changed what the loss computes),
-    with ``where`` naming the first such evaluation."""
+    On each rollout, ``d = max|kappa_loss - kappa_twin| / max|kappa_twin|`` is the loss's
+    measured round-off; the round-off its precision can commit there is predicted from the
+    float32 twin, ``max(d32 eps_p / eps_float32, eps_p)`` (``d32`` the float32 twin's
+    difference, the same computation's conditioning). ``worst``: the largest ``d``;
+    ``changed``: some ``d`` exceeded :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN`
+    times its prediction (precision changed what the loss computes), ``where`` naming the
+    first such evaluation."""
 
     precision: str
     rollouts: int = 0
@@ -89,29 +93,33 @@ class Comparison:
     changed: bool = False
     where: str = ""
 
-    def add(self, kappa_twin: Tensor, kappa_loss: Tensor, where: str) -> None:
-        """Compare ``[K, N, T]`` (or ``[N, T]``) coefficients of the twin and the loss."""
-        kt, kl = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_loss))
-        finite_t = torch.isfinite(kt).flatten(1).all(1)
+    def add(self, kappa_twin: Tensor, kappa_loss: Tensor, kappa_float32: Tensor, where: str) -> None:
+        """Compare ``[K, N, T]`` (or ``[N, T]``) coefficients of the twin, the loss and the
+        float32 twin."""
+        kt, kl, k32 = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_loss, kappa_float32))
+        finite = torch.isfinite(kt).flatten(1).all(1) & torch.isfinite(k32).flatten(1).all(1)
         scale = kt.abs().flatten(1).amax(1)
-        diff = (kl - kt).abs().flatten(1).amax(1)
-        rel = torch.where(scale > 0, diff / torch.where(scale > 0, scale, torch.ones_like(scale)),
-                          torch.where(diff > 0, torch.full_like(diff, float("inf")), diff))
-        rel = torch.where(finite_t, torch.nan_to_num(rel, nan=float("inf")), torch.zeros_like(rel))
+        unit = torch.where(scale > 0, scale, torch.ones_like(scale))
+        d = torch.nan_to_num((kl - kt).abs().flatten(1).amax(1) / unit, nan=float("inf"))
+        d32 = (k32 - kt).abs().flatten(1).amax(1) / unit
+        eps = RESOLUTION[self.precision]
+        predicted = torch.clamp(d32 * (eps / RESOLUTION["float32"]), min=eps)
+        d = torch.where(finite, d, torch.zeros_like(d))
         self.rollouts += kt.shape[0]
-        worst = float(rel.max()) if rel.numel() else 0.0
-        self.worst = max(self.worst, worst)
-        if worst > CHANGED[self.precision] and not self.changed:
-            self.changed, self.where = True, where
+        if d.numel():
+            self.worst = max(self.worst, float(d.max()))
+            if bool((d > ROUND_OFF_MARGIN * predicted).any()) and not self.changed:
+                self.changed, self.where = True, where
 
 
 class PairedEngine:
     """An :class:`~exchange.core.coefficients.Engine` of the twin that also evaluates the
-    loss itself on every rollout it is asked for, recording the difference in
-    ``comparison``; it returns the twin's coefficients (the verdicts are the twin's)."""
+    loss itself and its float32 twin on every rollout it is asked for, recording the
+    differences in ``comparison``; it returns the twin's coefficients (the verdicts are the
+    twin's)."""
 
-    def __init__(self, twin: Engine, loss: Engine, comparison: Comparison) -> None:
-        self.twin, self.loss, self.comparison = twin, loss, comparison
+    def __init__(self, twin: Engine, loss: Engine, float32: Engine, comparison: Comparison) -> None:
+        self.twin, self.loss, self.float32, self.comparison = twin, loss, float32, comparison
         self.loss_fn = twin.loss_fn
         self.precision = twin.precision
 
@@ -122,12 +130,12 @@ class PairedEngine:
     def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
         kt = self.twin(rollouts)
         try:
-            kl = self.loss(rollouts)
+            kl, k32 = self.loss(rollouts), self.float32(rollouts)
         except ObjectiveError:  # the loss raises where its twin does not: what it computes changed
             self.comparison.changed, self.comparison.where = True, self.comparison.where or "the loss raised"
             return kt
-        for t, l in zip(kt, kl):
-            self.comparison.add(t, l, "a probe or an example the checker evaluated")
+        for t, l, f in zip(kt, kl, k32):
+            self.comparison.add(t, l, f, "a probe or an example the checker evaluated")
         return kt
 
 
@@ -142,13 +150,15 @@ def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, 
     seeds = [rng.randint(0, 2**16) for _ in range(configurations)]
     rewards = torch.tensor([[x for rw in cfg for x in rw] for cfg in bulk.draw_rewards(d, configurations, lay)],
                            dtype=torch.float64)
-    modes = (bulk.Mode(True), bulk.Mode(True))
+    float32_fn = float32_twin(loss_fn)
+    modes = (bulk.Mode(True), bulk.Mode(True), bulk.Mode(True))
 
     def paired(template: Rollout, fields: dict) -> tuple[Tensor, Tensor, Tensor]:
         loss_t, kt, errors = bulk.coefficients(twin_fn, template, fields, modes[0])
         _, kl, errors_l = bulk.coefficients(loss_fn, template, fields, modes[1])
-        ok = torch.tensor([a is None and b is None for a, b in zip(errors, errors_l)])
-        comparison.add(kt[ok], kl[ok], f"{prop.name} ({regime})")
+        _, k32, errors_32 = bulk.coefficients(float32_fn, template, fields, modes[2])
+        ok = torch.tensor([a is None and b is None and c is None for a, b, c in zip(errors, errors_l, errors_32)])
+        comparison.add(kt[ok], kl[ok], k32[ok], f"{prop.name} ({regime})")
         return loss_t, kt, torch.tensor([e is not None for e in errors])
 
     prop.evaluate_batch(BatchInputs(lay, seeds, rewards, paired, "float64"))

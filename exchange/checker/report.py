@@ -73,6 +73,10 @@ class PropertyResult:
     round_off_measured: float | None = None
     precision_induced: bool = False
     twin_holds: bool | None = None
+    # the break was found where the property's value is 0 in every precision (every
+    # advantage an exact 0: tied rewards of exactly 0): no round-off can produce it, so the
+    # resolution of the loss's precision does not bound what it can show
+    exact: bool = False
 
     @property
     def verdict(self) -> str:

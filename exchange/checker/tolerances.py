@@ -24,7 +24,7 @@ from __future__ import annotations
 __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
     "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "level_noise", "SHAPING_LEAK", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
-    "CHANGED", "FLOAT64_PER_FLOAT32",
+    "ROUND_OFF_MARGIN", "FLOAT64_PER_FLOAT32", "SECOND_REWARDS_STEP",
     "FLOOR_MARGIN", "ROUNDINGS", "SELECTED_SHARE", "TWIN_MARGIN", "NUDGE_EPS", "NUDGE_MIN",
 ]
 
@@ -93,14 +93,17 @@ SHAPING_LEAK = 0.04
 
 
 # The twin and the loss (THEORY.md section 4, precision rule; docs/properties.md, "Tolerances").
-# A rounding of unit round-off u in a computation of condition number c moves a coefficient
-# by about c u of the rollout's largest coefficient; a clip or a mask decided on rounded
-# values moves it by O(1) of it. The loss's coefficients differ from the twin's "beyond the
-# resolution" of its precision when the difference exceeds the geometric mean of the two,
-# sqrt(resolution) (3.5e-4 in float32, 0.088 in bf16): round-off stays below it for any
-# conditioning below 1 / sqrt(resolution) (2.9e3 in float32, 11 in bf16), a changed decision
-# on a coefficient of at least that share of the largest shows above it.
-CHANGED = {name: eps ** 0.5 for name, eps in RESOLUTION.items()}
+# The loss's coefficients differ from its float64 twin's by its round-off on that input; the
+# float32 twin (the same code, every floating step in float32) differs by the same
+# computation's float32 round-off, so the round-off the loss's precision p can commit there
+# is that difference times eps_p / eps_float32 (at least one rounding of the result, eps_p
+# of the largest coefficient). Two precisions rounding one computation do not round in
+# proportion: measured on the precision corpus and the bf16/float32 kinds of
+# tests/checker/test_real_loss_kinds.py, the loss's difference stayed within 3.8 times that
+# prediction, while a clip decided on rounded values (GSPO's 3e-4 clip on bf16 log-probs)
+# reached 100-260 times it. A difference beyond ROUND_OFF_MARGIN times the prediction is a
+# change of what the loss computes (a factor 4 from each side).
+ROUND_OFF_MARGIN = 16.0
 
 # The float64 floor: the same twin run in float32 rounds as the float64 twin does, larger
 # by the ratio of the unit round-offs; a float64 residual within its float32 twin's residual
@@ -127,6 +130,13 @@ TWIN_MARGIN = 3.0
 # never below 1e-6 of it (a float64 std over shaped rewards stays linear there).
 NUDGE_EPS = 8.0
 NUDGE_MIN = 1e-6
+
+
+# The second reward vector of the reward-dependent probes (residuals.second_rewards): the
+# j-th response of a mixed group moves by this times its spread times (1 + j / G), at most
+# 0.3 spread in all and 0.15 spread for the centre, less than the 0.25 spread between a
+# group's centre and a reward one apart: every centred advantage keeps its sign.
+SECOND_REWARDS_STEP = 0.2
 
 
 # Mismatch lines kept per evaluation (reports stay readable).

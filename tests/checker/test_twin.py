@@ -8,7 +8,7 @@ from exchange.checker.cases import build
 from exchange.checker.precision import Comparison, floored
 from exchange.checker.probes import PROBES
 from exchange.checker.properties import PROPERTIES
-from exchange.checker.tolerances import CHANGED
+from exchange.checker.tolerances import ROUND_OFF_MARGIN
 from exchange.checker.twin import float32_twin, float64_twin
 from exchange.core.coefficients import Engine, token_coefficients, token_coefficients_batched
 
@@ -76,14 +76,20 @@ def test_the_float32_twin_rounds_like_float32():
 
 
 def test_the_comparison_tells_round_off_from_a_changed_decision():
+    """Planted coefficients: the loss off by what its float32 twin predicts for bf16
+    (d32 x 2^16) is round-off; a coefficient clipped to 0 is a changed decision."""
     kappa = torch.tensor([[1.0, -0.5, 0.25]], dtype=torch.float64)
+    f32 = kappa * (1 + 2.0 ** -22)  # the float32 twin: a conditioning of 2 roundings
     c = Comparison("bf16")
-    c.add(kappa, kappa * (1 + 2.0 ** -8), "rounded")
-    assert not c.changed and 0 < c.worst < CHANGED["bf16"]
+    c.add(kappa, kappa * (1 + 2.0 ** -6), f32, "rounded")  # 4 bf16 roundings: as predicted
+    assert not c.changed and c.worst == 2.0 ** -6
+    c.add(kappa, kappa * (1 + ROUND_OFF_MARGIN * 2.0 ** -5), f32, "far off")  # 16 x beyond the prediction
+    assert c.changed and c.where == "far off"
+    c = Comparison("float32")
     clipped = kappa.clone()
-    clipped[0, 1] = 0.0  # one coefficient clipped: O(1) of the scale
-    c.add(kappa, clipped, "clipped")
-    assert c.changed and c.where == "clipped" and c.worst == 0.5
+    clipped[0, 1] = 0.0  # one coefficient clipped: O(1) of the scale, the float32 twin exact
+    c.add(kappa, clipped, kappa, "clipped")
+    assert c.changed and c.worst == 0.5
 
 
 def test_the_float64_floor_takes_round_off_and_keeps_a_break():
