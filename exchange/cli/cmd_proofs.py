@@ -190,6 +190,12 @@ def run(args: argparse.Namespace) -> int:
                                   cache=not args.no_cache)
     for problem in problems:
         console.print(f"[red]FAILED[/red] {problem}", markup=True, highlight=False)
+    from exchange.theory.record import last_entry_statements
+
+    trail = last_entry_statements(proofs_dir)
+    if trail:  # the statement diff of the current re-pin, in every log (issue 43)
+        console.print("last re-pin (proofs/CHANGES):\n" + "\n".join(f"  {ln}" for ln in trail),
+                      markup=False, highlight=False)
     if failed or problems:
         return 1
     console.print(f"[green]all {len(statuses)} theorems checked[/green]; each has the type "

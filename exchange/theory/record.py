@@ -244,6 +244,18 @@ def trail_problems(proof_dir: Path, expected: str = SPEC_SHA256,
     return problems
 
 
+def last_entry_statements(proof_dir: Path) -> list[str]:
+    """The last proofs/CHANGES entry without its diff block: its header, hashes, why,
+    the statements it changed and their old and new text (printed in CI's log)."""
+    try:
+        entries = _entries((Path(proof_dir) / CHANGES_FILE).read_text())
+    except OSError:
+        return []
+    if not entries:
+        return []
+    return [ln for ln in entries[-1].split("```diff", 1)[0].splitlines() if ln.strip()]
+
+
 def changes_shrank(old: str, new: str) -> bool:
     """Whether proofs/CHANGES lost text relative to an earlier version (it is append-only)."""
     return not new.startswith(old)
