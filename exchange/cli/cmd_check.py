@@ -175,6 +175,8 @@ def _check_verl(args, items: list[str]) -> int:
     code = _check_one(args, target)
     if not args.json:
         print(f"\nOne optimizer step: {schedule}")
+        if recipe.kl_note:
+            print(f"KL: {recipe.kl_note}")
         for line in recipe.present:
             print(f"Present: {line}")
     return max(code, 1 if recipe.schedule.split else 0)

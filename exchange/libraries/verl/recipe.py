@@ -132,6 +132,19 @@ class VerlRecipe:
     def target(self) -> str:
         return f"verl:{self.loss_mode}/{self.loss_agg_mode}"
 
+    @property
+    def kl_note(self) -> str:
+        """Where the checked loss's KL comes from ("" without one): verl's
+        ``use_kl_loss``, in the loss the checker ran, not a ``regularizer=``."""
+        if str(self.params.get("use_kl_loss", "False")).lower() not in ("true", "1", "yes"):
+            return ""
+        from exchange.libraries.verl.loss import DEFAULTS
+
+        kind = self.params.get("kl_loss_type", DEFAULTS["kl_loss_type"])
+        coef = self.params.get("kl_loss_coef", DEFAULTS["kl_loss_coef"])
+        return (f"{A}use_kl_loss=True: {coef} x kl_penalty {kind} to the reference policy on the sampled tokens, "
+                "aggregated like the policy loss, is in the checked loss (an additive event term, M6, in both regimes)")
+
     def loss_expected(self):
         """The loss's verdict per regime (:func:`exchange.libraries.verl.loss.expected`)."""
         from exchange.libraries.verl.loss import expected
@@ -153,7 +166,7 @@ class VerlRecipe:
     def to_dict(self) -> dict[str, Any]:
         s = self.schedule
         return {
-            "target": self.target, "params": dict(self.params), "present": list(self.present),
+            "target": self.target, "params": dict(self.params), "present": list(self.present), "kl": self.kl_note,
             "schedule": {"rows": s.rows, "group_size": s.group_size, "mini_rows": s.mini_rows, "steps": s.steps,
                          "dp": s.dp, "split_by": list(s.split_by), "fix": s.fix, "M8": s.split},
         }
@@ -235,6 +248,11 @@ def _schedule(cfg) -> Schedule:
     if mini > batch:
         raise InvalidArgument(f"--verl-config: {A}ppo_mini_batch_size={mini} > data.train_batch_size={batch}; "
                               "verl refuses it (ActorConfig.validate): make it at most the train batch.")
+    micro = (_get(cfg, A + "ppo_micro_batch_size"), _get(cfg, A + "ppo_micro_batch_size_per_gpu"))
+    if not _get(cfg, A + "use_dynamic_bsz") and micro == (None, None):
+        raise InvalidArgument(f"--verl-config: {A}ppo_micro_batch_size_per_gpu=null with use_dynamic_bsz=False; verl "
+                              f"refuses it (ActorConfig): set {A}ppo_micro_batch_size_per_gpu (it changes no verdict) "
+                              f"or {A}use_dynamic_bsz=True.")
     rows, mini_rows = batch * n, mini * n
     if batch % mini or mini_rows % dp or rows % dp:
         raise InvalidArgument(f"--verl-config: data.train_batch_size={batch} must be a multiple of {A}"

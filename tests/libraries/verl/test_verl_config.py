@@ -175,6 +175,7 @@ def test_the_kl_keys_reach_the_verl_target():
     (["algorithm.adv_estimator=grpo", "algorithm.rollout_correction.rollout_is=token"], "rollout_is"),
     (["algorithm.adv_estimator=grpo", A + "loss_agg_mode=token-avg"], "loss_agg_mode"),
     (["nonsense"], "key=value"),
+    (["algorithm.adv_estimator=grpo"], "ppo_micro_batch_size_per_gpu"),  # verl's own default config lacks it
 ])
 def test_bad_keys_exit_2_with_one_line(items, needle, capsys):
     from exchange.cli import main
@@ -211,7 +212,8 @@ def test_the_cli_reports_m8_and_the_yaml_merges_under_the_overrides(tmp_path, ca
 
     path = tmp_path / "grpo.yaml"
     path.write_text("algorithm:\n  adv_estimator: rloo\ndata:\n  train_batch_size: 64\n"
-                    "actor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 64\n  rollout:\n    n: 4\n")
+                    "actor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 64\n    ppo_micro_batch_size_per_gpu: 2\n"
+                    "  rollout:\n    n: 4\n")
     code = main(["check", "--verl-config", str(path), "algorithm.adv_estimator=grpo",
                  A + "ppo_mini_batch_size=16", "+trainer.extra_note=1", "--max-examples", "5", "--json",
                  "--no-shrink"])
@@ -221,7 +223,12 @@ def test_the_cli_reports_m8_and_the_yaml_merges_under_the_overrides(tmp_path, ca
     assert step["target"] == "verl:vanilla/token-mean" and step["schedule"]["M8"] and step["schedule"]["steps"] == 4
     assert any("ppo_mini_batch_size=16" in s for s in step["schedule"]["split_by"])
     assert "--verl-config" in out["reproduce"] and "algorithm.adv_estimator=grpo" in out["reproduce"]
-    assert "M8 split updates" in step["step"]
+    assert "M8 split updates" in step["step"] and step["kl"] == ""
+
+
+def test_the_kl_of_the_recipe_is_named_as_the_recipe_s():
+    recipe = _recipe(V.overrides(V.GRPO_QWEN2_7B))
+    assert "use_kl_loss=True" in recipe.kl_note and "low_var_kl" in recipe.kl_note and "M6" in recipe.kl_note
 
 
 def test_loading_a_config_is_quick():
