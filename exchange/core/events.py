@@ -110,7 +110,9 @@ def events(rollout: Rollout) -> Events:
         group=group,
         position=first_pos,
         occurrences=occurrences,
-        shared=occurrences == sizes[group],
+        # a group of one response compares it with nothing (THEORY.md section 1: G >= 2):
+        # its events are not shared (a dumped optimizer step may hold one row of a group)
+        shared=(occurrences == sizes[group]) & (sizes[group] >= 2),
     )
 
 

@@ -210,6 +210,10 @@ class _Accumulator:
         kappa = torch.where(self.seen[:, None], self.kappa, torch.zeros_like(self.kappa))
         sums = batch_sums(kappa, rollout)
         rows = self.seen.nonzero().flatten()
+        if rollout.advantages is None and isinstance(batch.get("advantages"), Tensor):
+            # TRL's own advantages, over whole groups: a step that holds part of a group (M8)
+            # keeps them (a Rollout of partial groups needs them), and inspect reads them
+            rollout = dataclasses.replace(rollout, advantages=batch["advantages"].to(torch.float64))
         self.parts.append(dataclasses.replace(rollout.select(rows), logprobs=self.logps[rows]))
         self.kappa.zero_(), self.logps.zero_(), self.seen.zero_()
         return sums

@@ -318,14 +318,17 @@ def schedule(config) -> Schedule:
 
 def micro_batches(n: int, plan: Schedule, device=None) -> list[Tensor]:
     """The rows of each micro-batch of a generation batch of ``n`` real rows, TRL's way:
-    padded with fully masked rows (index >= ``n``, no token, no coefficient) up to the
-    recipe's row count, so every micro-batch has the same number of rows, as TRL's always
-    do (a fuzzed batch larger than the recipe's is padded to the next multiple of the
-    micro-batch count: the micro-batches then hold more rows than the recipe's, equally
-    many, which is all that TRL's per-micro-batch constants read); shuffled with a fixed
-    seed (TRL's ``shuffle_sequence_dict`` draws its own), cut into equal parts."""
+    padded with fully masked rows (index >= ``n``, no token, no coefficient) to the next
+    multiple of the micro-batch count, so every micro-batch has the same number of rows,
+    as TRL's always do; shuffled with a fixed seed (TRL's ``shuffle_sequence_dict`` draws
+    its own), cut into equal parts. A fuzzed batch is rarely the recipe's size
+    (``plan.rows``): its micro-batches then hold fewer or more rows than the recipe's,
+    equally many, and that equality is all TRL's per-micro-batch constants (grpo's and
+    dr_grpo's row count) read. Padding only to a multiple, not up to ``plan.rows``, keeps
+    real rows in every micro-batch, so a step that holds one of several micro-batches
+    still holds two responses of some groups (what (E) compares)."""
     k = plan.micro_batches
-    total = max(plan.rows, -(-n // k) * k)
+    total = -(-n // k) * k
     perm = torch.randperm(total, generator=torch.Generator(device="cpu").manual_seed(0), device="cpu")
     return [part.to(device) for part in perm.chunk(k)]
 
