@@ -235,6 +235,8 @@ def _avg(values: list[float | None]) -> float | None:
 
 def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: float, common: bool = False,
          identity: str = "") -> Row:
+    if pred.key == "P4" and "treatment" not in runs:
+        return Row(pred, "treatment", [], [], [], None, "no restoring arm: the design tests the pathway, not the method")
     against = pred.against if pred.against in runs else ("surgical" if "surgical" in runs else "treatment")
     if against not in runs:
         return Row(pred, against, [], [], [], None, f"no {pred.against} arm")

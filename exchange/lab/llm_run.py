@@ -67,6 +67,7 @@ from exchange.lab.llm import (
     grammar_fused_head, load_math_jsonl, render, task_reward, task_tokenizer, text_accuracy,
 )
 from exchange.lab.sft import sft_warm_start
+from exchange.lab.tasks import STYLE
 from exchange.lab.trainer import certificate, evaluate, fixed_eval_set, initial_metrics, measure_minibatch
 
 __all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm"]
@@ -384,6 +385,10 @@ def _synthetic_setup(run: RunConfig, args, exp_dir: Path, model: str | None, mod
     policy, tokenizer = (_local_model(model, task, device) if model is not None
                          else (warm_start(run, task, model_config, exp_dir / "_sft", device)[0], task_tokenizer()))
     max_len = args.max_completion_length
+    if task.forced_style:  # issue 42: S written at the head of every sampled completion (generation-time only)
+        from exchange.libraries.trl.contact import force_first_token
+
+        force_first_token(policy, STYLE)
 
     def evaluate_fn(m, last: bool) -> dict[str, Any]:
         lm = LogitsOnly(m)
@@ -563,10 +568,6 @@ def _check_rollout_options(cfg: ExperimentConfig, args, text: bool) -> None:
     tc = cfg.train
     on = {k: v for k, v in (("kl_target", tc.kl_target), ("attribute", tc.attribute),
                             ("pilot_seeds", list(cfg.pilot_seeds))) if v}
-    if cfg.task.forced_style:
-        raise InvalidArgument(
-            f"{cfg.name}: [task] forced_style=true: TRL samples the completions itself and cannot write S into them; "
-            "the teacher-forced prefix runs in the CPU harness only (exchange experiment run). Set it to false.")
     if tc.common_rollouts:
         raise InvalidArgument(
             f"{cfg.name}: [train] common_rollouts=true: the TRL engine samples each arm's rollouts itself; common "

@@ -456,3 +456,47 @@ def test_rollout_options_the_trl_engine_cannot_honour_are_refused(tmp_path, caps
             "--out", str(tmp_path / "out"), *extra]
     assert run_llm.main(argv) == 2
     assert match in capsys.readouterr().err
+
+
+def test_generation_time_forcing_writes_the_first_token_and_keeps_the_policys_log_prob(llm_stack_ready):
+    """Issue 42: under TRL the forced S comes from a wrapped ``generate`` (a logits processor
+    at the first generated position, libraries/trl/contact.force_first_token); the forward
+    the loss uses is untouched, so log p(S) there is the policy's own, not 0."""
+    from exchange.lab.llm import build_model
+    from exchange.lab.tasks import STYLE
+    from exchange.libraries.trl.contact import force_first_token
+
+    torch.manual_seed(0)
+    model = build_model("llama-tiny", 0, max_positions=64)
+    prompts = torch.randint(2, 18, (8, 5))
+    force_first_token(model, STYLE)
+    out = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=True,
+                         max_new_tokens=3, pad_token_id=0)
+    assert bool((out[:, 5] == STYLE).all())
+    assert not bool((out[:, 6] == STYLE).all())  # only the first position is forced
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=out).logits.double(), -1)[:, 4, STYLE]
+    assert bool((logp < -0.1).all())  # the policy's own log p(S), which the loss sees
+    plain = build_model("llama-tiny", 0, max_positions=64)
+    free = plain.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=True,
+                          max_new_tokens=1, pad_token_id=0)
+    assert not bool((free[:, 5] == STYLE).all())  # the control: unforced sampling does not emit S everywhere
+
+
+@pytest.mark.slow  # ~1 min: the non-private forced design through TRL, 2 steps
+def test_run_llm_forces_s_at_the_head_of_every_completion(tmp_path, llm_stack_ready, trl_ready):
+    """Issue 42's design on the TRL path: S forced at generation time (every group shares
+    it, so the signed coefficient at S is defined at every step), also a filler."""
+    run_llm = _load_run_llm()
+    toml = PAIR.replace("max_filler = 2", "max_filler = 2\ntemplate_in_prompt = true\nforced_style = true\n"
+                                          "probe_as_filler = true\nlong_wrong = true")
+    toml = toml.replace('name = "grpo+group_constant_norm"\nobjective = "grpo+group_constant_norm"\nrole = "treatment"',
+                        'name = "grpo+surgical"\nobjective = "grpo+surgical"\nrole = "surgical"')
+    (tmp_path / "forced.toml").write_text(toml)
+    out = tmp_path / "out"
+    assert run_llm.main(["--experiment", str(tmp_path / "forced.toml"), "--model_config", "llama-tiny",
+                         "--use_cpu", "true", "--max_steps", "2", "--out", str(out)]) == 0
+    for arm in ("grpo", "grpo+surgical"):
+        rows = _rows(out / "llm_pair" / arm / "seed0")
+        assert all(r.get("tax/style_K_signed") is not None or r.get("tax/style_residual") is not None
+                   for r in rows if "tax/shared_residual" in r), rows

@@ -1,0 +1,42 @@
+"""Publish issue 42's designs: report each run directory, copy its typed results into
+experiments/results/<name>/ (pilot.json, summary.json, summary.md) and render them into
+their own generated sections of docs/experiments.md and docs/claims.md.
+
+    python experiments/publish.py runs/grpo_norm__probe_dose_adam runs/grpo_norm__probe_dose_sgd
+
+The sections have their own markers (``ISSUE42``), so the earlier designs' generated
+sections (whose runs are not on this machine) stay as they were written.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from exchange.lab.experiment_report import _markdown, claims_rows, replace_section, report_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "<!-- BEGIN GENERATED RESULTS ISSUE42 -->", "<!-- END GENERATED RESULTS ISSUE42 -->"
+CLAIMS_BEGIN, CLAIMS_END = "<!-- BEGIN GENERATED CLAIMS ISSUE42 -->", "<!-- END GENERATED CLAIMS ISSUE42 -->"
+
+
+def main(dirs: list[str]) -> int:
+    results = []
+    for d in map(Path, dirs):
+        res = report_experiment(d)
+        dest = ROOT / "experiments" / "results" / res.meta["name"]
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in ("pilot.json", "summary.json", "summary.md"):
+            shutil.copyfile(d / name, dest / name)
+        results.append(res)
+        print(f"{res.meta['name']}: " + ", ".join(f"{k} {res.verdict(k)}" for k in ("P1", "P2", "P3", "P4")))
+    replace_section(ROOT / "docs" / "experiments.md", BEGIN, END,
+                    "\n".join(_markdown(r, "").replace(f"![{r.meta['name']} curves](exp_{r.meta['name']}_curves.png)", "")
+                              for r in results))
+    replace_section(ROOT / "docs" / "claims.md", CLAIMS_BEGIN, CLAIMS_END, claims_rows(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
