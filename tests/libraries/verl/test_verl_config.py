@@ -91,19 +91,23 @@ def test_each_example_reads_as_derived_by_hand(name):
 
 
 @pytest.mark.parametrize("name", sorted(DERIVED))
-def test_the_checker_finds_the_loss_verdict_of_each_example(name):
-    """The loss of one step, checked: its verdict equals the loss's derivation (M8 is the
-    schedule's, which a loss check cannot see: THEORY.md section 4)."""
-    from exchange.checker import check
-    from exchange.targets import resolve_target
+def test_verl_config_reports_the_derived_verdict_of_each_example(name, capsys):
+    """What ``exchange check --verl-config - <the script's overrides> --json`` reports: the
+    checker's verdict on the step's loss equals the loss's derivation, the schedule names
+    M8 with the keys, and the exit status is 1 (every example here splits groups)."""
+    from exchange.cli import main
 
-    fixture, loss, _ = DERIVED[name]
-    recipe = _recipe(V.overrides(fixture))
-    report = check(resolve_target(recipe.target, recipe.params).loss_fn, max_examples=20, seed=0, shrink=False)
+    fixture, loss, steps = DERIVED[name]
+    code = main(["check", "--verl-config", "-", *V.overrides(fixture), "--json", "--no-shrink", "--max-examples", "20"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
     for regime, (breaks, mechanisms) in loss.items():
-        broken = {p for p in (E, C, Z, N) if not report.holds(p, regime)}
+        broken = {p for p in (E, C, Z, N) if not out["properties"][p]["regimes"][regime]["holds"]}
         assert broken == breaks, (regime, broken)
-        assert set(report.mechanisms_in(regime)) == mechanisms, (regime, report.mechanisms_in(regime))
+        assert set(out["mechanisms_by_regime"][regime]) == mechanisms, (regime, out["mechanisms_by_regime"][regime])
+    schedule = out["verl_config"]["schedule"]
+    assert schedule["M8"] and schedule["steps"] == steps
+    assert any("balance_batch=True" in s for s in schedule["split_by"])
 
 
 def test_groups_stay_whole_with_one_mini_batch_or_without_reordering():
