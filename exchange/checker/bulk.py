@@ -129,12 +129,9 @@ def _vmapped(loss_fn, template: Rollout, fields: dict[str, Tensor]) -> tuple[Ten
         raise _NoVmap from err
     if grads is None:
         grads = torch.zeros_like(lp)
-    grads = -grads
-    neg = -losses
     mask = fields["mask"] if "mask" in fields else template.mask[None]
-    kappa = torch.where(mask, grads.to(_F64), torch.zeros((), dtype=_F64))
-    return (-neg).detach(), kappa.detach()
-
+    kappa = torch.where(mask, -grads.to(_F64), torch.zeros((), dtype=_F64))
+    return losses.detach(), kappa.detach()
 
 
 def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: list, mode: Mode | bool = True,

@@ -23,6 +23,8 @@ loop over unbounded integers (:func:`reference_key_hash`, :func:`reference_pick`
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -56,6 +58,18 @@ def _mix(z: Tensor) -> Tensor:
     return z ^ _shr(z, 31)
 
 
+def _mix_(z: Tensor) -> Tensor:
+    """:func:`_mix` in place on ``z`` (a fresh tensor of the caller's): the same words,
+    without a new ``[M, K, N, T]`` tensor per step (the picks of a batch are its largest
+    tensors)."""
+    z ^= _shr(z, 30)
+    z *= _signed(_MIX1)
+    z ^= _shr(z, 27)
+    z *= _signed(_MIX2)
+    z ^= _shr(z, 31)
+    return z
+
+
 def _powers(base: int, n: int, device: torch.device) -> Tensor:
     """``[base**0, ..., base**(n-1)]`` modulo ``2**64``, int64."""
     if n == 0:
@@ -63,6 +77,18 @@ def _powers(base: int, n: int, device: torch.device) -> Tensor:
     steps = torch.full((n,), _signed(base), dtype=torch.long, device=device)
     steps[0] = 1
     return torch.cumprod(steps, 0)
+
+
+@functools.lru_cache(maxsize=64)
+def _tables(t: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    """``(B**-j for j <= t [t+1], B**(t'+1) for t' < t [t], (t'+2) * LENGTH for t' < t [t])``
+    for rows of ``t`` tokens: constants of the width, built once per width and device
+    (a case's template is built for every layout; these are a third of its hash's ops).
+    Read-only: callers never write into them."""
+    down = _powers(_BASE_INV, t + 1, device)
+    up = _powers(BASE, t + 1, device)[1:]
+    length = torch.arange(2, t + 2, device=device, dtype=torch.long) * _signed(LENGTH)
+    return down, up, length
 
 
 def key_hashes(tokens: Tensor, group: Tensor, mask: Tensor) -> Tensor:
@@ -77,12 +103,10 @@ def key_hashes(tokens: Tensor, group: Tensor, mask: Tensor) -> Tensor:
     """
     n, t = tokens.shape
     device = tokens.device
+    down, up, length = _tables(t, device)  # B**-j, B**(t+1), (t + 2) * LENGTH
     items = torch.cat([group.to(torch.long)[:, None] + 1, tokens.to(torch.long) + 1], dim=1)  # [N, T+1]
-    up = _powers(BASE, t + 1, device)  # B**j
-    down = _powers(_BASE_INV, t + 1, device)  # B**-j
-    prefix = torch.cumsum(items * down, dim=1) * up  # P after each item, [N, T+1]
-    length = torch.arange(2, t + 2, device=device, dtype=torch.long) * _signed(LENGTH)
-    hashed = _mix(prefix[:, 1:] + length)
+    prefix = torch.cumsum(items * down, dim=1)[:, 1:] * up  # P_t after each token, [N, T]
+    hashed = _mix_(prefix + length)
     return torch.where(mask, hashed, torch.zeros((), dtype=torch.long, device=device))
 
 
@@ -117,7 +141,7 @@ def pick(key_hash: Tensor, seeds: Tensor | int, salt: int | Tensor, size: int | 
     salted = _mix(seeds * _signed(SEED) + salt * _signed(SALT))  # [M.., K..]
     salted = salted.reshape(salted.shape + (1,) * key_hash.dim())
     size = size.reshape(size.shape + (1,) * (salted.dim() - size.dim()))
-    return torch.remainder(_mix(key_hash ^ salted), size)
+    return _mix_(key_hash ^ salted).remainder_(size)  # [M.., K.., S]: every step in place
 
 
 # ------------------------------------------------------ the plain oracle (tests, docs)

@@ -60,3 +60,22 @@ def test_picks_spread_over_the_grid():
     counts = torch.bincount(pick(kh, 0, 2, 9).flatten(), minlength=9).double()
     chi2 = float(((counts - 4000 / 9) ** 2 / (4000 / 9)).sum())
     assert chi2 < 26.1, counts
+
+
+def test_one_pass_over_several_salts_and_seeds_is_the_plain_loop():
+    """The form ``case_values`` uses: ``M`` salts with their own grid sizes and ``K``
+    seeds in one call (``[M, K, N, T]``, computed in place), over rows of several widths
+    hashed in turn (the per-width constants are cached: a width hashed before must not
+    change another's keys)."""
+    salts, sizes, seeds = [1, 4, 5, 2, 3], [7, 5, 6, 9, 4], [0, 17, 2**16, -5]
+    for rows in ([(0, [3, 1, 4, 1, 5]), (1, [3, 1, 4]), (0, [2, 7])], [(2, [9])], [(0, [3, 1, 4, 1, 5]), (3, [6, 6])]):
+        tokens, group, mask = _batch(rows)
+        kh = key_hashes(tokens, group, mask)
+        idx = pick(kh, torch.tensor(seeds), torch.tensor(salts), torch.tensor(sizes))
+        assert idx.shape == (len(salts), len(seeds), *tokens.shape)
+        for i, (g, r) in enumerate(rows):
+            for t in range(len(r)):
+                key = (g, *r[: t + 1])
+                assert int(kh[i, t]) == reference_key_hash(key), key
+                assert [[int(idx[m, k, i, t]) for k in range(len(seeds))] for m in range(len(salts))] == \
+                    [[reference_pick(key, s, salt, size) for s in seeds] for salt, size in zip(salts, sizes)], key
