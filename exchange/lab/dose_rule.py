@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from exchange.errors import InvalidArgument
-from exchange.lab.verdict import _t, interval
+from exchange.lab.verdict import interval
 
 __all__ = ["DOSE_FOLLOWS", "DoseDecision", "DoseRow", "decide_dose", "intercept_fit"]
 
@@ -93,6 +93,12 @@ class DoseDecision:
         return {"key": self.key, "full": self.full, "sesoi": self.sesoi, "label": self.label,
                 "first_order": self.first_order, "fit": self.fit,
                 "rows": [r.__dict__ for r in self.rows]}
+
+
+def _t(q: float, df: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))
 
 
 def _check(keeps, d_dose, d_full, sesoi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
