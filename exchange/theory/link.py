@@ -327,6 +327,15 @@ def cases(group_list=None) -> list[LinkCase]:
     return out
 
 
+# Package files that cannot change a coefficient or a comparison (the checker's own
+# bookkeeping, the CLI, the vocabulary's names and links): an edit of them keeps the
+# link's cached pass. Everything else under exchange/ is in the key.
+_NOT_COEFFICIENTS = frozenset({
+    "theory/registry.py", "theory/pins.py", "theory/coq.py", "theory/record.py",
+    "theory/development.py", "theory/axioms.py", "theory/build.py", "theory/cache.py",
+    "core/vocabulary.py"})
+
+
 def _cache_key(proof_dir: Path, coqc: str) -> str:
     """A hash of everything the outcome depends on: the linked .v files, every source
     file of the package (the objectives, the core, this module), coqc and REL_TOL."""
@@ -338,7 +347,10 @@ def _cache_key(proof_dir: Path, coqc: str) -> str:
             h.update(module.encode() + vfile.read_bytes())
     package = Path(__file__).resolve().parents[1]  # exchange/
     for py in sorted(package.rglob("*.py")):
-        h.update(str(py.relative_to(package)).encode() + py.read_bytes())
+        rel = py.relative_to(package).as_posix()
+        if rel in _NOT_COEFFICIENTS or rel.startswith("cli/"):
+            continue
+        h.update(rel.encode() + py.read_bytes())
     return h.hexdigest()
 
 
