@@ -33,11 +33,16 @@ __all__ = ["Float64Twin", "float64_twin", "float32_twin", "LOW_DTYPES", "dtype_n
 
 # Floating dtypes below float64 (what the twin rewrites and what an incomplete twin shows).
 LOW_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_LOW = frozenset(LOW_DTYPES)
 _NAMES = {torch.float64: "float64", torch.float32: "float32", torch.bfloat16: "bf16", torch.float16: "float16"}
 # ``Tensor.type`` strings of low-precision floating types
-_TYPE_STRINGS = {"torch.FloatTensor", "torch.HalfTensor", "torch.BFloat16Tensor", "torch.cuda.FloatTensor",
-                 "torch.cuda.HalfTensor", "torch.cuda.BFloat16Tensor"}
-_CASTS = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16, torch.Tensor.double}
+_TYPE_STRINGS = {f"torch.{cuda}{kind}Tensor": dtype for cuda in ("", "cuda.")
+                 for kind, dtype in (("Double", torch.float64), ("Float", torch.float32), ("Half", torch.float16),
+                                        ("BFloat16", torch.bfloat16))}
+# the casting methods and the dtype each requests
+_CASTS = {torch.Tensor.float: torch.float32, torch.Tensor.half: torch.float16, torch.Tensor.bfloat16: torch.bfloat16,
+          torch.Tensor.double: torch.float64}
+_CONVERSIONS = {torch.Tensor.to, torch.Tensor.type, torch.Tensor.type_as}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -53,6 +58,8 @@ class _Rewrite(TorchFunctionMode):
         super().__init__()
         self.target = target
         self.record = record
+        # only the float64 twin can be incomplete (the float32 twin casts its inputs itself)
+        self.scan = target is torch.float64
 
     def _floating(self, dtype) -> bool:
         return isinstance(dtype, torch.dtype) and dtype.is_floating_point and not dtype.is_complex
@@ -63,42 +70,42 @@ class _Rewrite(TorchFunctionMode):
             return self.target
         if isinstance(value, type) and value.__name__.endswith("Tensor") and value is not torch.Tensor:
             value = f"{value.__module__}.{value.__name__}"  # the class torch.FloatTensor, as its name
-        if isinstance(value, str) and value in _TYPE_STRINGS | {"torch.DoubleTensor"} and self.target is torch.float64:
-            if value != "torch.DoubleTensor":
-                self.record.rewrote(torch.float32)
+        if isinstance(value, str) and _TYPE_STRINGS.get(value, self.target) != self.target:
+            self.record.rewrote(_TYPE_STRINGS[value])
             return self.target
         return value
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
-        if "dtype" in kwargs:
-            kwargs["dtype"] = self._fix(kwargs["dtype"])
-        if func in _CASTS and args and isinstance(args[0], torch.Tensor):
-            if func is not torch.Tensor.double or self.target is not torch.float64:
-                self.record.rewrote(torch.float32 if func is torch.Tensor.float else torch.float64)
-            return args[0].to(self.target)
-        if func in (torch.Tensor.to, torch.Tensor.type, torch.Tensor.type_as) and len(args) > 1:
+        # the hot path (every op of the loss): two dict lookups and one pass over the inputs
+        if kwargs and "dtype" in kwargs:
+            kwargs = {**kwargs, "dtype": self._fix(kwargs["dtype"])}
+        if func in _CASTS:
+            if args and isinstance(args[0], torch.Tensor):
+                requested = _CASTS[func]
+                if requested != self.target:
+                    self.rewrote(requested)
+                return args[0].to(self.target)
+        elif func in _CONVERSIONS and len(args) > 1:
             other = args[1]
             if isinstance(other, torch.Tensor):  # .to(other) / .type_as(other): other's dtype, rewritten
                 if self._floating(other.dtype):
                     if other.dtype != self.target:
-                        self.record.rewrote(other.dtype)
+                        self.rewrote(other.dtype)
                     return args[0].to(device=other.device, dtype=self.target)
             else:
                 args = (args[0], *(self._fix(a) for a in args[1:]))
-        self._scan(func, args, kwargs)
-        return func(*args, **kwargs)
+        if self.scan:
+            for a in args:
+                if getattr(a, "dtype", None) in _LOW:
+                    self.record.reached(a.dtype, getattr(func, "__name__", str(func)))
+                elif a.__class__ is list or a.__class__ is tuple:  # torch.cat, torch.stack
+                    for x in a:
+                        if getattr(x, "dtype", None) in _LOW:
+                            self.record.reached(x.dtype, getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
 
-    def _scan(self, func, args, kwargs) -> None:
-        """Record a low-precision floating tensor among the op's inputs (one level of
-        lists, as ``torch.cat`` takes them)."""
-        for a in (*args, *kwargs.values()):
-            items = a if isinstance(a, (list, tuple)) else (a,)
-            for x in items:
-                if isinstance(x, torch.Tensor) and x.dtype in LOW_DTYPES and x.dtype != self.target \
-                        and self.target is torch.float64:
-                    self.record.reached(x.dtype, getattr(func, "__name__", str(func)))
-                    return
+    def rewrote(self, dtype: torch.dtype) -> None:
+        self.record.rewrote(dtype)
 
 
 class Float64Twin:
@@ -166,8 +173,8 @@ def _twin_context(dtype: torch.dtype):
     torch.set_default_dtype(dtype)
     try:
         with contextlib.ExitStack() as stack:
-            for device in ("cpu", "cuda"):
-                if device == "cpu" or torch.cuda.is_available():
+            for device in ("cpu", "cuda"):  # an autocast the caller entered (one the loss enters shows as
+                if torch.is_autocast_enabled(device):  # low-precision tensors reaching ops: incomplete)
                     stack.enter_context(torch.autocast(device_type=device, enabled=False))
             yield
     finally:
