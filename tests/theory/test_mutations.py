@@ -303,20 +303,22 @@ def m_dead_pose_proof(root):
 
 
 def m_weakened_to_one_response(root):
+    # T5_truncated_ratio (used by no other proof) gets the hypothesis G <= 1; Spec.v is
+    # edited to match, the witness moved to G = 1, and the whole re-pinned with --accept.
     from exchange.theory.record import accept_record
 
-    for rel in (C, SPEC):
-        sub(root, rel, "T1_sufficiency : forall G (A w : nat -> Q) (w0 : Q),\n  sum G A == 0 ->",
-            "T1_sufficiency : forall G (A w : nat -> Q) (w0 : Q),\n  (G <= 1)%nat -> sum G A == 0 ->")
-    sub(root, C, "  intros G A w w0 HZ Hw. unfold K.\n", "  intros G A w w0 _ HZ Hw. unfold K.\n")
+    for rel, head in ((RS, "Theorem T5_truncated_ratio :"),
+                      (SPEC, "Definition T5_truncated_ratio : Prop :=")):
+        sub(root, rel, f"{head} forall G (A : nat -> Q) (rho eps : Q),\n  sum G A == 0 ->",
+            f"{head} forall G (A : nat -> Q) (rho eps : Q),\n  (G <= 1)%nat -> sum G A == 0 ->")
+    sub(root, RS, "  intros G A rho eps HZ. apply", "  intros G A rho eps _ HZ. apply")
     sub(root, "proofs/theories/Witnesses.v",
-        "Lemma W_T1_sufficiency : K 3 cor33_A (fun _ => 2) == 0.\n"
-        "Proof. apply (T1_sufficiency 3 cor33_A (fun _ => 2) 2 cor33_zero_sum). intros; reflexivity. Qed.",
-        "Lemma W_T1_sufficiency : K 1 (fun _ => 0) (fun _ => 2) == 0.\n"
-        "Proof. apply (T1_sufficiency 1 (fun _ => 0) (fun _ => 2) 2); [lia|reflexivity|]. "
-        "intros; reflexivity. Qed.")
-    sub(root, SPEC, "Definition W_T1_sufficiency : Prop := K 3 cor33_A (fun _ => 2) == 0.",
-        "Definition W_T1_sufficiency : Prop := K 1 (fun _ => 0) (fun _ => 2) == 0.")
+        "Lemma W_T5_truncated_ratio : K 3 cor33_A (fun _ => Qmin 2 (1 + (1#5))) == 0.\n"
+        "Proof. exact (T5_truncated_ratio 3 cor33_A 2 (1#5) cor33_zero_sum). Qed.",
+        "Lemma W_T5_truncated_ratio : K 1 (fun _ => 0) (fun _ => Qmin 2 (1 + (1#5))) == 0.\n"
+        "Proof. apply (T5_truncated_ratio 1 (fun _ => 0) 2 (1#5)); [lia|reflexivity]. Qed.")
+    sub(root, SPEC, "Definition W_T5_truncated_ratio : Prop := K 3 cor33_A (fun _ => Qmin 2 (1 + (1#5))) == 0.",
+        "Definition W_T5_truncated_ratio : Prop := K 1 (fun _ => 0) (fun _ => Qmin 2 (1 + (1#5))) == 0.")
     accept_record(root / "proofs", root / "exchange/theory/registry.py")
 
 
@@ -415,7 +417,7 @@ MUTATIONS = {
     "witness_with_dead_pose_proof": (m_dead_pose_proof,
                                      ["is not Exchange.Clipping.T4_above_negative applied"]),
     "weakened_to_one_response_repinned": (m_weakened_to_one_response,
-                                          ["applies Exchange.Cancellation.T1_sufficiency at G = 1"]),
+                                          ["applies Exchange.Restoration.T5_truncated_ratio at G = 1"]),
     "second_folder_bound_to_the_record": (m_second_spec_folder, ["_CoqProject maps"]),
     "make_hook": (m_make_hook, ["Makefile.coq.local exists"]),
     "makefile_changed": (m_makefile_changed, ["proofs/Makefile has sha256"]),
