@@ -242,3 +242,23 @@ def test_loading_a_config_is_quick():
     start = time.process_time()
     _recipe(V.overrides(V.DAPO_QWEN25_32B))
     assert time.process_time() - start < 10.0
+
+
+@pytest.mark.parametrize("kind, mode", [
+    ("kl", "token-mean"), ("low_var_kl+", "token-mean"),
+    pytest.param("mse", "token-mean", marks=pytest.mark.slow),
+    pytest.param("abs", "seq-mean-token-mean", marks=pytest.mark.slow),
+])
+def test_every_kl_type_is_the_derived_m6(kind, mode):
+    """Each verl kl_penalty type is a function of the sampled token's own l and ref,
+    added to every occurrence whatever its advantage: M6 in both regimes, beside the
+    loss's own mechanisms (M3 for a per-sequence mean, M2 off-policy); the checker agrees."""
+    from exchange.checker import check
+    from exchange.libraries.verl.loss import expected, loss_fn
+
+    params = {"use_kl_loss": "true", "kl_loss_type": kind}
+    report = check(loss_fn(f"vanilla/{mode}", params), max_examples=20, seed=0, shrink=False)
+    for regime, exp in _as_sets(expected("vanilla", mode, params)).items():
+        assert "M6" in exp[1]
+        broken = {p for p in (E, C, Z, N) if not report.holds(p, regime)}
+        assert (broken, set(report.mechanisms_in(regime))) == exp, regime
