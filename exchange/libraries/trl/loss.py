@@ -53,6 +53,7 @@ and driven by :mod:`exchange.libraries.trl.contact`, which owns every private TR
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 import torch
@@ -167,7 +168,7 @@ def _eos_id(rollout: Rollout) -> int:
     return int(rollout.tokens.max()) + _EOS_OFFSET
 
 
-def _completion_lists(rows: Rollout, eos_id: int) -> list[list[int]]:
+def _completion_lists(rows, eos_id: int) -> list[list[int]]:
     """Unpadded completion ids; a row that is not truncated ends in ``eos_id``."""
     truncated = rows.truncated if rows.truncated is not None else torch.zeros(rows.n, dtype=torch.bool)
     out = []
@@ -183,7 +184,7 @@ def _uses_sampler(config) -> bool:
     return bool(config.use_vllm)
 
 
-def _sampling_lists(rows: Rollout) -> list[list[float]]:
+def _sampling_lists(rows) -> list[list[float]]:
     """The sampler's log-probs of each row, unpadded, as vLLM reports them to TRL."""
     return [values[:length] for values, length in zip(rows.sampling_logprobs.tolist(), rows.lengths.tolist())]
 
@@ -219,17 +220,18 @@ def _scored(config, rollout: Rollout) -> tuple[Tensor, Tensor, Tensor | None, Te
         config.scale_rewards = "none"
         batch_std = rollout.rewards.detach().to(torch.float64).std()
     eos_id = _eos_id(rollout)
-    adv = torch.zeros(rollout.n, dtype=rollout.rewards.dtype)
+    adv = torch.zeros(rollout.n, dtype=rollout.rewards.dtype, device=rollout.rewards.device)
     mask = torch.zeros_like(rollout.mask, dtype=torch.long)
     is_ratio = sampling = None
     if _uses_sampler(config):
         sampling = torch.zeros_like(rollout.old_logprobs)
         if config.vllm_importance_sampling_correction:
             sequence = config.vllm_importance_sampling_mode.startswith("sequence")
-            is_ratio = torch.ones(rollout.n, 1 if sequence else rollout.mask.shape[1], dtype=rollout.old_logprobs.dtype)
+            is_ratio = torch.ones(rollout.n, 1 if sequence else rollout.mask.shape[1], dtype=rollout.old_logprobs.dtype,
+                                  device=rollout.old_logprobs.device)
     for g in sorted(set(sizes.tolist())):
         rows = order[sizes == g]
-        out = _score(config, rollout.select(rows), g, eos_id)
+        out = _score(config, _rows(rollout, rows), g, eos_id)
         adv[rows] = out["advantages"].to(adv.dtype)
         width = out["completion_mask"].shape[1]
         mask[rows, :width] = out["completion_mask"].long()
@@ -245,13 +247,24 @@ def _scored(config, rollout: Rollout) -> tuple[Tensor, Tensor, Tensor | None, Te
     return adv, mask.bool() & rollout.mask, is_ratio, sampling
 
 
-def _score(config, rows: Rollout, num_generations: int, eos_id: int) -> dict:
+def _rows(rollout: Rollout, rows: Tensor) -> SimpleNamespace:
+    """The fields TRL's scoring reads, for ``rows`` (not a validated ``Rollout``: its
+    checks, run on every group size of every probe, were a third of a check's time)."""
+    def pick(x):
+        return None if x is None else x[rows]
+
+    return SimpleNamespace(n=int(rows.numel()), tokens=rollout.tokens[rows], lengths=rollout.lengths[rows],
+                           rewards=rollout.rewards[rows], truncated=pick(rollout.truncated),
+                           old_logprobs=rollout.old_logprobs[rows], sampling_logprobs=pick(rollout.sampling_logprobs))
+
+
+def _score(config, rows: SimpleNamespace, num_generations: int, eos_id: int) -> dict:
     from exchange.libraries.trl.contact import score, shell
 
     rewards = rows.rewards.detach().to(torch.float64)[:, None]  # [n, 1]: one reward function
-    t = shell(config, num_generations, eos_id, _PAD_ID)
     if not _uses_sampler(config):
-        return score(t, _completion_lists(rows, eos_id), rewards)
+        return score(shell(config, num_generations, eos_id, _PAD_ID), _completion_lists(rows, eos_id), rewards)
+    t = shell(config, num_generations, eos_id, _PAD_ID)
     return score(t, _completion_lists(rows, eos_id), rewards, old_logprobs=rows.old_logprobs.detach(),
                  sampling_logprobs=_sampling_lists(rows))
 
@@ -344,9 +357,12 @@ def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Ten
     n = int(rows.numel())
     real = rows < rollout.n
     pick = rows.clamp(max=rollout.n - 1)
+    padded = not bool(real.all())
 
     def take(x: Tensor) -> Tensor:  # the rows, a padding row zeroed (its mask is empty anyway)
         out = x[pick]
+        if not padded:
+            return out
         keep = real.to(out.device).view(-1, *([1] * (out.ndim - 1)))
         return torch.where(keep, out, torch.zeros_like(out))
 

@@ -216,7 +216,8 @@ def recipe_mechanisms(config) -> list[tuple[str, str, str]]:
     on = set(derived["on_policy"].facets)
     facets = sorted(on | set(derived["off_policy"].facets))
     plan = schedule(config)
-    eps = f"epsilon={config.epsilon!r}, epsilon_high={config.epsilon_high!r}"
+    high = config.epsilon_high if config.epsilon_high is not None else config.epsilon  # TRL's None: epsilon
+    eps = f"epsilon={config.epsilon!r}, epsilon_high={high!r}"
     lines = {
         "M1.sequence_weight": "importance_sampling_level='sequence': one ratio per response, the geometric mean "
                               "of its token ratios (a per-response weight)",
