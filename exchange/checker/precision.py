@@ -168,23 +168,28 @@ def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, 
 @dataclass
 class Floor:
     """A float64 residual judged against the float64 floor: ``raw`` the twin's residual,
-    ``floor`` its float32 twin's residual times the ratio of unit round-offs."""
+    ``floor`` what the float32 twin's round-off predicts for float64."""
 
     raw: float
     floor: float
 
     def __str__(self) -> str:
-        return (f"holds up to float64 round-off (residual {self.raw:.2g} within the float64 floor {self.floor:.2g}: "
-                f"the float32 twin's residual x {FLOAT64_PER_FLOAT32:.2g})")
+        return (f"holds up to float64 round-off (residual {self.raw:.2g} within the float64 floor {self.floor:.2g} "
+                "measured on the float32 twin)")
 
 
 def floored(prop: Property, float32_engine: Engine, seen: dict) -> Property:
     """``prop`` whose plain evaluation (the oracle that confirms every failure) judges a
     residual above the float64 tolerance against the float64 floor of the same example
-    (THEORY.md section 4: "the float64 tolerances sit above a measured float64 floor"):
-    the example's residual on ``float32_engine`` (the float32 twin) times
-    :data:`~exchange.checker.tolerances.FLOAT64_PER_FLOAT32`. Within it, the residual is
-    reported scaled to the tolerance and the raw one is recorded in ``seen[(name, regime)]``."""
+    (THEORY.md section 4: "the float64 tolerances sit above a measured float64 floor"). The
+    float32 twin rounds the same computation: its residual ``r32`` and its coefficients'
+    difference to the float64 twin on the example's rollout, ``d32`` (relative to the
+    largest; a float32 run that lost every digit still shows its conditioning there, where
+    its residual saturates), times :data:`~exchange.checker.tolerances.FLOAT64_PER_FLOAT32`
+    predict the float64 round-off; the floor is
+    :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times that (two precisions do not
+    round one computation in proportion). Within it, the residual is reported scaled to the
+    tolerance and the raw one is recorded in ``seen[(name, regime)]``."""
 
     def evaluate(engine, example, regime: str) -> Evaluation:
         ev = prop.evaluate(engine, example, regime)
@@ -192,10 +197,15 @@ def floored(prop: Property, float32_engine: Engine, seen: dict) -> Property:
             return ev
         try:
             low = prop.evaluate(float32_engine, example, regime).residual
+            (k32,) = float32_engine([ev.rollout])
         except ObjectiveError:
             return ev
-        floor = low * FLOAT64_PER_FLOAT32
-        if math.isfinite(floor) and ev.residual <= floor:
+        k64 = ev.kappa
+        scale = float(k64.abs().max())
+        d32 = float((k32 - k64).abs().max()) / scale if scale > 0 else 0.0
+        predicted = max(low if math.isfinite(low) else 0.0, d32 if math.isfinite(d32) else 0.0)
+        floor = ROUND_OFF_MARGIN * predicted * FLOAT64_PER_FLOAT32
+        if ev.residual <= floor:
             found = Floor(ev.residual, floor)
             key = (prop.name, regime)
             if key not in seen or seen[key].raw < found.raw:
