@@ -113,7 +113,7 @@ def test_the_vllm_correction_is_checked_and_the_entropy_bonus_reported_present(t
 # in docs/libraries.md.
 VERDICT_RECIPES = [
     ("dapo", {"top_entropy_quantile": 0.2}, None),
-    ("dapo", {"top_entropy_quantile": 0.5, "steps_per_generation": 2},
+    ("dapo", {"top_entropy_quantile": 0.5, "steps_per_generation": 2, "gradient_accumulation_steps": 2},
      {"on_policy": [], "off_policy": ["M2"]}),  # derived: M5.micro_batch_quantile
     ("dapo", {"epsilon_high": 0.28, "delta": 1.1}, None),
     ("dapo", {"off_policy_mask_threshold": 0.05}, None),
