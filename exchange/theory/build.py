@@ -76,7 +76,7 @@ def _sha(data: bytes) -> str:
 
 
 def _coqc_identity(coqc: str) -> str:
-    from exchange.theory.cache import _coqc_identity as ident
+    from exchange.theory.cache import coqc_identity as ident
 
     return ident(coqc) or coqc
 
@@ -273,9 +273,9 @@ def _tail(text: str, n: int = 15) -> str:
 
 
 def _located(work: Path, rel: str, output: str) -> str:
-    from exchange.theory.coq import _failed_declaration
+    from exchange.theory.coq import failed_declaration
 
-    where = _failed_declaration(work, output) or f" in {rel}"
+    where = failed_declaration(work, output) or f" in {rel}"
     return f"coqc build of proofs/ failed{where}:\n{_tail(output)}"
 
 

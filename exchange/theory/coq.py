@@ -476,7 +476,7 @@ _ANY_DECL = re.compile(r"^\s*(?:Theorem|Lemma|Corollary|Proposition|Fact|Remark|
                        r"Definition|Fixpoint)\s+([A-Za-z_][\w']*)")
 
 
-def _failed_declaration(proof_dir: Path, output: str) -> str:
+def failed_declaration(proof_dir: Path, output: str) -> str:
     """`` in <file> at <declaration> (line N)`` for coqc's last located error, else ""."""
     located = re.findall(r'File "\./?([^"]+)", line (\d+)', output)
     if not located:
@@ -488,6 +488,9 @@ def _failed_declaration(proof_dir: Path, output: str) -> str:
         return f" in {file} (line {line})"
     names = [m.group(1) for m in map(_ANY_DECL.match, lines) if m]
     return f" in {file} at {names[-1]} (line {line})" if names else f" in {file} (line {line})"
+
+
+_failed_declaration = failed_declaration
 
 
 def _all_names(theorems: dict[str, Theorem]) -> list[str]:
