@@ -437,3 +437,18 @@ def test_gspo_weight_as_arithmetic_mean_is_caught(monkeypatch):
     monkeypatch.setattr(gspo, "sequence_ratio", arithmetic)
     problems = link.gspo_problems()
     assert problems and all("gspo M1 off-policy" in p for p in problems)
+
+
+# ~3-6 s an example (one coqc call for the six off-policy families): the slow tier.
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dense_groups(), st.floats(1e-3, 1 - 1e-3))
+def test_every_linked_objective_agrees_off_policy_anywhere(built, group, fraction):
+    # Every family the command links off-policy (GRPO with and without std, Dr. GRPO,
+    # DAPO, Min-Replace, Adv-Orthogonal), at a ratio drawn from (0, 2c), c = 3.
+    log_rho = math.log(6.0 * fraction)
+    base = [c for c in link.cases([group]) if "off-policy" in c.label and "rho=0.3" in c.label]
+    assert len({c.objective for c in base}) == 5 and len(base) == 6
+    cases = [dataclasses.replace(c, log_rho=log_rho, label=c.label + f" (rho={6.0 * fraction!r})")
+             for c in base]
+    assert link.link_problems(default_proofs_dir(), built, cases) == []
