@@ -138,12 +138,15 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()):
         if "defaults" in data:
             raise InvalidArgument(f"{where}: it has a Hydra 'defaults:' list, which only Hydra composes; {_CFG_JOB}.")
         user_keys = flat_keys(OmegaConf.create(data))
-        unknown = [k for k in user_keys if k not in keys and not any(k.startswith(u + ".") for u in _open(base, keys))]
+        free = _open(base, keys)
+        unknown = [k for k in user_keys if k not in keys and not any(k.startswith(u + ".") for u in free)]
         if unknown:
             raise InvalidArgument(f"{where}: verl's config has no key {unknown[0]!r}{_nearest(unknown[0], keys)} "
                                   "(a key verl lacks is added with +key=value on the command line).")
-        try:
+        try:  # unknown keys were refused above; the rest may fill free-form mappings ({} or null in verl's)
+            OmegaConf.set_struct(base, False)
             base = OmegaConf.merge(base, OmegaConf.create(data))
+            OmegaConf.set_struct(base, True)
         except OmegaConfBaseException as err:
             raise InvalidArgument(f"{where}: verl's config rejects it: {' '.join(str(err).split())}") from None
         keys = flat_keys(base)

@@ -262,3 +262,18 @@ def test_every_kl_type_is_the_derived_m6(kind, mode):
         assert "M6" in exp[1]
         broken = {p for p in (E, C, Z, N) if not report.holds(p, regime)}
         assert (broken, set(report.mechanisms_in(regime))) == exp, regime
+
+
+def test_a_yaml_may_fill_verl_s_free_form_mappings(tmp_path):
+    """engine_kwargs.vllm is {} in verl's config: a YAML may put keys under it (as verl's
+    own examples do), while a misspelt key elsewhere is still refused."""
+    from exchange.errors import InvalidArgument
+    from exchange.libraries.verl.config import load_config
+
+    path = tmp_path / "run.yaml"
+    path.write_text("algorithm:\n  adv_estimator: grpo\nactor_rollout_ref:\n  rollout:\n    engine_kwargs:\n"
+                    "      vllm:\n        swap_space: 4\n")
+    assert load_config(path).actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space == 4
+    path.write_text("actor_rollout_ref:\n  actor:\n    clip_ratio_hgh: 0.3\n")
+    with pytest.raises(InvalidArgument, match="clip_ratio_hgh.*nearest: actor_rollout_ref.actor.clip_ratio_high"):
+        load_config(path)
