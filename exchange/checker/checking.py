@@ -5,13 +5,15 @@ both sides of the usual clip ranges) the checker
 
 1. runs the targeted probes (:mod:`exchange.checker.probes`): minimal groups that isolate one
    mechanism each; a property broken by a probe gets that probe's group as its
-   counterexample and the probe's mechanism id (:mod:`exchange.checker.attribution`);
+   counterexample, and the mechanisms its evidence shows (:mod:`exchange.checker.mechanisms`);
 2. searches every property the probes did not break (:mod:`exchange.checker.search`):
    configurations generated in bulk from ``seed``, a failure found and shrunk to a
    minimal group.
 
 A property that was never informative (no example could have failed it) is reported as
-broken with a note, never as holding. Precision: :mod:`exchange.checker.precision`;
+broken with a note, never as holding. Every property is judged on the loss's float64 twin
+(:mod:`exchange.checker.twin`), beside the loss itself where it runs below float64
+(:mod:`exchange.checker.twin_verdicts`, :mod:`exchange.checker.precision`);
 tolerances: :mod:`exchange.checker.tolerances`.
 """
 
@@ -26,27 +28,23 @@ from hypothesis import settings
 
 from exchange.checker.mechanisms.rule import MechanismSet, counted, design_choice, dropped_notes
 from exchange.checker.cases import build
-from exchange.checker.precision import Comparison, PairedEngine, compare_on_layout, floored, resolve_precision
+from exchange.checker.precision import resolve_precision
+from exchange.checker.twin_verdicts import fallback, on_twin, twin_line
 from exchange.checker.probes import PROBES, run_probes
 from exchange.checker.properties import PROPERTIES, TOLERANCES, Evaluation, get_property
 from exchange.checker.report import FoundBy, PropertyResult, RegularizerReport, Report
 from exchange.checker.reproduce import reproduce_line
 from exchange.checker.search import Search, search
 from exchange.checker.time_limit import time_limited
-from exchange.checker.tolerances import MIN_INFORMATIVE_SHARE, PRECISIONS, RESOLUTION, RTOL_EQUAL, TINY, at_precision
-from exchange.checker.twin import Float64Twin, float32_twin, float64_twin
-from exchange.core.coefficients import Engine, LossFn, token_coefficients
+from exchange.checker.tolerances import MIN_INFORMATIVE_SHARE, RTOL_EQUAL, TINY, at_precision
+from exchange.checker.twin import float64_twin
+from exchange.core.coefficients import LossFn, token_coefficients
 from exchange.core.events import events
 from exchange.core.vocabulary import PROPERTY_THEOREMS, REGIMES, Regime
 from exchange.errors import InvalidArgument, ObjectiveError
 
-__all__ = ["check", "COMPARED_CONFIGURATIONS"]
+__all__ = ["check"]
 
-# Configurations of the one layout per property and regime on which the loss is compared
-# with its twin beside the probes and every plain evaluation (a batch of the bulk fuzzer's
-# size: the comparison costs one extra batch per property and regime, on low-precision
-# losses only).
-COMPARED_CONFIGURATIONS = 16
 
 
 # The regularizer channel's second reward vector: the rewards reversed, times 3, plus 1.
@@ -217,10 +215,14 @@ def check(
         twin.incomplete = f"the loss raised under its float64 twin ({err})"
         twin.incomplete_precision = twin.incomplete_precision or precision
     run = _Run(names, regimes, max_examples, seed, how, progress, batched)
+
+    def judge(engine, props: dict, at: str):
+        return _judge(engine, props, run, at)
+
     if twin.incomplete:
-        judged = _fallback(run, loss_fn, twin, precision)
+        judged = fallback(judge, run, loss_fn, twin, precision)
     else:
-        judged = _on_twin(run, loss_fn, twin, precision)
+        judged = on_twin(judge, run, loss_fn, twin, precision)
     results, mechanisms = judged
     if len(regimes) == 2:
         _carry_on_policy(results, mechanisms, names, *sorted(regimes, key=lambda r: Regime(r).off_policy))
@@ -236,7 +238,7 @@ def check(
         reproduce=reproduce_line(loss_fn, label, regimes, seed, max_examples, shrink),
         precision=precision,
         precision_detected=detected,
-        twin=_twin_line(twin),
+        twin=twin_line(twin),
     )
 
 
@@ -249,106 +251,6 @@ class _Run:
     how: Search
     progress: Callable[[str, str], None] | None
     batched: bool
-
-
-def _twin_line(twin: Float64Twin) -> str:
-    if twin.incomplete:
-        return f"incomplete: {twin.incomplete}"
-    if twin.rewritten:
-        return "float64 twin of the loss's " + ", ".join(sorted(twin.rewritten)) + " requests"
-    return ""
-
-
-def _on_twin(run: _Run, loss_fn: LossFn, twin: Float64Twin, precision: str):
-    """Judge the float64 twin; where the loss requests a lower precision (or runs in one),
-    compare it with its twin on the probes, on every example the checker evaluates and on
-    one layout per property and regime (THEORY.md section 4, precision rule)."""
-    twin_engine = Engine(twin, batched=run.batched)
-    floors: dict = {}
-    float32_engine = Engine(float32_twin(loss_fn), batched=run.batched)
-    props = {n: floored(PROPERTIES[n], float32_engine, floors) for n in run.names}
-    compare = bool(twin.rewritten) or precision != "float64"
-    comparison = Comparison(precision)
-    engine = (PairedEngine(twin_engine, Engine(loss_fn, batched=run.batched), float32_engine, comparison) if compare
-              else twin_engine)
-    results, mechanisms = _judge(engine, props, run, "float64")
-    for (prop_name, regime), found in floors.items():
-        res = results[(prop_name, regime)]
-        if res.holds and not res.note:
-            res.round_off, res.note = "float64", str(found)
-    if not compare:
-        return results, mechanisms
-    for regime in run.regimes:
-        for prop_name in run.names:
-            compare_on_layout(twin, loss_fn, PROPERTIES[prop_name], regime, run.seed, COMPARED_CONFIGURATIONS, comparison)
-    if comparison.changed:
-        return _precision_induced(run, loss_fn, precision, results, mechanisms, comparison)
-    for res in results.values():
-        _below_resolution(res, precision, comparison)
-    return results, mechanisms
-
-
-def _below_resolution(res: PropertyResult, precision: str, comparison: Comparison) -> None:
-    """THEORY.md's precision rule on a property the twin breaks while the loss stays within
-    its round-off of the twin: BROKEN when the exact effect (the twin's residual) exceeds the
-    resolution of the loss's precision, else "holds up to <precision> round-off". A break
-    found where every advantage is an exact 0 (``exact``) stands at any precision: the
-    effect is all the loss computes there, nothing it is rounded against."""
-    res.round_off_measured = comparison.worst
-    if res.holds or res.found_by is None or res.found_by.vacuity or res.exact or precision == "float64":
-        return
-    effect, resolution = res.max_residual, RESOLUTION[precision]
-    res.effect, res.resolution = effect, resolution
-    if effect <= resolution:
-        res.holds, res.round_off = True, precision
-        res.note = f"holds up to {precision} round-off (exact effect {effect:.2g} below {precision} resolution {resolution:.2g})"
-
-
-def _precision_induced(run: _Run, loss_fn: LossFn, precision: str, twin_results, twin_mechanisms, comparison):
-    """Precision changed what the loss computes (a clip or a mask decided on rounded
-    values): the loss itself is judged at its precision (:func:`_fallback`'s floor); a
-    property it breaks while the twin holds is "BROKEN (precision-induced)", the twin's
-    verdict beside it."""
-    engine = Engine(loss_fn, batched=run.batched)
-    engine.precision = precision
-    props = {n: PROPERTIES[n] for n in run.names}
-    results, mechanisms = _judge(engine, props, run, precision)
-    for key, res in results.items():
-        there = twin_results[key]
-        res.twin_holds = there.holds
-        res.round_off_measured = comparison.worst
-        if not res.holds and there.holds and not res.found_by.vacuity:
-            res.precision_induced = True
-            res.note = (f"precision-induced: the loss's {precision} coefficients differ from its float64 twin's by "
-                        f"{comparison.worst:.2g} of their scale ({comparison.where}), beyond the {precision} "
-                        f"resolution; the float64 twin holds (max residual {there.max_residual:.2g})"
-                        + (f"; {res.note}" if res.note else ""))
-        elif res.holds and not there.holds:  # the twin's break stands: precision does not repair it
-            results[key] = there
-    merged = {r: MechanismSet.merged(mechanisms[r], twin_mechanisms[r]) for r in run.regimes}
-    return results, merged
-
-
-def _fallback(run: _Run, loss_fn: LossFn, twin: Float64Twin, precision: str):
-    """The twin is incomplete (a low-precision tensor reached an op inside it, or the loss
-    raised under it): the loss itself is judged at the coarser of its detected precision and
-    the precision that reached the op, against one noise floor (the property's tolerance
-    at that precision, :func:`~exchange.checker.tolerances.at_precision`), the raw residual
-    and the floor printed side by side."""
-    coarser = twin.incomplete_precision if twin.incomplete_precision in PRECISIONS else precision
-    if PRECISIONS.index(coarser) < PRECISIONS.index(precision):
-        coarser = precision
-    engine = Engine(loss_fn, batched=run.batched)
-    engine.precision = coarser
-    results, mechanisms = _judge(engine, {n: PROPERTIES[n] for n in run.names}, run, coarser)
-    for res in results.values():
-        floor = res.tolerance
-        line = (f"incomplete twin ({twin.incomplete}): judged at {coarser}, residual {res.max_residual:.2g} "
-                f"against the {coarser} floor {floor:.2g}")
-        res.note = line + (f"; {res.note}" if res.note else "")
-        if res.holds and res.max_residual > PROPERTIES[res.name].tolerance:
-            res.round_off = coarser
-    return results, mechanisms
 
 
 def _judge(engine, props: dict, run: _Run, precision: str):
