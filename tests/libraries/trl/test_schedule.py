@@ -218,3 +218,48 @@ def test_a_split_schedule_dumps_its_step_and_logs_its_residual(tmp_path):
     (dumped,) = callback.dumped
     batch = load_batch(dumped)
     assert batch.n == 4 and batch.advantages is not None
+
+
+def test_the_new_paths_follow_the_device():
+    """Under ``torch.device("meta")`` a tensor made without ``device=`` lands on meta and
+    mixing it with the CPU inputs raises (tests/test_device.py's guard): the micro-batch
+    split and the callback's step accumulation make theirs on the inputs' device or,
+    by design, on the CPU where the callback finds events."""
+    import torch
+
+    from exchange.checker.cases import Case, GroupConfig, build
+    from exchange.libraries.trl.callback import _Accumulator
+    from exchange.libraries.trl.loss import Schedule, micro_batches
+
+    r = build(Case(groups=(GroupConfig(((1, 2, 3), (1, 2), (1, 2, 4), (1, 5)), (1.0, 0.0, 0.5, 0.0)),)))
+    batch = {"completion_ids": r.tokens, "completion_mask": r.mask.long(), "exchange_rewards": r.rewards,
+             "exchange_group": r.group, "exchange_row": torch.arange(r.n), "advantages": r.rewards - r.rewards.mean()}
+    step = {"exchange_row": torch.arange(2)}  # a micro-batch of the first two rows (an input: on the CPU)
+    with torch.device("meta"):
+        parts = micro_batches(r.n - 1, Schedule(rows=8, micro_batches=2, accumulation=1, judged=1), r.tokens.device)
+        assert all(p.device == r.tokens.device for p in parts)
+        acc = _Accumulator()
+        acc.reset(batch)
+        acc.add(step, r.logprobs[:2], r.logprobs[:2], r.n)
+        sums = acc.close_batch()
+        assert sums.device.type == "cpu" and float(sums[2]) > 0  # shared events found on the whole group
+        assert acc.parts[0].n == 2 and acc.parts[0].advantages is not None
+
+
+def test_gspo_trains_the_widths_it_is_audited_at(tmp_path):
+    """Issue 41 section 4: objective='gspo' on a GRPOConfig at TRL's default clip trains
+    GSPO's 3e-4/4e-4 (the catalog's, what `exchange check gspo` audits), and TRL's loss,
+    which still runs and logs clip_ratio/*, reads the same widths; a width the config sets
+    wins; trl_defaults=True gives TRL's."""
+    import warnings
+
+    from tests.libraries.trl.test_trainer import _trainer
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = _trainer(tmp_path, "gspo")
+    assert "eps_low" not in trainer.exchange_params and "eps_high" not in trainer.exchange_params
+    assert (trainer.epsilon_low, trainer.epsilon_high) == (3e-4, 4e-4)
+    assert any("eps_low=0.0003 (GRPOConfig.epsilon gives 0.2)" in str(w.message) for w in caught)
+    trainer = _trainer(tmp_path, "gspo", trl_defaults=True)
+    assert (trainer.exchange_params["eps_low"], trainer.epsilon_low, trainer.epsilon_high) == (0.2, 0.2, 0.2)
