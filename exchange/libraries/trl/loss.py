@@ -22,13 +22,18 @@ What is TRL's own code and what is ours, per call of the returned ``loss_fn``:
 
 Reproduced rather than driven (each one line of TRL for one process): the
 ``num_items_in_batch`` fed to ``_compute_loss`` is the sum of the (masked) completion
-mask, as ``accelerator.gather(loss_mask.sum()).sum()`` on one process. The micro-batch
-split: with ``steps_per_generation=k > 1`` the rollout is one generation batch, its rows
-are shuffled (a fixed seed; TRL's ``shuffle_sequence_dict``), split into ``k``
-micro-batches (``split_tensor_dict``) and TRL's ``_compute_loss`` runs on each with
-``current_gradient_accumulation_steps = k``; the loss is their sum, the gradient TRL
-accumulates. Per-micro-batch normalisers (bnpo's token count, grpo's row count) and
-entropy quantiles are then TRL's.
+mask, as ``accelerator.gather(loss_mask.sum()).sum()`` on one process. The schedule
+(:func:`schedule`, THEORY.md section 4: a recipe audit judges one optimizer step): the
+rollout is one generation batch, padded with fully masked rows to a multiple of
+``steps_per_generation`` and cut into that many equal micro-batches after a fixed-seed
+row shuffle (TRL's ``shuffle_sequence_dict`` and ``split_tensor_dict``; :func:`micro_batches`);
+TRL's ``_compute_loss`` runs on the micro-batches of the first optimizer step with
+``current_gradient_accumulation_steps = gradient_accumulation_steps`` and the loss is
+their sum, the gradient TRL accumulates: every micro-batch when
+``gradient_accumulation_steps`` is a multiple of ``steps_per_generation``, else the first
+``gradient_accumulation_steps % steps_per_generation`` (a step that holds part of the
+generation batch: M8). Per-micro-batch normalisers (bnpo's token count, grpo's row count)
+and entropy quantiles are then TRL's.
 
 Group layout: TRL assumes each group is ``num_generations`` consecutive rows. Rows are
 sorted by group (stable) before the call and the result is put back in rollout order.
@@ -393,8 +398,11 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     sign-dependent clip / SAPO temperatures / VESPO (k, lambda); M1 for sequence-level
     ratios (importance_sampling_level=sequence, VESPO's product of ratios); M4 when
     truncated rows are masked after the advantages were centred; M3 (micro-batch
-    normaliser) when ``steps_per_generation > 1`` splits the batch for a loss type whose
-    normaliser is per micro-batch. CISPO's detached
+    normaliser) when the optimizer step accumulates several micro-batches and the loss
+    type's normaliser is the token count of each (bnpo; grpo's and
+    dr_grpo's row counts are equal, TRL's micro-batches being equal); M8
+    (``M8.split_update``) when the optimizer step holds part of the generation batch
+    (``gradient_accumulation_steps`` not a multiple of ``steps_per_generation``). CISPO's detached
     ``min(r, eps_high)`` is a function of the event: no break.
 
     TRL's per-token factors (THEORY.md section 4, from trl 1.16's ``_compute_loss``):
