@@ -35,13 +35,20 @@ yourself) and wraps four of its methods *on the instance* (the class is untouche
   through the model).
 
 TRL shuffles a generation batch and splits it into ``steps_per_generation``
-micro-batches, so a micro-batch holds pieces of groups. The callback puts each
-micro-batch's ``kappa`` back in its row of the generation batch and computes the events
-once every row has been seen, on whole groups; the sums are reduced over processes
-(``accelerator.reduce``), so every process logs the global number. Groups are whole on
-a process when ``per_device_train_batch_size * steps_per_generation`` is a multiple of
-``num_generations`` (TRL lays each group out as consecutive rows); otherwise a group is
-split between processes and the callback warns once and logs nothing.
+micro-batches, so a micro-batch holds pieces of groups. The metrics measure **one
+optimizer step** (THEORY.md section 4), the unit ``--trl-config`` judges: each
+micro-batch's ``kappa`` goes back into its row of the generation batch, and when the
+step's ``gradient_accumulation_steps`` micro-batches are in, the events are found on the
+whole groups of the generation batch with the step's coefficients (0 on the rows another
+step trains: a schedule that splits groups over steps, M8, shows as a residual); a step
+that spans several generation batches adds their sums. The sums are reduced over
+processes (``accelerator.reduce``), so every process logs the global number. With
+``dump_batches`` each step's rows are written as one file (TRL's advantages kept, so a
+step holding part of a group is still a valid batch for ``exchange inspect``). Groups are
+whole on a process when ``per_device_train_batch_size * steps_per_generation`` is a
+multiple of ``num_generations`` (TRL lays each group out as consecutive rows); otherwise
+a group is split between processes and the callback warns once, naming that setting, and
+logs nothing.
 
 ``use_liger_kernel=True`` is measured like any run: TRL 1.16 only patches the model's
 kernels (it turns ``fused_linear_cross_entropy`` off) and computes its loss from the
