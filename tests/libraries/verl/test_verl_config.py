@@ -130,15 +130,11 @@ def test_groups_stay_whole_with_one_mini_batch_or_without_reordering():
 
     with pytest.raises(InvalidArgument, match="data-parallel"):
         _recipe(base + ["trainer.balance_batch=False", A + "ppo_mini_batch_size=3", "data.train_batch_size=3"])
-    # 4 ranks, 2 prompts of 5 per step: 10 rows, 2.5 a rank... refused; 2 ranks: 5 rows a rank,
-    # one group each, but the batch of 8 prompts gives each rank 20 rows = 4 whole groups: kept
+    # 2 ranks, 2 prompts of 5 per step: 5 rows (one group) a rank; 8 prompts: 20 rows a rank: kept whole
     two = _recipe(base + ["trainer.balance_batch=False", "trainer.n_gpus_per_node=2", A + "ppo_mini_batch_size=2",
                          "data.train_batch_size=8"])
     assert not two.schedule.split and two.schedule.steps == 4
-    # 2 ranks, 1 prompt per step... 5 rows: refused; 10 ranks with 10 prompts of 5 per step:
-    # 5 rows a rank (one group), 50 prompts: 25 rows a rank: whole groups again; 4 ranks with
-    # 4 prompts of 5 per step: 5 rows a rank, 8 prompts: 10 rows a rank, groups whole.
-    # A rank's share not a multiple of n: 2 ranks, 3 prompts of 2 per step (3 rows a rank).
+    # A rank's share not a multiple of n: 2 ranks, 3 prompts of 2 per step (3 rows a rank): split
     odd = _recipe(base + ["trainer.balance_batch=False", "trainer.n_gpus_per_node=2", "actor_rollout_ref.rollout.n=2",
                           A + "ppo_mini_batch_size=3", "data.train_batch_size=6"])
     assert odd.schedule.split and any("multiple of rollout.n" in s for s in odd.schedule.split_by)
