@@ -71,15 +71,10 @@ def dropped_groups(rollout: Rollout, kappa: Tensor) -> bool:
     return False
 
 
-def _mapped(rewards: tuple[float, ...], low: float, high: float, lo: float, hi: float) -> tuple[float, ...]:
-    """``rewards`` mapped by the increasing affine map taking ``[low, high]`` onto ``[lo, hi]``."""
-    return tuple(lo + (r - low) * (hi - lo) / (high - low) for r in rewards)
-
-
-def _remapped(rollout: Rollout, lo: float, hi: float) -> Rollout:
-    r = rollout.rewards
-    low, high = float(r.min()), float(r.max())
-    return rollout.with_fields({"rewards": lo + (r - low) * (hi - lo) / (high - low)})
+def _mapped(r, low: float, high: float, lo: float, hi: float):
+    """``r`` (a reward or a tensor of them) mapped by the increasing affine map taking
+    ``[low, high]`` onto ``[lo, hi]``."""
+    return lo + (r - low) * (hi - lo) / (high - low)
 
 
 class KeptGroups:
@@ -88,7 +83,10 @@ class KeptGroups:
     :data:`_KEPT_RANGES` the loss keeps (the batches a mechanism builds for itself)."""
 
     def __init__(self, engine: Engine) -> None:
-        self.inner = engine
+        # ``unmapped``: the loss's coefficients at the rewards asked for, for a property's
+        # own comparison of reward vectors ((Z)'s: a group the loss zeroes at some of them
+        # and not at others is what it reads, not a dropped probe)
+        self.inner = self.unmapped = engine
         self.loss_fn = engine.loss_fn
         self.precision = engine.precision
 
@@ -98,7 +96,8 @@ class KeptGroups:
             if float(rollout.rewards.max()) == float(rollout.rewards.min()) or not dropped_groups(rollout, kappa):
                 continue
             for lo, hi in _KEPT_RANGES:
-                moved = _remapped(rollout, lo, hi)
+                r = rollout.rewards
+                moved = rollout.with_fields({"rewards": _mapped(r, float(r.min()), float(r.max()), lo, hi)})
                 (again,) = self.inner([moved])
                 if not dropped_groups(moved, again):
                     kappas[k] = again
@@ -117,7 +116,7 @@ def _kept_probe(engine: Engine, probe: Probe) -> tuple[Probe, str]:
     rewards = [r for g in probe.case.groups for r in g.rewards]
     low, high = min(rewards), max(rewards)
     for lo, hi in _KEPT_RANGES:
-        case = replace(probe.case, groups=tuple(replace(g, rewards=_mapped(g.rewards, low, high, lo, hi))
+        case = replace(probe.case, groups=tuple(replace(g, rewards=tuple(_mapped(r, low, high, lo, hi) for r in g.rewards))
                                                for g in probe.case.groups))
         moved = build(case)
         (again,) = engine([moved])

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
-    "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "level_noise", "SHAPING_LEAK", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
+    "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "SHAPING_LEAK", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
     "ROUND_OFF_MARGIN", "FLOAT64_PER_FLOAT32", "SECOND_REWARDS_STEP",
-    "FLOOR_MARGIN", "ROUNDINGS", "SELECTED_SHARE", "TWIN_MARGIN", "NUDGE_EPS", "NUDGE_MIN",
+    "FLOOR_MARGIN", "ROUNDINGS", "SELECTED_SHARE", "TWIN_MARGIN",
 ]
 
 RTOL_CANCEL = 1e-8
@@ -65,20 +65,6 @@ def pattern_tol(precision: str) -> float:
     themselves: SVDs, quotients). Every effect a composed objective expects is ten
     times the resolution or more, so the threshold sits between round-off and effects."""
     return max(1e-6, 3.0 * RESOLUTION[precision])
-
-
-def level_noise(precision: str, magnitude: float, per_unit: float) -> float:
-    """The round-off, in coefficient units, of moving every reward of a batch by a level
-    (THEORY.md section 2, round-off per event): a loss that centres rewards of magnitude
-    up to ``magnitude`` rounds each advantage by a few unit round-offs of it, and a
-    coefficient moves by that times ``per_unit``, what a unit of reward is worth there (a
-    std over rewards that barely differ amplifies it; the probes read it from the
-    coefficients' response to a small reward move, or from the same layout at reference
-    rewards where no such std is in play). Two epsilons (four unit
-    round-offs): the shaped reward, the centre and the product each round once.
-    Independent of the advantages' own size, so a tied group whose shaped rewards barely
-    differ, whose advantages are small, is not mistaken for a centre that moves."""
-    return 2.0 * RESOLUTION[precision] * magnitude * per_unit
 
 
 # Probes that read a weight or a centre run at rewards within +-8 (libraries clip rewards:
@@ -125,11 +111,6 @@ SELECTED_SHARE = 0.1
 # The centre test's equal-length twin measures round-off and shaping leak; a centre that
 # is not the mean must exceed it this many times (m4_not_zero_sum.centre_share).
 TWIN_MARGIN = 3.0
-# The tied probe's small move of one tied reward, which reads what a unit of reward is
-# worth there: eight epsilons of the rewards' magnitude (beyond their rounding), and
-# never below 1e-6 of it (a float64 std over shaped rewards stays linear there).
-NUDGE_EPS = 8.0
-NUDGE_MIN = 1e-6
 
 
 # The second reward vector of the reward-dependent probes (residuals.second_rewards): the

@@ -3,7 +3,8 @@ not the group's own mean (a batch, greedy or length-weighted baseline), positive
 filtering, a mask applied after centring.
 
 Evidence: a centre that is not the mean of the rewards (:func:`centre_crossing`), a
-response dropped after centring (:func:`dropped_response`), tied coefficients that follow
+response dropped after centring (:func:`dropped_response`, and with identical responses
+flagged truncated: :func:`truncation_probe`), tied coefficients that follow
 the tied level (:func:`follows_level`), copies of one token pruned in some responses only
 (:func:`pruned_copies`, with M2: the selection).
 """
@@ -14,11 +15,17 @@ from dataclasses import replace
 
 import torch
 
+from torch import Tensor
+
 from exchange.checker.cases import GroupConfig, build, common_prefix
 from exchange.checker.mechanisms.evidence import Evidence, above, plain
-from exchange.checker.tolerances import SHAPING_LEAK, TWIN_MARGIN, ZERO_COLUMN, pattern_tol
+from exchange.checker.properties.base import Evaluation, ProbeResult
+from exchange.checker.properties.residuals import cancellation_mismatches
+from exchange.checker.properties.reward_moves import cyclic_shifts, reward_dependent, reward_vectors
+from exchange.checker.tolerances import RTOL_CANCEL, SHAPING_LEAK, TWIN_MARGIN, ZERO_COLUMN, at_precision, pattern_tol
+from exchange.core.events import events
 
-__all__ = ["centre_crossing", "centre_share", "dropped_response", "follows_level", "pruned_copies"]
+__all__ = ["centre_crossing", "centre_share", "dropped_response", "follows_level", "pruned_copies", "truncation_probe"]
 
 # The centre test's group: response 0 has exactly the mean of the group's rewards (3/8 of
 # the spread, representable in bf16) under both reward vectors (the same multiset, so a
@@ -132,3 +139,52 @@ def pruned_copies(rollout, kappa: torch.Tensor, moved: str = "") -> list[Evidenc
             return [Evidence("M2", moved, pattern + " (selected by the advantage)", 1.0, ZERO_COLUMN),
                     Evidence("M4", moved, pattern + " (pruned after centring)", 1.0, ZERO_COLUMN)]
     return []
+
+
+# Responses 0 and 1 of four identical ones are flagged truncated (``Rollout.truncated``
+# is an input the loss reads; the checker sets it on responses that are otherwise the
+# same, so that length effects cannot stand in for it).
+_TRUNCATED_ROWS = (0, 1)
+
+
+def truncation_probe(engine, probe) -> ProbeResult:
+    """(Z) with some responses of a group truncated (THEORY.md section 2): the part of
+    ``K_e`` that the truncation flags change must not depend on the rewards. Dropping
+    truncated responses after centring leaves ``-sum_truncated A_i w``: reward-dependent,
+    (Z) broken (M4). Weights that ignore the flags change nothing; a reward set to 0 on
+    truncated responses before centring keeps the shaped advantages zero-sum. Where the
+    identical responses' weights differ (a normaliser per micro-batch depends on the
+    position), each (reward, flag) pair is moved through every position of the group
+    (cyclic shifts of whole rows) and the coefficients averaged: every response then
+    carries the mean weight, and ``K_e`` is that weight times the sum of the advantages
+    the loss keeps."""
+    result = ProbeResult(probe)
+    engine = getattr(engine, "unmapped", engine)  # (Z)'s reward vectors as chosen (probes.KeptGroups)
+    off = build(probe.case)
+    flags = torch.zeros(off.n, dtype=torch.bool, device=off.rewards.device)
+    flags[list(_TRUNCATED_ROWS)] = True
+    on, ev, variants = off.with_fields({"truncated": flags}), events(off), reward_vectors(off.rewards[None], off)
+
+    def flagged(perms: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+        """Per reward vector: the coefficients with the flags, and what the flags change,
+        averaged over ``perms`` (each moves whole rows: reward and flag together)."""
+        out = []
+        for v in variants:
+            k = engine([off.with_fields({"rewards": v[0][p], "truncated": f[p]})
+                        for f in (flags, torch.zeros_like(flags)) for p in perms])
+            out.append((sum(k[:len(perms)])[None] / len(perms), sum(k[len(perms):])[None] / len(perms)))
+        return [a for a, _ in out], [a - b for a, b in out]
+
+    raws, diffs = flagged([torch.arange(off.n, device=flags.device)])
+    res = float(reward_dependent(diffs, ev, ev.shared, raws)[0])
+    if res > RTOL_CANCEL:  # unequal weights of the copies: every (reward, flag) through every position
+        res = float(reward_dependent(flagged(cyclic_shifts(off))[1], ev, ev.shared, raws)[0])
+    kappa, tol = raws[0][0], at_precision(RTOL_CANCEL, engine.precision)
+    mism = cancellation_mismatches(on, kappa, ev, ev.shared, RTOL_CANCEL) if res > RTOL_CANCEL else []
+    evaluation = result.evaluations["zero_sum"] = Evaluation(
+        res, True, on, kappa, mism, note=f"probe {probe.name}: responses {list(_TRUNCATED_ROWS)} flagged truncated")
+    if res > tol and bool(torch.isfinite(kappa).all()):
+        result.evaluations["shared_cancellation"] = evaluation
+        result.found = [Evidence(probe.mechanism, f"probe {probe.name}: {probe.description}", "the truncation flags "
+                                 "change K_e by a reward-dependent amount (dropped after centring)", res, tol)]
+    return result

@@ -3,7 +3,8 @@ scale with the advantage (a sign-free ``tau (log rho)^2``, a sampled-token KL es
 an entropy bonus on sampled tokens). It adds ``m_e`` to every occurrence of an event.
 
 Evidence: on a mixed group the coefficient matrix ``[responses, shared events]`` has a
-second direction its reward-dependent part lacks (:func:`varying_profile`); on identical
+second direction its reward-dependent part lacks (:func:`varying_profile`, read by the
+probe :func:`profile_probe`); on identical
 responses ``K_e`` is the same for every reward vector and assignment
 (:func:`reward_independent`); on a tied group the coefficients' zero crossing in the tied
 level varies over the events of a response (:func:`tied_offsets`), or, where the level
@@ -14,12 +15,18 @@ on copies of one response, whose every centred or shaped advantage is 0
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
-from exchange.checker.mechanisms.evidence import Evidence, above
-from exchange.checker.tolerances import FLOOR_MARGIN, ROUNDINGS
+from exchange.checker.cases import build, common_prefix
+from exchange.checker.mechanisms.evidence import Evidence, above, second_singular_ratio
+from exchange.checker.properties.base import Evaluation, ProbeResult
+from exchange.checker.properties.residuals import second_rewards
+from exchange.checker.tolerances import FLOOR_MARGIN, ROUNDINGS, pattern_tol
 
-__all__ = ["varying_profile", "reward_independent", "crossings", "tied_offsets", "tied_profile", "kept_on_copies"]
+__all__ = ["varying_profile", "profile_probe", "reward_independent", "crossings", "tied_offsets", "tied_profile",
+           "kept_on_copies"]
 
 
 def varying_profile(raw: float, dependent: float, tol: float, moved: str = "") -> list[Evidence]:
@@ -31,6 +38,26 @@ def varying_profile(raw: float, dependent: float, tol: float, moved: str = "") -
     times ``dependent``."""
     return above("M6", moved, "the coefficients have a second direction their reward-dependent part lacks",
                  raw, max(tol, FLOOR_MARGIN * dependent))
+
+
+def profile_probe(engine, probe) -> ProbeResult:
+    """:func:`varying_profile` on the probe's one mixed group, on-policy: the raw
+    coefficients' relative second singular value against that of their reward-dependent
+    part (the difference at :func:`~exchange.checker.properties.residuals.second_rewards`).
+    Reaches a term that only mixed groups show (tied groups dropped by a filter); a
+    constant gradient (k1) is an offset of the advantages on-policy and shows nowhere here."""
+    result = ProbeResult(probe)
+    rollout = build(replace(probe.case, off_policy=False))
+    kappa, kappa2 = engine([rollout, rollout.with_fields({"rewards": second_rewards(rollout.rewards, rollout)})])
+    shared = common_prefix(probe.case.groups[0].responses)
+    raw, diff = kappa[:, :shared], (kappa - kappa2)[:, :shared]
+    if not (bool(torch.isfinite(raw).all()) and bool(torch.isfinite(diff).all())):
+        return result
+    moved = f"probe {probe.name}: {probe.description}"
+    res = second_singular_ratio(raw)
+    result.evaluations["exchangeable"] = Evaluation(res, True, rollout, kappa, note=moved)
+    result.found = varying_profile(res, second_singular_ratio(diff), pattern_tol(engine.precision), moved)
+    return result
 
 
 def reward_independent(cancel: float, moved_by_rewards: float, tol: float, moved: str = "") -> list[Evidence]:

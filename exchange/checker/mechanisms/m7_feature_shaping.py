@@ -4,7 +4,8 @@ bonus, a reward set to 0 on truncated responses). A design choice to report, not
 cancellation defect.
 
 Evidence: two responses with equal verifiable rewards and different features get
-coefficient rows that are not proportional over reward levels (:func:`feature_rows`); on a
+coefficient rows that are not proportional over reward levels (:func:`feature_rows`, read
+by the probe :func:`features_probe`); on a
 tied group, the coefficients' zero crossing varies over the responses, or the level reaches
 some responses and not others, or moves them both ways (:func:`tied_offsets`); where the
 level does not move them, their values have both signs (zero-sum shaped advantages,
@@ -13,13 +14,32 @@ level does not move them, their values have both signs (zero-sum shaped advantag
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import torch
 
+from exchange.checker.cases import GroupConfig, build, common_prefix
 from exchange.checker.mechanisms.evidence import Evidence, above
 from exchange.checker.mechanisms.m6_additive_term import crossings
-from exchange.checker.tolerances import FLOOR_MARGIN
+from exchange.checker.properties.base import Evaluation, ProbeResult
+from exchange.checker.tolerances import FLOOR_MARGIN, TINY, pattern_tol
 
-__all__ = ["feature_rows", "tied_offsets", "tied_signs", "cancelling"]
+__all__ = ["feature_rows", "features_probe", "tied_offsets", "tied_signs", "cancelling"]
+
+# Two responses X and Y after a shared prefix (1, 2): X is short and holds token 3, Y is
+# long (it reaches the probe's length limit), its tokens (so its log-prob sums) differ.
+X, Y = (1, 2, 3), (1, 2, 0, 1, 1, 2, 2)
+# The reward levels the features probe cycles through: two of them above the centre, so
+# that one-signed (positive-only) advantages have two non-zero levels to compare; all at
+# or below 0, so that a truncated response whose reward a shaping sets to 0 sits above the
+# centre (a positive-only estimator would give it nothing below it).
+LEVELS = (0.0, -0.75, -2.0, -2.0)
+# A greedy baseline reward in the middle of the levels: a loss with no centre of its own
+# then has advantages of both signs, as a centred one has (far from 0 the two rows of a
+# shaping look parallel), and keeps a truncated response whose reward a shaping zeroes at
+# 2, not at the 0 a mask would give.
+_BASELINE = -1.0
 
 
 def feature_rows(sine: float, floor: float, tol: float, moved: str = "") -> list[Evidence]:
@@ -29,6 +49,65 @@ def feature_rows(sine: float, floor: float, tol: float, moved: str = "") -> list
     other positions: proportional in exact arithmetic, so their angle is round-off)."""
     return above("M7", moved, "equal verifiable rewards, different features: the rows are not proportional",
                  sine, max(tol, FLOOR_MARGIN * floor))
+
+
+def _cycled(engine, probe) -> tuple[torch.Tensor, list, list[torch.Tensor]]:
+    """Every row's shared-event coefficients at every reward level, ``[rows, levels x
+    shared events]``, from one group of rows X, Y, X, Y, ... whose rewards are
+    :data:`LEVELS` rotated once per batch: every batch holds each (feature, level) pair
+    once, so every group statistic (centre, std, length-weighted centre, token counts per
+    micro-batch) is the same in all of them and each row keeps its weight."""
+    n = len(LEVELS)
+    rows = tuple(r for _ in range(n) for r in (X, Y))
+    batches = []
+    for k in range(n):
+        rewards = tuple(LEVELS[(k + j // 2 + j % 2) % n] for j in range(len(rows)))
+        batches.append(build(replace(probe.case, groups=(GroupConfig(rows, rewards, baseline=_BASELINE),))))
+    kappas = engine(batches)
+    shared = common_prefix((X, Y))
+    table = torch.zeros(len(rows), n, shared, dtype=kappas[0].dtype, device=kappas[0].device)
+    for k, kappa in enumerate(kappas):
+        for j in range(len(rows)):
+            table[j, (k + j // 2 + j % 2) % n] = kappa[j, :shared]  # row j holds this level in batch k
+    return table.flatten(1), batches, kappas
+
+
+def _sine(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The sine of the angle between rows ``a`` and ``b`` (each normalised, so that a
+    small row counts as much as a large one; only an exact 0 has no direction: 0)."""
+    na, nb = float(a.norm()), float(b.norm())
+    if na <= TINY or nb <= TINY:
+        return 0.0
+    cos = float((a @ b) / (na * nb))
+    return math.sqrt(max(0.0, 1.0 - cos * cos))
+
+
+def features_probe(engine, probe) -> ProbeResult:
+    """Responses with equal verifiable rewards but different features (length, a token,
+    log-prob sums), on-policy. A row of X's coefficient on shared event ``e`` at reward
+    level ``r`` is ``w (A(X, r) + m_e)`` and a row of Y's ``w' (A(Y, r) + m_e)`` (``w``
+    any weight of the row, fixed by :func:`_cycled`'s rotation; ``m_e`` an additive event
+    term). Without a shaping ``A(X, .) = A(Y, .)``, so the two rows are proportional over
+    levels and events (rank 1); a reward shaped by the features makes them differ by more
+    than a factor (:func:`feature_rows`). The probe's (E) evaluation is the sine of the
+    angle between rows 0 (X) and 1 (Y); rows of one feature at other positions are
+    proportional in exact arithmetic whatever the loss, so their own angle is the
+    round-off floor. Run without the length limit first (a mask after centring drops Y),
+    then with it (a reward set to 0 on truncated responses needs one)."""
+    result = ProbeResult(probe)
+    moved = f"probe {probe.name}: {probe.description}"
+    for limit in (None, probe.case.length_limit):
+        table, batches, kappas = _cycled(engine, replace(probe, case=replace(probe.case, length_limit=limit)))
+        if not bool(torch.isfinite(table).all()):
+            continue
+        res = _sine(table[0], table[1])
+        floor = max(_sine(table[j], table[j + 2]) for j in range(table.shape[0] - 2))
+        if "exchangeable" not in result.evaluations or res > result.evaluations["exchangeable"].residual:
+            result.evaluations["exchangeable"] = Evaluation(res, True, batches[0], kappas[0], note=moved)
+        result.found = feature_rows(res, floor, pattern_tol(engine.precision), moved)
+        if result.found:
+            break
+    return result
 
 
 def tied_offsets(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: float, moved: str = "") -> list[Evidence]:

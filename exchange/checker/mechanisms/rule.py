@@ -17,7 +17,7 @@ from __future__ import annotations
 from exchange.checker.mechanisms.evidence import Evidence
 from exchange.checker.tolerances import at_precision
 
-__all__ = ["MechanismSet", "counted", "attributed", "design_choice", "evidence_lines", "dropped_notes"]
+__all__ = ["MechanismSet", "counted", "design_choice", "evidence_lines", "dropped_notes"]
 
 _E, _C, _Z, _N, _F = "exchangeable", "shared_cancellation", "zero_sum", "null_on_equal_rewards", "finite"
 # The mechanisms that make per-response weights unequal (THEORY.md section 4, M1/M3/M5):
@@ -74,11 +74,6 @@ def counted(results, names, tolerances: dict[str, float], precision: str) -> lis
         if own_name in names or (_C in names and cancel_broke):
             out += r.found
     return out
-
-
-def attributed(results, names, tolerances: dict[str, float], precision: str) -> frozenset[str]:
-    """The mechanism set the counted evidence supports."""
-    return frozenset(e.mechanism for e in counted(results, names, tolerances, precision))
 
 
 def design_choice(probe_results, names, results, regime, found: frozenset[str], tolerances: dict[str, float],

@@ -16,7 +16,6 @@ import torch
 
 from exchange.checker import generators
 from exchange.checker.mechanisms import m1_sequence_weight, m5_response_statistics, m6_additive_term, m7_feature_shaping
-from exchange.checker.mechanisms.evidence import second_singular_ratio
 from exchange.checker.mechanisms.m2_sign_clip import sign_split
 from exchange.checker.mechanisms.m3_response_normaliser import per_response_rescaling
 from exchange.checker.mechanisms.m4_not_zero_sum import dropped_response
@@ -26,11 +25,11 @@ from exchange.checker.examples import Example, Layout
 from exchange.checker.mutations import Mutation
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               configurations)
-from exchange.checker.properties.residuals import (as_residual, cancellation, cancellation_mismatches, second_rewards,
-                                                   direction_spread, fmt, tied_groups)
+from exchange.checker.properties.residuals import (as_residual, cancellation, cancellation_mismatches, direction_spread,
+                                                   fmt, tied_groups)
 from exchange.checker.properties import shared_cancellation
 from exchange.checker.properties.shared_cancellation import any_groups
-from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION, TINY, at_precision, pattern_tol
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION, at_precision
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -116,122 +115,6 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     tied = tied_groups(b.rewards, base)
     res, informative, _ = _spread(kappa, kappa_v, base, b.layout.example.case, b.layout.example.mutation.apply(b.layout.example.case), tied)
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), informative | failed)
-
-
-FEATURES_PROBE = "equal_rewards_different_features"
-# Two responses X and Y after a shared prefix (1, 2): X is short and holds token 3, Y is
-# long (it reaches the probe's length limit), its tokens (so its log-prob sums) differ.
-_X, _Y = (1, 2, 3), (1, 2, 0, 1, 1, 2, 2)
-
-
-# The reward levels the features probe cycles through: two of them above the centre, so
-# that one-signed (positive-only) advantages have two non-zero levels to compare; all at
-# or below 0, so that a truncated response whose reward a shaping sets to 0 sits above the
-# centre (a positive-only estimator would give it nothing below it).
-_LEVELS = (0.0, -0.75, -2.0, -2.0)
-# A greedy baseline reward in the middle of the levels: a loss with no centre of its own
-# then has advantages of both signs, as a centred one has (far from 0 the two rows of a
-# shaping look parallel), and keeps a truncated response whose reward a shaping zeroes at
-# 2, not at the 0 a mask would give.
-_BASELINE = -1.0
-
-
-def _cycled(engine: Engine, probe: Probe) -> tuple[torch.Tensor, list[Rollout], list[torch.Tensor]]:
-    """Every row's shared-event coefficients at every reward level, ``[rows, levels x
-    shared events]``, from one group of rows X, Y, X, Y, ... whose rewards are
-    :data:`_LEVELS` rotated once per batch: every batch holds each (feature, level) pair
-    once, so every group statistic (centre, std, length-weighted centre, token counts per
-    micro-batch) is the same in all of them and each row keeps its weight."""
-    n = len(_LEVELS)
-    rows = tuple(r for _ in range(n) for r in (_X, _Y))
-    batches = []
-    for k in range(n):
-        rewards = tuple(_LEVELS[(k + j // 2 + j % 2) % n] for j in range(2 * n))
-        batches.append(build(replace(probe.case, groups=(GroupConfig(rows, rewards, baseline=_BASELINE),))))
-    kappas = engine(batches)
-    shared = common_prefix((_X, _Y))
-    table = torch.zeros(2 * n, n, shared, dtype=kappas[0].dtype, device=kappas[0].device)
-    for k, kappa in enumerate(kappas):
-        for j in range(2 * n):
-            table[j, (k + j // 2 + j % 2) % n] = kappa[j, :shared]  # row j holds this level in batch k
-    return table.flatten(1), batches, kappas
-
-
-def _sine(a: torch.Tensor, b: torch.Tensor, floor: float) -> float:
-    """The sine of the angle between rows ``a`` and ``b`` (each normalised, so that a
-    small row counts as much as a large one); 0 when either is within ``floor`` of zero
-    (its direction is round-off)."""
-    na, nb = float(a.norm()), float(b.norm())
-    if na <= floor or nb <= floor:
-        return 0.0
-    cos = float((a @ b) / (na * nb))
-    return max(0.0, 1.0 - cos * cos) ** 0.5
-
-
-def _features_probe(engine: Engine, probe: Probe) -> ProbeResult:
-    """Responses with equal verifiable rewards but different features (length, a token,
-    log-prob sums), on-policy. A row of X's coefficient on shared event ``e`` at reward
-    level ``r`` is ``w (A(X, r) + m_e)`` and a row of Y's ``w' (A(Y, r) + m_e)`` (``w``
-    any weight of the row, fixed by :func:`_cycled`'s rotation; ``m_e`` an additive event
-    term). Without a shaping ``A(X, .) = A(Y, .)``, so the two rows are proportional over
-    levels and events (rank 1); a reward shaped by the features makes them differ by more
-    than a factor: M7 (THEORY.md section 4). Its ``exchangeable`` evaluation is the sine
-    of the angle between rows 0 (X) and 1 (Y), each normalised (a row that a shaping
-    brings near 0 counts as much as a large one; only an exact 0 has no direction). The
-    noise floor is measured: rows of the same feature at other positions
-    are proportional in exact arithmetic whatever the loss, so their own angle is the
-    round-off; M7 needs the angle above :func:`pattern_tol` and four times that floor. Run
-    without the length limit first (a mask after centring drops Y), then with it (a
-    reward set to 0 on truncated responses needs one)."""
-    result = ProbeResult(probe)
-    tol = pattern_tol(engine.precision)
-    for limit in (None, probe.case.length_limit):
-        table, batches, kappas = _cycled(engine, replace(probe, case=replace(probe.case, length_limit=limit)))
-        if not bool(torch.isfinite(table).all()):
-            continue
-        # only an exact 0 has no direction: a small row's own round-off shows in the floor
-        # (its copies at other positions disagree as much)
-        res = _sine(table[0], table[1], TINY)
-        floor = max(_sine(table[j], table[j + 2], TINY) for j in range(table.shape[0] - 2))
-        if NAME not in result.evaluations or res > result.evaluations[NAME].residual:
-            result.evaluations[NAME] = Evaluation(res, True, batches[0], kappas[0],
-                                                  note=f"probe {probe.name}: {probe.description}")
-        result.found = m7_feature_shaping.feature_rows(res, floor, tol, f"probe {probe.name}: {probe.description}")
-        if result.found:
-            break
-    return result
-
-
-PROFILE_PROBE = "event_profile"
-# Four shared events with different behaviour probabilities, then a distinct token.
-_PROFILE = GroupConfig(responses=((1, 2, 3, 1, 0), (1, 2, 3, 1, 2), (1, 2, 3, 1, 3), (1, 2, 3, 1, 1)),
-                       rewards=(4.0, 0.0, 0.0, 4.0))
-
-
-def _profile_probe(engine: Engine, probe: Probe) -> ProbeResult:
-    """An additive event term in a mixed group (THEORY.md section 4, M6): on-policy a
-    response's coefficient on shared event ``e`` is ``w_i (A_i + m_e)``, so the matrix
-    ``[responses, shared events]`` has rank 2 when ``m_e`` varies over the events (and
-    rank 1 without it: a weight of the event alone multiplies the whole column). The
-    reward-dependent part ``w_i (A_i(R) - A_i(R'))`` (:func:`second_rewards`) has rank 1
-    in both cases; a token weight from response statistics (M5) keeps rank 2 there, so
-    M6 is named only when the difference is rank 1 up to :func:`pattern_tol` and its own
-    second singular value (the measured round-off, four times). Reaches a term that only
-    mixed groups show (tied groups dropped by a filter); a constant gradient (k1) is an
-    offset of the advantages on-policy and shows nowhere here."""
-    result = ProbeResult(probe)
-    rollout = build(replace(probe.case, off_policy=False))
-    other = rollout.with_fields({"rewards": second_rewards(rollout.rewards, rollout)})
-    kappa, kappa2 = engine([rollout, other])
-    shared = common_prefix(probe.case.groups[0].responses)
-    raw, diff = kappa[:, :shared], (kappa - kappa2)[:, :shared]
-    if not (bool(torch.isfinite(raw).all()) and bool(torch.isfinite(diff).all())):
-        return result
-    res, floor = second_singular_ratio(raw), second_singular_ratio(diff)
-    result.evaluations[NAME] = Evaluation(res, True, rollout, kappa, note=f"probe {probe.name}: {probe.description}")
-    result.found = m6_additive_term.varying_profile(res, floor, pattern_tol(engine.precision),
-                                                    f"probe {probe.name}: {probe.description}")
-    return result
 
 
 def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
@@ -372,19 +255,22 @@ PROBES = (
 )
 PROBES += (
     Probe(
-        FEATURES_PROBE,
+        "equal_rewards_different_features",
         "equal rewards, different response features (length 3 with token 3 vs length 7 reaching the length "
         "limit), rows X, Y, X, Y, ... whose rewards 0, -0.75, -2, -2 rotate over four batches, on-policy, every "
         "entropy 1",
-        NAME, "M7", Case(groups=(GroupConfig((_X, _Y), (1.0, 0.0)),), entropy_all=1.0, length_limit=7),
-        run=_features_probe,
+        NAME, "M7", Case(groups=(GroupConfig((m7_feature_shaping.X, m7_feature_shaping.Y), (1.0, 0.0)),),
+                         entropy_all=1.0, length_limit=len(m7_feature_shaping.Y)),
+        run=m7_feature_shaping.features_probe,
     ),
     Probe(
-        PROFILE_PROBE,
+        "event_profile",
         "one mixed group sharing four events of different behaviour probabilities, on-policy, every entropy 1",
-        NAME, "M6", Case(groups=(_PROFILE,), entropy_all=1.0,
+        # four shared events with different behaviour probabilities, then a distinct token
+        NAME, "M6", Case(groups=(GroupConfig(((1, 2, 3, 1, 0), (1, 2, 3, 1, 2), (1, 2, 3, 1, 3), (1, 2, 3, 1, 1)),
+                                             (4.0, 0.0, 0.0, 4.0)),), entropy_all=1.0,
                          old_prob=(((0, 1), 0.5), ((0, 1, 2), 0.1), ((0, 1, 2, 3), 0.25), ((0, 1, 2, 3, 1), 0.05))),
-        run=_profile_probe,
+        run=m6_additive_term.profile_probe,
     ),
 )
 

@@ -15,18 +15,13 @@ from exchange.checker import generators
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
-from exchange.checker.mechanisms import m6_additive_term, m7_feature_shaping
-from exchange.checker.mechanisms.m4_not_zero_sum import follows_level
-from exchange.checker.mechanisms.m7_feature_shaping import cancelling
+from exchange.checker.mechanisms import tied
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
-from exchange.checker.properties.residuals import (as_residual, fmt, judged_by_response, lifted_ties, per_event,
+from exchange.checker.properties.residuals import (as_residual, fmt, judged_by_response, lifted_ties,
                                                    reference_rewards, tied_groups, with_reference_rewards)
-from exchange.checker.tolerances import (MAX_MISMATCHES, NUDGE_EPS, NUDGE_MIN, RESOLUTION, RTOL_CANCEL, RTOL_EQUAL,
-                                        TINY, ZERO_COLUMN, at_precision, level_noise, pattern_tol)
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_EQUAL, TINY, at_precision
 from exchange.core.coefficients import Engine
-from exchange.core.events import events
-from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
 
 NAME = "null_on_equal_rewards"
@@ -135,13 +130,13 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     """The tied group beside a mixed one, on-policy. Never assuming the tied group's
     advantages are 0, what keeps coefficients there is read from how they move with the
     tied level and from the response features (THEORY.md section 2 and section 4,
-    attribution rules; :func:`_cause`)."""
+    attribution rules; :func:`exchange.checker.mechanisms.tied.cause`)."""
     result = ProbeResult(probe)
     ev = evaluate(engine, Example(probe.case), Regime.ON_POLICY)
     result.evaluations[NAME] = ev
     if not (ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all())):
         return result
-    result.found = _cause(engine, ev, probe)
+    result.found = tied.cause(engine, ev, probe)
     if "M6" in result.mechanisms and "M4" not in result.mechanisms:
         # The tied group's own centre leaves every advantage 0 and its coefficients are
         # not: kappa is not A_i h(e) there ((E), section 2) and its shared events keep
@@ -150,129 +145,6 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
             result.evaluations[name] = replace(ev, note=f"probe {probe.name}: a tied group keeps an additive event "
                                                         "term (all advantages 0, coefficients not)")
     return result
-
-
-# A tied group whose responses share a three-token prefix and differ in every feature a
-# shaping reads: lengths 4, 5, 4, 6, token 3 in the first response only, different tokens
-# (so different log-prob sums) after the prefix.
-_FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2))
-_PREFIX = 3
-# Truncates the lengths 5 and 6 of the feature group, not the 4s.
-_FEATURE_LIMIT = 5
-# The tied levels compared (every reward of the batch at one of them), and the rewards'
-# magnitude there (levels 0 and 1, shaped by at most 1).
-_LEVELS = (0.0, 1.0)
-_LEVEL_MAGNITUDE = 2.0
-
-
-def _levels(engine: Engine, case: Case, responses: tuple) -> tuple[Rollout, list[torch.Tensor], torch.Tensor]:
-    """``case`` with these groups of ``responses``, every reward of the batch at each of
-    :data:`_LEVELS` (at 0 every centred advantage is an exact 0; at any level every
-    group's own centre, and the batch's, equals it): ``(rollout at the first level,
-    kappa [N, T] per level, kappa at reference rewards [N, T])``, the latter setting the
-    magnitudes round-off is judged against."""
-    rollouts = [build(replace(case, groups=tuple(GroupConfig(tuple(rs), (level,) * len(rs)) for rs in responses)))
-                for level in _LEVELS]
-    *kappas, ref = engine(rollouts + [with_reference_rewards(rollouts[0])])
-    return rollouts[0], kappas, ref
-
-
-def _floor(engine: Engine, kappas: list[torch.Tensor], per_unit: float) -> float:
-    """The round-off of a tied coefficient between two levels: the pattern tolerance of
-    the largest coefficient, or what rounding rewards of :data:`_LEVEL_MAGNITUDE` leaves
-    (:func:`~exchange.checker.tolerances.level_noise`)."""
-    scale = max(max(float(k.abs().max()) for k in kappas), per_unit)
-    return max(pattern_tol(engine.precision) * scale, level_noise(engine.precision, _LEVEL_MAGNITUDE, per_unit))
-
-
-def _tied_features(engine: Engine, probe: Probe) -> list:
-    """M6 and M7 from :data:`_FEATURE_GROUP`'s shared-prefix coefficients ``[G, 3]``,
-    on-policy, the whole batch at each tied level (once without a length limit and once
-    with one that truncates two of the four responses). With every ratio 1 a response's
-    coefficient on shared event ``e`` is ``w_i (a_i + m_e)``. Coefficients that follow the
-    level (no centre of the group's own) are read by their zero crossings
-    (:func:`~exchange.checker.mechanisms.m6_additive_term.tied_offsets`,
-    :func:`~exchange.checker.mechanisms.m7_feature_shaping.tied_offsets`); the others by
-    their directions and signs (``tied_profile``, ``tied_signs``)."""
-    tol = pattern_tol(engine.precision)
-    out: list = []
-    others = tuple(g.responses for g in probe.case.groups[1:])
-    for limit in (None, _FEATURE_LIMIT):
-        case = replace(probe.case, off_policy=False, ratio=(), length_limit=limit)
-        rollout, (k0, k1), ref = _levels(engine, case, (_FEATURE_GROUP, *others))
-        rows = (rollout.group_index == 0).nonzero().flatten()
-        m0, m1 = k0[rows, :_PREFIX], k1[rows, :_PREFIX]
-        if not bool(torch.isfinite(m0).all() and torch.isfinite(m1).all()):
-            continue
-        floor = _floor(engine, [m0, m1], float(ref[rows, :_PREFIX].abs().max()))
-        moved = f"probe {probe.name}: a tied group of different features moved by one reward level" + \
-            (f" (length limit {limit})" if limit else "")
-        if float((m1 - m0).abs().max()) > floor:
-            out += m6_additive_term.tied_offsets(m0, m1 - m0, floor, tol, moved)
-            out += m7_feature_shaping.tied_offsets(m0, m1 - m0, floor, tol, moved)
-        elif float(m0.abs().max()) > max(ZERO_COLUMN * float(ref[rows, :_PREFIX].abs().max()), floor):
-            out += m6_additive_term.tied_profile(m0, tol, moved)
-            out += m7_feature_shaping.tied_signs(m0, tol, moved)
-    return out
-
-
-def _on_copies(engine: Engine, probe: Probe) -> list:
-    """M6 from one group of copies of the tied group's first response (as many as the
-    probe's batch holds), in the probe's regime, every reward at each tied level
-    (:func:`~exchange.checker.mechanisms.m6_additive_term.kept_on_copies`): every
-    response has the same features, so every centred or shaped advantage is an exact 0,
-    and at level 0 every greedy baseline's too."""
-    first = probe.case.groups[0].responses[0]
-    # one group: events are keyed by their group, so copies in other groups would carry
-    # other per-event values (a KL shaping would differ, and a batch centre with it)
-    copies = ((first,) * sum(len(g.responses) for g in probe.case.groups),)
-    rollout, (c0, c1), ref = _levels(engine, probe.case, copies)
-    evs = events(rollout)
-    K, mass, _ = (x[0] for x in per_event(c0[None], evs, ref[None]))
-    floor = _floor(engine, [c0, c1], float(ref.abs().max()))
-    mine = evs.shared & (mass > 0)
-    return m6_additive_term.kept_on_copies(K[mine], mass[mine], c0[rollout.mask], (c1 - c0)[rollout.mask],
-                                           RTOL_CANCEL, pattern_tol(engine.precision), floor,
-                                           f"probe {probe.name}: copies of one response at tied levels")
-
-
-def _cause(engine: Engine, ev: Evaluation, probe: Probe) -> list:
-    """The evidence for what keeps coefficients on the tied group: M4 when moving each
-    group's reward level (``1 + g`` for group ``g``, so that no batch centre follows) moves
-    every tied coefficient one way
-    (:func:`~exchange.checker.mechanisms.m4_not_zero_sum.follows_level`); M6 and M7 from
-    :func:`_tied_features` and :func:`_on_copies`; M7 when nothing else explains shared
-    events that carry mass and cancel at the group's own level
-    (:func:`~exchange.checker.mechanisms.m7_feature_shaping.cancelling`). No evidence
-    names no mechanism: (N)'s break is reported on its own."""
-    rollout, kappa = ev.rollout, ev.kappa
-    tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
-    level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
-    magnitude = float((rollout.rewards + level).abs().max()) + 1.0
-    # the coefficients' response to a small move of one tied reward: what a unit of reward
-    # is worth there (a std over shaped rewards that barely differ amplifies it)
-    delta = max(NUDGE_EPS * RESOLUTION[engine.precision], NUDGE_MIN) * magnitude
-    nudged = rollout.rewards.clone()
-    nudged[tied_rows.nonzero()[0]] += delta
-    moved, poked = engine([rollout.with_fields({"rewards": rollout.rewards + level}),
-                           rollout.with_fields({"rewards": nudged})])
-    per_unit = float((poked - kappa)[tied_rows].abs().max()) / delta
-    floor = max(pattern_tol(engine.precision) * float(kappa[tied_rows].abs().max()),
-                level_noise(engine.precision, magnitude, per_unit))
-    out = follows_level((moved - kappa)[tied_rows][:, :1], floor,
-                        f"probe {probe.name}: each group's rewards moved by 1 + its index")
-    out += _tied_features(engine, probe)
-    if "M6" not in {e.mechanism for e in out}:
-        out += _on_copies(engine, probe)
-    if not out:
-        evs = events(rollout)
-        tied_events = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
-        tied_events[evs.ids[tied_rows][evs.ids[tied_rows] >= 0]] = True
-        K, mass, _ = (x[0] for x in per_event(kappa[None], evs))
-        live = evs.shared & tied_events & (mass > ZERO_COLUMN * max(float(kappa[tied_rows].abs().max()), TINY))
-        out = cancelling(K, mass, live, max(RTOL_CANCEL, pattern_tol(engine.precision)),
-                         f"probe {probe.name}: {probe.description}")
-    return out
 
 
 PROBES = (

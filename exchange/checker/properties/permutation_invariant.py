@@ -37,7 +37,8 @@ def _permutation(rollout: Rollout, seed: int) -> tuple[list[int], dict[int, int]
     ids = sorted(set(rollout.group.tolist()))
     shuffled = ids[:]
     random.Random(seed + 1).shuffle(shuffled)
-    return perm, {g: 7 + 3 * s for g, s in zip(ids, shuffled)}  # non-contiguous, reordered ids
+    labels = range(7, 7 + 3 * len(ids), 3)  # non-contiguous ids, reordered
+    return perm, {g: labels[s] for g, s in zip(ids, shuffled)}
 
 
 def _permuted(rollout: Rollout, perm: list[int], relabel: dict[int, int]) -> Rollout:

@@ -1,0 +1,138 @@
+"""What keeps coefficients on a tied group (THEORY.md section 2, "Tied groups", and
+section 4, attribution rules): never assuming a tied group's advantages are 0, its
+coefficients are read from how they move with the tied level and from the response
+features. The readings are the mechanisms' own (M4
+:func:`~exchange.checker.mechanisms.m4_not_zero_sum.follows_level`, M6
+:mod:`~exchange.checker.mechanisms.m6_additive_term`'s ``tied_*`` and ``kept_on_copies``,
+M7 :mod:`~exchange.checker.mechanisms.m7_feature_shaping`'s ``tied_*`` and
+``cancelling``); this module builds the batches they read (:func:`cause`, run by the (N)
+probes of :mod:`exchange.checker.properties.null_on_equal_rewards`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from exchange.checker.cases import Case, GroupConfig, build
+from exchange.checker.mechanisms import m6_additive_term, m7_feature_shaping
+from exchange.checker.mechanisms.m4_not_zero_sum import follows_level
+from exchange.checker.properties.residuals import per_event, tied_groups, with_reference_rewards
+from exchange.checker.tolerances import RTOL_CANCEL, TINY, ZERO_COLUMN, pattern_tol
+from exchange.core.events import events
+from exchange.core.rollout import Rollout
+
+__all__ = ["cause"]
+
+
+# A tied group whose responses share a three-token prefix and differ in every feature a
+# shaping reads: lengths 4, 5, 4, 6, token 3 in the first response only, different tokens
+# (so different log-prob sums) after the prefix.
+_FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2))
+_PREFIX = 3
+# Truncates the lengths 5 and 6 of the feature group, not the 4s.
+_FEATURE_LIMIT = 5
+# The tied levels compared (every reward of the batch at one of them).
+_LEVELS = (0.0, 1.0)
+
+
+def _levels(engine, case: Case, responses: tuple) -> tuple[Rollout, list[torch.Tensor], torch.Tensor]:
+    """``case`` with these groups of ``responses``, every reward of the batch at each of
+    :data:`_LEVELS` (at 0 every centred advantage is an exact 0; at any level every
+    group's own centre, and the batch's, equals it): ``(rollout at the first level,
+    kappa [N, T] per level, kappa at reference rewards [N, T])``, the latter setting the
+    magnitudes round-off is judged against."""
+    rollouts = [build(replace(case, groups=tuple(GroupConfig(tuple(rs), (level,) * len(rs)) for rs in responses)))
+                for level in _LEVELS]
+    *kappas, ref = engine(rollouts + [with_reference_rewards(rollouts[0])])
+    return rollouts[0], kappas, ref
+
+
+def _floor(engine, kappas: list[torch.Tensor], reference: float) -> float:
+    """The round-off of a tied coefficient between two levels: the pattern tolerance
+    (:func:`~exchange.checker.tolerances.pattern_tol`) of the largest coefficient, at the
+    tied levels or at mixed ``reference`` rewards (a tied group barely moved by the level
+    is judged against what the loss gives it when its rewards differ)."""
+    return pattern_tol(engine.precision) * max(max(float(k.abs().max()) for k in kappas), reference)
+
+
+def _tied_features(engine, probe) -> list:
+    """M6 and M7 from :data:`_FEATURE_GROUP`'s shared-prefix coefficients ``[G, 3]``,
+    on-policy, the whole batch at each tied level (once without a length limit and once
+    with one that truncates two of the four responses). With every ratio 1 a response's
+    coefficient on shared event ``e`` is ``w_i (a_i + m_e)``. Coefficients that follow the
+    level (no centre of the group's own) are read by their zero crossings
+    (:func:`~exchange.checker.mechanisms.m6_additive_term.tied_offsets`,
+    :func:`~exchange.checker.mechanisms.m7_feature_shaping.tied_offsets`); the others by
+    their directions and signs (``tied_profile``, ``tied_signs``)."""
+    tol = pattern_tol(engine.precision)
+    out: list = []
+    others = tuple(g.responses for g in probe.case.groups[1:])
+    for limit in (None, _FEATURE_LIMIT):
+        case = replace(probe.case, off_policy=False, ratio=(), length_limit=limit)
+        rollout, (k0, k1), ref = _levels(engine, case, (_FEATURE_GROUP, *others))
+        rows = (rollout.group_index == 0).nonzero().flatten()
+        m0, m1 = k0[rows, :_PREFIX], k1[rows, :_PREFIX]
+        if not bool(torch.isfinite(m0).all() and torch.isfinite(m1).all()):
+            continue
+        floor = _floor(engine, [m0, m1], float(ref[rows, :_PREFIX].abs().max()))
+        moved = f"probe {probe.name}: a tied group of different features moved by one reward level" + \
+            (f" (length limit {limit})" if limit else "")
+        if float((m1 - m0).abs().max()) > floor:
+            out += m6_additive_term.tied_offsets(m0, m1 - m0, floor, tol, moved)
+            out += m7_feature_shaping.tied_offsets(m0, m1 - m0, floor, tol, moved)
+        elif float(m0.abs().max()) > max(ZERO_COLUMN * float(ref[rows, :_PREFIX].abs().max()), floor):
+            out += m6_additive_term.tied_profile(m0, tol, moved)
+            out += m7_feature_shaping.tied_signs(m0, tol, moved)
+    return out
+
+
+def _on_copies(engine, probe) -> list:
+    """M6 from one group of copies of the tied group's first response (as many as the
+    probe's batch holds), in the probe's regime, every reward at each tied level
+    (:func:`~exchange.checker.mechanisms.m6_additive_term.kept_on_copies`): every
+    response has the same features, so every centred or shaped advantage is an exact 0,
+    and at level 0 every greedy baseline's too."""
+    first = probe.case.groups[0].responses[0]
+    # one group: events are keyed by their group, so copies in other groups would carry
+    # other per-event values (a KL shaping would differ, and a batch centre with it)
+    copies = ((first,) * sum(len(g.responses) for g in probe.case.groups),)
+    rollout, (c0, c1), ref = _levels(engine, probe.case, copies)
+    evs = events(rollout)
+    K, mass, _ = (x[0] for x in per_event(c0[None], evs, ref[None]))
+    floor = _floor(engine, [c0, c1], float(ref.abs().max()))
+    mine = evs.shared & (mass > 0)
+    return m6_additive_term.kept_on_copies(K[mine], mass[mine], c0[rollout.mask], (c1 - c0)[rollout.mask],
+                                           RTOL_CANCEL, pattern_tol(engine.precision), floor,
+                                           f"probe {probe.name}: copies of one response at tied levels")
+
+
+def cause(engine, ev, probe) -> list:
+    """The evidence for what keeps coefficients on the tied group: M4 when moving each
+    group's reward level (``1 + g`` for group ``g``, so that no batch centre follows) moves
+    every tied coefficient one way
+    (:func:`~exchange.checker.mechanisms.m4_not_zero_sum.follows_level`); M6 and M7 from
+    :func:`_tied_features` and :func:`_on_copies`; M7 when nothing else explains shared
+    events that carry mass and cancel at the group's own level
+    (:func:`~exchange.checker.mechanisms.m7_feature_shaping.cancelling`). No evidence
+    names no mechanism: (N)'s break is reported on its own."""
+    rollout, kappa = ev.rollout, ev.kappa
+    tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
+    level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
+    (moved,) = engine([rollout.with_fields({"rewards": rollout.rewards + level})])
+    floor = pattern_tol(engine.precision) * float(kappa[tied_rows].abs().max())
+    out = follows_level((moved - kappa)[tied_rows][:, :1], floor,
+                        f"probe {probe.name}: each group's rewards moved by 1 + its index")
+    out += _tied_features(engine, probe)
+    if "M6" not in {e.mechanism for e in out}:
+        out += _on_copies(engine, probe)
+    if not out:
+        evs = events(rollout)
+        tied_events = torch.zeros(evs.count, dtype=torch.bool, device=kappa.device)
+        tied_events[evs.ids[tied_rows][evs.ids[tied_rows] >= 0]] = True
+        K, mass, _ = (x[0] for x in per_event(kappa[None], evs))
+        live = evs.shared & tied_events & (mass > ZERO_COLUMN * max(float(kappa[tied_rows].abs().max()), TINY))
+        out = m7_feature_shaping.cancelling(K, mass, live, max(RTOL_CANCEL, pattern_tol(engine.precision)),
+                                            f"probe {probe.name}: {probe.description}")
+    return out

@@ -1,0 +1,84 @@
+"""The reward vectors (Z) is judged over, and the residual it reads from them (THEORY.md
+section 2, "Testing these on a black box"): ``K_e`` of identical responses compared across
+reward vectors (:func:`reward_vectors`), averaged over the cyclic shifts of each group's rewards
+where identical responses get different weights (:func:`cyclic_shifts`), the difference
+measured per event against the mass it cancels (:func:`reward_dependent`). Used by
+:mod:`exchange.checker.properties.zero_sum` and by the truncation probe of
+:mod:`exchange.checker.mechanisms.m4_not_zero_sum`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from exchange.checker.properties.residuals import as_residual, per_event
+from exchange.checker.tolerances import ATOL_REL, TINY
+from exchange.core.rollout import Rollout
+
+__all__ = ["reward_variants", "reward_vectors", "cyclic_shifts", "reward_dependent"]
+
+
+def reward_variants(rewards: Tensor, rollout: Rollout) -> tuple[Tensor, ...]:
+    """Three more reward vectors of ``rewards [K, N]``'s shape, each group at its own
+    level ``1 + g`` (a centre that is not the group's own moves with it): the drawn
+    rewards shifted, a one-hot pattern (the group's first response 1) and a ramp
+    (``0, 1/(G-1), ..., 1``). Advantages that are not zero-sum change their sum with the
+    pattern, even when they are invariant to shifts and scales, as std-normalised ones
+    are; two patterns, because the drawn rewards may be one of them. None ties a group
+    (the drawn rewards are mixed in every group), so filters of tied groups (DAPO's
+    dynamic sampling) keep the same groups under all four."""
+    gi = rollout.group_index.to(rewards.device)
+    level = (1.0 + gi.to(rewards.dtype))[None]
+    starts = torch.ones(rollout.n, dtype=torch.bool, device=rewards.device)
+    starts[1:] = gi[1:] != gi[:-1]
+    first = starts.to(rewards.dtype)
+    # position of each response in its group (rows of a group are contiguous or not: count)
+    position = torch.zeros(rollout.n, dtype=rewards.dtype, device=rewards.device)
+    for g in range(rollout.n_groups):
+        rows = (gi == g).nonzero().flatten()
+        position[rows] = torch.arange(len(rows), dtype=rewards.dtype, device=rewards.device) / max(len(rows) - 1, 1)
+    return rewards + level, (first[None] + level).expand_as(rewards), (position[None] + level).expand_as(rewards)
+
+
+def cyclic_shifts(rollout: Rollout, classes: Tensor | None = None) -> list[Tensor]:
+    """Index permutations ``[N]``: for ``k`` in ``range(lcm of the class sizes)``, each
+    response takes the reward of the one ``k`` places later in its class (``classes
+    [N]``: labels of responses that are interchangeable; default: the groups)."""
+    labels = (rollout.group_index if classes is None else classes).cpu()
+    _, dense = torch.unique(labels, return_inverse=True)
+    sizes = torch.bincount(dense)
+    period = math.lcm(*sizes.tolist())
+    rows = [torch.nonzero(dense == c).flatten() for c in range(len(sizes))]
+    out = []
+    for k in range(period):
+        perm = torch.arange(rollout.n)
+        for r in rows:
+            perm[r] = r.roll(-k)
+        out.append(perm.to(rollout.rewards.device))
+    return out
+
+
+def reward_dependent(kappas: list[Tensor], ev, which: Tensor, scales: list[Tensor] | None = None) -> Tensor:
+    """``[K]``: max over the events in ``which`` of ``max_v |K_e(v) - K_e(r)|`` over the
+    per-event mass (``sum |kappa|`` of the occurrences, the largest over ``v``), for
+    ``kappas``: one ``[K, N, T]`` per reward vector, the drawn one ``r`` first.
+    ``scales``: the coefficients that set the mass and the absolute floor, when
+    ``kappas`` are averages that cancel (default ``kappas``)."""
+    scales = kappas if scales is None else scales
+    if not bool(which.any()):
+        return torch.zeros(kappas[0].shape[0], dtype=kappas[0].dtype, device=kappas[0].device)
+    Ks = [per_event(k, ev)[0] for k in kappas]
+    mass = torch.stack([per_event(k, ev)[1] for k in scales]).amax(0)  # [K, E]
+    spread = torch.stack([(K - Ks[0]).abs() for K in Ks[1:]]).amax(0)
+    scale = torch.stack([k.abs().flatten(1).amax(1) for k in scales]).amax(0)
+    res = as_residual(spread / (mass + (ATOL_REL * scale + TINY)[:, None]))
+    res = torch.where((mass == 0) & (spread == 0), torch.zeros_like(res), res)
+    return torch.where(which[None], res, torch.zeros_like(res)).amax(1)
+
+
+def reward_vectors(rewards: Tensor, rollout: Rollout) -> list[Tensor]:
+    """``rewards [K, N]`` and its :func:`reward_variants`, the drawn one first."""
+    return [rewards, *reward_variants(rewards, rollout)]
