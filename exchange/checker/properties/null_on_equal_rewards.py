@@ -18,9 +18,9 @@ from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.mechanisms import tied
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
-from exchange.checker.properties.residuals import (as_residual, fmt, judged_by_response, lifted_ties,
-                                                   reference_rewards, tied_groups, with_reference_rewards)
-from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_EQUAL, TINY, at_precision
+from exchange.checker.properties.residuals import (as_residual, fmt, reference_rewards, tied_groups,
+                                                   with_reference_rewards)
+from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_EQUAL, TINY
 from exchange.core.coefficients import Engine
 from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
 
@@ -47,35 +47,11 @@ def _residual(kappa, tied_rows, reference=None):
     return as_residual(worst / (scale + TINY))
 
 
-def _judged(res: Tensor, kappa: Tensor, lift: Tensor, scale: Tensor, tied_rows: Tensor, tolerance: float,
-            precision: str) -> Tensor:
-    """``res [K]`` judged against the tied rows' response to :func:`~exchange.checker.properties.residuals.lifted_ties` rewards
-    (``lift``, coefficients ``[K, N, T]``), in units of ``scale [K]``, scaled to the
-    ``tolerance`` it will be compared with
-    (:func:`~exchange.checker.properties.residuals.judged_by_response`)."""
-    moved = torch.where(tied_rows[..., None], (lift - kappa).abs(), torch.zeros_like(kappa))
-    return judged_by_response(res, moved.flatten(1).amax(1) / (scale + TINY), tolerance, precision)
-
-
 def _exact(rewards: Tensor, tied_rows: Tensor) -> Tensor:
     """``[K]``: every tied response's reward is exactly 0 (``rewards``, ``tied_rows``
     ``[K, N]``). Every group-, batch- or greedy-centred advantage of those rows is then
     an exact 0 in any precision, so a coefficient left there is no round-off."""
     return tied_rows.any(-1) & ((rewards == 0) | ~tied_rows).all(-1)
-
-
-def _final_residual(kappa: Tensor, tied_rows: Tensor, lift: Tensor, reference: Tensor, exact: Tensor,
-                    precision: str) -> Tensor:
-    """``[K]``: the residual of configurations whose raw residual exceeded the tolerance,
-    in units of the larger of their own and the reference rewards' coefficients; judged
-    against the tied rows' response to :func:`~exchange.checker.properties.residuals.lifted_ties` rewards, except where ``exact``:
-    there no round-off is to be measured, and a centre that is not the group's own
-    follows the lift by ``sqrt(eps)`` of a unit (0.09 in bf16), which would hide a small
-    event term."""
-    res = _residual(kappa, tied_rows, reference)
-    judged = _judged(res, kappa, lift, _scale(kappa, reference), tied_rows, at_precision(RTOL_EQUAL, precision),
-                     precision)
-    return torch.where(exact, res, judged)
 
 
 def _scale(kappa: Tensor, reference: Tensor) -> Tensor:
@@ -90,12 +66,9 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
     res = float(_residual(kappa[None], tied_rows[None])[0])
     exact = _exact(rollout.rewards[None], tied_rows[None])
-    if res > RTOL_EQUAL:
-        lift, ref = engine([rollout.with_fields({"rewards": lifted_ties(rollout.rewards[None], tied_rows[None],
-                                                                    engine.precision)[0]}),
-                            with_reference_rewards(rollout)])
-        res = float(_final_residual(kappa[None], tied_rows[None], lift[None], ref[None], exact,
-                                    engine.precision)[0])
+    if res > RTOL_EQUAL:  # against what the loss gives the layout at mixed rewards (round-off per event)
+        (ref,) = engine([with_reference_rewards(rollout)])
+        res = float(_residual(kappa[None], tied_rows[None], ref[None])[0])
     mism = []
     if res > RTOL_EQUAL:
         scale = float(kappa.abs().max())
@@ -117,12 +90,9 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     todo = (res > RTOL_EQUAL).nonzero().flatten()
     if todo.numel():
         sub = {k: v[todo] for k, v in fields.items()}
-        _, lift, _ = b.coefficients(rollout, {**sub, "rewards": lifted_ties(b.rewards[todo], tied_rows[todo], b.precision)})
         _, ref, _ = b.coefficients(rollout, {**sub, "rewards": reference_rewards(b.rewards[todo], rollout)})
-        k = kappa[todo]
         res = res.clone()
-        res[todo] = _final_residual(k, tied_rows[todo], lift, ref, _exact(b.rewards[todo], tied_rows[todo]),
-                                    b.precision)
+        res[todo] = _residual(kappa[todo], tied_rows[todo], ref)
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), tied_rows.any(1) | failed)
 
 

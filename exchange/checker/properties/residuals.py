@@ -9,13 +9,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, RESOLUTION, TINY, ZERO_COLUMN
+from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, SECOND_REWARDS_STEP, TINY, ZERO_COLUMN
 from exchange.core.events import Events
 from exchange.core.rollout import Rollout
 
 __all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
-           "event_label", "fmt", "lifted_ties", "tied_level", "reference_rewards", "with_reference_rewards", "second_rewards", "conditioning",
-           "round_off_ceiling", "judged_by_response"]
+           "event_label", "fmt", "reference_rewards", "with_reference_rewards", "second_rewards"]
 
 
 def as_residual(x: Tensor) -> Tensor:
@@ -51,13 +50,11 @@ def per_event(kappa: Tensor, ev: Events, reference: Tensor | None = None) -> tup
 def reference_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:
     """``rewards [K, N]`` with 1 added to each group's first response: every group mixed
     (the reference magnitudes of :func:`per_event`)."""
-    first = torch.ones(rollout.n, dtype=torch.bool, device=rewards.device)
     gi = rollout.group_index.to(rewards.device)
-    seen = torch.zeros(rollout.n_groups, dtype=torch.bool, device=rewards.device)
-    for i in range(rollout.n):  # rows of a group need not be contiguous
-        first[i] = not bool(seen[gi[i]])
-        seen[gi[i]] = True
-    return rewards + first.to(rewards.dtype)[None]
+    rows = torch.arange(rollout.n, device=rewards.device)
+    # each group's smallest row (rows of a group need not be contiguous); one pass, not a loop over rows
+    firsts = torch.full((rollout.n_groups,), rollout.n, device=rewards.device).scatter_reduce(0, gi, rows, "amin")
+    return rewards + (rows == firsts[gi]).to(rewards.dtype)[None]
 
 
 def second_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:
@@ -75,7 +72,7 @@ def second_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:
         r = rewards[rows]
         spread = r.max() - r.min()
         j = torch.arange(rows.numel(), dtype=rewards.dtype, device=rewards.device)
-        out[rows] = r + 0.2 * spread * (1.0 + j / rows.numel())
+        out[rows] = r + SECOND_REWARDS_STEP * spread * (1.0 + j / rows.numel())
     return out
 
 
@@ -129,7 +126,7 @@ def direction_spread(mat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     unit = torch.where(keep[..., None], m / torch.where(keep, norms, torch.ones_like(norms))[..., None], torch.zeros_like(m))
     direction = torch.linalg.svd(unit, full_matrices=False).Vh[:, 0]  # [K, G]
     proj = (unit @ direction[..., None])[..., 0]
-    sin = torch.where(keep, torch.sqrt(torch.clamp(1 - proj**2, min=0.0)), torch.zeros_like(proj))
+    sin = torch.where(keep, torch.sqrt(torch.clamp(1 - proj * proj, min=0.0)), torch.zeros_like(proj))
     worst = sin.argmax(1)
     res = torch.where(used < 2, zeros, sin.amax(1))
     res = torch.where(finite, res, torch.full_like(res, float("inf")))
@@ -159,82 +156,3 @@ def event_label(rollout: Rollout, ev: Events, e: int) -> str:
 
 def fmt(v: Tensor) -> str:
     return "(" + ", ".join(f"{float(x):.4g}" for x in v) + ")"
-
-
-def conditioning(variants: list[Tensor], rollout: Rollout, precision: str) -> Tensor:
-    """``[K]``: how much the rewards' own magnitudes amplify round-off in centred
-    advantages (THEORY.md section 2, round-off per event): the largest
-    ``max|R_g| / std(R_g)`` over the groups that are not tied and over the reward vectors
-    ``variants`` (each ``[K, N]``), at least 1. Rounding ``R`` to a precision with unit
-    round-off ``u`` moves ``R - mean R`` by about ``u max|R|``, so a (Z) residual is
-    judged in units of this factor: an advantage sum off by round-off stays below the
-    precision's tolerance, a non-zero-sum estimator (an ``O(1)`` relative effect) does not;
-    a reordered sum of such advantages ((P)) differs by as much.
-    In float64 (``precision``) the factor is 1: round-off there is 8 orders of magnitude
-    below the tolerance whatever the rewards, and a float32 step inside a loss checked as
-    float64 must still show."""
-    gi = rollout.group_index.to(variants[0].device)
-    out = torch.ones(variants[0].shape[0], dtype=variants[0].dtype, device=variants[0].device)
-    if precision == "float64":
-        return out
-    for g in range(rollout.n_groups):
-        rows = (gi == g).nonzero().flatten()
-        if rows.numel() < 2:
-            continue
-        for v in variants:
-            r = v[:, rows]
-            std = r.std(dim=1, unbiased=False)
-            ratio = r.abs().amax(1) / torch.where(std > 0, std, torch.ones_like(std))
-            out = torch.where(std > 0, torch.maximum(out, ratio), out)
-    return out
-
-
-def lifted_ties(rewards: Tensor, tied_rows: Tensor, precision: str, size: float = 1.0) -> Tensor:
-    """``rewards [K, N]`` with every tied group (``tied_rows [K, N]``) moved as one by
-    ``size sqrt(eps) (|R| + 1)`` (it stays tied; the other groups stay): what a tied group's
-    coefficients do under it is the loss's round-off there (an own centre cancels the move
-    exactly in exact arithmetic), or the level a centre that is not the group's own
-    follows (by the move, ~1e-8 in float64, far below what such a centre leaves on a tied
-    group)."""
-    return rewards + torch.where(tied_rows, size * RESOLUTION[precision] ** 0.5 * (rewards.abs() + 1.0),
-                                 torch.zeros_like(rewards))
-
-
-def tied_level(rewards: Tensor, tied: Tensor, rollout: Rollout, precision: str) -> Tensor:
-    """``[K]``: ``1 + max|R|`` over the tied groups (``tied [K, n_groups]``) of each
-    configuration (``rewards [K, N]``), 1 in float64. A tied group's advantages are
-    differences of rewards of that size (``R_i - mean R``): at unit round-off ``u`` they
-    are ``u (1 + max|R|)`` from 0, against the ``O(1)`` advantages of the reference
-    rewards that move one reward by 1 (:func:`reference_rewards`), the magnitudes a tied
-    group's ``K_e`` is judged against (THEORY.md section 2, round-off per event). A centre
-    that is not the group's own leaves ``O(1)`` there, this factor's size or more; in
-    float64 round-off is far below the tolerance whatever the rewards."""
-    out = torch.ones(rewards.shape[0], dtype=rewards.dtype, device=rewards.device)
-    if precision == "float64":
-        return out
-    top = _group_max(rewards.abs(), rollout)
-    return out + torch.where(tied, top, torch.zeros_like(top)).amax(1)
-
-
-def round_off_ceiling(precision: str) -> float:
-    """The most round-off one ill-conditioned step produces, relative: a square root of a
-    difference of near-equal sums of rewards of a few units rounds by a few sqrt(eps) of
-    its output's scale, ten times that under a denominator a tenth of it (a leave-one-out
-    std + 0.1), and a division by a std of ~0 plus a small epsilon amplifies a reward's
-    rounding as much: a hundred sqrt(eps), never more than 10%. A loss whose output jumps
-    under a one-ulp move (ties broken by position, a random pick) answers a perturbation
-    too, with a jump of O(1): the ceiling keeps that a break."""
-    return min(100 * RESOLUTION[precision] ** 0.5, 0.1)
-
-
-def judged_by_response(raw: Tensor, response: Tensor, tolerance: float, precision: str) -> Tensor:
-    """``raw [K]`` (a residual in units of ``max|kappa|``) judged against the round-off the
-    loss commits, measured as ``response [K]`` (the same units): the coefficients' change
-    when the rewards move by ``sqrt(eps)`` (THEORY.md section 2: measure the noise floor
-    where it can be measured). A step that squares differences of its inputs rounds by
-    eps x^2, what such a move produces; a smooth step answers with sqrt(eps) times its
-    slope. Scaled so that ``result <= tolerance`` exactly when ``raw <= max(tolerance,
-    min(10 * response, round_off_ceiling))``: a few samples of the noise estimate it,
-    they do not bound it."""
-    floor = torch.clamp(10 * response, max=round_off_ceiling(precision))
-    return raw * torch.clamp(tolerance / (floor + TINY), max=1.0)

@@ -29,7 +29,7 @@ from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
 from exchange.checker.properties import shared_cancellation
-from exchange.checker.properties.residuals import cancellation, cancellation_mismatches, conditioning
+from exchange.checker.properties.residuals import cancellation, cancellation_mismatches
 from exchange.checker.properties.reward_moves import cyclic_shifts, reward_dependent, reward_vectors
 from exchange.checker.tolerances import RTOL_CANCEL, at_precision
 from exchange.core.coefficients import Engine
@@ -72,10 +72,9 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
 
     variants = reward_vectors(rewards, rollout)
     raw = [kappa_of(r) for r in variants]
-    res = reward_dependent(raw, ev, ev.shared) / conditioning(variants, rollout, engine.precision)
+    res = reward_dependent(raw, ev, ev.shared)
     if float(res[0]) > RTOL_CANCEL and _identical(example.case):  # identical responses, unequal weights
         res = reward_dependent([_shift_average(kappa_of, r, rollout) for r in variants], ev, ev.shared, raw)
-        res = res / conditioning(variants, rollout, engine.precision)
     kappa = raw[0][0]
     mism = cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL) if float(res[0]) > RTOL_CANCEL else []
     return Evaluation(float(res[0]), True, rollout, kappa, mism)
@@ -102,14 +101,13 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
         sub = {k: v[todo] for k, v in fields.items()}
         variants = [v[todo] for v in reward_vectors(b.rewards, rollout)]
         raw = [first[todo]] + [kappa_of(v, sub) for v in variants[1:]]
-        cond = conditioning(variants, rollout, b.precision)
-        part = reward_dependent(raw, ev, ev.shared) / cond
+        part = reward_dependent(raw, ev, ev.shared)
         again = (part > RTOL_CANCEL).nonzero().flatten()
         if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses
             sub2 = {k: v[again] for k, v in sub.items()}
             averaged = [_shift_average(lambda r: kappa_of(r, sub2), v[again], rollout) for v in variants]
             part = part.clone()
-            part[again] = reward_dependent(averaged, ev, ev.shared, [k[again] for k in raw]) / cond[again]
+            part[again] = reward_dependent(averaged, ev, ev.shared, [k[again] for k in raw])
         res = res.clone()
         res[todo] = part
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), torch.ones_like(failed) | failed)
