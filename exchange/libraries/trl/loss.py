@@ -23,7 +23,7 @@ What is TRL's own code and what is ours, per call of the returned ``loss_fn``:
 Reproduced rather than driven (each one line of TRL for one process): the
 ``num_items_in_batch`` fed to ``_compute_loss`` is the sum of the (masked) completion
 mask, as ``accelerator.gather(loss_mask.sum()).sum()`` on one process. The schedule
-(:func:`schedule`, THEORY.md section 4: a recipe audit judges one optimizer step): the
+(:func:`exchange.libraries.trl.schedule.schedule`, THEORY.md section 4: a recipe audit judges one optimizer step): the
 rollout is one generation batch, padded with fully masked rows to a multiple of
 ``steps_per_generation`` and cut into that many equal micro-batches after a fixed-seed
 row shuffle (TRL's ``shuffle_sequence_dict`` and ``split_tensor_dict``; :func:`micro_batches`);
@@ -57,7 +57,6 @@ and driven by :mod:`exchange.libraries.trl.contact`, which owns every private TR
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
@@ -69,6 +68,7 @@ from exchange.libraries.versions import library_loss, parse_params, require
 from exchange.errors import InvalidArgument, RolloutError
 from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
+from exchange.libraries.trl.schedule import Schedule, micro_batches, schedule, schedule_of  # noqa: F401 (re-exported)
 
 __all__ = ["LOSS_TYPES", "PARAMS", "Schedule", "defaults", "expected", "loss_fn", "micro_batches", "schedule"]
 
@@ -303,54 +303,6 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
     return torch.stack(parts).sum()
 
 
-@dataclass(frozen=True)
-class Schedule:
-    """How TRL 1.16 turns a recipe's generation batch into optimizer steps (one process).
-
-    ``_prepare_inputs`` shuffles the generation batch of ``rows = per_device_train_batch_size *
-    steps_per_generation`` rows once and cuts it into ``micro_batches = steps_per_generation``
-    equal micro-batches; the trainer's loop accumulates ``accumulation =
-    gradient_accumulation_steps`` micro-batches into each optimizer step (``num_iterations``
-    replays the same buffered micro-batches, in the same order). So a step holds whole
-    generation batches when ``accumulation % micro_batches == 0`` and otherwise only
-    ``judged = accumulation % micro_batches`` micro-batches of one (THEORY.md section 4: a
-    recipe audit judges one optimizer step; its groups are split over steps, M8)."""
-
-    rows: int
-    micro_batches: int
-    accumulation: int
-    judged: int
-
-    @property
-    def splits_groups(self) -> bool:
-        return self.judged < self.micro_batches
-
-
-def schedule(config) -> Schedule:
-    """The :class:`Schedule` of a validated ``GRPOConfig``."""
-    k = int(config.steps_per_generation or config.gradient_accumulation_steps or 1)
-    ga = int(config.gradient_accumulation_steps or 1)
-    rows = int(config.per_device_train_batch_size) * k
-    return Schedule(rows=rows, micro_batches=k, accumulation=ga, judged=(ga % k) or k)
-
-
-def micro_batches(n: int, plan: Schedule, device=None) -> list[Tensor]:
-    """The rows of each micro-batch of a generation batch of ``n`` real rows, TRL's way:
-    padded with fully masked rows (index >= ``n``, no token, no coefficient) to the next
-    multiple of the micro-batch count, so every micro-batch has the same number of rows,
-    as TRL's always do; shuffled with a fixed seed (TRL's ``shuffle_sequence_dict`` draws
-    its own), cut into equal parts. A fuzzed batch is rarely the recipe's size
-    (``plan.rows``): its micro-batches then hold fewer or more rows than the recipe's,
-    equally many, and that equality is all TRL's per-micro-batch constants (grpo's and
-    dr_grpo's row count) read. Padding only to a multiple, not up to ``plan.rows``, keeps
-    real rows in every micro-batch, so a step that holds one of several micro-batches
-    still holds two responses of some groups (what (E) compares)."""
-    k = plan.micro_batches
-    total = -(-n // k) * k
-    perm = torch.randperm(total, generator=torch.Generator(device="cpu").manual_seed(0), device="cpu")
-    return [part.to(device) for part in perm.chunk(k)]
-
-
 def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Tensor, mask: Tensor,
                 rows: Tensor, num_items: Tensor, k: int, extra: dict) -> Tensor:
     """TRL's ``_compute_loss`` on the micro-batch ``rows`` with ``current_gradient_accumulation_steps
@@ -456,7 +408,7 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     # token count differs between the micro-batches accumulated into one step (dapo, cispo
     # and vespo divide by the generation batch's tokens), and so does each micro-batch's
     # entropy quantile; a step that holds part of a generation batch splits its groups (M8)
-    plan = _schedule_of(p)
+    plan = schedule_of(p)
     micro = min(plan.judged, plan.micro_batches) > 1
     if micro and loss_type == "bnpo":
         on.add("M3.micro_batch_norm")
@@ -483,18 +435,6 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
         on.add("M5.response_statistics")
     off |= on
     return per_regime(verdict_of(*on), verdict_of(*off))
-
-
-def _schedule_of(p: Mapping[str, Any]) -> Schedule:
-    """:func:`schedule` of adapter parameters (strings as ``--param`` gives them)."""
-    def num(name: str, default: int) -> int:
-        value = p.get(name)
-        return default if value in (None, "None", "none") else int(float(value))
-
-    ga = num("gradient_accumulation_steps", 1)
-    k = num("steps_per_generation", ga)
-    return Schedule(rows=num("per_device_train_batch_size", 8) * k, micro_batches=k, accumulation=ga,
-                    judged=(ga % k) or k)
 
 
 def _true(value: Any) -> bool:

@@ -192,8 +192,8 @@ def loss_of_config(source: Any) -> Callable:
 
 def schedule_note(config) -> str:
     """What the audit judges, for the report's title: one optimizer step of TRL's schedule
-    (:func:`exchange.libraries.trl.loss.schedule`)."""
-    from exchange.libraries.trl.loss import schedule
+    (:func:`exchange.libraries.trl.schedule.schedule`)."""
+    from exchange.libraries.trl.schedule import schedule
 
     plan = schedule(config)
     if plan.splits_groups:
@@ -209,7 +209,8 @@ def recipe_mechanisms(config) -> list[tuple[str, str, str]]:
     """``(mechanism id, regimes, line)`` for each mechanism the derivation
     (:func:`exchange.libraries.trl.loss.expected`) finds in the recipe, named by the
     setting that causes it (THEORY.md section 4's names), M8 with its fix."""
-    from exchange.libraries.trl.loss import expected, schedule
+    from exchange.libraries.trl.loss import expected
+    from exchange.libraries.trl.schedule import schedule
 
     loss_type, params = config.loss_type, config_target(config)[1]
     derived = expected(loss_type, params)

@@ -40,7 +40,7 @@ def _derived(path):
 def test_the_schedule_is_trls():
     from trl import GRPOConfig
 
-    from exchange.libraries.trl.loss import micro_batches, schedule
+    from exchange.libraries.trl.schedule import micro_batches, schedule
 
     def plan(ga, spg, rows=4):
         return schedule(GRPOConfig(output_dir="x", use_cpu=True, report_to="none", gradient_accumulation_steps=ga,
@@ -229,7 +229,7 @@ def test_the_new_paths_follow_the_device():
 
     from exchange.checker.cases import Case, GroupConfig, build
     from exchange.libraries.trl.callback import _Accumulator
-    from exchange.libraries.trl.loss import Schedule, micro_batches
+    from exchange.libraries.trl.schedule import Schedule, micro_batches
 
     r = build(Case(groups=(GroupConfig(((1, 2, 3), (1, 2), (1, 2, 4), (1, 5)), (1.0, 0.0, 0.5, 0.0)),)))
     batch = {"completion_ids": r.tokens, "completion_mask": r.mask.long(), "exchange_rewards": r.rewards,
