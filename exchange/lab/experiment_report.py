@@ -199,8 +199,12 @@ class ExperimentResult:
         if not self.kl_matched.get(pathway, False):
             return (f"confounded: baseline and {pathway} KL per step on the control contexts differ by more than "
                     f"{100 * KL_TOLERANCE:.0f}%")
-        vs = [next((None if r.gated or r.measurement else r.decision for r in self.rows
-                    if r.prediction.key == k and r.prediction.primary), None) for k in ("P2", "P3")]
+        rows = [next((r for r in self.rows if r.prediction.key == k and r.prediction.primary), None)
+                for k in ("P2", "P3")]
+        gated = [f"{r.prediction.key} {r.label}" for r in rows if r is not None and (r.gated or r.measurement)]
+        if gated:
+            return "undecided: " + "; ".join(gated)
+        vs = [None if r is None else r.decision for r in rows]
         if any(d is None for d in vs):
             keys = [k for k, d in zip(("P2", "P3"), vs) if d is None]
             return f"undecided: {' and '.join(keys)} not tested (the reasons are in their rows)"
