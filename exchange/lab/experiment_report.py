@@ -56,6 +56,7 @@ CLAIMS_BEGIN, CLAIMS_END = "<!-- BEGIN GENERATED CLAIMS -->", "<!-- END GENERATE
 KL_TOLERANCE = 0.10
 """Arms whose mean control-context KL per step differ by more than this (relative) are
 confounded by step size."""
+HALF_LOW = "half the bracket's lower end"
 RESIDUAL_THRESHOLD = 0.01
 """Manipulation check: the surgical arm's shared residual must be below it (T1: ~0)."""
 
@@ -496,8 +497,11 @@ def claims_rows(results: list[ExperimentResult]) -> str:
             if not r.prediction.primary:
                 continue
             d = r.decision
-            ev = (f"{_fmt(d.mean)} [{_fmt(d.low)}, {_fmt(d.high)}], delta_hat {_fmt(d.delta_hat)}, SESOI "
-                  f"{_fmt(d.sesoi)} ({'delta_hat / 2' if d.delta_hat is not None else d.sesoi_derivation}), "
+            pl = res.pilot.pilots.get(r.prediction.key) if res.pilot is not None and d is not None else None
+            pred = ("n/a" if d is None or d.delta_hat is None else
+                    "[{}, {}]".format(*map(_fmt, pl.bracket)) if pl is not None else _fmt(d.delta_hat))
+            ev = (f"{_fmt(d.mean)} [{_fmt(d.low)}, {_fmt(d.high)}], delta_hat {pred}, SESOI "
+                  f"{_fmt(d.sesoi)} ({HALF_LOW if d.delta_hat is not None else d.sesoi_derivation}), "
                   f"MDE {_fmt(d.mde)}" if d is not None else r.reason)
             verdict = r.label if r.decision is None or res.falsifier().split(":")[0] not in (
                 "not readable", "confounded") else f"{r.label} (pair {res.falsifier().split(':')[0]})"

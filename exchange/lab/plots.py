@@ -65,7 +65,8 @@ def plot_curves(meta: dict[str, Any], runs: dict[str, dict[int, RunData]], path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = {a["role"]: a["name"] for a in meta["arms"]}
+    # the keys of load_runs: the role, "dose:<keep>" for a dose arm (several per experiment)
+    names = {(f"dose:{a['keep']:g}" if a["role"] == "dose" else a["role"]): a["name"] for a in meta["arms"]}
     fig, axes = plt.subplots(2, 4, figsize=(17, 7), constrained_layout=True)
     for ax, (key, title, relative, xkey) in zip(axes.flat, _PANELS):
         for role in runs:
@@ -73,7 +74,7 @@ def plot_curves(meta: dict[str, Any], runs: dict[str, dict[int, RunData]], path:
             if c is None:
                 continue  # never measured in this arm (e.g. no group with two rewards)
             x, m, se = c
-            ax.plot(x, m, color=_COLORS.get(role, "k"), label=names[role])
+            ax.plot(x, m, color=_COLORS.get(role, "k"), label=names[role], ls="--" if role.startswith("dose:") else "-")
             ax.fill_between(x, m - se, m + se, color=_COLORS.get(role, "k"), alpha=0.2)
             if key == "clip/frac_neg_adv":
                 c = _curve(runs[role], "clip/frac_pos_adv", False)
