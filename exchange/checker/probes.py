@@ -126,20 +126,28 @@ def _kept_probe(engine: Engine, probe: Probe) -> tuple[Probe, str]:
                    f"{list(_KEPT_RANGES)} (a filter on the group's rewards): no evidence")
 
 
+def _run(engine: Engine, probe: Probe) -> ProbeResult:
+    runner = probe.run or PROPERTIES[probe.property_name].run_probe
+    return runner(RewardDependent(engine) if probe.reward_dependent else engine, probe)
+
+
 def run_probes(engine: Engine, regime: str) -> list[ProbeResult]:
     """Every probe that applies to ``regime``, run by its property (on the
-    reward-dependent coefficients where the probe asks for them), on rewards the loss
-    keeps (:func:`_kept_probe`)."""
+    reward-dependent coefficients where the probe asks for them); a probe whose
+    evaluations show a mixed group dropped whole runs again on rewards the loss keeps
+    (:func:`_kept_probe`). The evaluations are the check: a loss that keeps the probe's
+    groups (every loss but a filter) costs no extra batch."""
     off = Regime(regime).off_policy
     out = []
     for p in PROBES:
         if p.off_policy_only and not off:
             continue
-        kept, why = _kept_probe(engine, p)
-        inner = engine if kept is p else KeptGroups(engine)
-        runner = kept.run or PROPERTIES[kept.property_name].run_probe
-        result = runner(RewardDependent(inner) if kept.reward_dependent else inner, kept)
-        result.probe = p if kept is p else kept
+        result, why = _run(engine, p), ""
+        if any(dropped_groups(ev.rollout, ev.kappa) for ev in result.evaluations.values()):
+            kept, why = _kept_probe(engine, p)
+            if kept is not p:
+                result = _run(KeptGroups(engine), kept)
+                result.probe = kept
         result.dropped = why
         if why:
             result.found = []
