@@ -411,9 +411,13 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
         cert = (f"bound ±{_fmt(p.bound)} P(correct) from delta_hat_P2/3 and the measured sensitivity "
                 f"{_fmt(p.sensitivity)} nats per unit credit" if p.bound is not None else "no bound")
         ok = sum(c["certified"] for c in p.certificates)
-        lines += ["", f"**Forced-prefix certificate of S** ({cert}): {ok}/{len(p.certificates)} checks certified "
-                  f"(warm start and end, pilot baseline and surgical runs): "
-                  f"**{'certified' if p.certified else 'NOT certified'}**; warm-start p(S) = {p.p_style:.2f}.", ""]
+        if p.certified and not p.certificates:  # no measured check: say what certifies it instead of "0/0"
+            lines += ["", "**Certificate of S**: by construction, no measured check (S is teacher-forced at the "
+                      f"probe position, which carries no credit there); warm-start p(S) = {p.p_style:.2f}.", ""]
+        else:
+            lines += ["", f"**Forced-prefix certificate of S** ({cert}): {ok}/{len(p.certificates)} checks certified "
+                      f"(warm start and end, pilot baseline and surgical runs): "
+                      f"**{'certified' if p.certified else 'NOT certified'}**; warm-start p(S) = {p.p_style:.2f}.", ""]
     dose = "; ".join(f"{role} residual {_fmt(d[MANIPULATION_KEY])}, at S {_fmt(d['tax/style_residual'])} "
                      f"(signed K {_fmt(d['tax/style_K_signed'])})" for role, d in res.dose.items())
     kl = ", ".join(f"{role} {_fmt(v)}" for role, v in res.kl.items()) + "; " + ", ".join(

@@ -179,3 +179,15 @@ def test_a_sign_fixed_by_the_grammar_is_labelled_positive_control():
     p2 = next(r for r in res.rows if r.prediction.key == "P2" and r.prediction.primary)
     row = dataclasses.replace(p2, control=identity_orientation(meta))
     assert row.label == "positive control: effect (compatible with the prediction)"
+
+
+def test_a_certificate_by_construction_is_not_reported_as_zero_of_zero_checks():
+    """A forced probe is certified by construction: the published report says so, and
+    never prints a vacuous "0/0 checks certified" as a pass (issue 42's designs)."""
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "experiments" / "results"
+    for name in ("grpo_norm__probe_dose_adam", "grpo_norm__probe_dose_sgd"):
+        text = (results / name / "summary.md").read_text()
+        assert "0/0 checks certified" not in text
+        assert "**Certificate of S**: by construction, no measured check" in text
