@@ -7,8 +7,8 @@ twin (THEORY.md section 4, precision rule; the twin: :mod:`exchange.checker.twin
   twin on the same rollouts; their difference is the loss's round-off on them, and one
   beyond :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times what the float32
   twin predicts for the loss's precision means precision changed what the loss computes;
-- :func:`floored`: float64 round-off, judged against the float32 twin's residual scaled
-  by the ratio of unit round-offs.
+- :func:`floored`: float64 round-off, judged against the float32 and float16 twins'
+  round-off scaled by the square root of the ratio of unit round-offs.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from exchange.checker import bulk
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import RandomDraw
 from exchange.checker.properties.base import BatchInputs, Evaluation, Property
-from exchange.checker.tolerances import FLOAT64_PER_FLOAT32, PRECISIONS, RESOLUTION, ROUND_OFF_MARGIN
-from exchange.checker.twin import float32_twin
+from exchange.checker.tolerances import FLOAT64_FLOOR_SCALE, PRECISIONS, RESOLUTION, ROUND_OFF_MARGIN
+from exchange.checker.twin import Float64Twin, float32_twin
 from exchange.core.coefficients import Engine, LossFn, token_coefficients
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument, ObjectiveError
 
-__all__ = ["detect_precision", "resolve_precision", "Comparison", "PairedEngine", "compare_on_layout", "Floor",
+__all__ = ["detect_precision", "resolve_precision", "Comparison", "PairedEngine", "changed_on", "compare_on_layout", "Floor",
            "floored"]
 
 # The detector's batch: generic rewards (no coefficient is a round number by accident).
@@ -139,6 +139,21 @@ class PairedEngine:
         return kt
 
 
+def changed_on(twin: Engine, float32: Engine, pairs: list[tuple[Rollout, Tensor]], precision: str) -> bool:
+    """Whether the loss's coefficients on these rollouts (``(rollout, kappa [N, T])`` pairs,
+    a counterexample and its variant) differ from its twin's beyond the round-off the float32
+    twin predicts there (:class:`Comparison`): THEORY.md section 4, "their difference is the
+    round-off of that loss on that input; a property residual within it is round-off"."""
+    comparison = Comparison(precision)
+    try:
+        kt, k32 = twin([r for r, _ in pairs]), float32([r for r, _ in pairs])
+    except ObjectiveError:  # the loss raises on it where its twin does not
+        return True
+    for (_, kl), t, f in zip(pairs, kt, k32):
+        comparison.add(t, kl, f, "the counterexample")
+    return comparison.changed
+
+
 def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, configurations: int,
                       comparison: Comparison) -> None:
     """The loss and its twin on one layout drawn by ``prop``'s generator (``configurations``
@@ -175,36 +190,47 @@ class Floor:
 
     def __str__(self) -> str:
         return (f"holds up to float64 round-off (residual {self.raw:.2g} within the float64 floor {self.floor:.2g} "
-                "measured on the float32 twin)")
+                "measured on the float32 and float16 twins)")
+
+
+def _inner(loss_fn):
+    return loss_fn.loss_fn if isinstance(loss_fn, Float64Twin) else loss_fn
 
 
 def floored(prop: Property, float32_engine: Engine, seen: dict) -> Property:
     """``prop`` whose plain evaluation (the oracle that confirms every failure) judges a
     residual above the float64 tolerance against the float64 floor of the same example
     (THEORY.md section 4: "the float64 tolerances sit above a measured float64 floor"). The
-    float32 twin rounds the same computation: its residual ``r32`` and its coefficients'
-    difference to the float64 twin on the example's rollout, ``d32`` (relative to the
-    largest; a float32 run that lost every digit still shows its conditioning there, where
-    its residual saturates), times :data:`~exchange.checker.tolerances.FLOAT64_PER_FLOAT32`
-    predict the float64 round-off; the floor is
+    float32 and float16 twins round the same computation: each one's residual and its
+    coefficients' difference to the float64 twin on the example's rollout (relative to the
+    largest; a run that lost every digit still shows its conditioning there, where its
+    residual saturates), times :data:`~exchange.checker.tolerances.FLOAT64_FLOOR_SCALE`
+    predict the float64 round-off (a square root of a cancelled one-pass variance rounds
+    as ``sqrt(eps)``; smooth operations as ``eps``, which that bounds; two twins because one
+    samples a rounding, it does not bound it); the floor is
     :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times that (two precisions do not
     round one computation in proportion). Within it, the residual is reported scaled to the
     tolerance and the raw one is recorded in ``seen[(name, regime)]``."""
+
+    half_engine = Engine(Float64Twin(_inner(float32_engine.loss_fn), target=torch.float16),
+                         batched=float32_engine.batched)
 
     def evaluate(engine, example, regime: str) -> Evaluation:
         ev = prop.evaluate(engine, example, regime)
         if not ev.residual > prop.tolerance or not math.isfinite(ev.residual) or ev.exact:
             return ev
-        try:
-            low = prop.evaluate(float32_engine, example, regime).residual
-            (k32,) = float32_engine([ev.rollout])
-        except ObjectiveError:
-            return ev
         k64 = ev.kappa
         scale = float(k64.abs().max())
-        d32 = float((k32 - k64).abs().max()) / scale if scale > 0 else 0.0
-        predicted = max(low if math.isfinite(low) else 0.0, d32 if math.isfinite(d32) else 0.0)
-        floor = ROUND_OFF_MARGIN * predicted * FLOAT64_PER_FLOAT32
+        floor = 0.0
+        for low_engine, name in ((float32_engine, "float32"), (half_engine, "float16")):
+            try:
+                low = prop.evaluate(low_engine, example, regime).residual
+                (k_low,) = low_engine([ev.rollout])
+            except ObjectiveError:
+                continue
+            d_low = float((k_low - k64).abs().max()) / scale if scale > 0 else 0.0
+            predicted = max(low if math.isfinite(low) else 0.0, d_low if math.isfinite(d_low) else 0.0)
+            floor = max(floor, ROUND_OFF_MARGIN * predicted * FLOAT64_FLOOR_SCALE[name])
         if ev.residual <= floor:
             found = Floor(ev.residual, floor)
             key = (prop.name, regime)

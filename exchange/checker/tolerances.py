@@ -21,10 +21,12 @@ normalised residual is ``<= tolerance``.
 
 from __future__ import annotations
 
+import math
+
 __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
     "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "SHAPING_LEAK", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
-    "ROUND_OFF_MARGIN", "FLOAT64_PER_FLOAT32", "SECOND_REWARDS_STEP",
+    "ROUND_OFF_MARGIN", "FLOAT64_PER_FLOAT32", "FLOAT64_FLOOR_SCALE", "SECOND_REWARDS_STEP",
     "FLOOR_MARGIN", "ROUNDINGS", "SELECTED_SHARE", "TWIN_MARGIN",
 ]
 
@@ -95,6 +97,18 @@ ROUND_OFF_MARGIN = 16.0
 # by the ratio of the unit round-offs; a float64 residual within its float32 twin's residual
 # scaled by that ratio is float64 round-off.
 FLOAT64_PER_FLOAT32 = RESOLUTION["float64"] / RESOLUTION["float32"]
+# ... unless the round-off passes through a square root of a difference that is exactly 0
+# (a standard deviation of tied values formed in one pass, E[x^2] - E[x]^2, THEORY.md
+# section 4's float64 round-off): it goes as sqrt(eps) then, not eps, so a twin's round-off
+# scales to float64 by the square root of the ratio of unit round-offs (measured on a
+# leave-one-out std over tied rewards: float64 7.7e-8 against float32 1.0e-3, a ratio of
+# 7.6e-5 where sqrt gives 2.2e-5 and the linear ratio 1.9e-9). sqrt bounds the linear case.
+# One twin samples one rounding, it does not bound it (float32 rounds (0.7, 0.7, 0.7) so
+# that the std is 0 where float64 gets 1e-8), so the floor takes the float32 and the float16
+# twins (tests/checker/test_twin.py). The cost: a float64 effect below ROUND_OFF_MARGIN times
+# FLOAT64_FLOOR_SCALE of a twin's own residual (3.5e-4 of float32's) reads as round-off.
+FLOAT64_FLOOR_SCALE = {"float32": math.sqrt(FLOAT64_PER_FLOAT32),
+                       "float16": math.sqrt(RESOLUTION["float64"] / 2.0 ** -10)}
 
 
 # Mechanism evidence (exchange.checker.mechanisms; helper M, issue 45).

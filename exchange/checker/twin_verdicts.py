@@ -16,7 +16,7 @@ and search (:func:`exchange.checker.checking.check`); ``run`` carries its settin
 from __future__ import annotations
 
 from exchange.checker.mechanisms.rule import MechanismSet
-from exchange.checker.precision import Comparison, PairedEngine, compare_on_layout, floored
+from exchange.checker.precision import Comparison, PairedEngine, changed_on, compare_on_layout, floored
 from exchange.checker.properties import PROPERTIES
 from exchange.checker.report import PropertyResult
 from exchange.checker.tolerances import PRECISIONS, RESOLUTION
@@ -63,7 +63,8 @@ def on_twin(judge, run, loss_fn: LossFn, twin: Float64Twin, precision: str):
         for prop_name in run.names:
             compare_on_layout(twin, loss_fn, PROPERTIES[prop_name], regime, run.seed, COMPARED_CONFIGURATIONS, comparison)
     if comparison.changed:
-        return _precision_induced(judge, run, loss_fn, precision, results, mechanisms, comparison)
+        return _precision_induced(judge, run, loss_fn, precision, results, mechanisms, comparison,
+                                  (twin_engine, float32_engine))
     for res in results.values():
         _below_resolution(res, precision, comparison)
     return results, mechanisms
@@ -85,11 +86,16 @@ def _below_resolution(res: PropertyResult, precision: str, comparison: Compariso
         res.note = f"holds up to {precision} round-off (exact effect {effect:.2g} below {precision} resolution {resolution:.2g})"
 
 
-def _precision_induced(judge, run, loss_fn: LossFn, precision: str, twin_results, twin_mechanisms, comparison):
+def _precision_induced(judge, run, loss_fn: LossFn, precision: str, twin_results, twin_mechanisms, comparison,
+                       engines):
     """Precision changed what the loss computes (a clip or a mask decided on rounded
     values): the loss itself is judged at its precision (:func:`_fallback`'s floor); a
     property it breaks while the twin holds is "BROKEN (precision-induced)", the twin's
-    verdict beside it."""
+    verdict beside it, when precision changed what the loss computes on that property's own
+    counterexample (:func:`~exchange.checker.precision.changed_on`; ``engines``: the twin's
+    and the float32 twin's). Where the loss stays within its round-off of the twin there,
+    its residual is that round-off and the twin's verdict stands (a tie that bf16 rounds
+    apart in one layout does not make a rounded sum of z-scores in another a break)."""
     engine = Engine(loss_fn, batched=run.batched)
     engine.precision = precision
     props = {n: PROPERTIES[n] for n in run.names}
@@ -99,6 +105,14 @@ def _precision_induced(judge, run, loss_fn: LossFn, precision: str, twin_results
         res.twin_holds = there.holds
         res.round_off_measured = comparison.worst
         if not res.holds and there.holds and not res.found_by.vacuity:
+            pairs = [(r, k) for r, k in ((res.counterexample, res.kappa), (res.variant, res.variant_kappa))
+                     if r is not None and k is not None]
+            if pairs and not changed_on(*engines, pairs, precision):
+                there.round_off_measured = comparison.worst
+                there.note = (f"the loss's {precision} residual {res.max_residual:.2g} on its counterexample is within "
+                              f"its round-off of the float64 twin there" + (f"; {there.note}" if there.note else ""))
+                results[key] = there
+                continue
             res.precision_induced = True
             res.note = (f"precision-induced: the loss's {precision} coefficients differ from its float64 twin's by "
                         f"{comparison.worst:.2g} of their scale ({comparison.where}), beyond the {precision} "
@@ -106,7 +120,11 @@ def _precision_induced(judge, run, loss_fn: LossFn, precision: str, twin_results
                         + (f"; {res.note}" if res.note else ""))
         elif res.holds and not there.holds:  # the twin's break stands: precision does not repair it
             results[key] = there
-    merged = {r: MechanismSet.merged(mechanisms[r], twin_mechanisms[r]) for r in run.regimes}
+    # the loss's own mechanisms explain its precision-induced breaks; in a regime without
+    # one, every break of the loss was its round-off or the twin's, and so are the causes
+    induced = {r for (_, r), res in results.items() if res.precision_induced}
+    merged = {r: MechanismSet.merged(mechanisms[r], twin_mechanisms[r]) if r in induced else twin_mechanisms[r]
+              for r in run.regimes}
     return results, merged
 
 
