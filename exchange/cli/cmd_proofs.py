@@ -211,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
 def _whole_development(proofs_dir, coqc, build, link: bool, cache: bool) -> list[str]:
     """The checks of the development as a whole: the record and its trail, the layout of
     proofs/, the Python pins, flags, scan, coqchk, link."""
+    from exchange.theory.build import in_ci
     from exchange.theory.development import development_problems
     from exchange.theory.pins import pin_problems
     from exchange.theory.record import check_record
@@ -219,7 +220,7 @@ def _whole_development(proofs_dir, coqc, build, link: bool, cache: bool) -> list
     problems += pin_problems(proofs_dir)
     if build is None or build.error:  # coqchk and the link need the build
         return problems
-    problems += development_problems(proofs_dir, coqc, build)
+    problems += development_problems(proofs_dir, coqc, build, cache=cache and not in_ci())
     if link:
         from exchange.theory.link import link_problems, self_test_problems
 

@@ -19,6 +19,8 @@ are in ``exchange.theory.coq``; these look at what no single theorem shows:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -119,9 +121,47 @@ def _summary(text: str) -> dict[str, list[str]]:
     return sections
 
 
-def coqchk_problems(proof_dir: Path, coqc: str | None = None, build=None) -> list[str]:
+def _coqchk_run(coqchk: str, args: list[str], proof_dir: Path, build, cache: bool) -> tuple[int, str]:
+    """coqchk's exit status and output; with ``cache``, remembered in
+    ``<proofs>/.cache/coqchk-<key>.json`` under a hash of coqchk (version, library
+    folder), the modules named and the bytes of every ``.vo`` file of the build (what
+    coqchk reads), so an unchanged build is not re-checked and any changed ``.vo`` is.
+    Only the run is reused: its output is read again below."""
+    key = None
+    if cache:
+        from exchange.theory.cache import coqc_identity
+
+        ident = coqc_identity(coqchk)
+        if ident is not None:
+            # The arguments with the build's folder left out (each copy of the tree has its
+            # own): the modules and their logical mapping stay in the key.
+            h = hashlib.sha256(json.dumps([ident, [a.replace(str(build.root), "<build>")
+                                                   for a in args[1:]]]).encode())
+            for vo in sorted(Path(build.root).rglob("*.vo")):
+                h.update(vo.relative_to(build.root).as_posix().encode() + b"\0")
+                h.update(hashlib.sha256(vo.read_bytes()).digest())
+            key = proof_dir / ".cache" / f"coqchk-{h.hexdigest()}.json"
+            try:
+                data = json.loads(key.read_text())
+                return int(data["returncode"]), str(data["output"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+    proc = subprocess.run(args, capture_output=True, text=True, cwd=proof_dir, timeout=1200, check=False)
+    out = proc.stdout + proc.stderr
+    if key is not None and proc.returncode == 0:
+        try:
+            key.parent.mkdir(exist_ok=True)
+            key.write_text(json.dumps({"returncode": proc.returncode, "output": out}))
+        except OSError:
+            pass  # a read-only tree: checked again next time
+    return proc.returncode, out
+
+
+def coqchk_problems(proof_dir: Path, coqc: str | None = None, build=None,
+                    cache: bool = False) -> list[str]:
     """Run coqchk over every module of the build (``exchange.theory.build``; built here
-    when not given) and the record compiled from its bytes."""
+    when not given) and the record compiled from its bytes. ``cache``: reuse the output
+    of a run over the same ``.vo`` bytes (``_coqchk_run``)."""
     from exchange.theory.build import build_development
     from exchange.theory.coq import find_coqc
 
@@ -138,11 +178,10 @@ def coqchk_problems(proof_dir: Path, coqc: str | None = None, build=None) -> lis
     args = [coqchk, "-silent", "-o", *build.flags]
     for module in modules:
         args += ["-norec", module]
-    proc = subprocess.run(args, capture_output=True, text=True, cwd=proof_dir, timeout=1200, check=False)
-    out = proc.stdout + proc.stderr
-    if proc.returncode != 0 or "CONTEXT SUMMARY" not in out:
+    returncode, out = _coqchk_run(coqchk, args, proof_dir, build, cache)
+    if returncode != 0 or "CONTEXT SUMMARY" not in out:
         tail = "\n".join(out.strip().splitlines()[-10:])
-        return [f"coqchk rejected the development (exit {proc.returncode}):\n{tail}"]
+        return [f"coqchk rejected the development (exit {returncode}):\n{tail}"]
     problems = []
     summary = _summary(out)
     stdlib = []
@@ -182,10 +221,12 @@ def _stdlib_origin(coqc: str, build, axioms: list[str]) -> list[str]:
     return problems
 
 
-def development_problems(proof_dir: Path, coqc: str | None = None, build=None) -> list[str]:
-    """Flags, source scan and coqchk (over ``build``, made here when not given)."""
+def development_problems(proof_dir: Path, coqc: str | None = None, build=None,
+                         cache: bool = False) -> list[str]:
+    """Flags, source scan and coqchk (over ``build``, made here when not given; ``cache``:
+    see ``coqchk_problems``)."""
     problems = project_flags(proof_dir)
     problems += [f"forbidden command outside comments and strings: {hit}"
                  for hit in forbidden_commands(proof_dir)]
-    problems += coqchk_problems(proof_dir, coqc, build)
+    problems += coqchk_problems(proof_dir, coqc, build, cache=cache)
     return problems

@@ -32,11 +32,12 @@ import tempfile
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a coefficient is computed: the pins read this
+    import torch  # module's constants, and `exchange proofs --no-link` need not load torch
 
-from exchange.core.coefficients import token_coefficients
-from exchange.core.rollout import Rollout
+    from exchange.core.rollout import Rollout
 
 __all__ = [
     "LINK_MODULES",
@@ -101,6 +102,10 @@ def _qfun(values) -> str:
 def build_group(rewards, lengths, log_rho: float) -> tuple[Rollout, torch.Tensor, float]:
     """One group whose token 0 is the same event in every response: ``(rollout,
     logprobs [G, T], rho)`` with rho the float64 ratio the objectives compute there."""
+    import torch
+
+    from exchange.core.rollout import Rollout
+
     G, T = len(rewards), max(lengths)
     mask = torch.tensor([[t < lengths[i] for t in range(T)] for i in range(G)])
     tokens = torch.tensor([[SHARED_TOKEN if t == 0 else 100 + 10 * i + t for t in range(T)]
@@ -137,6 +142,7 @@ def _m6_phi(case: LinkCase) -> float:
 def python_kappa(case: LinkCase) -> list[float]:
     """The package's coefficient of the shared event, per response (autograd)."""
     from exchange import objectives
+    from exchange.core.coefficients import token_coefficients
 
     rollout, logprobs, _ = build_group(case.rewards, case.lengths, case.log_rho)
     objective = objectives.get(case.objective)
@@ -354,6 +360,55 @@ def _cache_key(proof_dir: Path, coqc: str) -> str:
     return h.hexdigest()
 
 
+def _values_key(proof_dir: Path, coqc: str, terms: list[str]) -> str | None:
+    """A hash of everything Coq's values depend on: coqc (version and standard library),
+    every .v file of the development and the exact terms. None under ``CI=true`` (CI
+    evaluates from clean) or without coqc's identity."""
+    from exchange.theory.build import in_ci
+    from exchange.theory.cache import coqc_identity
+    from exchange.theory.coq import vfiles
+
+    ident = None if in_ci() else coqc_identity(coqc)
+    if ident is None:
+        return None
+    h = hashlib.sha256(json.dumps([ident, list(LINK_MODULES), terms]).encode())
+    for vfile, module in sorted(vfiles(proof_dir), key=lambda x: x[1]):
+        h.update(module.encode() + b"\0" + vfile.read_bytes())
+    return h.hexdigest()
+
+
+def _cached_values(proof_dir: Path, coqc: str, terms: list[str]) -> list[list[Fraction]] | None:
+    """Coq's values for exactly these terms from a previous evaluation of the same
+    sources (``<proofs>/.cache/link-values-<key>.json``), or None. Evaluation is a pure
+    function of its key, so an edit of the package's Python side (the objectives) is
+    compared again in full against the values, and only the ~600 vm_compute
+    evaluations (about 30 s of CPU) are not repeated."""
+    key = _values_key(proof_dir, coqc, terms)
+    if key is None:
+        return None
+    try:
+        data = json.loads((proof_dir / ".cache" / f"link-values-{key}.json").read_text())
+        values = [[Fraction(int(n), int(d)) for n, d in row] for row in data]
+    except (OSError, ValueError, TypeError):
+        return None
+    return values if len(values) == len(terms) else None
+
+
+def _store_values(proof_dir: Path, coqc: str, terms: list[str], values) -> None:
+    key = _values_key(proof_dir, coqc, terms)
+    if key is None:
+        return
+    try:
+        path = proof_dir / ".cache" / f"link-values-{key}.json"
+        path.parent.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with open(fd, "w") as handle:
+            json.dump([[[v.numerator, v.denominator] for v in row] for row in values], handle)
+        Path(tmp).replace(path)
+    except OSError:
+        pass  # a read-only tree: evaluated again next time
+
+
 def link_problems(proof_dir: Path, coqc: str | None = None, case_list=None,
                   cache: bool = True, build=None) -> list[str]:
     """Every comparison that fails (empty: the package computes what the theorems define).
@@ -376,9 +431,13 @@ def link_problems(proof_dir: Path, coqc: str | None = None, case_list=None,
             return []
     default_cases = case_list is None
     case_list = cases() if case_list is None else case_list
+    terms = [_term(c) for c in case_list]
     try:
-        values = coq_eval(proof_dir, coqc, [_term(c) for c in case_list],
-                          build.flags if build is not None else None)
+        values = _cached_values(proof_dir, coqc, terms) if cache else None
+        if values is None:
+            values = coq_eval(proof_dir, coqc, terms, build.flags if build is not None else None)
+            if cache:
+                _store_values(proof_dir, coqc, terms, values)
     except RuntimeError as exc:
         return [f"code link: {exc}"]
     problems = []

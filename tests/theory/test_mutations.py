@@ -5,10 +5,13 @@ record, except where the mutation is an unrecorded edit of it) and `python -m ex
 proofs` runs on the copy in a subprocess, the copy first on PYTHONPATH: the command alone
 must exit 1 and name what changed. The benign controls (a theorem re-proved, a local
 lemma renamed, a file reformatted, a definition alpha-renamed) must pass without a
-re-pin. One build and one checked baseline are shared: every copy takes the baseline's
-.vo files (make rebuilds only what the mutation touched) and links its result cache
-(per-module Print Assumptions answers and the code link's pass are reused where the
-mutation cannot affect them). Slow tier; the time is in docs/proofs.md.
+re-pin. One build and one checked baseline are shared: every copy links the baseline's
+cache (proofs/.cache), so its own coqc build takes the stored .vo of every module whose
+source and requirements are unchanged and compiles only the mutated file and its
+dependents; per-module Print Assumptions answers, coqchk's run over identical .vo bytes,
+Coq's values for the code link's terms (a Python mutation is compared again in full
+against them) and the link's pass are reused where the mutation cannot change them.
+Slow tier; the time is in docs/proofs.md.
 """
 
 from __future__ import annotations

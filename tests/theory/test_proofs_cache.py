@@ -269,3 +269,65 @@ def test_the_folder_keeps_the_newest_entries(tmp_path, monkeypatch):
         store._write(f"statuses-{i}.json", {"i": i})
     assert {p.name for p in store.dir.glob("*.json")} <= {f"statuses-{i}.json" for i in range(5)}
     assert len(list(store.dir.glob("*.json"))) == 3 and store._read("statuses-4.json") == {"i": 4}
+
+
+# --- the shortcuts the mutation suite relies on (coqchk's run, Coq's link values) -------
+
+FAKE_CHECKER = """#!/bin/sh
+case "$1" in --version) echo "fake checker 1"; exit 0;; -where) echo /nowhere; exit 0;; esac
+echo run >> "{log}"
+echo "CONTEXT SUMMARY"
+"""
+
+
+def test_coqchk_run_is_reused_only_for_the_same_vo_bytes(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from exchange.theory import development
+
+    log = tmp_path / "runs.log"
+    checker = tmp_path / "coqchk"
+    checker.write_text(FAKE_CHECKER.format(log=log))
+    checker.chmod(0o755)
+    proofs, root = tmp_path / "proofs", tmp_path / "build"
+    (root / "theories").mkdir(parents=True)
+    proofs.mkdir()
+    vo = root / "theories" / "A.vo"
+    vo.write_bytes(b"compiled A")
+    build = SimpleNamespace(root=root, modules=["Fake.A"], spec_module="")
+    args = [str(checker), "-silent", "-o", "-Q", str(root / "theories"), "Fake", "-norec", "Fake.A"]
+
+    def runs():
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    assert development._coqchk_run(str(checker), args, proofs, build, cache=True)[0] == 0
+    assert runs() == 1
+    development._coqchk_run(str(checker), args, proofs, build, cache=True)
+    assert runs() == 1  # same .vo bytes, same modules: reused
+    vo.write_bytes(b"compiled A, changed")
+    development._coqchk_run(str(checker), args, proofs, build, cache=True)
+    assert runs() == 2  # one byte of what coqchk reads changed: checked again
+    development._coqchk_run(str(checker), args + ["-norec", "Fake.B"], proofs, build, cache=True)
+    assert runs() == 3  # another module list: checked again
+    development._coqchk_run(str(checker), args, proofs, build, cache=False)
+    assert runs() == 4  # without the cache (CI, --no-cache): always run
+
+
+def test_link_values_are_keyed_by_sources_terms_and_ci(tmp_path, monkeypatch, coqc):
+    from fractions import Fraction
+
+    from exchange.theory import link
+
+    proofs = tmp_path / "proofs"
+    _dev(proofs, A=A)
+    terms = ["[1 # 2]"]
+    assert link._cached_values(proofs, coqc, terms) is None
+    link._store_values(proofs, coqc, terms, [[Fraction(1, 2)]])
+    assert link._cached_values(proofs, coqc, terms) == [[Fraction(1, 2)]]
+    assert link._cached_values(proofs, coqc, ["[1 # 3]"]) is None  # another term
+    (proofs / "theories" / "A.v").write_text(A + "\n(* edited *)\n")
+    assert link._cached_values(proofs, coqc, terms) is None  # a .v file changed
+    (proofs / "theories" / "A.v").write_text(A)
+    assert link._cached_values(proofs, coqc, terms) == [[Fraction(1, 2)]]
+    monkeypatch.setenv("CI", "true")
+    assert link._cached_values(proofs, coqc, terms) is None  # CI evaluates from clean
