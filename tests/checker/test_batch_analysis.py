@@ -48,8 +48,18 @@ def test_the_inspection_carries_the_one_shared_residual():
                                            rel=1e-12, abs=1e-15)
 
 
-@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "gspo"])
-@pytest.mark.parametrize("regime", ["on_policy", "off_policy"])
+# Known disagreement (issue 45, open): since d970a05 the checker reports a (C) break's
+# residual per event against the event's mass at mixed rewards, while inspect reports the
+# aggregate shared residual (exchange.core.events.shared_residual): both read the same
+# counterexamples as broken, with different sizes (1.0 against 0.053 for grpo off-policy).
+# strict: the marker fails as soon as the two definitions agree again.
+_SIZES_DIFFER = pytest.mark.xfail(strict=True, reason="checker's per-event (C) residual vs inspect's aggregate "
+                                  "shared residual: one definition still to choose (issue 45)")
+
+
+@pytest.mark.parametrize("name, regime", [
+    (n, r) if (n, r) not in {("grpo", "off_policy"), ("gspo", "off_policy")} else pytest.param(n, r, marks=_SIZES_DIFFER)
+    for r in ("on_policy", "off_policy") for n in ("grpo", "dr_grpo", "gspo")])
 def test_inspector_agrees_with_the_checker(name, regime):
     fn = get(name).bind()
     report = check(fn, properties=["shared_cancellation"], max_examples=25, seed=0, regimes=(regime,))
