@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Evidence", "plain", "second_singular_ratio", "above"]
+__all__ = ["Evidence", "plain", "second_singular_ratio", "directions", "above"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,16 @@ def plain(engine):
     ``engine`` is the plain one); a mechanism that builds its own batches evaluates
     them with this one."""
     return getattr(engine, "engine", engine)
+
+
+def directions(m: torch.Tensor):
+    """``(u [k, r], s [r], vh [r, n], second)``: the SVD of ``m [k, n]`` and its relative
+    second singular value (0 with one row or column); ``None`` for an empty or all-zero
+    matrix, which has no direction."""
+    if min(m.shape) < 1 or float(m.abs().max()) == 0:
+        return None
+    u, s, vh = torch.linalg.svd(m)
+    return u, s, vh, float(s[1] / s[0]) if s.numel() > 1 else 0.0
 
 
 def second_singular_ratio(m: torch.Tensor) -> float:

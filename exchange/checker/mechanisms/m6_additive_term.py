@@ -20,7 +20,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker.cases import build, common_prefix
-from exchange.checker.mechanisms.evidence import Evidence, above, second_singular_ratio
+from exchange.checker.mechanisms.evidence import Evidence, above, directions, second_singular_ratio
 from exchange.checker.properties.base import Evaluation, ProbeResult
 from exchange.checker.properties.residuals import second_rewards
 from exchange.checker.tolerances import FLOOR_MARGIN, ROUNDINGS, pattern_tol
@@ -106,10 +106,10 @@ def tied_profile(m0: torch.Tensor, tol: float, moved: str = "") -> list[Evidence
     ``s_i`` a shaped advantage): a second direction (both terms), or one direction whose
     event profile varies (``m_e`` varies over the events; a shaping's profile is the
     surrogate's factor, constant on-policy)."""
-    if min(m0.shape) < 1 or float(m0.abs().max()) == 0:
+    found = directions(m0)
+    if found is None:
         return []
-    u, s, vh = torch.linalg.svd(m0)
-    second = float(s[1] / s[0]) if s.numel() > 1 else 0.0
+    _, _, vh, second = found
     if second > tol:
         return above("M6", moved, "the tied coefficients have two directions (an event term beside a shaping)",
                      second, tol)

@@ -20,7 +20,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker.cases import GroupConfig, build, common_prefix
-from exchange.checker.mechanisms.evidence import Evidence, above
+from exchange.checker.mechanisms.evidence import Evidence, above, directions
 from exchange.checker.mechanisms.m6_additive_term import crossings
 from exchange.checker.properties.base import Evaluation, ProbeResult
 from exchange.checker.tolerances import FLOOR_MARGIN, TINY, pattern_tol
@@ -137,10 +137,10 @@ def tied_signs(m0: torch.Tensor, tol: float, moved: str = "") -> list[Evidence]:
     and have one direction: the responses' values (its left singular vector, sign
     restored) have both signs, as zero-sum shaped advantages do. A second direction is
     read here too: a shaping beside an event term."""
-    if min(m0.shape) < 1 or float(m0.abs().max()) == 0:
+    found = directions(m0)
+    if found is None:
         return []
-    u_, s, vh = torch.linalg.svd(m0)
-    second = float(s[1] / s[0]) if s.numel() > 1 else 0.0
+    u_, s, vh, second = found
     if second > tol:
         return above("M7", moved, "the tied coefficients have two directions (a shaping beside an event term)",
                      second, tol)
