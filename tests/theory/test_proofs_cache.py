@@ -318,6 +318,7 @@ def test_link_values_are_keyed_by_sources_terms_and_ci(tmp_path, monkeypatch, co
 
     from exchange.theory import link
 
+    monkeypatch.delenv("CI", raising=False)  # CI itself runs with CI=true: start from a developer's shell
     proofs = tmp_path / "proofs"
     _dev(proofs, A=A)
     terms = ["[1 # 2]"]
