@@ -19,10 +19,14 @@ from exchange.errors import InvalidArgument
 from exchange.lab.runlog import atomic_write_bytes
 from exchange.training_log import TrainingLog
 
-__all__ = ["CONTEXT", "FORMATS", "TAX_PREFIX", "Selection", "select_series", "plot_training_log"]
+__all__ = ["CONTEXT", "FORMATS", "TAX_PREFIX", "VERL_TAX_PREFIX", "Selection", "select_series", "plot_training_log"]
 
 TAX_PREFIX = "tax/"
 """The prefix of every key of :mod:`exchange.core.metric_keys` that the plot is for."""
+
+VERL_TAX_PREFIX = "actor/" + TAX_PREFIX
+"""The same keys in a verl log: verl's trainer prefixes the actor's metrics with ``actor/``
+(:mod:`exchange.libraries.verl.monitor` logs ``actor/tax/shared_residual``, ...)."""
 
 CONTEXT: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward", ("reward", "critic/score/mean", "charts/reward")),
@@ -58,8 +62,8 @@ def select_series(log: TrainingLog, metrics: list[str] | None = None) -> Selecti
                                   + (f"; did you mean {', '.join(map(repr, hint))}?" if hint else
                                      f"; its keys: {', '.join(log.keys[:20])}{' ...' if len(log.keys) > 20 else ''}."))
         return Selection(tuple(dict.fromkeys(metrics)), ())
-    keys = [k for k in log.keys if k.startswith(TAX_PREFIX)]
-    missing = [] if keys else [f"{TAX_PREFIX}* (log it with exchange's TRL callback or the lab)"]
+    keys = [k for k in log.keys if k.startswith(TAX_PREFIX) or k.startswith(VERL_TAX_PREFIX)]
+    missing = [] if keys else [f"{TAX_PREFIX}* (log it with exchange's TRL callback, its verl monitor or the lab)"]
     for name, candidates in CONTEXT:
         found = next((c for c in candidates if c in log.series), None)
         if found is None:
@@ -93,7 +97,7 @@ def plot_training_log(log: TrainingLog, out: str | Path, metrics: list[str] | No
         for ax, key in zip(axes[:, 0], selection.keys):
             steps, values = zip(*log.series[key])
             ax.plot(steps, values, marker="o" if len(steps) < 30 else None, ms=3, lw=1.2,
-                    color="tab:red" if key.startswith(TAX_PREFIX) else "tab:blue",
+                    color="tab:red" if key.startswith((TAX_PREFIX, VERL_TAX_PREFIX)) else "tab:blue",
                     gid=f"series:{key}")  # the SVG names each data line by its key
             ax.set_title(key, fontsize=9, loc="left")
             ax.grid(True, lw=0.4, alpha=0.5)

@@ -66,8 +66,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from exchange.core.events import SharedResidual, shared_residual_parts
-from exchange.core.metric_keys import SHARED_EVENTS, SHARED_KAPPA_SHARE, SHARED_RESIDUAL
 from exchange.core.rollout import Rollout
 from exchange.libraries.trl.contact import (
     hook_loss,
@@ -76,6 +74,7 @@ from exchange.libraries.trl.contact import (
     pad_token_id,
     require_contacts,
 )
+from exchange.libraries.step_metrics import STEP_KEYS, batch_sums, metrics_from_sums
 from exchange.libraries.versions import require
 
 require("trl")
@@ -83,32 +82,7 @@ from transformers import TrainerCallback  # noqa: E402
 
 __all__ = ["ExchangeCallback", "add_batch_keys", "batch_sums", "metrics_from_sums", "rollout_of", "weighted_rewards"]
 
-# The additive sums behind the metrics, in order: the parts of the shared residual
-# (exchange.core.events.SharedResidual) and the coefficient mass of all tokens.
-_SUMS = ("shared_abs_K", "shared_mass", "shared_events", "kappa_abs")
-_KEYS = (SHARED_RESIDUAL, SHARED_EVENTS, SHARED_KAPPA_SHARE)  # what the callback logs
-
-
-def batch_sums(kappa: Tensor, rollout: Rollout) -> Tensor:
-    """``Tensor[4]`` float64 of additive sums (over groups, hence over processes) behind
-    the logged metrics: :func:`~exchange.core.events.shared_residual_parts` (``abs_K``,
-    ``mass``, ``events``) and ``sum |kappa|`` over the real tokens."""
-    kappa = kappa.detach().double().to(rollout.mask.device)
-    parts = shared_residual_parts(kappa, rollout)
-    return torch.tensor([parts.abs_K, parts.mass, float(parts.events), float(kappa[rollout.mask].abs().sum())],
-                        dtype=torch.float64, device="cpu")  # plain numbers: the caller reduces them
-
-
-def metrics_from_sums(sums: Tensor) -> dict[str, float]:
-    """The logged metrics from :func:`batch_sums` (summed over processes)."""
-    s = dict(zip(_SUMS, (float(x) for x in sums)))
-    parts = SharedResidual(abs_K=s["shared_abs_K"], mass=s["shared_mass"], events=round(s["shared_events"]))
-    return {
-        SHARED_RESIDUAL: parts.value,
-        SHARED_EVENTS: float(parts.events),
-        # the shared events' mass is the |kappa| on their occurrences
-        SHARED_KAPPA_SHARE: parts.mass / s["kappa_abs"] if s["kappa_abs"] > 0 else 0.0,
-    }
+_KEYS = STEP_KEYS  # what the callback logs
 
 
 def weighted_rewards(trainer, per_func: Tensor) -> Tensor:

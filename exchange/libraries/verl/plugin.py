@@ -16,7 +16,8 @@ every worker:
 
 Then ``actor_rollout_ref.actor.policy_loss.loss_mode=exchange_dapo`` (any
 ``exchange_<objective>``) works in the workers. Set ``EXCHANGE_VERL_OBJECTIVES=dapo,grpo``
-to register only those.
+to register only those. ``EXCHANGE_VERL_MONITOR=1`` also wraps verl's ``ppo_loss`` in the
+monitor (:mod:`exchange.libraries.verl.monitor`: ``tax/*`` of every optimizer step).
 
 A bad ``EXCHANGE_VERL_OBJECTIVES`` (``dapoo``) stops the process with exit status 2 and
 one line naming it. verl loads entry-point plugins inside ``except Exception:
@@ -30,6 +31,8 @@ import os
 import sys
 
 from exchange.errors import ExchangeError, InvalidArgument
+from exchange.libraries.verl.monitor import install as install_monitor
+from exchange.libraries.verl.monitor import wanted as wanted_monitor
 from exchange.libraries.verl.register import register
 
 ENV = "EXCHANGE_VERL_OBJECTIVES"
@@ -54,6 +57,8 @@ def chosen_objectives(value: str) -> list[str] | None:
 
 try:
     REGISTERED = register(chosen_objectives(os.environ.get(ENV, "")))
+    if wanted_monitor():  # EXCHANGE_VERL_MONITOR=1: tax/* of every optimizer step (exchange.libraries.verl.monitor)
+        install_monitor()
 except ExchangeError as err:
     print(f"exchange verl plugin: {err}", file=sys.stderr)
     raise SystemExit(2) from err
