@@ -85,7 +85,7 @@ def coefficients(loss_fn, template: Rollout, fields: dict[str, Tensor], use_vmap
     kappa = torch.zeros(k, *mask.shape, dtype=_F64)
     errors: list = [None] * k
     for j in range(k):
-        r = _one(template, fields, j)
+        r = template.with_fields({name: value[j] for name, value in fields.items()})
         try:
             loss, kap = loss_and_coefficients(loss_fn, r.logprobs, r)
         except ObjectiveError as err:
@@ -94,10 +94,6 @@ def coefficients(loss_fn, template: Rollout, fields: dict[str, Tensor], use_vmap
             continue
         losses[j], kappa[j] = loss, kap
     return losses, kappa, errors
-
-
-def _one(template: Rollout, fields: dict[str, Tensor], j: int) -> Rollout:
-    return template.with_fields({name: value[j] for name, value in fields.items()})
 
 
 def _vmapped(loss_fn, template: Rollout, fields: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
@@ -121,13 +117,10 @@ def _vmapped(loss_fn, template: Rollout, fields: dict[str, Tensor]) -> tuple[Ten
             # about speed on every call: not the user's concern
             warnings.filterwarnings("ignore", message="There is a performance drop")
             losses = torch.func.vmap(one)(lp, *stacked)
-            if losses.requires_grad:
-                (grads,) = torch.autograd.grad(losses.sum(), lp, allow_unused=True)
-            else:
-                grads = None
+            grads = torch.autograd.grad(losses.sum(), lp, allow_unused=True)[0] if losses.requires_grad else None
     except Exception as err:  # vmap refuses data-dependent code; the loop handles it
         raise _NoVmap from err
-    if grads is None:
+    if grads is None:  # the losses do not depend on the log-probs
         grads = torch.zeros_like(lp)
     mask = fields["mask"] if "mask" in fields else template.mask[None]
     kappa = torch.where(mask, -grads.to(_F64), torch.zeros((), dtype=_F64))

@@ -242,16 +242,12 @@ def case_values(tmpl: Template, seeds: list[int] | int) -> dict[str, torch.Tenso
     shape = (len(seeds_t), *kh.shape)
 
     salts = ("old", "ref", "sampler") + (("ratio",) if case.off_policy else ()) + (("entropy",) if case.entropy_all is None else ())
-    picked = dict(zip(salts, pick(kh, seeds_t, torch.tensor([SALTS[s] for s in salts]),
-                                  torch.tensor([len(GRIDS[s]) for s in salts])).unbind(0)))
-
-    def idx(salt: str) -> torch.Tensor:
-        return picked[salt]
-
-    log_old = _LOG_GRIDS["old"][idx("old")]
-    log_ratio = _LOG_GRIDS["ratio"][idx("ratio")] if case.off_policy else torch.zeros(shape, dtype=torch.float64)
+    idx = dict(zip(salts, pick(kh, seeds_t, torch.tensor([SALTS[s] for s in salts]),
+                               torch.tensor([len(GRIDS[s]) for s in salts])).unbind(0)))
+    log_old = _LOG_GRIDS["old"][idx["old"]]
+    log_ratio = _LOG_GRIDS["ratio"][idx["ratio"]] if case.off_policy else torch.zeros(shape, dtype=torch.float64)
     if case.entropy_all is None:
-        ent = _VALUE_GRIDS["entropy"][idx("entropy")]
+        ent = _VALUE_GRIDS["entropy"][idx["entropy"]]
     else:
         ent = torch.full(shape, float(case.entropy_all), dtype=torch.float64)
     for name, target in (("old", log_old), ("ratio", log_ratio), ("entropy", ent)):
@@ -269,11 +265,11 @@ def case_values(tmpl: Template, seeds: list[int] | int) -> dict[str, torch.Tenso
     out = {
         "old_logprobs": old,
         "logprobs": cur,
-        "ref_logprobs": torch.where(mask, _LOG_GRIDS["ref"][idx("ref")], zero),
+        "ref_logprobs": torch.where(mask, _LOG_GRIDS["ref"][idx["ref"]], zero),
         "entropy": torch.where(mask, ent, zero),
         # pi_sampler = pi_old / ratio: a function of the event; capped at log 1 for an
         # overridden old probability the grid's ratios would push above 1
-        "sampling_logprobs": torch.where(mask, (old - _LOG_GRIDS["sampler"][idx("sampler")]).clamp(max=0.0), zero),
+        "sampling_logprobs": torch.where(mask, (old - _LOG_GRIDS["sampler"][idx["sampler"]]).clamp(max=0.0), zero),
     }
     return out if batched else {k: v[0] for k, v in out.items()}
 
@@ -284,12 +280,6 @@ def build(case: Case) -> Rollout:
     picked by :func:`exchange.checker.event_hash.pick` from the event's key hash, so
     identical events get identical values. Linear in the token count, vectorised."""
     tmpl = case_template(case)
-    return replace_values(tmpl.rollout, case_values(tmpl, case.seed))
-
-
-def replace_values(rollout: Rollout, vals: dict[str, torch.Tensor]) -> Rollout:
-    """``rollout`` with its five value fields replaced (``vals`` as :func:`case_values` gives
-    them for one seed), without re-validating what the template already fixed."""
-    r = rollout
+    r = tmpl.rollout  # its five value fields replaced, without re-validating what the template fixed
     return Rollout._trusted(tokens=r.tokens, mask=r.mask, rewards=r.rewards, group=r.group,
-                            baseline_rewards=r.baseline_rewards, truncated=r.truncated, **vals)
+                            baseline_rewards=r.baseline_rewards, truncated=r.truncated, **case_values(tmpl, case.seed))

@@ -45,18 +45,13 @@ from exchange.errors import InvalidArgument, ObjectiveError
 
 __all__ = ["check"]
 
-
-
 # The regularizer channel's second reward vector: the rewards reversed, times 3, plus 1.
 _OTHER_REWARDS = (3.0, 1.0)
 
 
 def _regularizer_report(regularizer: LossFn) -> RegularizerReport:
     """Coefficients of the KL/entropy channel on an off-policy probe group."""
-    from dataclasses import replace
-
-    case = replace(PROBES[0].case, off_policy=True)
-    rollout = build(case)
+    rollout = build(dataclasses.replace(PROBES[0].case, off_policy=True))
     kappa = token_coefficients(regularizer, rollout.logprobs, rollout)
     scale, shift = _OTHER_REWARDS
     other = rollout.replace(rewards=rollout.rewards.flip(0) * scale + shift)
@@ -215,15 +210,8 @@ def check(
         twin.incomplete = f"the loss raised under its float64 twin ({err})"
         twin.incomplete_precision = twin.incomplete_precision or precision
     run = _Run(names, regimes, max_examples, seed, how, progress, batched)
-
-    def judge(engine, props: dict, at: str):
-        return _judge(engine, props, run, at)
-
-    if twin.incomplete:
-        judged = fallback(judge, run, loss_fn, twin, precision)
-    else:
-        judged = on_twin(judge, run, loss_fn, twin, precision)
-    results, mechanisms = judged
+    verdicts = fallback if twin.incomplete else on_twin
+    results, mechanisms = verdicts(run.judge, run, loss_fn, twin, precision)
     if len(regimes) == 2:
         _carry_on_policy(results, mechanisms, names, *sorted(regimes, key=lambda r: Regime(r).off_policy))
     return Report(
@@ -252,58 +240,59 @@ class _Run:
     progress: Callable[[str, str], None] | None
     batched: bool
 
+    def judge(self, engine, props: dict, precision: str):
+        """The probes and the search of every property in every regime, on ``engine``,
+        judged at ``precision`` (``"float64"`` on the twin)."""
+        results: dict[tuple[str, str], PropertyResult] = {}
+        mechanisms: dict[str, MechanismSet] = {}
+        first = self.regimes[0]
+        for regime in self.regimes:
+            probes = run_probes(engine, regime)
+            mechanisms[regime] = MechanismSet(counted(probes, self.names, TOLERANCES, precision), dropped_notes(probes))
+            for name in self.names:
+                if props[name].regime_free and regime != first:
+                    results[(name, regime)] = results[(name, first)]
+                else:
+                    results[(name, regime)] = self._verdict(engine, props[name], regime, probes, precision)
+            mechanisms[regime] |= MechanismSet(design_choice(probes, self.names, results, regime, mechanisms[regime],
+                                                             TOLERANCES, precision))
+        return results, mechanisms
 
-def _judge(engine, props: dict, run: _Run, precision: str):
-    """The probes and the search of every property in every regime, on ``engine``,
-    judged at ``precision`` (``"float64"`` on the twin)."""
-    names, regimes = run.names, run.regimes
-    results: dict[tuple[str, str], PropertyResult] = {}
-    mechanisms: dict[str, MechanismSet] = {}
-    for regime in regimes:
-        probes = run_probes(engine, regime)
-        mechanisms[regime] = MechanismSet(counted(probes, names, TOLERANCES, precision), dropped_notes(probes))
-        for prop_name in names:
-            prop = props[prop_name]
-            tol = at_precision(prop.tolerance, precision)
-            if prop.regime_free and regime != regimes[0]:
-                results[(prop_name, regime)] = results[(prop_name, regimes[0])]
-                continue
-            # the largest residual of any probe: a broken property's exact effect (the precision rule)
-            probe_max = max((p.evaluations[prop_name].residual for p in probes if prop_name in p.evaluations), default=0.0)
-            broke = next((p for p in probes if prop_name in p.evaluations and not p.evaluations[prop_name].residual
-                          <= at_precision(prop.tolerance, precision, p.evaluations[prop_name].exact)), None)
-            if broke is not None:
-                ev = broke.evaluations[prop_name]
-                res = _failed(prop_name, regime, at_precision(prop.tolerance, precision, ev.exact),
-                              ev, FoundBy(probe=broke.probe.name), 1, 1)
-                res.max_residual = max(res.max_residual, probe_max)
-                res.exact = ev.exact
-                results[(prop_name, regime)] = res
-                continue
-            if run.progress is not None:
-                run.progress(regime, prop_name)
-            tally, failure, found_by = search(engine, prop, regime, run.max_examples, run.seed, tol, run.how)
-            if failure is not None:
-                res = _failed(prop_name, regime, tol, failure, found_by, tally.examples, tally.informative)
-                res.max_residual = max(res.max_residual, tally.max_residual, probe_max)
-                results[(prop_name, regime)] = res
-                continue
-            res = PropertyResult(
-                name=prop_name, regime=regime, holds=True, max_residual=max(tally.max_residual, probe_max),
-                examples=tally.examples, informative=tally.informative, tolerance=tol,
-                theorems=PROPERTY_THEOREMS.get(prop_name, ()),
+    def _verdict(self, engine, prop, regime: Regime, probes, precision: str) -> PropertyResult:
+        """``prop`` in ``regime``: broken by the first probe it fails, else searched."""
+        name = prop.name
+        # the largest residual of any probe: a broken property's exact effect (the precision rule)
+        probe_max = max((p.evaluations[name].residual for p in probes if name in p.evaluations), default=0.0)
+        broke = next((p for p in probes if name in p.evaluations and not p.evaluations[name].residual
+                      <= at_precision(prop.tolerance, precision, p.evaluations[name].exact)), None)
+        if broke is not None:
+            ev = broke.evaluations[name]
+            res = _failed(name, regime, at_precision(prop.tolerance, precision, ev.exact),
+                          ev, FoundBy(probe=broke.probe.name), 1, 1)
+            res.max_residual = max(res.max_residual, probe_max)
+            res.exact = ev.exact
+            return res
+        if self.progress is not None:
+            self.progress(regime, name)
+        tol = at_precision(prop.tolerance, precision)
+        tally, failure, found_by = search(engine, prop, regime, self.max_examples, self.seed, tol, self.how)
+        if failure is not None:
+            res = _failed(name, regime, tol, failure, found_by, tally.examples, tally.informative)
+            res.max_residual = max(res.max_residual, tally.max_residual, probe_max)
+            return res
+        res = PropertyResult(
+            name=name, regime=regime, holds=True, max_residual=max(tally.max_residual, probe_max),
+            examples=tally.examples, informative=tally.informative, tolerance=tol,
+            theorems=PROPERTY_THEOREMS.get(name, ()),
+        )
+        if res.max_residual > prop.tolerance:
+            res.round_off = precision
+            res.note = f"holds up to {precision} round-off (residual {res.max_residual:.2g} > float64 tolerance {prop.tolerance:g})"
+        if tally.informative < MIN_INFORMATIVE_SHARE * max(tally.examples, 1):
+            res.holds = False
+            res.found_by = FoundBy(vacuity=True)
+            res.note = (
+                f"inconclusive: only {tally.informative} of {tally.examples} examples could have failed; "
+                "raise max_examples"
             )
-            if res.max_residual > prop.tolerance:
-                res.round_off = precision
-                res.note = f"holds up to {precision} round-off (residual {res.max_residual:.2g} > float64 tolerance {prop.tolerance:g})"
-            if tally.informative < MIN_INFORMATIVE_SHARE * max(tally.examples, 1):
-                res.holds = False
-                res.found_by = FoundBy(vacuity=True)
-                res.note = (
-                    f"inconclusive: only {tally.informative} of {tally.examples} examples could have failed; "
-                    "raise max_examples"
-                )
-            results[(prop_name, regime)] = res
-        mechanisms[regime] |= MechanismSet(design_choice(probes, names, results, regime, mechanisms[regime],
-                                                         TOLERANCES, precision))
-    return results, mechanisms
+        return res

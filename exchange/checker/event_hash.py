@@ -51,17 +51,10 @@ def _shr(z: Tensor, s: int) -> Tensor:
     return (z >> s) & ((1 << (64 - s)) - 1)
 
 
-def _mix(z: Tensor) -> Tensor:
-    """SplitMix64's finaliser on int64 words (elementwise)."""
-    z = (z ^ _shr(z, 30)) * _signed(_MIX1)
-    z = (z ^ _shr(z, 27)) * _signed(_MIX2)
-    return z ^ _shr(z, 31)
-
-
 def _mix_(z: Tensor) -> Tensor:
-    """:func:`_mix` in place on ``z`` (a fresh tensor of the caller's): the same words,
-    without a new ``[M, K, N, T]`` tensor per step (the picks of a batch are its largest
-    tensors)."""
+    """SplitMix64's finaliser on int64 words (elementwise), in place on ``z`` (a fresh
+    tensor of the caller's): no new ``[M, K, N, T]`` tensor per step (the picks of a batch
+    are its largest tensors)."""
     z ^= _shr(z, 30)
     z *= _signed(_MIX1)
     z ^= _shr(z, 27)
@@ -71,9 +64,7 @@ def _mix_(z: Tensor) -> Tensor:
 
 
 def _powers(base: int, n: int, device: torch.device) -> Tensor:
-    """``[base**0, ..., base**(n-1)]`` modulo ``2**64``, int64."""
-    if n == 0:
-        return torch.ones(0, dtype=torch.long, device=device)
+    """``[base**0, ..., base**(n-1)]`` modulo ``2**64``, int64 (``n >= 1``)."""
     steps = torch.full((n,), _signed(base), dtype=torch.long, device=device)
     steps[0] = 1
     return torch.cumprod(steps, 0)
@@ -110,10 +101,10 @@ def key_hashes(tokens: Tensor, group: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, hashed, torch.zeros((), dtype=torch.long, device=device))
 
 
-def tuple_hashes(keys: list[tuple[int, ...]], device: torch.device | None = None) -> Tensor:
+def tuple_hashes(keys: list[tuple[int, ...]]) -> Tensor:
     """:func:`key_hashes` of explicit event keys ``(g, tok_0, ..., tok_t)``, ``[len(keys)]``."""
     if not keys:
-        return torch.zeros(0, dtype=torch.long, device=device)
+        return torch.zeros(0, dtype=torch.long)
     width = max(len(k) for k in keys) - 1
     tokens = torch.zeros(len(keys), width, dtype=torch.long)
     for i, k in enumerate(keys):
@@ -122,7 +113,7 @@ def tuple_hashes(keys: list[tuple[int, ...]], device: torch.device | None = None
     mask = torch.arange(width)[None, :] < lengths[:, None]
     group = torch.tensor([k[0] for k in keys], dtype=torch.long)
     full = key_hashes(tokens, group, mask)
-    return full[torch.arange(len(keys)), lengths - 1].to(device)
+    return full[torch.arange(len(keys)), lengths - 1]
 
 
 def pick(key_hash: Tensor, seeds: Tensor | int, salt: int | Tensor, size: int | Tensor) -> Tensor:
@@ -138,7 +129,7 @@ def pick(key_hash: Tensor, seeds: Tensor | int, salt: int | Tensor, size: int | 
     size = torch.as_tensor(size, dtype=torch.long, device=device)
     seeds = seeds.reshape((1,) * salt.dim() + seeds.shape)
     salt = salt.reshape(salt.shape + (1,) * (seeds.dim() - salt.dim()))
-    salted = _mix(seeds * _signed(SEED) + salt * _signed(SALT))  # [M.., K..]
+    salted = _mix_(seeds * _signed(SEED) + salt * _signed(SALT))  # [M.., K..]
     salted = salted.reshape(salted.shape + (1,) * key_hash.dim())
     size = size.reshape(size.shape + (1,) * (salted.dim() - size.dim()))
     return _mix_(key_hash ^ salted).remainder_(size)  # [M.., K.., S]: every step in place

@@ -19,7 +19,7 @@ from exchange.checker.mutations import Mutation
 
 __all__ = [
     "REWARD_KINDS", "REWARD_VALUES", "Sizes", "DEFAULT_SIZES",
-    "rewards", "group", "identical_group", "case", "mutation", "responses",
+    "rewards", "group", "identical_group", "case", "mutation",
 ]
 
 REWARD_KINDS = ("binary", "continuous", "tied")
@@ -59,26 +59,12 @@ def rewards(d: Draw, size: int, kinds: tuple[str, ...] = REWARD_KINDS, distinct:
     return out
 
 
-def responses(rng: random.Random, size: int, prefix: tuple[int, ...], lo: int, longest: int,
-              vocab: int) -> tuple[tuple[int, ...], ...]:
-    """``size`` responses after a common ``prefix``: each one, after the first, is a copy
-    of an earlier one with probability 1/4, else a suffix of ``lo..longest`` tokens
-    below ``vocab``."""
-    out: list[tuple[int, ...]] = []
-    for i in range(size):
-        if i and rng.random() < 0.25:
-            out.append(out[rng.randrange(i)])
-            continue
-        n = rng.randint(lo, longest)
-        out.append(prefix + tuple(rng.randrange(vocab) for _ in range(n)))
-    return tuple(out)
-
-
 def group(d: Draw, sizes: Sizes = DEFAULT_SIZES) -> tuple[tuple[int, ...], ...]:
-    """One group's responses: a shared prefix of any length, then per-response suffixes;
-    some responses are copies of an earlier one, so identical responses occur. A handful
-    of draws per group (size, prefix, suffix-length bound, a structure seed), each
-    shrinking towards the simplest group."""
+    """One group's responses: a shared prefix of any length, then per-response suffixes
+    of ``lo..longest`` tokens; each response after the first is a copy of an earlier one
+    with probability 1/4, so identical responses occur. A handful of draws per group
+    (size, prefix, suffix-length bound, a structure seed), each shrinking towards the
+    simplest group."""
     size = d.integer(sizes.min_size, sizes.max_size)
     prefix_len = d.integer(0, sizes.max_length)
     prefix = d.digits(prefix_len, sizes.vocab)
@@ -86,7 +72,13 @@ def group(d: Draw, sizes: Sizes = DEFAULT_SIZES) -> tuple[tuple[int, ...], ...]:
     hi = max(lo, sizes.max_length - prefix_len)
     longest = d.integer(lo, hi)  # bound on suffix lengths: shrinks to short groups
     rng = random.Random(d.integer(0, 2**32 - 1))  # structure: copies, lengths, tokens
-    return responses(rng, size, prefix, lo, longest, sizes.vocab)
+    out: list[tuple[int, ...]] = []
+    for i in range(size):
+        if i and rng.random() < 0.25:
+            out.append(out[rng.randrange(i)])
+        else:
+            out.append(prefix + tuple(rng.randrange(sizes.vocab) for _ in range(rng.randint(lo, longest))))
+    return tuple(out)
 
 
 def identical_group(d: Draw, sizes: Sizes = DEFAULT_SIZES) -> tuple[tuple[int, ...], ...]:
@@ -96,13 +88,13 @@ def identical_group(d: Draw, sizes: Sizes = DEFAULT_SIZES) -> tuple[tuple[int, .
     return (d.digits(length, sizes.vocab),) * size
 
 
-def case(d: Draw, groups: list[GroupConfig], off_policy: bool | None, length_limit: bool = True) -> Case:
+def case(d: Draw, groups: list[GroupConfig], off_policy: bool | None) -> Case:
     """A batch of ``groups``: the regime (drawn when ``off_policy`` is None), the seed of
-    every per-event value, and sometimes (``length_limit``) a generation limit at the
-    longest response, whose responses then count as truncated."""
+    every per-event value, and sometimes a generation limit at the longest response,
+    whose responses then count as truncated."""
     off = d.choice((False, True)) if off_policy is None else off_policy
     limit = None
-    if length_limit and d.choice((False, True)):
+    if d.choice((False, True)):
         limit = max(len(r) for g in groups for r in g.responses)
     return Case(groups=tuple(groups), off_policy=off, seed=d.integer(0, 2**16), length_limit=limit)
 

@@ -82,20 +82,14 @@ def _hypothesis(engine: Engine, prop: Property, regime: str, max_examples: int, 
     """Hypothesis over the property's examples; the first failure (shrunk unless
     ``how.shrink`` is False), counted in ``tally``."""
     if how.profile is None:
-        chosen = settings(
-            max_examples=max_examples, deadline=None, database=None, derandomize=False, verbosity=Verbosity.quiet,
-            phases=(Phase.explicit, Phase.generate) + ((Phase.shrink,) if how.shrink else ()),
-            suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-        )
-    else:
-        # The user's profile decides max_examples, database, derandomize, phases...; only
-        # what the checker needs to read a result stays fixed.
+        base = settings(max_examples=max_examples, database=None, derandomize=False,
+                        phases=(Phase.explicit, Phase.generate, Phase.shrink))
+    else:  # the user's profile decides max_examples, database, derandomize, phases...
         base = settings.get_profile(how.profile)
-        chosen = settings(
-            base, phases=base.phases if how.shrink else tuple(p for p in base.phases if p is not Phase.shrink),
-            deadline=None, verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck),
-            report_multiple_bugs=False,
-        )
+    # only what the checker needs to read a result stays fixed
+    chosen = settings(base, phases=tuple(p for p in base.phases if how.shrink or p is not Phase.shrink),
+                      deadline=None, verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck),
+                      report_multiple_bugs=False)
 
     @chosen
     @hypothesis_seed(seed)

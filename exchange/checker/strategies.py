@@ -11,6 +11,8 @@ they build.
 
 from __future__ import annotations
 
+import inspect
+
 from hypothesis import errors as hypothesis_errors
 from hypothesis import strategies as st
 
@@ -54,8 +56,11 @@ class _Named(st.SearchStrategy):
         return self._call
 
 
-def _call(name: str, **kwargs) -> str:
-    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+def _call(fn, **kwargs) -> str:
+    """``fn``'s call as a user writes it: the arguments that differ from its defaults."""
+    params = inspect.signature(fn).parameters
+    shown = [f"{k}={v!r}" for k, v in kwargs.items() if k not in params or v != params[k].default]
+    return f"{fn.__name__}({', '.join(shown)})"
 
 
 def _check_bounds(name: str, lo: int, hi: int, floor: int) -> None:
@@ -99,10 +104,8 @@ def group_configs(*, min_size: int = 2, max_size: int = 16, min_length: int = 1,
         resp = generators.group(d, sizes)
         return GroupConfig(resp, generators.rewards(d, len(resp), tuple(reward_kinds)))
 
-    given = {k: v for k, v in dict(min_size=min_size, max_size=max_size, min_length=min_length, max_length=max_length,
-                                   vocab=vocab, reward_kinds=reward_kinds).items()
-             if v != dict(min_size=2, max_size=16, min_length=1, max_length=32, vocab=4, reward_kinds=REWARD_KINDS)[k]}
-    return _Named(inner(), _call("group_configs", **given))
+    return _Named(inner(), _call(group_configs, min_size=min_size, max_size=max_size, min_length=min_length,
+                                 max_length=max_length, vocab=vocab, reward_kinds=reward_kinds))
 
 
 def identical_group_configs(*, min_size: int = 2, max_size: int = 16, min_length: int = 1, max_length: int = 32,
@@ -131,16 +134,13 @@ def cases(*, min_groups: int = 1, max_groups: int = 4, off_policy: bool | None =
     def inner(draw) -> Case:
         return generators.case(HypothesisDraw(draw), list(draw(lists)), off_policy)
 
-    given = {k: v for k, v in dict(min_groups=min_groups, max_groups=max_groups, off_policy=off_policy).items()
-             if v != {"min_groups": 1, "max_groups": 4, "off_policy": None}[k]}
-    if groups is not None:
-        given["groups"] = groups
-    return _Named(inner(), _call("cases", **given, **group_kwargs))
+    return _Named(inner(), _call(cases, min_groups=min_groups, max_groups=max_groups, off_policy=off_policy,
+                                 groups=groups, **group_kwargs))
 
 
 def rollouts(**case_kwargs) -> st.SearchStrategy:
     """Event-consistent :class:`~exchange.Rollout` s (``cases(...)`` built)."""
-    return _Named(cases(**case_kwargs).map(build), _call("rollouts", **case_kwargs))
+    return _Named(cases(**case_kwargs).map(build), _call(rollouts, **case_kwargs))
 
 
 def mutations(*, off_policy: bool = False, **case_kwargs) -> st.SearchStrategy[Example]:
@@ -154,4 +154,4 @@ def mutations(*, off_policy: bool = False, **case_kwargs) -> st.SearchStrategy[E
         c = draw(case_strategy)
         return Example(c, mutation=generators.mutation(HypothesisDraw(draw), c, off_policy))
 
-    return _Named(inner(), _call("mutations", **({"off_policy": True} if off_policy else {}), **case_kwargs))
+    return _Named(inner(), _call(mutations, off_policy=off_policy, **case_kwargs))

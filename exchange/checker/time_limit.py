@@ -1,7 +1,8 @@
 """A time limit per call of the user's loss (``check(..., timeout=)``, ``--timeout``).
 
 On Unix in the main thread a ``signal.setitimer(ITIMER_REAL)`` alarm interrupts a call
-that runs past the limit; elsewhere the call runs to its end and is then rejected.
+that runs past the limit; elsewhere (another thread, Windows) no signal can interrupt the
+call: it runs to its end and is then rejected if it took too long.
 """
 
 from __future__ import annotations
@@ -22,20 +23,9 @@ class _CallTimedOut(BaseException):
     a ``BaseException`` so that a loss's own ``except Exception`` cannot swallow it)."""
 
 
-def _interruptible() -> bool:
-    """Whether a running call can be interrupted: ``signal.setitimer`` exists (Unix) and
-    this is the main thread (Python delivers signals only there)."""
-    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-
-
 def time_limited(loss_fn: LossFn, limit: float, label: str) -> LossFn:
-    """``loss_fn`` with a time limit per call.
-
-    On Unix in the main thread a ``signal.setitimer(ITIMER_REAL)`` alarm interrupts a call
-    that runs past ``limit`` (the previous SIGALRM handler and timer are restored after
-    every call). Elsewhere (another thread, Windows) no signal can interrupt the call: it
-    runs to its end and is then rejected if it took too long.
-    """
+    """``loss_fn`` with a time limit of ``limit`` seconds per call (see the module); the
+    previous SIGALRM handler and timer are restored after every call."""
 
     def too_slow(took: float) -> ObjectiveError:
         return ObjectiveError(
@@ -52,7 +42,8 @@ def time_limited(loss_fn: LossFn, limit: float, label: str) -> LossFn:
     @functools.wraps(loss_fn)
     def timed(logprobs, rollout):
         start = time.perf_counter()
-        if not _interruptible():
+        # signal.setitimer exists on Unix only, and Python delivers signals in the main thread only
+        if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
             out = loss_fn(logprobs, rollout)
             took = time.perf_counter() - start
             if took > limit:

@@ -122,8 +122,6 @@ class BatchResult:
 @dataclass(frozen=True)
 class Property:
     name: str
-    summary: str
-    theory: str
     tolerance: float
     layout: Callable[[Draw, str], Layout]
     evaluate: Callable[[Engine, Example, str], Evaluation]

@@ -6,18 +6,12 @@ from __future__ import annotations
 import torch
 
 from exchange.checker.cases import build
-from exchange.checker.draw import Draw
-from exchange.checker.examples import Example, Layout
+from exchange.checker.examples import Example
 from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
 from exchange.checker.properties.shared_cancellation import any_groups
 from exchange.core.coefficients import Engine, loss_and_coefficients
-from exchange.core.vocabulary import PROPERTY_SUMMARIES
 
 NAME = "finite"
-
-
-def layout(d: Draw, regime: str) -> Layout:
-    return any_groups(d, regime)
 
 
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
@@ -48,10 +42,8 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
 
 PROPERTY = Property(
     name=NAME,
-    summary=PROPERTY_SUMMARIES[NAME],
-    theory="-",
     tolerance=0.0,
-    layout=layout,
+    layout=any_groups,
     evaluate=evaluate,
     evaluate_batch=evaluate_batch,
 )

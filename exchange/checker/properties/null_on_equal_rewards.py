@@ -22,7 +22,7 @@ from exchange.checker.properties.residuals import (as_residual, fmt, reference_r
                                                    with_reference_rewards)
 from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_EQUAL, TINY
 from exchange.core.coefficients import Engine
-from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
+from exchange.core.vocabulary import Regime
 
 NAME = "null_on_equal_rewards"
 
@@ -42,7 +42,9 @@ def _residual(kappa, tied_rows, reference=None):
     the scale is then the larger of the two, so that a batch of tied groups only is judged
     against what the loss gives it when its rewards differ, not against its own noise
     (THEORY.md section 2, round-off per event)."""
-    scale = kappa.abs().flatten(1).amax(1) if reference is None else _scale(kappa, reference)
+    scale = kappa.abs().flatten(1).amax(1)
+    if reference is not None:
+        scale = torch.maximum(scale, torch.nan_to_num(reference.abs().flatten(1).amax(1), nan=0.0, posinf=0.0))
     worst = torch.where(tied_rows[..., None], kappa.abs(), torch.zeros_like(kappa)).flatten(1).amax(1)
     return as_residual(worst / (scale + TINY))
 
@@ -52,12 +54,6 @@ def _exact(rewards: Tensor, tied_rows: Tensor) -> Tensor:
     ``[K, N]``). Every group-, batch- or greedy-centred advantage of those rows is then
     an exact 0 in any precision, so a coefficient left there is no round-off."""
     return tied_rows.any(-1) & ((rewards == 0) | ~tied_rows).all(-1)
-
-
-def _scale(kappa: Tensor, reference: Tensor) -> Tensor:
-    """``[K]``: the larger of ``max|kappa|`` and the same at reference rewards."""
-    return torch.maximum(kappa.abs().flatten(1).amax(1),
-                         torch.nan_to_num(reference.abs().flatten(1).amax(1), nan=0.0, posinf=0.0))
 
 
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
@@ -147,8 +143,6 @@ PROBES = (
 
 PROPERTY = Property(
     name=NAME,
-    summary=PROPERTY_SUMMARIES[NAME],
-    theory="THEORY.md s2 (Z) with A = 0",
     tolerance=RTOL_EQUAL,
     layout=layout,
     evaluate=evaluate,

@@ -19,7 +19,7 @@ from exchange.checker.properties.shared_cancellation import any_groups
 from exchange.checker.tolerances import RTOL_EQUAL, TINY
 from exchange.core.coefficients import Engine
 from exchange.core.rollout import Rollout
-from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
+from exchange.core.vocabulary import Regime
 
 NAME = "permutation_invariant"
 
@@ -97,8 +97,6 @@ PROBES = (
 
 PROPERTY = Property(
     name=NAME,
-    summary=PROPERTY_SUMMARIES[NAME],
-    theory="THEORY.md s1 (groups need not be contiguous)",
     tolerance=RTOL_EQUAL,
     layout=layout,
     evaluate=evaluate,

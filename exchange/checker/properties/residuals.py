@@ -14,7 +14,7 @@ from exchange.core.events import Events
 from exchange.core.rollout import Rollout
 
 __all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
-           "event_label", "fmt", "reference_rewards", "with_reference_rewards", "second_rewards"]
+           "fmt", "reference_rewards", "with_reference_rewards", "second_rewards"]
 
 
 def as_residual(x: Tensor) -> Tensor:
@@ -95,12 +95,12 @@ def cancellation_mismatches(rollout: Rollout, kappa: Tensor, ev: Events, which: 
     if not bool(which.any()):
         return []
     K, mass, res = (x[0] for x in per_event(kappa[None], ev))
-    bad = ((res > rtol) & which).nonzero().flatten().tolist()
-    return [
-        f"event {event_label(rollout, ev, e)}: K_e={float(K[e]):.6g} with sum|kappa|={float(mass[e]):.6g} "
-        f"(occurrences={int(ev.occurrences[e])})"
-        for e in bad[:MAX_MISMATCHES]
-    ]
+    lines = []
+    for e in ((res > rtol) & which).nonzero().flatten().tolist()[:MAX_MISMATCHES]:
+        i, t = (ev.ids == e).nonzero()[0].tolist()  # the event's first occurrence
+        lines.append(f"event group={int(rollout.group[i])} t={t} tokens={tuple(rollout.tokens[i, : t + 1].tolist())}: "
+                     f"K_e={float(K[e]):.6g} with sum|kappa|={float(mass[e]):.6g} (occurrences={int(ev.occurrences[e])})")
+    return lines
 
 
 def direction_spread(mat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -146,12 +146,6 @@ def _group_max(values: Tensor, rollout: Rollout) -> Tensor:
     k, g = values.shape[0], rollout.n_groups
     idx = rollout.group_index.to(values.device)[None].expand(k, -1)
     return torch.full((k, g), -float("inf"), dtype=values.dtype, device=values.device).scatter_reduce(1, idx, values, "amax")
-
-
-def event_label(rollout: Rollout, ev: Events, e: int) -> str:
-    i, t = (ev.ids == e).nonzero()[0].tolist()
-    prefix = tuple(int(x) for x in rollout.tokens[i, : t + 1])
-    return f"group={int(rollout.group[i])} t={t} tokens={prefix}"
 
 
 def fmt(v: Tensor) -> str:

@@ -18,12 +18,12 @@ from exchange.checker.properties.residuals import as_residual, per_event
 from exchange.checker.tolerances import ATOL_REL, TINY
 from exchange.core.rollout import Rollout
 
-__all__ = ["reward_variants", "reward_vectors", "cyclic_shifts", "reward_dependent"]
+__all__ = ["reward_vectors", "cyclic_shifts", "reward_dependent"]
 
 
-def reward_variants(rewards: Tensor, rollout: Rollout) -> tuple[Tensor, ...]:
-    """Three more reward vectors of ``rewards [K, N]``'s shape, each group at its own
-    level ``1 + g`` (a centre that is not the group's own moves with it): the drawn
+def reward_vectors(rewards: Tensor, rollout: Rollout) -> list[Tensor]:
+    """``rewards [K, N]`` first, then three more reward vectors of its shape, each group at
+    its own level ``1 + g`` (a centre that is not the group's own moves with it): the drawn
     rewards shifted, a one-hot pattern (the group's first response 1) and a ramp
     (``0, 1/(G-1), ..., 1``). Advantages that are not zero-sum change their sum with the
     pattern, even when they are invariant to shifts and scales, as std-normalised ones
@@ -40,15 +40,13 @@ def reward_variants(rewards: Tensor, rollout: Rollout) -> tuple[Tensor, ...]:
     for g in range(rollout.n_groups):
         rows = (gi == g).nonzero().flatten()
         position[rows] = torch.arange(len(rows), dtype=rewards.dtype, device=rewards.device) / max(len(rows) - 1, 1)
-    return rewards + level, (first[None] + level).expand_as(rewards), (position[None] + level).expand_as(rewards)
+    return [rewards, rewards + level, (first[None] + level).expand_as(rewards), (position[None] + level).expand_as(rewards)]
 
 
-def cyclic_shifts(rollout: Rollout, classes: Tensor | None = None) -> list[Tensor]:
-    """Index permutations ``[N]``: for ``k`` in ``range(lcm of the class sizes)``, each
-    response takes the reward of the one ``k`` places later in its class (``classes
-    [N]``: labels of responses that are interchangeable; default: the groups)."""
-    labels = (rollout.group_index if classes is None else classes).cpu()
-    _, dense = torch.unique(labels, return_inverse=True)
+def cyclic_shifts(rollout: Rollout) -> list[Tensor]:
+    """Index permutations ``[N]``: for ``k`` in ``range(lcm of the group sizes)``, each
+    response takes the reward of the one ``k`` places later in its group."""
+    _, dense = torch.unique(rollout.group_index.cpu(), return_inverse=True)
     sizes = torch.bincount(dense)
     period = math.lcm(*sizes.tolist())
     rows = [torch.nonzero(dense == c).flatten() for c in range(len(sizes))]
@@ -78,7 +76,3 @@ def reward_dependent(kappas: list[Tensor], ev, which: Tensor, scales: list[Tenso
     res = torch.where((mass == 0) & (spread == 0), torch.zeros_like(res), res)
     return torch.where(which[None], res, torch.zeros_like(res)).amax(1)
 
-
-def reward_vectors(rewards: Tensor, rollout: Rollout) -> list[Tensor]:
-    """``rewards [K, N]`` and its :func:`reward_variants`, the drawn one first."""
-    return [rewards, *reward_variants(rewards, rollout)]

@@ -16,7 +16,7 @@ from exchange.checker.properties.residuals import (cancellation, cancellation_mi
 from exchange.checker.tolerances import RTOL_CANCEL
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
-from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
+from exchange.core.vocabulary import Regime
 
 NAME = "shared_cancellation"
 
@@ -70,8 +70,6 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
 
 PROPERTY = Property(
     name=NAME,
-    summary=PROPERTY_SUMMARIES[NAME],
-    theory="THEORY.md s2 (C); T1, T3, T4",
     tolerance=RTOL_CANCEL,
     layout=layout,
     evaluate=evaluate,

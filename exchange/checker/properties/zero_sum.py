@@ -35,7 +35,7 @@ from exchange.checker.tolerances import RTOL_CANCEL, at_precision
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
-from exchange.core.vocabulary import PROPERTY_SUMMARIES, Regime
+from exchange.core.vocabulary import Regime
 
 NAME = "zero_sum"
 
@@ -197,8 +197,6 @@ PROBES = (
 
 PROPERTY = Property(
     name=NAME,
-    summary=PROPERTY_SUMMARIES[NAME],
-    theory="THEORY.md s2 (Z); T1/T2",
     tolerance=RTOL_CANCEL,
     layout=layout,
     evaluate=evaluate,
