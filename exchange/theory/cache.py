@@ -6,9 +6,8 @@ cached under ``<proofs>/.cache/`` (git-ignored; ``exchange proofs --no-cache`` s
 
 - ``statuses-<key>.json``: every status, keyed by a hash of every input that can change
   them: the content of every ``.v`` file under the proofs folder (and under the load
-  path of ``_CoqProject``, wherever it points), ``_CoqProject``,
-  the Makefile (and ``Makefile.coq.local`` / ``CoqMakefile.local`` when present; the
-  reviewed record ``spec/Spec.v`` is one of the .v files), the registry of theorems as
+  path of ``_CoqProject``, wherever it points), ``_CoqProject`` (the reviewed record
+  ``spec/Spec.v`` is one of the .v files), the registry of theorems as
   passed in, ``pin``, the coqc version
   and library folder (``coqc --version``, ``coqc -where``), the ``COQ*`` environment
   variables, ``CHECKER_VERSION`` and the source of the checking code itself. A hit
@@ -45,8 +44,12 @@ __all__ = ["CHECKER_VERSION", "CACHE_DIR", "MAX_ENTRIES", "ResultCache", "cache_
 CHECKER_VERSION = "5"
 CACHE_DIR = ".cache"
 MAX_ENTRIES = 256
-# Inputs other than the .v files (which are all hashed, wherever they are).
-_TOOL_FILES = ("_CoqProject", "Makefile", "Makefile.coq.local", "CoqMakefile.local")
+# Inputs other than the .v files (which are all hashed, wherever they are). Not the
+# Makefile nor make's hooks (Makefile.coq.local, CoqMakefile.local): the statuses come
+# from the command's own coqc calls (exchange.theory.build), which never run make, and
+# the Makefile's pinned hash and the hooks' absence are checked on every run, uncached
+# (exchange.theory.development), so neither can change a stored status.
+_TOOL_FILES = ("_CoqProject",)
 
 
 def cache_dir(proof_dir: Path) -> Path:

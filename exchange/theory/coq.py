@@ -208,10 +208,14 @@ def print_assumptions(
 # and ``Closed under the global context`` for the tuple means closed for every member
 # (the assumptions of a tuple are the union of its members' and of pair/prod, which
 # have none). So the theorems expected to be closed are asked about together; any
-# other answer (or an error) sends the members back to be asked one by one in the
-# next pass. Theorems over R are asked about one by one from the start: their exact
-# axiom lists differ, and a tuple's answer cannot say whose is whose. The guess only
-# decides how much one pass does, never a status.
+# other answer (or an error) sends the members back, halved, in the next pass. The
+# theorems over R (and their witnesses) are asked about together too, over a second
+# tuple: when every axiom it prints is an allow-listed one, each member's axioms (a
+# subset of the tuple's) are allow-listed, and the tuple's list is recorded for each
+# member (an upper bound of its own: the verdict is the same, the list may name an
+# allowed axiom the member does not use); any other answer is halved down to single
+# theorems, which get their exact lists. The guess only decides how much one pass
+# does, never a status.
 
 _GROUP_MARKER = "@@exchange-group "
 _GUARD_MARKER = "@@exchange-guard "
@@ -222,6 +226,17 @@ class _Unit:
     kind: str  # "group", "guard", "theorem", "pin"
     label: str
     members: tuple[str, ...] = ()
+    # For a group: None when every member is expected closed, else the axioms (full
+    # names) every member may use; the group's answer is accepted when all it prints
+    # is among them.
+    allowed: frozenset[str] | None = None
+
+
+def _printed_allowed(printed: str, allowed: frozenset[str]) -> bool:
+    """Whether a name Print Assumptions printed (``ClassicalDedekindReals.sig_forall_dec``,
+    qualified from the last loaded root) is one of ``allowed`` (full names). Only
+    decides whether a group is split; the verdict resolves every name's origin."""
+    return printed in allowed or any(a.endswith("." + printed) for a in allowed)
 
 
 @dataclass
@@ -303,7 +318,8 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
     """Print Assumptions for every name and (``pins``) check it against the reviewed
     record, in one coqc pass when nothing fails.
 
-    ``expect_closed(name)`` puts a name in the tuple asked about at once; ``reused``
+    ``expect_closed(name)``: True puts a name in the tuple expected closed, a set of
+    axioms (full names) in the tuple of names allowed that set; ``reused``
     (name -> assumptions from the cache) are not asked again, except that the ones
     with assumptions are asked about together, once, to confirm that the axioms still
     print under the same names. A unit that fails stops the file; the pass is rerun
@@ -312,8 +328,14 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
     reused = {n: axioms for n, axioms in (reused or {}).items() if n in names}
     found: dict[str, tuple[str, ...]] = {n: () for n, axioms in reused.items() if not axioms}
     todo = [n for n in names if n not in reused]
-    together = [n for n in todo if expect_closed(n)]
+    expected = {n: expect_closed(n) for n in todo}
+    together = [n for n in todo if expected[n] is True]
     units = [_Unit("group", "0", tuple(together))] if together else []
+    allow_sets = list(dict.fromkeys(e for e in expected.values() if isinstance(e, frozenset)))
+    for index, allowed in enumerate(allow_sets):
+        members = tuple(n for n in todo if expected[n] == allowed)
+        units.append(_Unit("group", f"a{index}", members, allowed))
+        together += members
     guarded = tuple(n for n in names if reused.get(n))
     if guarded:
         units.append(_Unit("guard", "0", guarded))
@@ -363,8 +385,12 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
                 if lines is not None:
                     found[unit.label] = _assumptions_of(unit.label, lines)
             elif unit.kind == "group":
+                answer = _assumptions_of(unit.label, lines) if lines is not None else None
                 if lines is not None and [x.strip() for x in lines if x.strip()] == [CLOSED]:
                     found.update({n: () for n in unit.members})
+                elif (answer and unit.allowed is not None
+                      and all(_printed_allowed(a, unit.allowed) for a in answer)):
+                    found.update({n: answer for n in unit.members})
                 else:
                     retry += _halves(unit)
             elif unit.kind == "guard":
@@ -389,17 +415,18 @@ def _halves(unit: _Unit) -> list[_Unit]:
     if unit.kind == "guard" or len(members) <= 2:
         return [_Unit("theorem", n, (n,)) for n in members]
     mid = len(members) // 2
-    return [_Unit("group", f"{unit.label}_0", members[:mid]),
-            _Unit("group", f"{unit.label}_1", members[mid:])]
+    return [_Unit("group", f"{unit.label}_0", members[:mid], unit.allowed),
+            _Unit("group", f"{unit.label}_1", members[mid:], unit.allowed)]
 
 
 def _expect_closed(theorems: dict[str, Theorem]):
-    """Names whose module allows no axiom are asked about together (a guess that only
-    decides how much one pass does, never a status)."""
-    rule = {}
+    """Names whose module allows no axiom are asked about together (True); the others
+    together with the names allowed the same axioms (that set). A guess that only
+    decides how much one pass does, never a status."""
+    rule: dict[str, object] = {}
     for thm in theorems.values():
         for name in (thm.name, *_witnesses(thm)):
-            rule[name] = not allowed_axioms(thm)
+            rule[name] = allowed_axioms(thm) or True
     return lambda name: rule.get(name, True)
 
 
@@ -457,8 +484,9 @@ def compile_proofs(
                    spec_module=build.spec_module or SPEC_MODULE)
     origins = axiom_origins(coqc, build, {a for axioms in run.found.values() for a in axioms})
     first = group_first(proof_dir) if pin else frozenset()
+    stated = hypothesis_witnessed(proof_dir) if pin else frozenset()
     statuses = [_full_status(k, t, run.found, run.errors, run.pinned if pin else None,
-                             run.bodies, origins, first) for k, t in theorems.items()]
+                             run.bodies, origins, first, stated) for k, t in theorems.items()]
     if store is not None and store.unchanged():  # else files changed under the check
         store.save_assumptions(run.found)
         if run.clean:
@@ -501,9 +529,12 @@ def _all_names(theorems: dict[str, Theorem]) -> list[str]:
 
 
 def _full_status(key, thm, found, errors, pinned, bodies=None, origins=None,
-                 group_first=None) -> TheoremStatus:
+                 group_first=None, stated=frozenset()) -> TheoremStatus:
     """``found``: printed axiom names per name; ``origins`` (``axiom_origins``) maps each
-    printed name to its full name and file (None: the names are full already)."""
+    printed name to its full name and file (None: the names are full already).
+    ``stated``: the theorems the record states as ``forall x, H_T x -> C_T x`` with
+    ``W_T := H_T a`` (``hypothesis_witnessed``): their ``W_T`` proves the hypotheses, so
+    how it is proved does not matter; every other witness must apply its theorem."""
     allowed = allowed_axioms(thm)
     found = _qualified(found, origins)
     status = _status(key, thm, found, errors, allowed)
@@ -520,11 +551,12 @@ def _full_status(key, thm, found, errors, pinned, bodies=None, origins=None,
         if not why and pinned is not None:
             why = _pin_mismatch(witness, pinned)
         body = (bodies or {}).get(witness, "")
-        if not why and pinned is not None and not applies(thm.name, body):
+        by_record = witness == thm.witness_name and thm.short in stated
+        if not why and pinned is not None and not by_record and not applies(thm.name, body):
             why = (f"its proof does not apply {thm.name} (a witness must be the theorem "
                    "applied to concrete arguments, so that a change of the theorem's "
                    "hypotheses or conclusion breaks it)")
-        if not why and pinned is not None and witness == thm.witness_name:
+        if not why and pinned is not None and witness == thm.witness_name and not by_record:
             head, first = head_application(thm.name, body)
             if not head:
                 why = (f"its proof term is not {thm.name} applied to arguments (possibly under "
@@ -569,6 +601,19 @@ def group_first(proof_dir: Path) -> frozenset[str]:
         return frozenset()
     return frozenset(n for n, text in statements.items()
                      if re.match(r"Definition \S+ : Prop := forall \(?G\b", text))
+
+
+def hypothesis_witnessed(proof_dir: Path) -> frozenset[str]:
+    """Registered theorems whose record statement is ``forall x, H_T x -> C_T x``: their
+    witness is ``W_T := H_T a`` (``exchange.theory.nonvacuity``, checked with the record)."""
+    from exchange.theory.nonvacuity import hypothesis_form
+    from exchange.theory.record import record_statements
+
+    try:
+        statements = record_statements(proof_dir)
+    except OSError:
+        return frozenset()
+    return frozenset(k for k in statements if hypothesis_form(statements, k))
 
 
 def applies(theorem: str, body: str) -> bool:

@@ -12,7 +12,10 @@ Prop`` per registered theorem and witness; the kernel checks every theorem again
   theorem deleted or renamed in the registry and the development still has its
   statement here, so the deletion is visible;
 - it requires nothing but Coq's standard library (a record that imported the
-  development would check the development against itself).
+  development would check the development against itself);
+- every theorem with hypotheses is stated as ``forall x, H_T x -> C_T x`` and witnessed
+  by ``W_T := H_T a`` at G >= 2 and advantages of both signs, so that no theorem holds
+  vacuously (``exchange.theory.nonvacuity``).
 
 The repository has one branch and no tags, so the anchor is this hash, not a release.
 """
@@ -26,8 +29,9 @@ import re
 import subprocess
 from pathlib import Path
 
+from exchange.theory import nonvacuity
 from exchange.theory.coq import strip_comments
-from exchange.theory.registry import SPEC_SHA256, THEOREMS, Theorem
+from exchange.theory.registry import NO_HYPOTHESES, SPEC_SHA256, THEOREMS, Theorem
 
 __all__ = [
     "CHANGES_FILE",
@@ -43,6 +47,9 @@ SPEC_FILE = "spec/Spec.v"
 CHANGES_FILE = "CHANGES"
 _SNAPSHOT = "reviewed-spec-{}.v"  # under <proofs>/.cache: the reviewed text, for diffs
 _STATEMENT = re.compile(r"^Definition\s+([A-Za-z_][\w']*)\s*:\s*Prop\s*:=", re.MULTILINE)
+# A theorem's hypothesis and conclusion predicates (H_T, C_T: exchange.theory.nonvacuity),
+# statements of the record too: a re-pin that changes one is listed by name.
+_PREDICATE = re.compile(r"^Definition\s+([HC]_[\w']+)\s", re.MULTILINE)
 _REQUIRE = re.compile(r"(?:From\s+([\w.']+)\s+)?Require\s+(?:(?:Import|Export)\s+)?"
                       r"((?:[\w'.]+\s+)*?[\w'.]+?)\s*\.(?=\s|$)")
 
@@ -58,7 +65,8 @@ def spec_sha256(proof_dir: Path) -> str:
 def _blocks(text: str) -> dict[str, str]:
     """Statement name -> its text (whitespace-normalised), comments and strings aside."""
     code = strip_comments(text)
-    starts = [(m.start(), m.group(1)) for m in _STATEMENT.finditer(code)]
+    starts = sorted({(m.start(), m.group(1)) for pattern in (_STATEMENT, _PREDICATE)
+                     for m in pattern.finditer(code)})
     out = {}
     for (start, name), (end, _) in zip(starts, starts[1:] + [(len(code), "")]):
         sentence = code[start:end].split(".\n", 1)[0]
@@ -73,7 +81,8 @@ def record_statements(proof_dir: Path) -> dict[str, str]:
 
 def _expected_names(theorems: dict[str, Theorem]) -> set[str]:
     return (set(theorems) | {t.witness for t in theorems.values() if t.witness}
-            | {t.false_witness for t in theorems.values() if getattr(t, "false_witness", "")})
+            | {t.false_witness for t in theorems.values() if getattr(t, "false_witness", "")}
+            | {f"{p}_{k}" for k in theorems if k not in NO_HYPOTHESES for p in "HC"})
 
 
 def _reviewed_text(proof_dir: Path, sha: str) -> str | None:
@@ -172,6 +181,8 @@ def check_record(proof_dir: Path, theorems: dict[str, Theorem] | None = None,
         problems.append(f"{name} is registered but has no statement in proofs/{SPEC_FILE}")
     if theorems is THEOREMS:  # the package's own links (a test registry has none)
         problems += _link_problems(theorems)
+    problems += nonvacuity.problems(_blocks(text), " ".join(strip_comments(text).split()),
+                                    theorems, NO_HYPOTHESES)
     for lib, mod in _REQUIRE.findall(strip_comments(text)):
         for m in mod.split():
             full = f"{lib}.{m}" if lib else m

@@ -42,10 +42,12 @@ class Theorem:
     backend: str = "coq"
     file: str = ""  # path under proofs/
     # Short name of the non-vacuity witness in proofs/theories/Witnesses.v (RealWitnesses.v
-    # for the theorems over R, module witness_module): the theorem applied to concrete
-    # arguments (so its hypotheses can all hold at once; exchange proofs checks that the
-    # witness's proof term uses the theorem). "" only for theorems without
-    # hypotheses (NO_HYPOTHESES says which, and a test checks the pinned statements).
+    # for the theorems over R, module witness_module): the theorem's hypotheses at concrete
+    # arguments, W_T := H_T a in the record (so they can all hold at once; G >= 2,
+    # advantages of both signs: exchange.theory.nonvacuity). For an iff in NO_HYPOTHESES,
+    # its right-to-left direction applied at concrete arguments (exchange proofs checks
+    # that the witness's proof term is the theorem applied). "" only for theorems without
+    # hypotheses (NO_HYPOTHESES says which; the record check confirms it).
     witness: str = ""
     witness_module: str = "Witnesses"
     # For an iff theorem: a lemma F_<theorem> in the witness module, arguments meeting
@@ -259,7 +261,7 @@ THEOREMS: dict[str, Theorem] = dict(
 # registered theorem and witness is checked by the kernel against the statement of the
 # same name there. Changing this line is a re-pin: `exchange proofs --write-statements
 # --accept` does it and logs the diff in proofs/CHANGES.
-SPEC_SHA256 = "1ccbe25f8feba4f08dd314a4d4f56d736c90d1b551bf31ffa58e96db7f51191e"
+SPEC_SHA256 = "443bd48dc48eb9211f51556387043cb13b20ccc5372665f4766bd9a77ac0ce62"
 # The Python side of the record (proofs/spec/pins.json, exchange.theory.pins): this map's
 # keys, witnesses and prose, the vocabulary's links, the axiom policy, the code link's
 # tolerance, groups and factors, the layout of proofs/. Re-pinned with SPEC_SHA256.

@@ -51,8 +51,11 @@ Qed.
 
 (** T1 in weight form: zero-sum advantages and equal weights give [K = 0]. *)
 Theorem T1_sufficiency : forall G (A w : nat -> Q) (w0 : Q),
-  sum G A == 0 -> (forall i, (i < G)%nat -> w i == w0) -> K G A w == 0.
+  sum G A == 0 /\
+  (forall i, (i < G)%nat -> w i == w0) ->
+  K G A w == 0.
 Proof.
+  uncurried.
   intros G A w w0 HZ Hw. unfold K.
   rewrite (sum_ext G _ (fun i => A i * w0)) by (intros i Hi; rewrite (Hw i Hi); ring).
   rewrite sum_scale_r, HZ. ring.
@@ -65,10 +68,11 @@ Qed.
     weights do not depend on the rewards, then all weights are equal.  The hypothesis
     [G >= 2] of THEORY.md is not needed: for [G = 1] the conclusion is trivial. *)
 Theorem T2_necessity_binary : forall (G : nat) (w : nat -> Q) (sigma : (nat -> Q) -> Q),
-  (forall r, binary G r -> 0 < sigma r) ->
+  (forall r, binary G r -> 0 < sigma r) /\
   (forall r, binary G r -> K G (adv G (sigma r) r) w == 0) ->
   forall i j, (i < G)%nat -> (j < G)%nat -> w i == w j.
 Proof.
+  uncurried.
   intros G w sigma Hpos HC.
   (* Reward vector e_j: K = (w_j - mean w) / sigma, so every w_j equals mean w. *)
   assert (Hmean : forall j, (j < G)%nat -> w j == mean G w).
@@ -117,7 +121,7 @@ Proof.
   - apply T2_necessity_zero_sum.
   - intros Heq A HZ. destruct G as [|k].
     + reflexivity.
-    + apply (T1_sufficiency (S k) A w (w O) HZ). intros i Hi. apply Heq; lia.
+    + apply (T1_sufficiency (S k) A w (w O)). split; [exact HZ|]. intros i Hi. apply Heq; lia.
 Qed.
 
 (** ** Cor 3.3: cancellation for one reward vector does not need equal weights *)
@@ -155,8 +159,11 @@ Qed.
 (** With equal weights [w0], [K = w0 * sum_i A_i]: a non-zero-sum baseline (M4) breaks
     cancellation even for perfectly exchangeable coefficients. *)
 Theorem M4_nonzero_sum_breaks : forall G (A : nat -> Q) (w0 : Q),
-  ~ w0 == 0 -> ~ sum G A == 0 -> ~ K G A (fun _ => w0) == 0.
+  ~ w0 == 0 /\
+  ~ sum G A == 0 ->
+  ~ K G A (fun _ => w0) == 0.
 Proof.
+  uncurried.
   intros G A w0 Hw HA HK. unfold K in HK. rewrite sum_scale_r in HK.
   apply Qmult_integral in HK. destruct HK; contradiction.
 Qed.
@@ -189,8 +196,12 @@ Proof.
 Qed.
 
 Theorem M6_does_not_vanish : forall G (A : nat -> Q) (w0 phi : Q),
-  (0 < G)%nat -> ~ phi == 0 -> sum G A == 0 -> ~ sum G (fun i => A i * w0 + phi) == 0.
+  (0 < G)%nat /\
+  ~ phi == 0 /\
+  sum G A == 0 ->
+  ~ sum G (fun i => A i * w0 + phi) == 0.
 Proof.
+  uncurried.
   intros G A w0 phi HG Hphi HZ HK. rewrite M6_additive_term in HK by exact HZ.
   apply Qmult_integral in HK. destruct HK as [HK|HK]; [|contradiction].
   apply (QG_nonzero G HG), HK.
@@ -272,9 +283,13 @@ Proof.
 Qed.
 
 (** Equal lengths: the baseline is the group mean, the advantages are zero-sum. *)
-Theorem M4_opo_equal_lengths : forall G (L r : nat -> Q) (l : Q), (0 < G)%nat -> ~ l == 0 ->
-  (forall i, (i < G)%nat -> L i == l) -> sum G (opo_adv G L r) == 0.
+Theorem M4_opo_equal_lengths : forall G (L r : nat -> Q) (l : Q),
+  (0 < G)%nat /\
+  ~ l == 0 /\
+  (forall i, (i < G)%nat -> L i == l) ->
+  sum G (opo_adv G L r) == 0.
 Proof.
+  uncurried.
   intros G L r l HG Hl HL.
   assert (HS : ~ sum G L == 0).
   { rewrite (sum_ext G L (fun _ => l)) by exact HL. rewrite sum_const.

@@ -44,9 +44,12 @@ Ltac qcase x y := let E := fresh "E" in
 (** Above the trust region ([rho > 1 + eps_high]) only the negative advantages keep
     their coefficient: [K = rho * sum_i min(A_i, 0)]. *)
 Theorem T4_above_event_coefficient : forall G (A : nat -> Q) (eps_low eps_high rho : Q),
-  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho ->
+  0 <= eps_low /\
+  0 <= eps_high /\
+  1 + eps_high < rho ->
   sum G (fun i => clip_coef eps_low eps_high rho (A i)) == rho * sum G (fun i => neg_part (A i)).
 Proof.
+  uncurried.
   intros G A el eh rho Hl Hh Hr. rewrite <- sum_scale. apply sum_ext. intros i _.
   unfold clip_coef, clipped, neg_part.
   qcase 0 (A i); qcase (1 + eh) rho; qcase (A i) 0; qcase rho (1 - el);
@@ -56,12 +59,15 @@ Qed.
 (** ... hence [K < 0] as soon as one advantage in the group is negative: a shared event
     above the trust region is pushed down whatever its credit. *)
 Theorem T4_above_negative : forall G (A : nat -> Q) (eps_low eps_high rho : Q),
-  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho ->
+  0 <= eps_low /\
+  0 <= eps_high /\
+  1 + eps_high < rho /\
   (exists j, (j < G)%nat /\ A j < 0) ->
   sum G (fun i => clip_coef eps_low eps_high rho (A i)) < 0.
 Proof.
+  uncurried.
   intros G A el eh rho Hl Hh Hr [j [Hj Hneg]].
-  rewrite T4_above_event_coefficient by assumption.
+  rewrite T4_above_event_coefficient by (repeat split; assumption).
   assert (Hs : sum G (fun i => neg_part (A i)) < 0).
   { apply sum_neg.
     - intros i _. unfold neg_part. qcase (A i) 0; lra.
@@ -72,9 +78,12 @@ Qed.
 (** Below the trust region ([0 < rho < 1 - eps_low]) only the positive advantages keep
     their coefficient: [K = rho * sum_i max(A_i, 0)]. *)
 Theorem T4_below_event_coefficient : forall G (A : nat -> Q) (eps_low eps_high rho : Q),
-  0 <= eps_low -> 0 <= eps_high -> rho < 1 - eps_low ->
+  0 <= eps_low /\
+  0 <= eps_high /\
+  rho < 1 - eps_low ->
   sum G (fun i => clip_coef eps_low eps_high rho (A i)) == rho * sum G (fun i => pos_part (A i)).
 Proof.
+  uncurried.
   intros G A el eh rho Hl Hh Hr. rewrite <- sum_scale. apply sum_ext. intros i _.
   unfold clip_coef, clipped, pos_part.
   qcase 0 (A i); qcase (1 + eh) rho; qcase (A i) 0; qcase rho (1 - el);
@@ -83,12 +92,16 @@ Qed.
 
 (** ... hence [K > 0] as soon as one advantage is positive. *)
 Theorem T4_below_positive : forall G (A : nat -> Q) (eps_low eps_high rho : Q),
-  0 <= eps_low -> 0 <= eps_high -> 0 < rho -> rho < 1 - eps_low ->
+  0 <= eps_low /\
+  0 <= eps_high /\
+  0 < rho /\
+  rho < 1 - eps_low /\
   (exists j, (j < G)%nat /\ 0 < A j) ->
   0 < sum G (fun i => clip_coef eps_low eps_high rho (A i)).
 Proof.
+  uncurried.
   intros G A el eh rho Hl Hh Hp Hr [j [Hj Hpos]].
-  rewrite T4_below_event_coefficient by assumption.
+  rewrite T4_below_event_coefficient by (repeat split; assumption).
   assert (Hs : 0 < sum G (fun i => pos_part (A i))).
   { apply sum_pos.
     - intros i _. unfold pos_part. qcase 0 (A i); lra.
@@ -99,9 +112,12 @@ Qed.
 (** Inside the trust region nothing is clipped and zero-sum advantages cancel (T1):
     it is the sign-dependent clip alone that breaks cancellation. *)
 Theorem T4_inside_cancels : forall G (A : nat -> Q) (eps_low eps_high rho : Q),
-  1 - eps_low <= rho -> rho <= 1 + eps_high -> sum G A == 0 ->
+  1 - eps_low <= rho /\
+  rho <= 1 + eps_high /\
+  sum G A == 0 ->
   sum G (fun i => clip_coef eps_low eps_high rho (A i)) == 0.
 Proof.
+  uncurried.
   intros G A el eh rho Hl Hh HZ.
   rewrite (sum_ext G _ (fun i => A i * rho)).
   - rewrite sum_scale_r, HZ. ring.
@@ -131,22 +147,28 @@ Qed.
 (** Between [1 + eps_high] and [c]: the dual-clipped PPO pushes the shared event down
     ([K < 0]) as soon as one advantage is negative, as [T4_above_negative] says. *)
 Theorem T4_dual_above_negative : forall G (A : nat -> Q) (c eps_low eps_high rho : Q),
-  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho -> rho <= c ->
+  0 <= eps_low /\
+  0 <= eps_high /\
+  1 + eps_high < rho /\
+  rho <= c /\
   (exists j, (j < G)%nat /\ A j < 0) ->
   sum G (fun i => dual_clip_coef c eps_low eps_high rho (A i)) < 0.
 Proof.
+  uncurried.
   intros G A c el eh rho Hl Hh Hr Hc Hj.
   rewrite (sum_ext G _ (fun i => clip_coef el eh rho (A i)))
     by (intros; apply T4_dual_agrees_up_to_c; exact Hc).
-  apply T4_above_negative; assumption.
+  apply T4_above_negative; repeat split; assumption.
 Qed.
 
 (** Above [c] (with [c >= 1 + eps_high]) every coefficient is zero: [K = 0] whatever
     the advantages; [T4_above_negative] stops at [c]. *)
 Theorem T4_dual_above_c : forall G (A : nat -> Q) (c eps_low eps_high rho : Q),
-  1 + eps_high <= c -> c < rho ->
+  1 + eps_high <= c /\
+  c < rho ->
   forall i, (i < G)%nat -> dual_clip_coef c eps_low eps_high rho (A i) == 0.
 Proof.
+  uncurried.
   intros G A c el eh rho Hc Hr i _. unfold dual_clip_coef, clip_coef, clipped.
   qcase (A i) 0; qcase c rho; qcase 0 (A i); qcase (1 + eh) rho; qcase rho (1 - el);
     simpl; try lra; try reflexivity;

@@ -71,10 +71,12 @@ Qed.
 (** With positive lengths: [K > 0] exactly when [L_c] is below the harmonic mean of the
     lengths, [HM = 1 / mean_i (1/L_i)]: shared tokens are pushed up when the correct
     response is short, down when it is long, independently of their credit. *)
-Theorem T3_harmonic_mean : forall G (L : nat -> Q) (c : nat), (c < G)%nat ->
+Theorem T3_harmonic_mean : forall G (L : nat -> Q) (c : nat),
+  (c < G)%nat /\
   (forall i, (i < G)%nat -> 0 < L i) ->
   (0 < K G (adv G 1 (ind c)) (fun i => / L i) <-> L c < / mean G (fun i => / L i)).
 Proof.
+  uncurried.
   intros G L c Hc HL. rewrite T3_sign by exact Hc.
   apply lt_inv_swap.
   - apply HL, Hc.

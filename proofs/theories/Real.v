@@ -10,6 +10,22 @@
 From Coq Require Import Reals Lra Lia.
 Open Scope R_scope.
 
+(** A theorem states its hypotheses as one conjunction, [forall x, H x -> C x], as the
+    reviewed record does ([proofs/spec/Spec.v]); [uncurried] turns such a goal into the
+    curried [forall x, H1 -> H2 -> ... -> C x] its proof is written for. *)
+Ltac uncurried :=
+  lazymatch goal with
+  | |- ?P /\ ?Q -> ?C =>
+      refine ((fun (f : P -> Q -> C) (h : P /\ Q) => f (proj1 h) (proj2 h)) _);
+      let x := fresh "H" in intro x; uncurried_rest; revert x
+  | |- forall x : _, _ => let y := fresh x in intro y; uncurried; revert y
+  end
+with uncurried_rest :=
+  lazymatch goal with
+  | |- _ /\ _ -> _ => uncurried
+  | |- _ => idtac
+  end.
+
 Fixpoint Rsum (n : nat) (f : nat -> R) : R :=
   match n with O => 0 | S k => Rsum k f + f k end.
 
@@ -120,8 +136,11 @@ Qed.
 
 (** ** T1 over R *)
 Theorem R_T1_sufficiency : forall G (A w : nat -> R) (w0 : R),
-  Rsum G A = 0 -> (forall i, (i < G)%nat -> w i = w0) -> RK G A w = 0.
+  Rsum G A = 0 /\
+  (forall i, (i < G)%nat -> w i = w0) ->
+  RK G A w = 0.
 Proof.
+  uncurried.
   intros G A w w0 HZ Hw. unfold RK.
   rewrite (Rsum_ext G _ (fun i => w0 * A i)) by (intros i Hi; rewrite (Hw i Hi); ring).
   rewrite Rsum_scale, HZ. ring.
@@ -130,10 +149,11 @@ Qed.
 (** ** T2 over R: the hypotheses are only about the one-hot reward vectors [e_j], with
     the advantages divided by any group constant [sigma] that is positive on them. *)
 Theorem R_T2_necessity_onehot : forall (G : nat) (w : nat -> R) (sigma : (nat -> R) -> R),
-  (forall j, (j < G)%nat -> 0 < sigma (Rind j)) ->
+  (forall j, (j < G)%nat -> 0 < sigma (Rind j)) /\
   (forall j, (j < G)%nat -> RK G (Radv G (sigma (Rind j)) (Rind j)) w = 0) ->
   forall i j, (i < G)%nat -> (j < G)%nat -> w i = w j.
 Proof.
+  uncurried.
   intros G w sigma Hpos HC.
   assert (Hm : forall j, (j < G)%nat -> w j = Rmean G w).
   { intros j Hj. pose proof (HC j Hj) as HK. pose proof (Hpos j Hj) as Hs.
@@ -157,14 +177,14 @@ Qed.
     the advantages divided by any group constant [sigma] positive on those vectors (the
     std is), the weights are equal.  Only the one-hot vectors are needed. *)
 Theorem R_T2_necessity_reals : forall (G : nat) (w : nat -> R) (sigma : (nat -> R) -> R),
-  (2 <= G)%nat ->
-  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) -> 0 < sigma r) ->
-  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) ->
-     RK G (Radv G (sigma r) r) w = 0) ->
+  (2 <= G)%nat /\
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) -> 0 < sigma r) /\
+  (forall r, (exists a b, (a < G)%nat /\ (b < G)%nat /\ r a <> r b) -> RK G (Radv G (sigma r) r) w = 0) ->
   forall i j, (i < G)%nat -> (j < G)%nat -> w i = w j.
 Proof.
+  uncurried.
   intros G w sigma HG Hpos HC.
-  apply (R_T2_necessity_onehot G w sigma).
+  apply (R_T2_necessity_onehot G w sigma). split.
   - intros j Hj. apply Hpos, Rind_nonconstant; assumption.
   - intros j Hj. apply HC, Rind_nonconstant; assumption.
 Qed.
@@ -185,19 +205,24 @@ Qed.
 
 (** T2 with GRPO's std normalisation: [K = 0] for every one-hot reward vector, the
     advantages divided by the std (with [sqrt]), forces equal weights. *)
-Theorem R_T2_necessity_std : forall (G : nat) (w : nat -> R), (2 <= G)%nat ->
+Theorem R_T2_necessity_std : forall (G : nat) (w : nat -> R),
+  (2 <= G)%nat /\
   (forall j, (j < G)%nat -> RK G (Radv G (Rstd G (Rind j)) (Rind j)) w = 0) ->
   forall i j, (i < G)%nat -> (j < G)%nat -> w i = w j.
 Proof.
-  intros G w HG HC. apply (R_T2_necessity_onehot G w (Rstd G)); [|exact HC].
+  uncurried.
+  intros G w HG HC. apply (R_T2_necessity_onehot G w (Rstd G)); split; [|exact HC].
   intros j Hj. apply R_std_onehot_pos; assumption.
 Qed.
 
 (** Equal rewards: every coefficient vanishes only because the scale [s] is positive
     (in floating point the std is then 0 and [0/0] is NaN; in Q [x/0 = 0]). *)
-Theorem R_null_on_equal_rewards : forall G s (r w : nat -> R) (r0 : R), 0 < s ->
-  (forall i, (i < G)%nat -> r i = r0) -> forall i, (i < G)%nat -> Radv G s r i * w i = 0.
+Theorem R_null_on_equal_rewards : forall G s (r w : nat -> R) (r0 : R),
+  0 < s /\
+  (forall i, (i < G)%nat -> r i = r0) ->
+  forall i, (i < G)%nat -> Radv G s r i * w i = 0.
 Proof.
+  uncurried.
   intros G s r w r0 Hs Hr i Hi. unfold Radv.
   assert (Hm : Rmean G r = r0).
   { unfold Rmean. rewrite (Rsum_ext G r (fun _ => r0)) by exact Hr. rewrite Rsum_const.
@@ -212,10 +237,12 @@ Proof.
   intros G L c Hc. rewrite RK_adv, Rsum_onehot by exact Hc. rewrite Rinv_1. ring.
 Qed.
 
-Theorem R_T3_harmonic_mean : forall G (L : nat -> R) (c : nat), (c < G)%nat ->
+Theorem R_T3_harmonic_mean : forall G (L : nat -> R) (c : nat),
+  (c < G)%nat /\
   (forall i, (i < G)%nat -> 0 < L i) ->
   (0 < RK G (Radv G 1 (Rind c)) (fun i => / L i) <-> L c < / Rmean G (fun i => / L i)).
 Proof.
+  uncurried.
   intros G L c Hc HL. rewrite R_T3_one_correct by exact Hc.
   set (m := Rmean G (fun i => / L i)).
   assert (Hm : 0 < m).
@@ -242,22 +269,27 @@ Definition R_neg_part (a : R) : R := if Rlt_dec a 0 then a else 0.
 Definition R_pos_part (a : R) : R := if Rlt_dec 0 a then a else 0.
 
 Theorem R_T4_above_event_coefficient : forall G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho ->
-  Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i))
-  = rho * Rsum G (fun i => R_neg_part (A i)).
+  0 <= eps_low /\
+  0 <= eps_high /\
+  1 + eps_high < rho ->
+  Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i)) = rho * Rsum G (fun i => R_neg_part (A i)).
 Proof.
+  uncurried.
   intros. rewrite <- Rsum_scale. apply Rsum_ext. intros i _.
   unfold R_clip_coef, R_neg_part.
   repeat destruct Rlt_dec; try lra; nra.
 Qed.
 
 Theorem R_T4_above_negative : forall G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low -> 0 <= eps_high -> 1 + eps_high < rho ->
+  0 <= eps_low /\
+  0 <= eps_high /\
+  1 + eps_high < rho /\
   (exists j, (j < G)%nat /\ A j < 0) ->
   Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i)) < 0.
 Proof.
+  uncurried.
   intros G A el eh rho Hl Hh Hr [j [Hj Hn]].
-  rewrite R_T4_above_event_coefficient by assumption.
+  rewrite R_T4_above_event_coefficient by (repeat split; assumption).
   assert (0 < Rsum G (fun i => - R_neg_part (A i))).
   { refine (Rsum_pos G _ _ j Hj _).
     - intros i _. unfold R_neg_part. destruct Rlt_dec; lra.
@@ -267,22 +299,28 @@ Proof.
 Qed.
 
 Theorem R_T4_below_event_coefficient : forall G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low -> 0 <= eps_high -> rho < 1 - eps_low ->
-  Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i))
-  = rho * Rsum G (fun i => R_pos_part (A i)).
+  0 <= eps_low /\
+  0 <= eps_high /\
+  rho < 1 - eps_low ->
+  Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i)) = rho * Rsum G (fun i => R_pos_part (A i)).
 Proof.
+  uncurried.
   intros. rewrite <- Rsum_scale. apply Rsum_ext. intros i _.
   unfold R_clip_coef, R_pos_part.
   repeat destruct Rlt_dec; try lra; nra.
 Qed.
 
 Theorem R_T4_below_positive : forall G (A : nat -> R) (eps_low eps_high rho : R),
-  0 <= eps_low -> 0 <= eps_high -> 0 < rho -> rho < 1 - eps_low ->
+  0 <= eps_low /\
+  0 <= eps_high /\
+  0 < rho /\
+  rho < 1 - eps_low /\
   (exists j, (j < G)%nat /\ 0 < A j) ->
   0 < Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i)).
 Proof.
+  uncurried.
   intros G A el eh rho Hl Hh Hp Hr [j [Hj Hpos]].
-  rewrite R_T4_below_event_coefficient by assumption.
+  rewrite R_T4_below_event_coefficient by (repeat split; assumption).
   assert (0 < Rsum G (fun i => R_pos_part (A i))).
   { refine (Rsum_pos G _ _ j Hj _).
     - intros i _. unfold R_pos_part. destruct Rlt_dec; lra.
@@ -291,9 +329,12 @@ Proof.
 Qed.
 
 Theorem R_T4_inside_cancels : forall G (A : nat -> R) (eps_low eps_high rho : R),
-  1 - eps_low <= rho -> rho <= 1 + eps_high -> Rsum G A = 0 ->
+  1 - eps_low <= rho /\
+  rho <= 1 + eps_high /\
+  Rsum G A = 0 ->
   Rsum G (fun i => R_clip_coef eps_low eps_high rho (A i)) = 0.
 Proof.
+  uncurried.
   intros G A el eh rho Hl Hh HZ.
   rewrite (Rsum_ext G _ (fun i => rho * A i)).
   - rewrite Rsum_scale, HZ. ring.
@@ -322,20 +363,20 @@ Theorem R_M1_gspo : forall (G : nat) (L : nat -> nat) (logrho : nat -> nat -> R)
           gspo_weight (L i) (logrho i) / INR (L i) = gspo_weight (L j) (logrho j) / INR (L j))).
 Proof.
   intros G L logrho HG. split.
-  - apply R_T2_necessity_std. exact HG.
-  - intros Heq j Hj. apply (R_T1_sufficiency G _ _ (gspo_weight (L O) (logrho O) / INR (L O))).
+  - intros H. apply R_T2_necessity_std. split; [exact HG | exact H].
+  - intros Heq j Hj. apply (R_T1_sufficiency G _ _ (gspo_weight (L O) (logrho O) / INR (L O))). split.
     + apply Radv_zero_sum.
     + intros i Hi. apply Heq; lia.
 Qed.
 
 Theorem R_M1_gspo_equal_lengths : forall (G : nat) (L : nat) (logrho : nat -> nat -> R),
-  (2 <= G)%nat -> (0 < L)%nat ->
+  (2 <= G)%nat /\
+  (0 < L)%nat ->
   ((forall j, (j < G)%nat ->
-      RK G (Radv G (Rstd G (Rind j)) (Rind j))
-           (fun i => gspo_weight L (logrho i) / INR L) = 0)
-   <-> (forall i j, (i < G)%nat -> (j < G)%nat ->
-          gspo_weight L (logrho i) = gspo_weight L (logrho j))).
+      RK G (Radv G (Rstd G (Rind j)) (Rind j)) (fun i => gspo_weight L (logrho i) / INR L) = 0)
+   <-> (forall i j, (i < G)%nat -> (j < G)%nat -> gspo_weight L (logrho i) = gspo_weight L (logrho j))).
 Proof.
+  uncurried.
   intros G L logrho HG HL.
   rewrite (R_M1_gspo G (fun _ => L) logrho HG).
   assert (HLn : / INR L <> 0) by (apply Rinv_neq_0_compat, Rgt_not_eq, INR_pos; exact HL).

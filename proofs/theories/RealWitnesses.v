@@ -1,8 +1,8 @@
 (** * Non-vacuity witnesses of the theorems over R ([Real.v]).
 
-    As in [Witnesses.v]: each [W_] applies its theorem to concrete arguments (the group
-    [A = (1, -1)], lengths [(1, 2)]) and each [F_] refutes both sides of an iff, the
-    left one through the theorem.  Kept apart from [Witnesses.v] (the QArith ones) so
+    As in [Witnesses.v]: each [W_] proves its theorem's hypotheses at concrete arguments
+    (the group [A = (1, -1)], lengths [(1, 2)]) and each [F_] refutes both sides of an
+    iff, the left one through the theorem.  Kept apart from [Witnesses.v] (the QArith ones) so
     that a change to the QArith development does not make [exchange proofs] ask
     [Print Assumptions] about these again (each walks the Reals construction). *)
 
@@ -16,6 +16,11 @@ Definition RL12 (i : nat) : R := match i with O => 1 | _ => 2 end.
 Lemma RA2_zero_sum : Rsum 2 RA2 = 0.
 Proof. simpl. ring. Qed.
 
+(** [hyp_of (T a)] is the hypothesis of a theorem [T : forall x, H x -> C x] at the
+    arguments [a], i.e. [H a]: the reviewed record's [W_T := H_T a], as the kernel checks. *)
+Definition hyp_of {P C : Prop} (_ : P -> C) : Prop := P.
+
+
 Lemma RL12_pos : forall i, (i < 2)%nat -> 0 < RL12 i.
 Proof. intros [|i] _; simpl; lra. Qed.
 
@@ -23,86 +28,67 @@ Proof. intros [|i] _; simpl; lra. Qed.
 Lemma RL12_harmonic : / Rmean 2 (fun i => / RL12 i) = 4 / 3.
 Proof. unfold Rmean. simpl. field. Qed.
 
-Lemma W_R_T1_sufficiency : RK 2 RA2 (fun _ => 2) = 0.
-Proof. apply (R_T1_sufficiency 2 RA2 _ 2 RA2_zero_sum). reflexivity. Qed.
+Lemma W_R_T1_sufficiency : hyp_of (R_T1_sufficiency 2 RA2 (fun _ => 2) 2).
+Proof. red. split; [exact RA2_zero_sum | intros; reflexivity]. Qed.
 
-Lemma W_R_T2_necessity_onehot :
-  forall i j, (i < 2)%nat -> (j < 2)%nat -> (fun _ : nat => 2) i = (fun _ : nat => 2) j.
+Lemma W_R_T2_necessity_onehot : hyp_of (R_T2_necessity_onehot 2 (fun _ => 2) (fun _ => 1)).
 Proof.
-  apply (R_T2_necessity_onehot 2 (fun _ => 2) (fun _ => 1)); [intros; lra |].
-  intros j _. apply (R_T1_sufficiency 2 _ _ 2); [apply Radv_zero_sum | reflexivity].
+  red. split; [intros; lra |].
+  intros j _. apply (R_T1_sufficiency 2 _ _ 2). split; [apply Radv_zero_sum | intros; reflexivity].
 Qed.
 
-Lemma W_R_T2_necessity_reals :
-  forall i j, (i < 2)%nat -> (j < 2)%nat -> (fun _ : nat => 2) i = (fun _ : nat => 2) j.
+Lemma W_R_T2_necessity_reals : hyp_of (R_T2_necessity_reals 2 (fun _ => 2) (fun _ => 1)).
 Proof.
-  apply (R_T2_necessity_reals 2 (fun _ => 2) (fun _ => 1)); [lia | intros; lra |].
-  intros r _. apply (R_T1_sufficiency 2 _ _ 2); [apply Radv_zero_sum | reflexivity].
+  red. refine (conj _ (conj _ _)); [lia | intros; lra |].
+  intros r _. apply (R_T1_sufficiency 2 _ _ 2). split; [apply Radv_zero_sum | intros; reflexivity].
 Qed.
 
-Lemma W_R_T2_necessity_std :
-  forall i j, (i < 2)%nat -> (j < 2)%nat -> (fun _ : nat => 2) i = (fun _ : nat => 2) j.
+Lemma W_R_T2_necessity_std : hyp_of (R_T2_necessity_std 2 (fun _ => 2)).
 Proof.
-  apply (R_T2_necessity_std 2 (fun _ => 2)); [lia |].
-  intros j _. apply (R_T1_sufficiency 2 _ _ 2); [apply Radv_zero_sum | reflexivity].
+  red. split; [lia |].
+  intros j _. apply (R_T1_sufficiency 2 _ _ 2). split; [apply Radv_zero_sum | intros; reflexivity].
 Qed.
 
-Lemma W_R_null_on_equal_rewards :
-  forall i, (i < 2)%nat -> Radv 2 2 (fun _ => 1) i * RA2 i = 0.
-Proof. apply (R_null_on_equal_rewards 2 2 (fun _ => 1) RA2 1); [lra | reflexivity]. Qed.
+Lemma W_R_null_on_equal_rewards : hyp_of (R_null_on_equal_rewards 2 2 (fun _ => 1) RA2 1).
+Proof. red. split; [lra | intros; reflexivity]. Qed.
 
-Lemma W_R_T3_one_correct :
-  RK 2 (Radv 2 1 (Rind 1)) (fun i => / RL12 i) = / RL12 1%nat - Rmean 2 (fun i => / RL12 i).
-Proof. exact (R_T3_one_correct 2 RL12 1 ltac:(lia)). Qed.
+Lemma W_R_T3_one_correct : hyp_of (R_T3_one_correct 2 RL12 1).
+Proof. red. lia. Qed.
 
 (** Right to left at the shorter correct response [c = 0]: [1 < 4/3]. *)
-Lemma W_R_T3_harmonic_mean : 0 < RK 2 (Radv 2 1 (Rind 0)) (fun i => / RL12 i).
+Lemma W_R_T3_harmonic_mean : hyp_of (R_T3_harmonic_mean 2 RL12 0).
+Proof. red. split; [lia | exact RL12_pos]. Qed.
+
+Lemma W_R_T4_above_event_coefficient : hyp_of (R_T4_above_event_coefficient 2 RA2 (1/5) (1/5) 2).
+Proof. red. refine (conj _ (conj _ _)); lra. Qed.
+
+Lemma W_R_T4_above_negative : hyp_of (R_T4_above_negative 2 RA2 (1/5) (1/5) 2).
 Proof.
-  apply (proj2 (R_T3_harmonic_mean 2 RL12 0 ltac:(lia) RL12_pos)).
-  rewrite RL12_harmonic. simpl. lra.
+  red. refine (conj _ (conj _ (conj _ _))); try lra.
+  exists 1%nat. split; [lia|simpl; lra].
 Qed.
 
-Lemma W_R_T4_above_event_coefficient :
-  Rsum 2 (fun i => R_clip_coef (1/5) (1/5) 2 (RA2 i)) = 2 * Rsum 2 (fun i => R_neg_part (RA2 i)).
-Proof. apply R_T4_above_event_coefficient; lra. Qed.
+Lemma W_R_T4_below_event_coefficient : hyp_of (R_T4_below_event_coefficient 2 RA2 (1/5) (1/5) (1/2)).
+Proof. red. refine (conj _ (conj _ _)); lra. Qed.
 
-Lemma W_R_T4_above_negative : Rsum 2 (fun i => R_clip_coef (1/5) (1/5) 2 (RA2 i)) < 0.
-Proof. apply R_T4_above_negative; try lra. exists 1%nat. split; [lia|simpl; lra]. Qed.
+Lemma W_R_T4_below_positive : hyp_of (R_T4_below_positive 2 RA2 (1/5) (1/5) (1/2)).
+Proof.
+  red. refine (conj _ (conj _ (conj _ (conj _ _)))); try lra.
+  exists O. split; [lia|simpl; lra].
+Qed.
 
-Lemma W_R_T4_below_event_coefficient :
-  Rsum 2 (fun i => R_clip_coef (1/5) (1/5) (1/2) (RA2 i)) =
-  1/2 * Rsum 2 (fun i => R_pos_part (RA2 i)).
-Proof. apply R_T4_below_event_coefficient; lra. Qed.
-
-Lemma W_R_T4_below_positive : 0 < Rsum 2 (fun i => R_clip_coef (1/5) (1/5) (1/2) (RA2 i)).
-Proof. apply R_T4_below_positive; try lra. exists O. split; [lia|simpl; lra]. Qed.
-
-Lemma W_R_T4_inside_cancels : Rsum 2 (fun i => R_clip_coef (1/5) (1/5) 1 (RA2 i)) = 0.
-Proof. apply R_T4_inside_cancels; [lra | lra | exact RA2_zero_sum]. Qed.
+Lemma W_R_T4_inside_cancels : hyp_of (R_T4_inside_cancels 2 RA2 (1/5) (1/5) 1).
+Proof. red. refine (conj _ (conj _ _)); [lra | lra | exact RA2_zero_sum]. Qed.
 
 (** Right to left: equal GSPO weights (every log-ratio 0, one token) cancel. *)
-Lemma W_R_M1_gspo :
-  forall j, (j < 2)%nat ->
-    RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j))
-         (fun i => gspo_weight ((fun _ => 1%nat) i) ((fun _ _ => 0) i) / INR ((fun _ => 1%nat) i)) = 0.
-Proof.
-  apply (proj2 (R_M1_gspo 2 (fun _ => 1%nat) (fun _ _ => 0) ltac:(lia))). reflexivity.
-Qed.
+Lemma W_R_M1_gspo : hyp_of (R_M1_gspo 2 (fun _ => 1%nat) (fun _ _ => 0)).
+Proof. red. lia. Qed.
 
-Lemma W_R_M1_gspo_equal_lengths :
-  forall j, (j < 2)%nat ->
-    RK 2 (Radv 2 (Rstd 2 (Rind j)) (Rind j))
-         (fun i => gspo_weight 1 ((fun _ _ => 0) i) / INR 1) = 0.
-Proof.
-  apply (proj2 (R_M1_gspo_equal_lengths 2 1 (fun _ _ => 0) ltac:(lia) ltac:(lia))). reflexivity.
-Qed.
+Lemma W_R_M1_gspo_equal_lengths : hyp_of (R_M1_gspo_equal_lengths 2 1%nat (fun _ _ => 0)).
+Proof. red. split; lia. Qed.
 
-Lemma W_R_Cor33_hyperplane :
-  (forall w1 w2 a b, RK 2 RA2 w1 = 0 -> RK 2 RA2 w2 = 0 ->
-     RK 2 RA2 (fun i => a * w1 i + b * w2 i) = 0) /\
-  RK 2 RA2 RA2 <> 0 /\
-  (forall w, exists t, RK 2 RA2 (fun i => w i - t * RA2 i) = 0).
-Proof. apply R_Cor33_hyperplane. exists O. split; [lia|simpl; lra]. Qed.
+Lemma W_R_Cor33_hyperplane : hyp_of (R_Cor33_hyperplane 2 RA2).
+Proof. red. exists O. split; [lia|simpl; lra]. Qed.
 
 (** ** Iff theorems over R: an input where each side is false *)
 
@@ -113,7 +99,7 @@ Proof.
   assert (HR : ~ (RL12 1%nat < / Rmean 2 (fun i => / RL12 i))).
   { rewrite RL12_harmonic. simpl. lra. }
   split; [|exact HR].
-  intro H. apply HR. apply (proj1 (R_T3_harmonic_mean 2 RL12 1 ltac:(lia) RL12_pos)), H.
+  intro H. apply HR. apply (proj1 (R_T3_harmonic_mean 2 RL12 1 ltac:(split; [lia | exact RL12_pos]))), H.
 Qed.
 
 (** Log-ratios all [0] (weights [1]), lengths [1] and [2]: [s_i / L_i] are [1] and [1/2]. *)
@@ -172,5 +158,5 @@ Proof.
     replace ((0 + 0) / 1) with 0 in H by field. replace ((0 + h) / 1) with h in H by field.
     rewrite exp_0 in H. apply Eh. symmetry. exact H. }
   split; [|exact HR].
-  intro H. apply HR. apply (proj1 (R_M1_gspo_equal_lengths 2 1 (Rlogh h) ltac:(lia) ltac:(lia))), H.
+  intro H. apply HR. apply (proj1 (R_M1_gspo_equal_lengths 2 1 (Rlogh h) ltac:(split; lia))), H.
 Qed.

@@ -32,7 +32,7 @@ Qed.
 Theorem T5_min_replace : forall G (A w : nat -> Q),
   sum G A == 0 -> K G A (fun _ => gmin G w) == 0.
 Proof.
-  intros G A w HZ. apply (T1_sufficiency G A _ (gmin G w) HZ). intros; reflexivity.
+  intros G A w HZ. apply (T1_sufficiency G A _ (gmin G w)). split; [exact HZ | intros; reflexivity].
 Qed.
 
 (** A constant normaliser per group (Dr. GRPO's constant, DAPO's group token count,
@@ -40,7 +40,7 @@ Qed.
 Theorem T5_constant_normaliser : forall G (A : nat -> Q) (C : Q),
   sum G A == 0 -> K G A (fun _ => / C) == 0.
 Proof.
-  intros G A C HZ. apply (T1_sufficiency G A _ (/ C) HZ). intros; reflexivity.
+  intros G A C HZ. apply (T1_sufficiency G A _ (/ C)). split; [exact HZ | intros; reflexivity].
 Qed.
 
 (** Adv-Orthogonal weights [w' = w - (A.w / A.A) A]. *)
@@ -66,7 +66,7 @@ Qed.
 Theorem T5_sign_free_weight : forall G (A : nat -> Q) (h : Q -> Q) (rho : Q),
   sum G A == 0 -> K G A (fun _ => h rho) == 0.
 Proof.
-  intros G A h rho HZ. apply (T1_sufficiency G A _ (h rho) HZ). intros; reflexivity.
+  intros G A h rho HZ. apply (T1_sufficiency G A _ (h rho)). split; [exact HZ | intros; reflexivity].
 Qed.
 
 (** CISPO-style truncated weight [min(rho, 1 + eps)], an instance of the above. *)
@@ -108,7 +108,7 @@ Proof.
   - intros i j _ Hj. apply gmin_le, Hj.
   - destruct (gmin_attained G w HG) as [k [Hk Hm]]. exists k. split; [exact Hk|].
     intros i. exact Hm.
-  - intros A HZ. apply (T1_sufficiency G A _ (gmin G w) HZ). intros; reflexivity.
+  - intros A HZ. apply (T1_sufficiency G A _ (gmin G w)). split; [exact HZ | intros; reflexivity].
 Qed.
 
 (** Adv-Orthogonal is the orthogonal projection along [A]: the result is orthogonal to

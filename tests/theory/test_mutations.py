@@ -142,21 +142,23 @@ def m_extra_hypothesis(root):
 
 def m_contradictory(root):
     resub(root, "proofs/theories/LengthNorm.v", theorem("T3_harmonic_mean"),
-          """Theorem T3_harmonic_mean : forall G (L : nat -> Q) (c : nat), (c < G)%nat ->
-  (forall i, (i < G)%nat -> 0 < L i /\\ L i < 0) ->
+          """Theorem T3_harmonic_mean : forall G (L : nat -> Q) (c : nat),
+  (c < G)%nat /\\ (forall i, (i < G)%nat -> 0 < L i /\\ L i < 0) ->
   (0 < K G (adv G 1 (ind c)) (fun i => / L i) <-> L c < / mean G (fun i => / L i)).
-Proof. intros G L c Hc HL. exfalso. destruct (HL c Hc). lra. Qed.""")
+Proof. intros G L c [Hc HL]. exfalso. destruct (HL c Hc). lra. Qed.""")
 
 
 def m_contradictory_repinned(root):
     # The review's case: contradictory hypotheses and a deliberate re-pin of the record
-    # (the statement edited in Spec.v and accepted). The witness applies the theorem,
-    # whose hypotheses can no longer be met: the build fails.
+    # (H_T3_harmonic_mean edited in Spec.v and accepted). The witness W_T3_harmonic_mean
+    # is H_T3_harmonic_mean at concrete arguments, which no proof can meet now.
     from exchange.theory.record import accept_record
 
     m_contradictory(root)
-    sub(root, SPEC, "  (forall i, (i < G)%nat -> 0 < L i) ->\n  (0 < K G (adv G 1 (ind c))",
-        "  (forall i, (i < G)%nat -> 0 < L i /\\ L i < 0) ->\n  (0 < K G (adv G 1 (ind c))")
+    sub(root, SPEC, "Definition H_T3_harmonic_mean (G : nat) (L : nat -> Q) (c : nat) : Prop :=\n"
+        "  (c < G)%nat /\\\n  (forall i, (i < G)%nat -> 0 < L i).",
+        "Definition H_T3_harmonic_mean (G : nat) (L : nat -> Q) (c : nat) : Prop :=\n"
+        "  (c < G)%nat /\\\n  (forall i, (i < G)%nat -> 0 < L i /\\ L i < 0).")
     accept_record(root / "proofs", root / "exchange/theory/registry.py")
 
 
@@ -166,10 +168,13 @@ def m_witness_weakened(root):
 
 
 def m_witness_by_computation(root):
-    # The same pinned statement, proved without the theorem.
-    sub(root, "proofs/theories/Witnesses.v",
-        "  apply T4_above_negative; try qcomp. exists 2%nat. split; [lia|reflexivity].\n",
-        "  vm_compute. reflexivity.\n")
+    # The same pinned statement, proved without the theorem: an F_ witness (both sides of
+    # an iff false) must refute the left side through the theorem. (A W_ witness proves
+    # the hypotheses H_T a, so how it is proved does not matter.)
+    resub(root, "proofs/theories/Witnesses.v", r"(Lemma F_T3_sign :.*?\nProof\.).*?\nQed\.",
+          "Lemma F_T3_sign :\n  ~ (0 < K 2 (adv 2 1 (ind 1)) (fun i => / L12 i)) /\\\n"
+          "  ~ (mean 2 (fun i => / L12 i) < / L12 1%nat).\n"
+          "Proof. split; vm_compute; intro H; discriminate H.\nQed.")
 
 
 def _drop_from_registry(root, name, new_name=None):
@@ -300,9 +305,11 @@ def m_repinned_by_hand(root):
 # 3b. witnesses: a dead `pose proof` naming the theorem; a theorem weakened to G <= 1,
 # re-pinned with --accept and witnessed at G = 1.
 def m_dead_pose_proof(root):
+    # W_T2_characterisation (an iff without hypotheses: its W_ applies the right-to-left
+    # direction) proved directly, the theorem named only in a dead `pose proof`.
     sub(root, "proofs/theories/Witnesses.v",
-        "  apply T4_above_negative; try qcomp. exists 2%nat. split; [lia|reflexivity].\n",
-        "  pose proof T4_above_negative as unused. vm_compute. reflexivity.\n")
+        "Proof. apply (proj2 (T2_characterisation 2 (fun _ => 2))). intros; reflexivity. Qed.",
+        "Proof. pose proof T2_characterisation as unused. intros A HZ. unfold K. simpl in *. lra. Qed.")
 
 
 def m_weakened_to_one_response(root):
@@ -310,18 +317,34 @@ def m_weakened_to_one_response(root):
     # edited to match, the witness moved to G = 1, and the whole re-pinned with --accept.
     from exchange.theory.record import accept_record
 
-    for rel, head in ((RS, "Theorem T5_truncated_ratio :"),
-                      (SPEC, "Definition T5_truncated_ratio : Prop :=")):
-        sub(root, rel, f"{head} forall G (A : nat -> Q) (rho eps : Q),\n  sum G A == 0 ->",
-            f"{head} forall G (A : nat -> Q) (rho eps : Q),\n  (G <= 1)%nat -> sum G A == 0 ->")
-    sub(root, RS, "  intros G A rho eps HZ. apply", "  intros G A rho eps _ HZ. apply")
+    sub(root, RS, "Theorem T5_truncated_ratio : forall G (A : nat -> Q) (rho eps : Q),\n  sum G A == 0 ->",
+        "Theorem T5_truncated_ratio : forall G (A : nat -> Q) (rho eps : Q),\n"
+        "  (G <= 1)%nat /\\ sum G A == 0 ->")
+    sub(root, RS, "  intros G A rho eps HZ. apply", "  intros G A rho eps [_ HZ]. apply")
+    sub(root, SPEC, "Definition H_T5_truncated_ratio (G : nat) (A : nat -> Q) (rho eps : Q) : Prop :=\n"
+        "  sum G A == 0.", "Definition H_T5_truncated_ratio (G : nat) (A : nat -> Q) (rho eps : Q) : Prop :=\n"
+        "  (G <= 1)%nat /\\ sum G A == 0.")
     sub(root, "proofs/theories/Witnesses.v",
-        "Lemma W_T5_truncated_ratio : K 3 cor33_A (fun _ => Qmin 2 (1 + (1#5))) == 0.\n"
-        "Proof. exact (T5_truncated_ratio 3 cor33_A 2 (1#5) cor33_zero_sum). Qed.",
-        "Lemma W_T5_truncated_ratio : K 1 (fun _ => 0) (fun _ => Qmin 2 (1 + (1#5))) == 0.\n"
-        "Proof. apply (T5_truncated_ratio 1 (fun _ => 0) 2 (1#5)); [lia|reflexivity]. Qed.")
-    sub(root, SPEC, "Definition W_T5_truncated_ratio : Prop := K 3 cor33_A (fun _ => Qmin 2 (1 + (1#5))) == 0.",
-        "Definition W_T5_truncated_ratio : Prop := K 1 (fun _ => 0) (fun _ => Qmin 2 (1 + (1#5))) == 0.")
+        "Lemma W_T5_truncated_ratio : hyp_of (T5_truncated_ratio 3 cor33_A 2 (1#5)).\n"
+        "Proof. exact cor33_zero_sum. Qed.",
+        "Lemma W_T5_truncated_ratio : hyp_of (T5_truncated_ratio 1 (fun _ => 0) 2 (1#5)).\n"
+        "Proof. red. split; [lia|reflexivity]. Qed.")
+    sub(root, SPEC, "Definition W_T5_truncated_ratio : Prop := H_T5_truncated_ratio 3 cor33_A 2 (1#5).",
+        "Definition W_T5_truncated_ratio : Prop := H_T5_truncated_ratio 1 (fun _ => 0) 2 (1#5).")
+    accept_record(root / "proofs", root / "exchange/theory/registry.py")
+
+
+def m_tautological_witness_repinned(root):
+    # The T2 witnesses used to be tautologies (`... -> 2 == 2`), which passed every check.
+    # Planted back into Spec.v (proved by reflexivity) and re-pinned with --accept: the
+    # record's shape check rejects a witness that is not H_T at concrete arguments.
+    from exchange.theory.record import accept_record
+
+    sub(root, SPEC, "Definition W_T2_necessity_binary : Prop := H_T2_necessity_binary 3 (fun _ => 2) (fun _ => 1).",
+        "Definition W_T2_necessity_binary : Prop :=\n  forall i j, (i < 3)%nat -> (j < 3)%nat -> 2 == 2.")
+    resub(root, "proofs/theories/Witnesses.v", r"Lemma W_T2_necessity_binary :.*?\nQed\.",
+          "Lemma W_T2_necessity_binary :\n  forall i j, (i < 3)%nat -> (j < 3)%nat -> 2 == 2.\n"
+          "Proof. intros; reflexivity. Qed.")
     accept_record(root / "proofs", root / "exchange/theory/registry.py")
 
 
@@ -383,8 +406,9 @@ MUTATIONS = {
     # at the witness, which names the theorem (W_<theorem>, F_<theorem>).
     "gspo_weight_constant": (m_gspo_constant, ["theories/RealWitnesses.v at F_R_M1_gspo"]),
     "binary_widened": (m_binary_widened, ["statement of T2_necessity_binary differs", "binary"]),
+    # Its hypotheses are unchanged (the witness still builds); the kernel sees K_zero.
     "printing_only_notation": (m_printing_notation,
-                               ["theories/Witnesses.v at W_T5_constant_normaliser"]),
+                               ["statement of T5_constant_normaliser differs"]),
     "statement_true": (m_statement_true, ["theories/Witnesses.v at W_T2_necessity_binary"]),
     "statement_true_repinned": (m_statement_true_repinned,
                                 ["not the reviewed record", "statement T2_necessity_binary changed"]),
@@ -397,8 +421,8 @@ MUTATIONS = {
                          ["non-vacuity witness Exchange.Witnesses.W_T4_above_negative",
                           "statement of W_T4_above_negative differs"]),
     "witness_not_applying_its_theorem": (m_witness_by_computation,
-                                         ["non-vacuity witness Exchange.Witnesses.W_T4_above_negative",
-                                          "does not apply Exchange.Clipping.T4_above_negative"]),
+                                         ["non-vacuity witness Exchange.Witnesses.F_T3_sign",
+                                          "does not apply Exchange.LengthNorm.T3_sign"]),
     "theorem_deleted": (m_theorem_deleted, ["T5_truncated_ratio is in the reviewed record but not registered"]),
     "theorem_renamed": (m_theorem_renamed, ["T5_truncated_ratio is in the reviewed record but not registered",
                                             "T5_truncated_ratio_cispo is registered but has no statement"]),
@@ -418,9 +442,12 @@ MUTATIONS = {
     "clip_bounds_widened": (m_clip_widened, ["code link", "T4 dual-clip rho"]),
     # issue 43
     "witness_with_dead_pose_proof": (m_dead_pose_proof,
-                                     ["is not Exchange.Clipping.T4_above_negative applied"]),
+                                     ["is not Exchange.Cancellation.T2_characterisation applied"]),
     "weakened_to_one_response_repinned": (m_weakened_to_one_response,
-                                          ["applies Exchange.Restoration.T5_truncated_ratio at G = 1"]),
+                                          ["W_T5_truncated_ratio is H_T5_truncated_ratio at G = 1"]),
+    "tautological_witness_repinned": (m_tautological_witness_repinned,
+                                      ["statement W_T2_necessity_binary is `forall i j",
+                                       "not H_T2_necessity_binary applied to 3 concrete arguments"]),
     "second_folder_bound_to_the_record": (m_second_spec_folder, ["_CoqProject maps"]),
     "make_hook": (m_make_hook, ["Makefile.coq.local exists"]),
     "makefile_changed": (m_makefile_changed, ["proofs/Makefile has sha256"]),

@@ -182,6 +182,26 @@ def test_a_group_that_is_not_closed_is_asked_again_in_halves(coqc, tmp_path):
 
 
 @pytest.mark.coq
+def test_a_group_allowed_some_axioms_is_split_only_when_it_prints_another(coqc, tmp_path):
+    # The theorems over R are asked about together: an answer within their allow-list
+    # gives every member that (upper-bound) list in one pass; any other is halved down
+    # to exact single answers.
+    dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
+    assert _check(dev, cache=False)
+    names = [t.name for t in REGISTRY.values()]
+    flags = build_development(dev, coqc, spec=False).flags
+    alone = coq._run_coq(dev, names, coqc, pins=False, expect_closed=lambda n: False,
+                         flags=flags)
+    allowed = coq._run_coq(dev, names, coqc, pins=False, flags=flags,
+                           expect_closed=lambda n: frozenset({"Fake.A.cheat"}))
+    assert allowed.passes == 1
+    assert allowed.found == {n: ("A.cheat",) for n in names}
+    other = coq._run_coq(dev, names, coqc, pins=False, flags=flags,
+                         expect_closed=lambda n: frozenset({"Fake.B.other"}))
+    assert other.found == alone.found and other.passes > 1
+
+
+@pytest.mark.coq
 def test_reused_axioms_that_no_longer_print_the_same_are_asked_again(coqc, tmp_path):
     dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
     assert _check(dev, cache=False)  # builds it
@@ -219,8 +239,6 @@ def test_every_input_is_in_the_key(tmp_path, monkeypatch):
     edit("a .v file", dev / "theories" / "A.v", A + "(* comment *)\n")
     edit("a new .v file", dev / "theories" / "sub" / "D.v", C)
     edit("_CoqProject", dev / "_CoqProject", "-R theories Fake\ntheories/A.v\n")
-    edit("Makefile", dev / "Makefile", "all:\n\ttrue\n")
-    edit("Makefile.coq.local", dev / "Makefile.coq.local", "COQMF_OTHERFLAGS += -noinit\n")
     edit("the reviewed record", dev / "spec" / "Spec.v", "Definition a : Prop := 1 = 1.\n")
     changed["registry"] = _key(dev, {**REGISTRY, "a": Theorem(name="Fake.A.a", statement="A")})
     changed["registry order"] = _key(dev, dict(reversed(REGISTRY.items())))
@@ -232,7 +250,12 @@ def test_every_input_is_in_the_key(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         m.setenv("COQEXTRAFLAGS", "-type-in-type")
         changed["COQ* environment"] = _key(dev)
-    # The build outputs and the cache itself are not inputs.
+    # The build outputs and the cache itself are not inputs; nor are the Makefile and
+    # make's hooks: the command builds with its own coqc calls, never make, and checks
+    # the Makefile's pinned hash and the hooks' absence on every run, uncached.
+    (dev / "Makefile").write_text("all:\n\ttrue\n")
+    (dev / "Makefile.coq.local").write_text("COQMF_OTHERFLAGS += -noinit\n")
+    (dev / "CoqMakefile.local").write_text("COQMF_OTHERFLAGS += -noinit\n")
     (dev / "theories" / "A.vo").write_bytes(b"compiled")
     (dev / CACHE_DIR).mkdir()
     (dev / CACHE_DIR / "x.v").write_text("not a source")

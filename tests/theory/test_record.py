@@ -42,6 +42,8 @@ def test_the_record_is_the_reviewed_one_and_lists_exactly_the_registry():
     assert check_record(default_proofs_dir()) == []
     wanted = set(THEOREMS) | {t.witness for t in THEOREMS.values() if t.witness}
     wanted |= {t.false_witness for t in THEOREMS.values() if t.false_witness}
+    # ... and the hypothesis and conclusion predicates of every theorem with hypotheses.
+    wanted |= {f"{p}_{k}" for k in set(THEOREMS) - NO_HYPOTHESES for p in "HC"}
     assert set(record_statements(default_proofs_dir())) == wanted
 
 
@@ -49,12 +51,13 @@ def test_an_edited_statement_is_named(tmp_path):
     dev = _copy(tmp_path)
     spec = dev / SPEC_FILE
     spec.write_text(spec.read_text().replace(
-        "(forall r, binary G r -> 0 < sigma r) ->", "(forall r, binary G r -> 0 < sigma r) -> G = 2%nat ->", 1))
-    problems = check_record(dev)
+        "(forall r, binary G r -> 0 < sigma r) /\\", "(forall r, binary G r -> 0 < sigma r) /\\ G = 2%nat /\\", 1))
+    problems = [p for p in check_record(dev) if "CHANGES" not in p]  # the trail: elsewhere
     assert len(problems) == 1 and "not the reviewed record" in problems[0]
-    assert "statement T2_necessity_binary changed" in problems[0]
+    # The theorem's hypotheses are the predicate H_T2_necessity_binary: named as such.
+    assert "statement H_T2_necessity_binary changed" in problems[0]
     summary, diff = record_diff(dev)
-    assert summary == ["statement T2_necessity_binary changed"]
+    assert summary == ["statement H_T2_necessity_binary changed"]
     assert "+" in diff and "G = 2%nat" in diff
 
 
@@ -70,10 +73,12 @@ def test_an_edited_definition_is_a_change_of_the_record(tmp_path):
 def test_a_deleted_or_renamed_theorem_is_visible():
     registry = {k: t for k, t in THEOREMS.items() if k != "T3_one_correct"}
     problems = check_record(default_proofs_dir(), registry)
-    # Its witness W_T3_one_correct goes with it (no other theorem shares it).
+    # Its witness W_T3_one_correct and its predicates H_, C_ go with it (no other theorem
+    # shares them).
     assert problems == [f"{name} is in the reviewed record but not registered: a theorem "
                         "deleted or renamed (exchange/theory/registry.py)"
-                        for name in ("T3_one_correct", "W_T3_one_correct")]
+                        for name in ("C_T3_one_correct", "H_T3_one_correct", "T3_one_correct",
+                                     "W_T3_one_correct")]
     renamed = dict(registry, T3_one_correct_renamed=THEOREMS["T3_one_correct"])
     problems = check_record(default_proofs_dir(), renamed)
     assert any("T3_one_correct_renamed is registered but has no statement" in p for p in problems)
@@ -94,7 +99,7 @@ def test_write_statements_shows_the_diff_and_records_only_with_accept(tmp_path, 
     dev = _copy(tmp_path)
     spec = dev / SPEC_FILE
     spec.write_text(spec.read_text().replace(
-        "Definition W_M1_two_responses : Prop := K 2 (pair 1 (- 1)) (pair 2 2) == 0.",
+        "Definition W_M1_two_responses : Prop := H_M1_two_responses 1 2 2.",
                                              "Definition W_M1_two_responses : Prop := True.", 1))
     registry = tmp_path / "registry.py"
     shutil.copy(Path(__import__("exchange.theory.registry", fromlist=["x"]).__file__), registry)
@@ -173,9 +178,13 @@ def test_every_theorem_has_a_witness_or_no_hypotheses():
             assert thm.witness_name in declared, thm.witness_name
 
 
-def _concludes_with_an_iff(statement: str) -> bool:
-    """The part after the last top-level ``->`` is (in parentheses or not) an iff."""
+def _concludes_with_an_iff(statement: str, statements: dict[str, str] | None = None) -> bool:
+    """The part after the last top-level ``->`` is (in parentheses or not) an iff; for a
+    statement ``forall x, H_T x -> C_T x``, the body of ``C_T``."""
     body = statement.split(":=", 1)[1].strip()
+    name = statement.split()[1]
+    if statements and f"C_{name}" in statements and f"C_{name} " in body:
+        return _concludes_with_an_iff("x := " + statements[f"C_{name}"].split(":=", 1)[1])
     depth, last = 0, 0
     for k, ch in enumerate(body):
         depth += ch == "("
@@ -194,7 +203,7 @@ IFF_WITHOUT_FALSE_SIDES: set[str] = set()
 
 def test_every_iff_theorem_has_an_input_where_both_sides_are_false():
     statements = record_statements(default_proofs_dir())
-    iffs = {k for k in THEOREMS if _concludes_with_an_iff(statements[k])}
+    iffs = {k for k in THEOREMS if _concludes_with_an_iff(statements[k], statements)}
     assert iffs >= {"T2_characterisation", "T3_sign", "M1_two_responses", "E_product_form",
                     "R_T3_harmonic_mean", "R_M1_gspo"}, iffs
     with_witness = {k for k, t in THEOREMS.items() if t.false_witness}
@@ -250,4 +259,4 @@ def test_changes_only_grows_relative_to_the_last_commit():
         pytest.skip(f"no committed proofs/CHANGES: {proc.stderr.strip()}")
     now = (root / "CHANGES").read_text()
     assert not changes_shrank(proc.stdout, now), "proofs/CHANGES lost text since HEAD"
-    assert changes_shrank(proc.stdout, now[:-10])  # the check can fail
+    assert changes_shrank(proc.stdout, proc.stdout[:-10])  # the check can fail
