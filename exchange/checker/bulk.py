@@ -1,25 +1,16 @@
-"""Bulk fuzzing: many configurations per layout, coefficients and residuals batched.
+"""Bulk fuzzing: many configurations per layout, coefficients and residuals batched
+(docs/properties.md, "Fuzzing").
 
-Hypothesis spends most of ``check``'s time on its per-example machinery (draws,
-bookkeeping), not on the loss. This module generates configurations outside it:
-
-1. a seeded ``random.Random`` (derived from the check's seed, the property and the
-   regime) draws a *layout* through the property's own generator
-   (:mod:`exchange.checker.generators`, bound by :class:`~exchange.checker.draw.RandomDraw`):
-   the groups' responses, the generation limit, and for (E) the mutation, for (P) the
-   permutation;
-2. for that layout, ``K`` configurations differ in their rewards (the same reward
-   generator) and in the value seed that picks every per-event value through the one
-   event-key hash (:mod:`exchange.checker.event_hash`), so configuration ``k`` *is* an
-   :class:`~exchange.checker.examples.Example`: :meth:`Layout.complete` rebuilds it;
-3. the coefficients of the batch come from one ``torch.func.vmap`` of the forward and one
-   backward; a loss that cannot be vmapped (``.item()``, data-dependent branches) falls
-   back to one plain autograd call per configuration;
-4. the property's residual is computed for the whole batch by the property's own
-   batched evaluation.
-
-A failing configuration is re-evaluated through the plain path (the oracle, the
-property's ``evaluate``) before it counts.
+Hypothesis spends most of ``check``'s time on its per-example machinery, not on the loss.
+Here a seeded ``random.Random`` (from the check's seed, the property and the regime)
+draws *layouts* through the property's own generator (bound by
+:class:`~exchange.checker.draw.RandomDraw`); ``K`` configurations of a layout differ in
+their rewards and value seed, so configuration ``k`` *is* an
+:class:`~exchange.checker.examples.Example` (:meth:`Layout.complete` rebuilds it). Their
+coefficients come from one ``torch.func.vmap`` of the forward and one backward (a loss
+vmap refuses runs one autograd call per configuration), their residuals from the
+property's batched evaluation; a failing configuration counts once the plain path (the
+oracle, the property's ``evaluate``) confirms it.
 """
 
 from __future__ import annotations
