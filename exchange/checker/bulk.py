@@ -108,10 +108,12 @@ def _vmapped(loss_fn, template: Rollout, fields: dict[str, Tensor]) -> tuple[Ten
             # about speed on every call: not the user's concern
             warnings.filterwarnings("ignore", message="There is a performance drop")
             losses = torch.func.vmap(one)(lp, *stacked)
-            grads = torch.autograd.grad(losses.sum(), lp, allow_unused=True)[0] if losses.requires_grad else None
+            if not losses.requires_grad:  # no gradient path to the log-probs: the loop reports each
+                raise _NoVmap             # configuration's error, as the plain path does
+            grads = torch.autograd.grad(losses.sum(), lp, allow_unused=True)[0]
     except Exception as err:  # vmap refuses data-dependent code; the loop handles it
         raise _NoVmap from err
-    if grads is None:  # the losses do not depend on the log-probs
+    if grads is None:  # the losses require grad through something else (a parameter), not the log-probs
         grads = torch.zeros_like(lp)
     mask = fields["mask"] if "mask" in fields else template.mask[None]
     kappa = torch.where(mask, -grads.to(_F64), torch.zeros((), dtype=_F64))

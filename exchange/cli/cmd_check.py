@@ -40,8 +40,14 @@ def add_parser(sub) -> None:
         "--precision",
         choices=("auto", "float64", "float32", "bf16"),
         default="auto",
-        help="the loss's effective precision: residuals at that level are round-off "
-        "(auto: detected from the coefficients; float64 forces the tight tolerances)",
+        help="the precision the loss runs in (auto: its exchange_precision attribute, else detected from its "
+        "coefficients). Verdicts come from the loss's float64 twin (every lower-precision dtype request "
+        "rewritten to float64); below float64 the loss is also evaluated beside its twin: within the round-off "
+        "its float32 twin predicts for this precision the twin's verdict stands (a twin break below this "
+        "precision's resolution reads 'holds up to <precision> round-off'), beyond it the loss itself is "
+        "judged and a break its twin lacks is 'BROKEN (precision-induced)'. An incomplete twin (a "
+        "low-precision tensor reaching an op) judges the loss at this precision against one noise floor. "
+        "float64: the loss's own round-off counts as a break (only the measured float64 floor is allowed)",
     )
     p.add_argument(
         "--regularizer",

@@ -140,7 +140,12 @@ def _vmapped(loss_fn: LossFn, logprobs: list[Tensor], rollouts: list[Rollout]) -
 
     def one(lp_i: Tensor, *fields: Tensor) -> Tensor:
         r = first.with_fields(dict(zip(names, fields)))
-        return -loss_fn(lp_i, r)
+        loss = loss_fn(lp_i, r)
+        if isinstance(loss, Tensor) and not loss.requires_grad:
+            # no gradient path to the log-probs: grad would give zeros where the plain
+            # path raises; the loop path raises token_coefficients' error
+            raise _CannotVmap
+        return -loss
 
     try:
         grads = torch.func.vmap(torch.func.grad(one))(lp, *stacked)

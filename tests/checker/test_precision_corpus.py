@@ -178,3 +178,41 @@ def test_mask_float_in_a_float64_loss_is_float64():
     report = check(masked_float64, max_examples=20, seed=0)
     assert report.precision == "float64"
     assert report.all_hold, report
+
+
+def test_bf16_z_score_of_three_identical_responses_is_a_precision_induced_break():
+    """GRPO's z-score ``(R - mean) / (std + 1e-4)`` of a KL-shaped reward, all in bf16
+    (``compose(shaping="kl_in_reward", precision="bf16")``). A group of three identical
+    responses has three equal shaped rewards ``x`` (a bf16 value with 8 significant bits):
+    in exact arithmetic and on the float64 twin every advantage is 0 and (C) holds. In bf16
+    the group sum ``x + x + x`` needs up to 10 bits and rounds, so ``mean != x``: every
+    ``R - mean`` is the same one-ulp remainder ``u`` and the std of three equal remainders is
+    ``~1.2 u``, so each advantage is ``u / (1.2 u + 1e-4)``, O(1) and of one sign: the shared
+    events of that group sum to ``K_e`` about 3.3 times the largest coefficient of the twin.
+    The loss differs from its twin by O(1) there, beyond what its float32 twin (which rounds
+    nothing here) predicts for bf16: by THEORY.md section 4's precision rule a break the
+    loss computes in its precision and its twin lacks, "BROKEN (precision-induced)"; the
+    composition's derived verdict ((C) holds) is the parts' exact arithmetic, the twin's
+    verdict shown beside it. Four identical responses divide by 4 exactly: nothing there."""
+    from exchange.checker.cases import Case, GroupConfig, build
+    from exchange.checker.precision import changed_on
+    from exchange.checker.twin import float32_twin, float64_twin
+    from exchange.core.coefficients import Engine, token_coefficients
+    from exchange.objectives.composition import Composition
+
+    loss = Composition(shaping="kl_in_reward", precision="bf16").bind()
+    twin, twin32 = Engine(float64_twin(loss)), Engine(float32_twin(loss))
+    for copies, rounds in ((3, True), (4, False)):
+        r = build(Case(groups=(GroupConfig(((0,),) * copies, (0.0,) * copies), GroupConfig(((1,), (2,)), (0.0, 1.0)))))
+        k = token_coefficients(loss, r.logprobs, r)
+        (kt,) = twin([r])
+        ke, ke_twin, scale = float(k[:copies, 0].sum()), float(kt[:copies, 0].sum()), float(kt.abs().max())
+        assert abs(ke_twin) < 1e-9 * scale
+        assert (abs(ke) > scale) == rounds, (copies, ke, scale)
+        assert changed_on(twin, twin32, [(r, k)], "bf16") == rounds
+
+    report = check(loss, max_examples=10, seed=112)
+    res = report.result("shared_cancellation", "on_policy")
+    assert res.verdict == "BROKEN (precision-induced)" and res.twin_holds
+    # the derivation is of the parts' exact arithmetic, which the twin follows
+    assert "shared_cancellation" not in Composition(shaping="kl_in_reward", precision="bf16").expected()["on_policy"].breaks

@@ -190,3 +190,31 @@ def test_a_break_within_the_loss_round_off_on_its_own_counterexample_is_round_of
         assert report.holds("zero_sum", regime) and report.holds("shared_cancellation", regime)
         assert "M4" not in report.mechanisms_in(regime)
         assert not report.holds("exchangeable", regime)  # M7's break stays
+
+
+def _no_gradient(lp, r):
+    """A loss that does not depend on the log-probs (they are detached)."""
+    return (lp.detach() * r.fmask).sum() + r.rewards.sum()
+
+
+def test_a_loss_with_no_gradient_path_raises_on_every_path():
+    """The plain path raises for a loss with no gradient path to the log-probs (the spec);
+    vmap(grad) and the bulk fuzzer's vmapped forward used to return zeros there, so a
+    batched check read every coefficient as 0. Now each raises (or reports, per
+    configuration) the plain path's error; its twin too."""
+    import pytest
+
+    from exchange.checker import bulk
+    from exchange.errors import ObjectiveError
+
+    other = ROLLOUT.with_fields({"rewards": ROLLOUT.rewards * 3 + 1})
+    for fn in (_no_gradient, float64_twin(_no_gradient)):
+        with pytest.raises(ObjectiveError, match="no gradient path"):
+            token_coefficients(fn, ROLLOUT.logprobs, ROLLOUT)
+        with pytest.raises(ObjectiveError, match="no gradient path"):
+            Engine(fn, batched=True)([ROLLOUT, other])
+        with pytest.raises(ObjectiveError, match="no gradient path"):
+            token_coefficients_batched(fn, [ROLLOUT.logprobs, other.logprobs], [ROLLOUT, other])
+        fields = {"logprobs": torch.stack([ROLLOUT.logprobs] * 2), "rewards": torch.stack([ROLLOUT.rewards, other.rewards])}
+        _, _, errors = bulk.coefficients(fn, ROLLOUT, fields, bulk.Mode(True))
+        assert all(isinstance(e, ObjectiveError) and "no gradient path" in str(e) for e in errors)
