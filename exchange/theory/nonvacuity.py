@@ -158,13 +158,15 @@ def problems(statements: dict[str, str], code: str, theorems: dict,
                            "with a witness W_" + key)
             continue
         out += _theorem_problems(key, thm, statements, code)
-    # The record's Examples must be closed: inside a Section a Context would become a
-    # hypothesis of the Example (``both_signs`` proved from ``False``), which the text
-    # check above cannot see; the record needs no Section.
-    for word in ("Section", "Context", "Let"):
+    # The shape is read from the text, so the text must mean what it says: inside a
+    # Section a Context would become a hypothesis of an Example (``both_signs`` proved
+    # from ``False``); a Module could hold a second H_T that the statement resolves to;
+    # a Notation, Infix or Coercion could make ``H_T x -> C_T x`` parse as something
+    # else. The record needs none of them.
+    for word in ("Section", "Context", "Let", "Module", "Notation", "Infix", "Coercion"):
         if re.search(rf"(?:^| ){word} ", code):
-            out.append(f"the record uses `{word}`: proofs/spec/Spec.v states closed "
-                       "propositions only (its Examples prove the witnesses' sign patterns)")
+            out.append(f"the record uses `{word}`: proofs/spec/Spec.v is read as text by this "
+                       "check and needs no sections, modules, notations or coercions")
     for ty, (name, text) in SIGN_PREDICATES.items():
         found = _definition(code, name)
         if found != text:

@@ -102,6 +102,9 @@ def test_a_sign_example_inside_a_section_is_rejected(spec):
                         "Section S.\nContext (h : False).\nExample both_signs_cor33 : both_signs 3 cor33_A.")
     assert any("uses `Section`" in p for p in problems)
     assert any("uses `Context`" in p for p in problems)
+    problems = _planted(spec, "Example both_signs_cor33 : both_signs 3 cor33_A.",
+                        "Notation \"'fake'\" := True.\nExample both_signs_cor33 : both_signs 3 cor33_A.")
+    assert any("uses `Notation`" in p for p in problems)
 
 
 def test_a_theorem_not_in_hypothesis_form_is_rejected(spec):
