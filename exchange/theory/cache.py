@@ -72,9 +72,13 @@ def _key(*parts) -> str:
 
 
 def _code_digest() -> str:
-    from exchange.theory import coq
+    # Every module a status is computed with: the driver and this cache, the build, the
+    # axioms' origins, and the record's statements and shape (a witness W_T := H_T a is
+    # not asked to apply its theorem: coq.hypothesis_witnessed).
+    from exchange.theory import axioms, build, coq, nonvacuity, record
 
-    return _key(CHECKER_VERSION, _file_digest(Path(coq.__file__)), _file_digest(Path(__file__)))
+    return _key(CHECKER_VERSION, _file_digest(Path(__file__)),
+                *(_file_digest(Path(m.__file__)) for m in (coq, build, axioms, record, nonvacuity)))
 
 
 def coqc_identity(coqc: str) -> str | None:
