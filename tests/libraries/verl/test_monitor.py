@@ -238,26 +238,27 @@ def test_verls_loss_signature_and_call_site_are_the_ones_the_monitor_wraps():
                      _verl_source("workers/utils/padding.py"))
 
 
-def test_install_wraps_ppo_loss_in_a_fresh_process_through_the_plugin():
+def test_install_wraps_ppo_loss_in_a_fresh_process_through_the_plugin(monkeypatch):
+    """The plugin (loaded in every verl process) installs the monitor under
+    ``EXCHANGE_VERL_MONITOR=1``, before the actor worker binds ``ppo_loss``; otherwise
+    it leaves verl's loss alone."""
+    import os
+
+    from exchange.libraries.verl.monitor import ENV, wanted
+
     code = ("import verl\n"
             "from verl.workers.utils import losses\n"
             "from exchange.libraries.verl.monitor import StepMonitor, install\n"
             "assert isinstance(losses.ppo_loss, StepMonitor), type(losses.ppo_loss)\n"
             "assert install() is losses.ppo_loss\n"  # idempotent
             "print('wrapped')\n")
-    env = {"VERL_USE_EXTERNAL_MODULES": "exchange.libraries.verl.plugin", "EXCHANGE_VERL_MONITOR": "1",
-           "EXCHANGE_VERL_OBJECTIVES": "grpo"}
-    import os
-
+    env = {"VERL_USE_EXTERNAL_MODULES": "exchange.libraries.verl.plugin", ENV: "1", "EXCHANGE_VERL_OBJECTIVES": "grpo"}
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and "wrapped" in done.stdout, done.stderr[-2000:]
-    plain = subprocess.run([sys.executable, "-c", "import verl\nfrom verl.workers.utils import losses\n"
-                            "print(type(losses.ppo_loss).__name__)"],
-                           env={**os.environ, "VERL_USE_EXTERNAL_MODULES": "exchange.libraries.verl.plugin",
-                                "EXCHANGE_VERL_OBJECTIVES": "grpo", "EXCHANGE_VERL_MONITOR": ""},
-                           capture_output=True, text=True, timeout=300)
-    assert plain.stdout.strip() == "function", plain.stderr[-2000:]
+    for value, on in (("", False), ("0", False), ("1", True), ("true", True)):
+        monkeypatch.setenv(ENV, value)
+        assert wanted() is on
 
 
 # ------------------------------------------------------------------ measurements
@@ -417,3 +418,21 @@ def test_ranks_rows_are_gathered_before_the_events(tmp_path):
         for key in KEYS:
             assert rank[0][key] == pytest.approx(monitor.history[0][key], rel=1e-9, abs=1e-12)
     assert monitor.history[0][SHARED_EVENTS] >= 2 * N_GROUPS
+
+
+def test_a_step_that_overruns_its_size_is_not_logged():
+    """Micro-batches of 3 rows against a step of 4 rows per rank (``global_batch_size``
+    that the micro-batches do not tile): the monitor never logs rows of two steps as one;
+    it warns once and starts afresh."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    model, config = _model(), _actor()
+    td = left_right_2_no_padding(_dataproto(model).to_tensordict())
+    tu.assign_non_tensor(td, global_batch_size=4, batch_num_tokens=int(td["loss_mask"].sum()), dp_size=1)
+    monitor = _monitor()
+    micros = tu.chunk_tensordict(td, 4)  # 3 rows each
+    _, first = monitor(config=config, model_output=_model_output(model, micros[0]), data=micros[0])
+    with pytest.warns(UserWarning, match="held 6 rows on this rank, not global_batch_size/dp_size=4"):
+        _, second = monitor(config=config, model_output=_model_output(model, micros[1]), data=micros[1])
+    assert not (set(first) | set(second)) & set(KEYS) and monitor.history == []
