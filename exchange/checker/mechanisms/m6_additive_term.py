@@ -7,7 +7,8 @@ second direction its reward-dependent part lacks (:func:`varying_profile`, read 
 probe :func:`profile_probe`); on identical
 responses ``K_e`` is the same for every reward vector and assignment
 (:func:`reward_independent`); on a tied group the coefficients' zero crossing in the tied
-level varies over the events of a response (:func:`tied_offsets`), or, where the level
+level varies over the events of a response, or sits away from the baseline reward the
+loss subtracts (:func:`tied_offsets`), or, where the level
 does not move them, the coefficients have an event profile (:func:`tied_profile`) or stay
 on copies of one response, whose every centred or shaped advantage is 0
 (:func:`kept_on_copies`).
@@ -87,17 +88,36 @@ def _spread(x: torch.Tensor) -> float:
     return float(x.max() - x.min()) if x.numel() else 0.0
 
 
-def tied_offsets(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: float, moved: str = "") -> list[Evidence]:
+def tied_offsets(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: float, moved: str = "",
+                 at_baseline: bool = False) -> list[Evidence]:
     """M6 from a tied group whose coefficients ``m0 [G, P]`` (responses x shared events)
     follow the tied level (``change`` per unit of level): with advantages ``lambda + c_i``
     up to a factor, ``kappa = w_i (h_e (lambda + c_i) + m_e)``, so the zero crossing
     ``c_i + m_e / h_e`` is free of ``w_i`` and varies over the events of a response only
     through an additive term ``m_e``. One crossing for every response and event is an
-    offset of the advantages (uncentred advantages: M4), not an event term."""
+    offset of the advantages (uncentred advantages: M4), not an event term, unless the
+    level it is measured from is one where the advantage is 0 by definition.
+
+    ``at_baseline``: ``m0`` was taken with every reward equal to its response's baseline
+    reward (``Rollout.baseline_rewards``) and the loss subtracts them (its coefficients
+    there do not move when rewards and baseline rewards move together: ReMax's greedy
+    baseline, THEORY.md section 4, M4), so every advantage is 0 at ``m0`` by the
+    estimator's definition and (E) demands ``kappa = 0`` there (section 2). Where every
+    response and event crosses zero at one level (the responses' features shape nothing,
+    M7), a crossing away from the baseline is a term the same on every event that does
+    not scale with the advantage (a constant gradient: k1, an entropy bonus on the sampled
+    tokens), not an offset of the advantages. A loss that ignores the baseline rewards has
+    no level known to zero its advantage (negative-only advantages cross at the correct
+    reward) and is read by the spread alone."""
     q, moving, slack = crossings(m0, change, floor, tol)
     worst = max((_spread(q[i][moving[i]]) for i in range(q.shape[0])), default=0.0)
-    return above("M6", moved, "the tied coefficients' zero crossing in the level varies over one response's events",
-                 worst, slack)
+    out = above("M6", moved, "the tied coefficients' zero crossing in the level varies over one response's events",
+                worst, slack)
+    if out or not at_baseline or not bool(moving.any()) or _spread(q[moving]) > slack:
+        return out
+    return above("M6", moved, "every tied coefficient crosses zero at one level away from the baseline reward "
+                              "the loss subtracts (where its advantage is 0 by definition)",
+                 float(q[moving].abs().max()), slack)
 
 
 def tied_profile(m0: torch.Tensor, tol: float, moved: str = "") -> list[Evidence]:

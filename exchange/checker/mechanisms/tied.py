@@ -33,18 +33,28 @@ _FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2
 _PREFIX = 3
 # Truncates the lengths 5 and 6 of the feature group, not the 4s.
 _FEATURE_LIMIT = 5
-# The tied levels compared (every reward of the batch at one of them).
+# The tied levels compared (every reward of the batch at one of them), each batch with
+# every baseline reward (``Rollout.baseline_rewards``) at the first level.
 _LEVELS = (0.0, 1.0)
+# (level, baseline reward) of each batch: the levels above, then the last level with the
+# baseline rewards moved to it. A loss that subtracts the baseline rewards (ReMax's greedy
+# baseline) gives the first and the last batch the same coefficients (every reward equal
+# to its baseline reward in both), and its advantage is 0 there by definition.
+_AT_LEVELS = tuple((level, _LEVELS[0]) for level in _LEVELS)
+_AT_BASELINE = ((_LEVELS[-1], _LEVELS[-1]),)
 
 
-def _levels(engine, case: Case, responses: tuple) -> tuple[Rollout, list[torch.Tensor], torch.Tensor]:
-    """``case`` with these groups of ``responses``, every reward of the batch at each of
-    :data:`_LEVELS` (at 0 every centred advantage is an exact 0; at any level every
-    group's own centre, and the batch's, equals it): ``(rollout at the first level,
-    kappa [N, T] per level, kappa at reference rewards [N, T])``, the latter setting the
-    magnitudes round-off is judged against."""
-    rollouts = [build(replace(case, groups=tuple(GroupConfig(tuple(rs), (level,) * len(rs)) for rs in responses)))
-                for level in _LEVELS]
+def _levels(engine, case: Case, responses: tuple,
+            points: tuple = _AT_LEVELS) -> tuple[Rollout, list[torch.Tensor], torch.Tensor]:
+    """``case`` with these groups of ``responses``, every reward of the batch at each
+    ``(level, baseline reward)`` of ``points`` (at the first of :data:`_AT_LEVELS`, 0,
+    every reward equals every centre the rollout gives: its group's, the batch's and its
+    baseline reward; at any level every group's own centre, and the batch's, equals it):
+    ``(rollout at the first point, kappa [N, T] per point, kappa at reference rewards
+    [N, T])``, the latter setting the magnitudes round-off is judged against."""
+    rollouts = [build(replace(case, groups=tuple(GroupConfig(tuple(rs), (level,) * len(rs), baseline=base)
+                                                 for rs in responses)))
+                for level, base in points]
     *kappas, ref = engine(rollouts + [with_reference_rewards(rollouts[0])])
     return rollouts[0], kappas, ref
 
@@ -64,23 +74,26 @@ def _tied_features(engine, probe) -> list:
     coefficient on shared event ``e`` is ``w_i (a_i + m_e)``. Coefficients that follow the
     level (no centre of the group's own) are read by their zero crossings
     (:func:`~exchange.checker.mechanisms.m6_additive_term.tied_offsets`,
-    :func:`~exchange.checker.mechanisms.m7_feature_shaping.tied_offsets`); the others by
-    their directions and signs (``tied_profile``, ``tied_signs``)."""
+    :func:`~exchange.checker.mechanisms.m7_feature_shaping.tied_offsets`), measured from
+    the baseline reward where the loss subtracts it (:data:`_AT_BASELINE` leaves its
+    coefficients where they were); the others by their directions and signs
+    (``tied_profile``, ``tied_signs``)."""
     tol = pattern_tol(engine.precision)
     out: list = []
     others = tuple(g.responses for g in probe.case.groups[1:])
     for limit in (None, _FEATURE_LIMIT):
         case = replace(probe.case, off_policy=False, ratio=(), length_limit=limit)
-        rollout, (k0, k1), ref = _levels(engine, case, (_FEATURE_GROUP, *others))
+        rollout, (k0, k1, kb), ref = _levels(engine, case, (_FEATURE_GROUP, *others), _AT_LEVELS + _AT_BASELINE)
         rows = (rollout.group_index == 0).nonzero().flatten()
-        m0, m1 = k0[rows, :_PREFIX], k1[rows, :_PREFIX]
-        if not bool(torch.isfinite(m0).all() and torch.isfinite(m1).all()):
+        m0, m1, mb = k0[rows, :_PREFIX], k1[rows, :_PREFIX], kb[rows, :_PREFIX]
+        if not bool(torch.isfinite(m0).all() and torch.isfinite(m1).all() and torch.isfinite(mb).all()):
             continue
-        floor = _floor(engine, [m0, m1], float(ref[rows, :_PREFIX].abs().max()))
+        floor = _floor(engine, [m0, m1, mb], float(ref[rows, :_PREFIX].abs().max()))
         moved = f"probe {probe.name}: a tied group of different features moved by one reward level" + \
             (f" (length limit {limit})" if limit else "")
         if float((m1 - m0).abs().max()) > floor:
-            out += m6_additive_term.tied_offsets(m0, m1 - m0, floor, tol, moved)
+            at_baseline = float((mb - m0).abs().max()) <= floor  # the loss subtracts the baseline rewards
+            out += m6_additive_term.tied_offsets(m0, m1 - m0, floor, tol, moved, at_baseline)
             out += m7_feature_shaping.tied_offsets(m0, m1 - m0, floor, tol, moved)
         elif float(m0.abs().max()) > max(ZERO_COLUMN * float(ref[rows, :_PREFIX].abs().max()), floor):
             out += m6_additive_term.tied_profile(m0, tol, moved)

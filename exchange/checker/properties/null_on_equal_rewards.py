@@ -103,13 +103,14 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     if not (ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all())):
         return result
     result.found = tied.cause(engine, ev, probe)
-    if "M6" in result.mechanisms and "M4" not in result.mechanisms:
-        # The tied group's own centre leaves every advantage 0 and its coefficients are
-        # not: kappa is not A_i h(e) there ((E), section 2) and its shared events keep
-        # K_e != 0 ((C)). An uncentred advantage (M4) is judged on the ratios instead.
+    if "M6" in result.mechanisms:
+        # Every M6 reading of tied.cause is taken where the advantages are 0 by definition
+        # (the group's own centre, or the baseline reward the loss subtracts) or varies over
+        # one response's events: kappa is not A_i h(e) ((E), section 2) and shared events
+        # keep K_e != 0 ((C)), an uncentred advantage (M4) beside it or not.
         for name in ("exchangeable", "shared_cancellation"):
             result.evaluations[name] = replace(ev, note=f"probe {probe.name}: a tied group keeps an additive event "
-                                                        "term (all advantages 0, coefficients not)")
+                                                        "term (coefficients where the advantages are 0)")
     return result
 
 

@@ -100,6 +100,31 @@ def test_tied_shaped_offsets_that_follow_the_level_are_m7():
     assert m6_additive_term.tied_offsets(k0, d, 1e-9, TOL) == []
 
 
+def test_tied_constant_term_at_the_baseline_the_loss_subtracts_is_m6():
+    """A greedy baseline with a k1 term (gradient beta on every token): at the level where
+    every reward equals its baseline reward the advantage is 0 by definition, and the
+    coefficients are ``w_i beta``; one crossing for every response and event, at
+    ``-beta``. Measured from the baseline the loss subtracts it is an event term (M6);
+    read as an uncentred advantage of a loss that ignores the baseline it is not."""
+    k0, d = _tied(c=(0.0,) * 4, m=(0.05, 0.05, 0.05))
+    found = m6_additive_term.tied_offsets(k0, d, 1e-9, TOL, at_baseline=True)
+    assert [e.mechanism for e in found] == ["M6"] and abs(found[0].size - 0.05) < TOL
+    assert m6_additive_term.tied_offsets(k0, d, 1e-9, TOL) == []
+    assert m7_feature_shaping.tied_offsets(k0, d, 1e-9, TOL) == []
+    # a term below the crossings' round-off slack is not named
+    k0, d = _tied(c=(0.0,) * 4, m=(1e-8, 1e-8, 1e-8))
+    assert m6_additive_term.tied_offsets(k0, d, 1e-9, TOL, at_baseline=True) == []
+
+
+def test_tied_greedy_advantage_alone_or_shaped_is_no_event_term_at_the_baseline():
+    k0, d = _tied(c=(0.0,) * 4, m=(0.0, 0.0, 0.0))  # A = r - b: every crossing at the baseline
+    assert m6_additive_term.tied_offsets(k0, d, 1e-9, TOL, at_baseline=True) == []
+    # a length shaping: each response its own crossing (M7), so the common part is no evidence
+    k0, d = _tied(c=(-0.4, -0.5, -0.4, -0.6), m=(0.05, 0.05, 0.05))
+    assert m6_additive_term.tied_offsets(k0, d, 1e-9, TOL, at_baseline=True) == []
+    assert m7_feature_shaping.tied_offsets(k0, d, 1e-9, TOL)[0].mechanism == "M7"
+
+
 def test_tied_coefficients_the_level_does_not_move():
     shaped = T(1.0, -1.0, 2.0, -2.0)[:, None] * T(1.0, 1.0, 1.0)[None]  # zero-sum shaped advantages
     assert m7_feature_shaping.tied_signs(shaped, TOL)[0].mechanism == "M7"
