@@ -228,12 +228,16 @@ FACETS: dict[str, Facet] = {
               "coefficients follow the response features (section 4, attribution rules), so (N) in the "
               "verifiable reward fails by design too"),
         Facet("M8.split_update", "a training schedule whose optimizer step holds part of a generation batch "
-              "(TRL: gradient_accumulation_steps not a multiple of steps_per_generation, after its row shuffle)",
-              (_C, _P),
-              "section 4, M8: the step holds part of a group, whose shared events cancel only across steps (C); "
-              "seen through section 2's black-box forms it is a weight that depends on the row's position (1 "
-              "in the step, 0 outside): (P), and not (Z), judged on the average over reward permutations "
-              "(mean(w) sum_i A_i = 0); (E)'s probes move no response across steps, so they cannot see it"),
+              "(TRL: gradient_accumulation_steps not a multiple of steps_per_generation, after its row shuffle; "
+              "verl: ppo_mini_batch_size below the train batch with balance_batch or shuffle)",
+              (_Z, _C),
+              "section 4, M8, each property read on one optimizer step, the step's part S of a group (section "
+              "4: a recipe audit judges one step): its advantages sum to sum_{i in S} A_i != 0 although the "
+              "group's do (Z), so a shared event keeps K_e = c h(e) sum_{i in S} A_i (C, T1's event coefficient); "
+              "(E), (N) and (P) are the loss's own (inside the step the coefficients are the loss's, and "
+              "reordering the step's rows permutes them). A bare loss check given the whole generation batch "
+              "sees a row outside the step as a zero weight: its (Z) average over reward permutations then "
+              "sums over every step, and its (P) probe compares two different steps"),
         Facet("M7.shaping_on_kept", "M7's shaping, on groups kept only when their verifiable rewards differ "
               "(tied groups dropped first)", (_E,), "section 4, M7; a tied group is dropped, so (N) holds"),
     )

@@ -353,7 +353,8 @@ def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[st
     normaliser) when the optimizer step accumulates several micro-batches and the loss
     type's normaliser is the token count of each (bnpo; grpo's and
     dr_grpo's row counts are equal, TRL's micro-batches being equal); M8
-    (``M8.split_update``) when the optimizer step holds part of the generation batch
+    (``M8.split_update``: the step's part of a group is not zero-sum, so (Z) and (C)
+    fail per update) when the optimizer step holds part of the generation batch
     (``gradient_accumulation_steps`` not a multiple of ``steps_per_generation``). CISPO's detached
     ``min(r, eps_high)`` is a function of the event: no break.
 

@@ -21,6 +21,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
+from exchange.core.vocabulary import FACETS, PROPERTY_LETTERS, PROPERTY_NAMES
 from exchange.errors import InvalidArgument
 from exchange.libraries.versions import require
 
@@ -217,6 +218,8 @@ def recipe_mechanisms(config) -> list[tuple[str, str, str]]:
     on = set(derived["on_policy"].facets)
     facets = sorted(on | set(derived["off_policy"].facets))
     plan = schedule(config)
+    split_fails = " and ".join(f"({PROPERTY_LETTERS[p]})" for p in PROPERTY_NAMES
+                               if p in FACETS["M8.split_update"].breaks)
     high = config.epsilon_high if config.epsilon_high is not None else config.epsilon  # TRL's None: epsilon
     eps = f"epsilon={config.epsilon!r}, epsilon_high={high!r}"
     lines = {
@@ -244,7 +247,7 @@ def recipe_mechanisms(config) -> list[tuple[str, str, str]]:
                             f"{plan.micro_batches}: each optimizer step holds {plan.judged} of the generation "
                             f"batch's {plan.micro_batches} micro-batches (after TRL's row shuffle), so a group's "
                             "responses fall into different steps, the later ones off-policy; this audit judges the "
-                            "first. Fix: steps_per_generation equal to gradient_accumulation_steps (or "
+                            f"first: {split_fails} fail per update (facet M8.split_update). Fix: steps_per_generation equal to gradient_accumulation_steps (or "
                             "gradient_accumulation_steps a multiple of it), or ExchangeGRPOTrainer(batching="
                             "'groups') with per_device_train_batch_size * gradient_accumulation_steps a multiple "
                             "of num_generations"),

@@ -43,11 +43,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from exchange.core.vocabulary import FACETS, PROPERTY_LETTERS, PROPERTY_NAMES, breaks_of
 from exchange.errors import InvalidArgument
 
 __all__ = ["Schedule", "VerlRecipe", "read_recipe"]
 
 A = "actor_rollout_ref.actor."
+# What a split step breaks, read on one optimizer step (THEORY.md section 4): defined once,
+# by the facet, for this audit and TRL's (exchange.libraries.trl.loss.expected).
+SPLIT = "M8.split_update"
+SPLIT_BREAKS = breaks_of((SPLIT,))
 _NOT_DRIVEN = {
     "gae": "it needs a critic's values (a value model is outside loss_fn(logprobs, rollout))",
     "optimal_token_baseline": "it needs sum_pi_squared, the whole next-token distribution",
@@ -102,9 +107,10 @@ class Schedule:
         if self.steps > 1:
             text += "; step 1 is on-policy, the later ones off-policy (the off-policy verdict applies to them)"
         if self.split:
+            fails = " and ".join(f"({PROPERTY_LETTERS[p]})" for p in PROPERTY_NAMES if p in SPLIT_BREAKS)
             text += (f". M8 split updates: {', '.join(self.split_by)} spread each group over the {mini} mini-batches, "
-                     "so each step's shared-event coefficients cancel only across steps: (Z) and (C) fail per "
-                     f"update. Fix: {self.fix}")
+                     "so each step's shared-event coefficients cancel only across steps: "
+                     f"{fails} fail per update. Fix: {self.fix}")
         else:
             text += ". Every step holds whole groups: the loss's verdict is the step's"
         return text + "."
@@ -153,13 +159,14 @@ class VerlRecipe:
 
     def step_expected(self) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
         """Per regime, ``(broken properties, mechanisms)`` of one optimizer step: the
-        loss's, plus (Z), (C) and M8 when the schedule splits groups (THEORY.md section 4)."""
+        loss's, plus the facet ``M8.split_update`` when the schedule splits groups
+        (:data:`SPLIT_BREAKS`, the one definition the TRL schedule audit uses too)."""
         out = {}
         for regime, exp in self.loss_expected().items():
             breaks, mechanisms = set(exp.breaks), set(exp.mechanisms)
             if self.schedule.split:
-                breaks |= {"zero_sum", "shared_cancellation"}
-                mechanisms.add("M8")
+                breaks |= SPLIT_BREAKS
+                mechanisms.add(FACETS[SPLIT].mechanism)
             out[str(getattr(regime, "value", regime))] = (frozenset(breaks), frozenset(mechanisms))
         return out
 

@@ -81,6 +81,7 @@ def test_ga_1_with_four_micro_batches_names_m8_with_the_fix(tmp_path, capsys):
     line = next(x for x in out.splitlines() if x.strip().startswith("M8"))
     assert "gradient_accumulation_steps=1 with steps_per_generation=4" in line
     assert "Fix: steps_per_generation equal to gradient_accumulation_steps" in line
+    assert "(Z) and (C) fail per update" in line  # the facet's set, as verl's audit states it
     assert "one optimizer step: 1 of the generation batch's 4 micro-batches" in " ".join(out.split())  # the title
 
 
@@ -136,10 +137,24 @@ def _train(tmp_path, path, **kwargs):
     return logged[SHARED_RESIDUAL], logged[SHARED_EVENTS], callback
 
 
-@pytest.mark.slow  # a check and a real training step per row (~20-40 s each on 2 cores)
-@pytest.mark.parametrize("ga, spg", SCHEDULES, ids=[f"ga{g}-spg{s}" for g, s in SCHEDULES])
-@pytest.mark.parametrize("name", sorted(LOSS_TYPES))
-def test_checker_derivation_and_training_agree(tmp_path, name, ga, spg):
+# The rows whose step holds part of its generation batch (M8): the checker is given the
+# whole generation batch (a bare loss check cannot see the schedule, THEORY.md section 4)
+# and reads a row outside the step as a zero weight, so its (Z) average over reward
+# permutations sums over every step and its (P) probe compares two different steps: it
+# reports (C), (P) where the step breaks (Z), (C) (vocabulary's M8.split_update). Strict:
+# once the checker judges the step's part of each group (a per-step (Z) and (P), proposed
+# to the checker's owners in issue 41), these rows pass and the mark must go.
+_CHECKER_SEES_THE_BATCH = pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="M8: the checker judges the generation batch, not the step's part of each group")
+MATRIX = [pytest.param(name, ga, spg, id=f"{name}-ga{ga}-spg{spg}",
+                       marks=[_CHECKER_SEES_THE_BATCH] if ga % spg else [])
+          for name in sorted(LOSS_TYPES) for ga, spg in SCHEDULES]
+
+
+@pytest.mark.slow  # a check per row (~5-20 s each on 2 cores)
+@pytest.mark.parametrize("name, ga, spg", MATRIX)
+def test_checker_and_derivation_agree(tmp_path, name, ga, spg):
     from exchange.checker import check
     from exchange.libraries.trl.recipe import loss_of_config
 
@@ -149,6 +164,13 @@ def test_checker_derivation_and_training_agree(tmp_path, name, ga, spg):
                    name=name).to_dict()
     broken = {p for p, v in report["properties"].items() if not v["regimes"]["on_policy"]["holds"]}
     assert broken == set(derived.breaks), (sorted(broken), sorted(derived.breaks))
+
+
+@pytest.mark.slow  # a real training step per row (~15-20 s each on 2 cores)
+@pytest.mark.parametrize("name, ga, spg", [pytest.param(*p.values, id=p.id) for p in MATRIX])
+def test_training_and_derivation_agree(tmp_path, name, ga, spg):
+    path = _recipe(tmp_path, name, ga, spg)
+    derived = _derived(path)["on_policy"]
     residual, shared, callback = _train(tmp_path, path, dump_batches=tmp_path / "dumps")
     assert shared > 0  # else the run tests nothing
     if "shared_cancellation" not in derived.breaks:
@@ -156,7 +178,23 @@ def test_checker_derivation_and_training_agree(tmp_path, name, ga, spg):
     elif "M8.split_update" in derived.facets or _unequal_lengths(callback):
         assert residual > 1e-6, residual
     # else: 1/L_i (M3) breaks (C) only where a group's lengths differ (T3), which this run's
-    # sampled step does not hold; the checker's verdict stands alone
+    # sampled step does not hold; the derivation's verdict stands alone
+
+
+def test_a_split_step_breaks_what_the_facet_defines():
+    """One definition of what M8 breaks (THEORY.md section 4, read on one optimizer step:
+    the step's part of a group has advantages that do not sum to zero, (Z), so its shared
+    events do not cancel, (C)); TRL's schedule audit states exactly that set on top of the
+    loss's own (dapo holds on-policy), and nothing when GA keeps whole generation batches.
+    verl's recipe audit: tests/libraries/verl/test_verl_config.py."""
+    from exchange.core.vocabulary import FACETS
+    from exchange.libraries.trl.loss import expected
+
+    assert set(FACETS["M8.split_update"].breaks) == {"zero_sum", "shared_cancellation"}
+    split = expected("dapo", {"gradient_accumulation_steps": "1", "steps_per_generation": "4"})["on_policy"]
+    assert (set(split.breaks), set(split.mechanisms)) == ({"zero_sum", "shared_cancellation"}, {"M8"})
+    whole = expected("dapo", {"gradient_accumulation_steps": "4", "steps_per_generation": "4"})["on_policy"]
+    assert (set(whole.breaks), set(whole.mechanisms)) == (set(), set())
 
 
 def _unequal_lengths(callback) -> bool:

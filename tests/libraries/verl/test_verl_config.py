@@ -110,6 +110,21 @@ def test_verl_config_reports_the_derived_verdict_of_each_example(name, capsys):
     assert any("balance_batch=True" in s for s in schedule["split_by"])
 
 
+def test_a_split_step_breaks_what_the_facet_defines():
+    """One definition of what M8 breaks (vocabulary's ``M8.split_update``, THEORY.md
+    section 4 read on one optimizer step): verl's recipe audit adds exactly that set to
+    the loss's own, and its schedule line names it; dapo's loss holds on-policy, so the
+    step's on-policy verdict is M8's alone. TRL's schedule audit states the same set:
+    tests/libraries/trl/test_schedule.py."""
+    from exchange.core.vocabulary import FACETS
+
+    assert set(FACETS["M8.split_update"].breaks) == {Z, C} == SPLIT[0]
+    recipe = _recipe(V.overrides(V.DAPO_QWEN25_32B))
+    assert recipe.schedule.split
+    assert _as_sets(recipe.step_expected())["on_policy"] == ({Z, C}, {"M8"})
+    assert "(Z) and (C) fail per update" in recipe.schedule.describe()
+
+
 def test_groups_stay_whole_with_one_mini_batch_or_without_reordering():
     """Derived: ppo_mini_batch_size = train_batch_size: one step holds the whole batch (no
     M8, one on-policy step). balance_batch and shuffle off, 1280 rows per step over 8
