@@ -129,7 +129,7 @@ def m_statement_true(root):
 
 def m_statement_true_repinned(root):
     m_statement_true(root)
-    resub(root, SPEC, r"Definition T2_necessity_binary : Prop :=.*?w i == w j\.",
+    resub(root, SPEC, r"Definition T2_necessity_binary : Prop :=.*?C_T2_necessity_binary G w sigma\.",
           "Definition T2_necessity_binary : Prop := True.")
 
 
@@ -492,9 +492,9 @@ def test_mutation_fails_exchange_proofs(copy, kind):
 
 def c_reproved(root):
     resub(root, C, theorem("T1_sufficiency"), """Theorem T1_sufficiency : forall G (A w : nat -> Q) (w0 : Q),
-  sum G A == 0 -> (forall i, (i < G)%nat -> w i == w0) -> K G A w == 0.
+  sum G A == 0 /\\ (forall i, (i < G)%nat -> w i == w0) -> K G A w == 0.
 Proof.
-  intros G A w w0 HZ Hw.
+  intros G A w w0 [HZ Hw].
   transitivity (sum G (fun i => w0 * A i)).
   - unfold K. apply sum_ext. intros i Hi. rewrite (Hw i Hi). ring.
   - rewrite sum_scale, HZ. ring.
