@@ -8,7 +8,8 @@ twin (THEORY.md section 4, precision rule; the twin: :mod:`exchange.checker.twin
   beyond :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times what the float32
   twin predicts for the loss's precision means precision changed what the loss computes;
 - :func:`floored`: float64 round-off, judged against the float32 and float16 twins'
-  round-off scaled by the square root of the ratio of unit round-offs.
+  round-off (on the example, and on it with rescaled rewards) scaled by the square root of
+  the ratio of unit round-offs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from exchange.checker import bulk
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import RandomDraw
 from exchange.checker.properties.base import BatchInputs, Evaluation, Property
-from exchange.checker.tolerances import FLOAT64_FLOOR_SCALE, PRECISIONS, RESOLUTION, ROUND_OFF_MARGIN
+from exchange.checker.tolerances import (FLOAT64_FLOOR_SCALE, FLOOR_REWARD_SCALES, PRECISIONS, RESOLUTION,
+                                         ROUND_OFF_MARGIN)
 from exchange.checker.twin import Float64Twin, float32_twin
 from exchange.core.coefficients import Engine, LossFn, token_coefficients
 from exchange.core.rollout import Rollout
@@ -193,6 +195,12 @@ class Floor:
                 "measured on the float32 and float16 twins)")
 
 
+def _scaled_rewards(case: Case, factor: float) -> Case:
+    """``case`` with every reward times ``factor``: the same verdict (a property that holds,
+    holds for every reward vector; ties stay ties), other low bits."""
+    return replace(case, groups=tuple(replace(g, rewards=tuple(x * factor for x in g.rewards)) for g in case.groups))
+
+
 def _inner(loss_fn):
     return loss_fn.loss_fn if isinstance(loss_fn, Float64Twin) else loss_fn
 
@@ -209,8 +217,12 @@ def floored(prop: Property, float32_engine: Engine, seen: dict) -> Property:
     as ``sqrt(eps)``; smooth operations as ``eps``, which that bounds; two twins because one
     samples a rounding, it does not bound it); the floor is
     :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times that (two precisions do not
-    round one computation in proportion). Within it, the residual is reported scaled to the
-    tolerance and the raw one is recorded in ``seen[(name, regime)]``."""
+    round one computation in proportion). Where that does not cover the residual, the twins
+    round the example again with every reward times each of
+    :data:`~exchange.checker.tolerances.FLOOR_REWARD_SCALES` (the same verdict, other low
+    bits: both twins can round a tie exactly where float64 does not). Within the floor, the
+    residual is reported scaled to the tolerance and the raw one is recorded in
+    ``seen[(name, regime)]``."""
 
     half_engine = Engine(Float64Twin(_inner(float32_engine.loss_fn), target=torch.float16),
                          batched=float32_engine.batched)
@@ -231,6 +243,17 @@ def floored(prop: Property, float32_engine: Engine, seen: dict) -> Property:
             d_low = float((k_low - k64).abs().max()) / scale if scale > 0 else 0.0
             predicted = max(low if math.isfinite(low) else 0.0, d_low if math.isfinite(d_low) else 0.0)
             floor = max(floor, ROUND_OFF_MARGIN * predicted * FLOAT64_FLOOR_SCALE[name])
+        for factor in FLOOR_REWARD_SCALES:  # fresh roundings of the same verdict, until one covers it
+            if ev.residual <= floor:
+                break
+            moved = example.with_case(_scaled_rewards(example.case, factor))
+            for low_engine, name in ((float32_engine, "float32"), (half_engine, "float16")):
+                try:
+                    low = prop.evaluate(low_engine, moved, regime).residual
+                except ObjectiveError:
+                    continue
+                if math.isfinite(low):
+                    floor = max(floor, ROUND_OFF_MARGIN * low * FLOAT64_FLOOR_SCALE[name])
         if ev.residual <= floor:
             found = Floor(ev.residual, floor)
             key = (prop.name, regime)

@@ -218,3 +218,24 @@ def test_a_loss_with_no_gradient_path_raises_on_every_path():
         fields = {"logprobs": torch.stack([ROLLOUT.logprobs] * 2), "rewards": torch.stack([ROLLOUT.rewards, other.rewards])}
         _, _, errors = bulk.coefficients(fn, ROLLOUT, fields, bulk.Mode(True))
         assert all(isinstance(e, ObjectiveError) and "no gradient path" in str(e) for e in errors)
+
+
+def test_the_float64_floor_samples_rescaled_rewards(monkeypatch):
+    """A leave-one-out std (one pass) of KL-shaped rewards in float64 (benchmark seed 3,
+    #171): on its (P) counterexample float64 rounds the others' tied variance to ~eps x^2
+    (residual 7.2e-8 after the square root) while the float32 and float16 twins happen to
+    round that tie (almost) exactly (floors 1e-10 and 6e-9): each twin samples a rounding.
+    With every reward times 1 + 2^-10 (the same verdict, other low bits) the twins round it
+    like float64 does and the floor covers it: (P) holds up to float64 round-off, and reads
+    broken without the rescaled samples."""
+    from exchange import check
+    from exchange.checker import precision
+    from exchange.objectives.composition import compose
+
+    loss = compose(estimator="loo_std", weight="sequence_product", aggregation="seq_mean_token_sum",
+                   shaping="kl_in_reward", additive="k2_ref", beta=0.05).bind()
+    report = check(loss, max_examples=10, seed=171, properties=["permutation_invariant"])
+    assert report.holds("permutation_invariant"), report
+    monkeypatch.setattr(precision, "FLOOR_REWARD_SCALES", ())
+    report = check(loss, max_examples=10, seed=171, properties=["permutation_invariant"])
+    assert not report.holds("permutation_invariant", "off_policy")

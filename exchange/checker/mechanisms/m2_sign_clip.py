@@ -15,7 +15,7 @@ import torch
 
 from exchange.checker.cases import GroupConfig, build
 from exchange.checker.mechanisms.evidence import Evidence, above, plain, second_singular_ratio
-from exchange.checker.tolerances import FLOOR_MARGIN, RESOLUTION, ROUNDINGS, SELECTED_SHARE, TINY, pattern_tol
+from exchange.checker.tolerances import FLOOR_MARGIN, RESOLUTION, ROUNDINGS, TINY, pattern_tol
 
 __all__ = ["sign_split", "column_split"]
 
@@ -71,7 +71,7 @@ def column_split(b1, v1, b2, v2, high, precision: str, moved: str = "") -> list[
     arithmetic: the measured round-off); a mask that opens on one sign only is a split
     too. M6 when the remainder ``v_i - q b_i`` (``q`` the factor of the occurrence's
     sign) is not 0 on every occurrence of a sign; a remainder on some occurrences only
-    (the others' below :data:`SELECTED_SHARE` of it) is a term added to occurrences
+    (the others' within their round-off bound: 0 in exact arithmetic) is a term added to occurrences
     selected by their advantage: M2 and M6 (KL-Cov)."""
     tol, eps = pattern_tol(precision), RESOLUTION[precision]
     db, dv = b1 - b2, v1 - v2
@@ -102,8 +102,8 @@ def column_split(b1, v1, b2, v2, high, precision: str, moved: str = "") -> list[
     if bool(shifted.any()):
         quiet = (bound < float("inf")) & ~shifted
         worst = float((rest / bound)[shifted].max())
-        # a term added to some occurrences only: the others' remainder is nothing next to it
-        if bool(quiet.any()) and not out and float(rest[quiet].max()) <= SELECTED_SHARE * float(rest[shifted].min()):
+        # a term added to some occurrences only: the others' remainder is within its round-off bound
+        if bool(quiet.any()) and not out:
             out.append(Evidence("M2", moved, "a term added to the occurrences of one sign only (selected by the "
                                              "advantage)", worst, 1.0))
         out.append(Evidence("M6", moved, "a remainder the advantage's factor does not explain, the same for every "
