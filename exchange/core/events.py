@@ -2,8 +2,12 @@
 
 An occurrence ``(i, t)`` has event ``e(i, t) = (group, o_i[<t], o_i[t])``: two
 occurrences are the same event when they share the group, every preceding response
-token and the token itself. Occurrences of one event share one gradient vector, so the
-update is ``sum_e K_e grad l_e`` with ``K_e = sum_{(i,t) in e} kappa[i, t]``.
+token and the token itself. Only the policy's tokens (``rollout.mask``) are
+occurrences; a context token inside a response (a multi-turn rollout's tool output,
+mask False before the row's last True) is no event but belongs to ``o_i[<t]`` of every
+later token, so it is compared like any other token of the prefix. Occurrences of one
+event share one gradient vector, so the update is ``sum_e K_e grad l_e`` with
+``K_e = sum_{(i,t) in e} kappa[i, t]``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ class Events:
     """Event ids of every real token.
 
     Fields:
-        ids: ``LongTensor[N, T]`` event id per occurrence, ``-1`` on padding.
+        ids: ``LongTensor[N, T]`` event id per occurrence, ``-1`` on padding and on
+            context (mask False) tokens.
         count: number of distinct events ``E``.
         group: ``LongTensor[E]`` dense group index of each event.
         position: ``LongTensor[E]`` token position ``t`` of each event.
@@ -58,13 +63,16 @@ def events(rollout: Rollout) -> Events:
     Vectorised, linear in the token count: occurrences ``(i, t)`` and ``(j, t)`` of one
     group are the same event iff ``t`` is below the length of the common prefix of
     responses ``i`` and ``j``. Each occurrence is represented by the smallest row of its
-    group that shares its prefix through ``t``; the representatives' own occurrences are
-    the events, numbered in row-major order of first occurrence. Only the columns below
-    the longest common prefix of any two responses need the pairwise comparison.
+    group that shares its prefix through ``t`` and has an occurrence at ``t`` (mask True:
+    a row whose token there is context has none); the representatives' own occurrences
+    are the events, numbered in row-major order of first occurrence. Prefixes are
+    compared over each row's span (:attr:`Rollout.spans`), context tokens included.
+    Only the columns below the longest common prefix of any two responses need the
+    pairwise comparison.
     """
     tokens, mask, gidx = rollout.tokens, rollout.mask, rollout.group_index
     n, t_max = tokens.shape
-    lengths = mask.sum(dim=1)
+    lengths = rollout.spans  # a multi-turn row's context tokens are part of its prefix
     rows = torch.arange(n, device=tokens.device)
     pairs = ((gidx[:, None] == gidx[None, :]) & (rows[None, :] < rows[:, None])).nonzero()
     i, j = pairs[:, 0], pairs[:, 1]
@@ -88,7 +96,8 @@ def events(rollout: Rollout) -> Events:
     pos = torch.arange(head, device=tokens.device)
     rep = rows[:, None].expand(n, head).clone()
     if head:
-        cand = torch.where(pos[None, :] < common[:, None], j[:, None], n)
+        # j represents (i, t) only where j has an occurrence at t (mask True)
+        cand = torch.where((pos[None, :] < common[:, None]) & mask[j, :head], j[:, None], n)
         rep.scatter_reduce_(0, i[:, None].expand(-1, head), cand, reduce="amin")
     new = mask.clone()
     new[:, :head] &= rep == rows[:, None]

@@ -22,23 +22,25 @@ def rollout_table(r: "Rollout", kappa: torch.Tensor | None = None) -> str:
     """One line per response: group, reward, tokens, ratio and entropy per token.
 
     ``kappa`` ([N, T]), when given, adds the token coefficients.
+    A multi-turn row's context (tool) tokens are shown in brackets among its tokens and
+    carry no per-token value (they are not the policy's: Rollout's module docstring).
     """
     lines = []
-    lengths = r.lengths.tolist()
+    lengths, spans = r.lengths.tolist(), r.spans.tolist()
     ratio = None
     if r.logprobs is not None:
         ratio = torch.exp(r.logprobs.double() - r.old_logprobs.double())
     for i in range(r.n):
-        L = lengths[i]
-        toks = " ".join(str(int(v)) for v in r.tokens[i, :L])
+        L, own = lengths[i], r.mask[i].nonzero().flatten()  # the policy's tokens
+        toks = " ".join(str(int(v)) if m else f"[{int(v)}]" for v, m in zip(r.tokens[i, : spans[i]], r.mask[i]))
         line = f"  [{i}] group={int(r.group[i])} reward={_num(float(r.rewards[i]))} L={L} tokens=({toks})"
-        if ratio is not None and not torch.allclose(ratio[i, :L], torch.ones(L, dtype=ratio.dtype)):
-            line += " ratio=(" + " ".join(f"{float(v):.3g}" for v in ratio[i, :L]) + ")"
-        line += " p_old=(" + " ".join(f"{math.exp(float(v)):.3g}" for v in r.old_logprobs[i, :L]) + ")"
+        if ratio is not None and not torch.allclose(ratio[i, own], torch.ones(L, dtype=ratio.dtype)):
+            line += " ratio=(" + " ".join(f"{float(v):.3g}" for v in ratio[i, own]) + ")"
+        line += " p_old=(" + " ".join(f"{math.exp(float(v)):.3g}" for v in r.old_logprobs[i, own]) + ")"
         if r.entropy is not None:
-            line += " H=(" + " ".join(f"{float(v):.3g}" for v in r.entropy[i, :L]) + ")"
+            line += " H=(" + " ".join(f"{float(v):.3g}" for v in r.entropy[i, own]) + ")"
         if kappa is not None:
-            line += " kappa=(" + " ".join(f"{float(v):.4g}" for v in kappa[i, :L]) + ")"
+            line += " kappa=(" + " ".join(f"{float(v):.4g}" for v in kappa[i, own]) + ")"
         lines.append(line)
     return "\n".join(lines)
 

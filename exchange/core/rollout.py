@@ -5,6 +5,14 @@ naming the field, the value found and the fix. Objectives read the fields and us
 group helpers (``group_mean``, ``group_std``, ``lengths`` ...) to stay short.
 
 Shapes: ``N`` responses, ``T`` padded length, ``P`` padded prompt length.
+
+Multi-turn rows: ``mask`` marks the policy's own tokens. A row's tokens run up to its
+last masked-in token (:attr:`Rollout.spans`); a False inside that span is a context
+token the policy did not choose (a tool's output in an agent loop, verl's
+``response_mask`` = 0 there): no event and no coefficient, but part of the prefix of
+every later token (THEORY.md section 1: an event is ``(group, o_i[<t], o_i[t])``, and
+``o_i[<t]`` is everything the policy conditioned on). Right-padded masks are the case
+without holes.
 """
 
 from __future__ import annotations
@@ -29,8 +37,13 @@ class Rollout:
     """One batch of responses. All tensors share the first dimension ``N``.
 
     Fields:
-        tokens: ``LongTensor[N, T]`` response token ids, right-padded.
-        mask: ``BoolTensor[N, T]`` True on real response tokens (a prefix of each row).
+        tokens: ``LongTensor[N, T]`` response token ids, right-padded; context tokens
+            inside a response (a tool's output) keep their ids: they are part of the
+            prefix of the tokens after them.
+        mask: ``BoolTensor[N, T]`` True on the policy's tokens. Padding follows each
+            row's last True; a False before it is a context token (a multi-turn
+            rollout's tool output): not an event, coefficient 0 (see the module
+            docstring). Every row needs at least one True.
         rewards: ``Tensor[N]`` scalar reward of each response.
         group: ``LongTensor[N]`` prompt index of each response; equal index = same prompt.
             Groups need not be contiguous; every group needs at least 2 responses.
@@ -168,6 +181,16 @@ class Rollout:
     def lengths(self) -> Tensor:
         """``LongTensor[N]``: number of real tokens ``L_i`` of each response."""
         return self.mask.sum(dim=1)
+
+    @property
+    def spans(self) -> Tensor:
+        """``LongTensor[N]``: one past each row's last policy token, the row's extent
+        (context tokens inside it included, padding after it excluded). Equal to
+        :attr:`lengths` for a right-padded row; larger for a multi-turn row whose mask
+        has holes."""
+        t = self.mask.shape[1]
+        positions = torch.arange(1, t + 1, device=self.mask.device)
+        return torch.where(self.mask, positions, torch.zeros_like(positions)).amax(dim=1)
 
     @property
     def group_sizes(self) -> Tensor:
@@ -323,7 +346,11 @@ def _validate(r: Rollout) -> None:
             raise _fail(name, f"shape={_shape(value)} is not [N]=[{n}]", f"Give one value per response{hint}.")
 
     if r.mask.dtype != torch.bool:
-        raise _fail("mask", f"dtype={r.mask.dtype} is not torch.bool", "Use mask.bool() (True on real response tokens).")
+        other = r.mask[(r.mask != 0) & (r.mask != 1)] if not r.mask.is_complex() else r.mask.flatten()
+        if other.numel():  # .bool() would read any non-zero as a policy token: say what is there
+            raise _fail("mask", f"dtype={r.mask.dtype} holds {other[0].item()}, neither 0 nor 1",
+                        "Pass a bool mask, True on the policy's tokens and False on padding and context (tool) tokens.")
+        raise _fail("mask", f"dtype={r.mask.dtype} is not torch.bool", "Use mask.bool() (True on the policy's tokens).")
     for name in ("truncated", "prompt_mask"):
         value = getattr(r, name)
         if value is not None and value.dtype != torch.bool:
@@ -351,14 +378,9 @@ def _validate(r: Rollout) -> None:
             f"response {int(empty[0])} has no real token (lengths={lengths.tolist()})",
             "Drop empty responses before building the Rollout; every response needs at least 1 token.",
         )
-    positions = torch.arange(t, device=r.mask.device).expand(n, t)
-    if not torch.equal(r.mask, positions < lengths[:, None]):
-        row = int((r.mask != (positions < lengths[:, None])).any(dim=1).nonzero()[0])
-        raise _fail(
-            "mask",
-            f"row {row} is not right-padded (mask={r.mask[row].int().tolist()})",
-            "Put real tokens first and padding last in every row.",
-        )
+    # No right-padding check: a False before a row's last True is a context token (a
+    # multi-turn rollout's tool output, module docstring), not a malformed mask. What a
+    # bool [N, T] mask can get wrong (dtype, shape, an empty row) is checked above.
     if (r.group < 0).any():
         raise _fail("group", f"has negative ids ({r.group.min().item()})", "Use non-negative prompt indices.")
     ids, counts = torch.unique(r.group, return_counts=True)

@@ -166,3 +166,100 @@ def test_shared_residual_value_edge_cases():
 def test_the_public_names():
     assert exchange.SharedResidual is SharedResidual
     assert exchange.shared_residual_parts is shared_residual_parts
+
+
+# ------------------------------------------------------------ multi-turn rows (issue 41)
+def _multi_turn_oracle(rollout):
+    """THEORY.md section 1 read literally: an occurrence is a policy token (mask True); its
+    event is (group, every token before it in the row, tool tokens included, the token).
+    Events numbered in row-major order of first occurrence."""
+    tokens, mask, gidx = rollout.tokens.tolist(), rollout.mask.tolist(), rollout.group_index.tolist()
+    n, t_max = rollout.tokens.shape
+    table, group, pos, ids = {}, [], [], [[-1] * t_max for _ in range(n)]
+    for i in range(n):
+        for t in range(t_max):
+            if mask[i][t]:
+                key = (gidx[i], tuple(tokens[i][: t + 1]))
+                if key not in table:
+                    table[key] = len(group)
+                    group.append(gidx[i])
+                    pos.append(t)
+                ids[i][t] = table[key]
+    return torch.tensor(ids, dtype=torch.long), group, pos
+
+
+def _assert_matches_multi_turn_oracle(r):
+    ev = events(r)
+    ids, group, pos = _multi_turn_oracle(r)
+    assert torch.equal(ev.ids, ids)
+    assert ev.group.tolist() == group and ev.position.tolist() == pos
+    occ = torch.bincount(ids[r.mask], minlength=len(group))
+    assert torch.equal(ev.occurrences, occ)
+    sizes = torch.bincount(r.group_index)
+    assert torch.equal(ev.shared, occ == sizes[torch.tensor(group, dtype=torch.long)])
+
+
+def multi_turn_batch():
+    """Two groups. Policy tokens a=1 b=2, a tool's output (X=8 Y=9 or X Z=7, mask 0), then
+    policy tokens again. Group 0 (rows 0-2): the same tool output in every row, so the
+    token c=3 after it is one event in all three (shared). Group 1 (rows 3-4): the tool
+    outputs differ (X Y vs X Z), so the two c's follow different prefixes: two events."""
+    tokens = torch.tensor([[1, 2, 8, 9, 3, 4],
+                           [1, 2, 8, 9, 3, 5],
+                           [1, 2, 8, 9, 3, 0],
+                           [1, 2, 8, 9, 3, 0],
+                           [1, 2, 8, 7, 3, 0]])
+    mask = torch.tensor([[1, 1, 0, 0, 1, 1],
+                         [1, 1, 0, 0, 1, 1],
+                         [1, 1, 0, 0, 1, 0],
+                         [1, 1, 0, 0, 1, 0],
+                         [1, 1, 0, 0, 1, 0]], dtype=torch.bool)
+    return Rollout(tokens=tokens, mask=mask, rewards=torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0], dtype=torch.float64),
+                   group=torch.tensor([0, 0, 0, 1, 1]), old_logprobs=torch.full((5, 6), -0.5, dtype=torch.float64))
+
+
+def test_multi_turn_events_by_hand():
+    r = multi_turn_batch()
+    ev = events(r)
+    # by hand: group 0: a, b, c shared; d (row 0) and e (row 1) once each.
+    # group 1: a, b shared; c after X Y (row 3) and c after X Z (row 4) are two events.
+    assert ev.ids.tolist() == [[0, 1, -1, -1, 2, 3],
+                               [0, 1, -1, -1, 2, 4],
+                               [0, 1, -1, -1, 2, -1],
+                               [5, 6, -1, -1, 7, -1],
+                               [5, 6, -1, -1, 8, -1]]
+    assert shared_events(r).tolist() == [0, 1, 2, 5, 6]
+    assert ev.position.tolist() == [0, 1, 4, 5, 5, 0, 1, 4, 4]
+    _assert_matches_multi_turn_oracle(r)
+
+
+def test_a_tool_token_is_context_where_another_row_chose_it():
+    """The same token after the same prefix is an event only in the rows where the policy
+    chose it: row 1's 9 at position 1 is a policy token, row 0's (mask 0) is context."""
+    r = Rollout(tokens=torch.tensor([[1, 9, 3], [1, 9, 3]]),
+                mask=torch.tensor([[1, 0, 1], [1, 1, 1]], dtype=torch.bool),
+                rewards=torch.tensor([1.0, 0.0], dtype=torch.float64), group=torch.tensor([0, 0]),
+                old_logprobs=torch.full((2, 3), -0.5, dtype=torch.float64))
+    ev = events(r)
+    assert ev.ids.tolist() == [[0, -1, 1], [0, 2, 1]]
+    assert ev.occurrences.tolist() == [2, 2, 1] and ev.shared.tolist() == [True, True, False]
+    _assert_matches_multi_turn_oracle(r)
+
+
+def test_events_match_the_multi_turn_oracle_on_random_batches():
+    gen = torch.Generator().manual_seed(3)
+    holes_seen = 0
+    for n_groups, g, t_max, vocab in ((1, 2, 3, 2), (3, 4, 7, 2), (5, 3, 20, 2), (4, 5, 33, 3)):
+        n = n_groups * g
+        spans = torch.randint(1, t_max + 1, (n,), generator=gen)
+        real = torch.arange(t_max)[None, :] < spans[:, None]
+        mask = real & (torch.rand(n, t_max, generator=gen) < 0.7)
+        mask[torch.arange(n), spans - 1] = True  # a span ends on a policy token
+        holes_seen += int((real & ~mask).sum())
+        # few distinct rows per group, so prefixes (tool tokens included) are shared
+        tokens = torch.where(real, torch.randint(0, vocab, (n, t_max), generator=gen), 0)
+        r = Rollout(tokens=tokens, mask=mask, rewards=torch.rand(n, generator=gen, dtype=torch.float64),
+                    group=torch.randperm(n, generator=gen) % n_groups * 5,
+                    old_logprobs=torch.full((n, t_max), -1.0, dtype=torch.float64))
+        _assert_matches_multi_turn_oracle(r)
+    assert holes_seen > 0

@@ -25,7 +25,9 @@ BAD = [
     ("mask", dict(mask=torch.ones(4, 3)), "torch.bool"),
     ("mask", dict(mask=torch.ones(4, 2, dtype=torch.bool)), "differs from tokens"),
     ("mask", dict(mask=torch.tensor([[1, 1, 1], [0, 0, 0], [1, 0, 0], [1, 1, 0]], dtype=torch.bool)), "no real token"),
-    ("mask", dict(mask=torch.tensor([[1, 0, 1], [1, 1, 0], [1, 0, 0], [1, 1, 0]], dtype=torch.bool)), "right-padded"),
+    ("mask", dict(mask=torch.tensor([[1, 0, 1], [1, 1, 0], [1, 0, 0], [1, 1, 0]])), "is not torch.bool"),
+    ("mask", dict(mask=torch.tensor([[1, 0, 2], [1, 1, 0], [1, 0, 0], [1, 1, 0]])), "holds 2, neither 0 nor 1"),
+    ("mask", dict(mask=torch.tensor([[1, 0, 0.5], [1, 1, 0], [1, 0, 0], [1, 1, 0]])), "neither 0 nor 1"),
     ("rewards", dict(rewards=torch.tensor([1.0, 0.0, 1.0])), "[N]=[4]"),
     ("rewards", dict(rewards=torch.tensor([1.0, float("nan"), 1.0, 0.0])), "non-finite"),
     ("rewards", dict(rewards=torch.tensor([1.0, float("inf"), 1.0, 0.0])), "non-finite"),
@@ -76,3 +78,24 @@ def test_round_trips():
     assert torch.equal(rebuilt.tokens, r.tokens) and torch.equal(rebuilt.group, r.group)
     assert "group=3" in str(r) and "L=3" in str(r)
     assert r.to(torch.float64).old_logprobs.dtype == torch.float64
+
+
+def test_a_mask_with_holes_is_a_multi_turn_row():
+    """A False before a row's last True is a context (tool-output) token, not a malformed
+    mask: the row is accepted (it raised "not right-padded" before issue 41), ``lengths``
+    counts the policy's tokens and ``spans`` reaches the last one."""
+    holes = torch.tensor([[1, 0, 1], [1, 1, 0], [1, 0, 0], [1, 0, 1]], dtype=torch.bool)
+    r = make(mask=holes)
+    assert r.lengths.tolist() == [2, 2, 1, 2]
+    assert r.spans.tolist() == [3, 2, 1, 3]
+    assert torch.equal(r.mask, holes)
+    # round trips keep the holes; the table brackets the context tokens
+    assert torch.equal(Rollout.from_dict(r.to_dict()).mask, holes)
+    assert "L=2 tokens=(1 [2] 3)" in str(r) and "L=2 tokens=(4 [5] 0)" in str(r)
+
+
+def test_spans_follow_the_mask_device():
+    r = make(mask=torch.tensor([[1, 0, 1], [1, 1, 0], [1, 0, 0], [1, 0, 1]], dtype=torch.bool))
+    meta = r.mask.to("meta")
+    spans = Rollout.spans.fget(type("R", (), {"mask": meta})())
+    assert spans.device.type == "meta" and spans.shape == (4,)

@@ -8,8 +8,8 @@ the end of ``RayPPOTrainer.fit``'s per-step block, next to ``compute_advantage``
 
 then ``exchange inspect batches/step-10.pt verl:grpo``. The batch is read from verl's
 ``DataProto`` keys: ``responses`` and ``response_mask`` (else the response part of
-``attention_mask``), ``token_level_rewards`` (else ``token_level_scores``) summed per
-response, ``old_log_probs``, optionally ``ref_log_prob`` and ``entropys``, and the group
+``attention_mask``), ``token_level_rewards`` (else ``token_level_scores``) summed over
+each response's real tokens, ``old_log_probs``, optionally ``ref_log_prob`` and ``entropys``, and the group
 of each response from ``non_tensor_batch["uid"]``. Two more are kept when the batch has
 them (dump after ``compute_advantage`` to have both):
 
@@ -19,6 +19,12 @@ them (dump after ``compute_advantage`` to have both):
   the update verl computed, whatever its estimator;
 - the prompt: ``prompts`` (``[bs, P]``, left-padded) with its mask, the first ``P``
   columns of ``attention_mask``, as ``prompt_tokens`` / ``prompt_mask``.
+
+Multi-turn batches (verl's agent loop): ``response_mask`` is 0 on the tool-output tokens
+inside a response, which ``attention_mask`` keeps as real. They become context tokens
+of the :class:`Rollout` (mask False, ids kept, the prefix of every later token; no
+event, no coefficient). A ``response_mask`` that is not 0/1, or is 1 where
+``attention_mask`` says padding, is refused naming the row.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import torch
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
 
-__all__ = ["rollout_from_dataproto", "dump_batch"]
+__all__ = ["rollout_from_dataproto", "dump_batch", "policy_mask"]
 
 
 def _get(batch, *names):
@@ -42,6 +48,34 @@ def _get(batch, *names):
         if value is not None:
             return value
     return None
+
+
+def policy_mask(response_mask: torch.Tensor, real: torch.Tensor | None = None,
+                field: str = "response_mask") -> torch.Tensor:
+    """verl's ``response_mask [bs, T]`` (int, float or bool) as a bool mask, on its own
+    device. ``real [bs, T]`` (the response part of ``attention_mask``), when given, marks
+    the real tokens: a policy token must be one. Raises :class:`InvalidArgument` naming
+    ``field`` and the first bad row; a 0 inside a response is a context (tool) token,
+    not an error."""
+    if not response_mask.dtype == torch.bool:
+        bad = (response_mask != 0) & (response_mask != 1)
+        if bool(bad.any()):
+            row, col = (int(v) for v in bad.nonzero()[0])
+            raise InvalidArgument(
+                f"{field}[{row}, {col}]={response_mask[row, col].item()} is neither 0 nor 1: pass verl's 0/1 mask "
+                "(1 on the policy's tokens, 0 on padding and tool-output tokens)."
+            )
+    mask = response_mask.bool()
+    if real is not None:
+        outside = mask & ~real.bool()
+        if bool(outside.any()):
+            row = int(outside.any(dim=1).nonzero()[0])
+            raise InvalidArgument(
+                f"{field} row {row} is 1 where attention_mask marks padding (columns "
+                f"{outside[row].nonzero().flatten().tolist()}): a policy token must be a real token; "
+                "pass the response_mask and attention_mask of the same batch."
+            )
+    return mask
 
 
 def _advantages(adv, mask: torch.Tensor) -> torch.Tensor:
@@ -74,10 +108,14 @@ def rollout_from_dataproto(data) -> Rollout:
     old = _get(batch, "old_log_probs")
     if tokens is None or old is None:
         raise InvalidArgument("dump_batch: the batch needs 'responses' and 'old_log_probs' (dump after compute_log_prob).")
+    attention = _get(batch, "attention_mask")
+    real = None if attention is None else policy_mask(attention[:, -tokens.shape[1]:], field="attention_mask")
     mask = _get(batch, "response_mask")
-    if mask is None:
-        mask = batch["attention_mask"][:, -tokens.shape[1]:]
-    mask = mask.bool()
+    mask = policy_mask(real if mask is None else mask, real)
+    # a row's real tokens: attention's, else up to its last policy token (tool tokens are context)
+    if real is None:
+        real = torch.arange(1, mask.shape[1] + 1, device=mask.device)[None, :] <= torch.where(
+            mask, torch.arange(1, mask.shape[1] + 1, device=mask.device), 0).amax(dim=1, keepdim=True)
     scores = _get(batch, "token_level_rewards", "token_level_scores")
     if scores is None:
         raise InvalidArgument("dump_batch: the batch needs 'token_level_rewards' or 'token_level_scores' (dump after the reward).")
@@ -89,9 +127,9 @@ def rollout_from_dataproto(data) -> Rollout:
     adv = _get(batch, "advantages")
     prompt_tokens, prompt_mask = _prompt(batch)
     return Rollout(
-        tokens=torch.where(mask, tokens.long(), 0).cpu(),
+        tokens=torch.where(real, tokens.long(), 0).cpu(),  # tool tokens kept: context of later ones
         mask=mask.cpu(),
-        rewards=(scores.to(f64) * mask).sum(dim=1).cpu(),
+        rewards=(scores.to(f64) * real).sum(dim=1).cpu(),
         group=group,
         old_logprobs=torch.where(mask, old.to(f64), 0.0).detach().cpu(),
         ref_logprobs=None if ref is None else torch.where(mask, ref.to(f64), 0.0).detach().cpu(),

@@ -173,9 +173,11 @@ def _algo_config(o: Mapping[str, Any]):
 
 
 def _last_token(values: Tensor, mask: Tensor) -> Tensor:
-    """``[N] -> [N, T]``: each value on the response's last real token (verl's layout)."""
+    """``[N] -> [N, T]``: each value on the response's last policy token (verl's layout;
+    a multi-turn row's mask has holes, so that is not ``mask.sum() - 1``)."""
     out = torch.zeros(mask.shape, dtype=values.dtype, device=values.device)
-    last = (mask.sum(dim=1) - 1).clamp(min=0)
+    positions = torch.arange(1, mask.shape[1] + 1, device=values.device)
+    last = torch.where(mask, positions, 0).amax(dim=1) - 1  # every row has a policy token (Rollout)
     out[torch.arange(mask.shape[0], device=values.device), last] = values
     return out * mask.to(values.dtype)
 

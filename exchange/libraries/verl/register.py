@@ -44,6 +44,7 @@ from torch import Tensor
 from exchange.libraries.versions import require
 from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
+from exchange.libraries.verl.dump import policy_mask
 
 __all__ = ["PREFIX", "register", "refuse_surgical", "policy_loss", "rollout_from_verl"]
 
@@ -58,8 +59,11 @@ def rollout_from_verl(old_log_prob: Tensor, advantages: Tensor, response_mask: T
     one group, which only group-level transformations read (a group minimum, a group-mean
     normaliser: over the micro-batch). ``rewards`` hold the per-response advantage (token
     mean), for display. Any number of rows works, 1 included; every tensor is made on the
-    inputs' device."""
-    mask = response_mask.bool()
+    inputs' device. A multi-turn ``response_mask`` (0 on tool-output tokens inside a
+    response) keeps its holes: those tokens get no coefficient, and the objective's
+    normalisers count the policy's tokens, as verl's ``agg_loss`` does; a mask that is
+    not 0/1 is refused (:func:`~exchange.libraries.verl.dump.policy_mask`)."""
+    mask = policy_mask(response_mask)
     lengths = mask.sum(dim=1)
     if bool((lengths == 0).any()):
         raise InvalidArgument("response_mask has an empty response; verl drops those before the loss.")
