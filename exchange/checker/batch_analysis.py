@@ -4,14 +4,18 @@ One backward pass gives every token coefficient ``kappa``; the events of the bat
 every shared event, its ``K_e`` and its mass (:func:`exchange.core.events.shared_event_coefficients`).
 From them (:class:`~exchange.checker.inspection.Inspection`):
 
+- (C)'s residual, the checker's: the largest ``|K_e| / M_e`` over the shared events,
+  defined once in :mod:`exchange.checker.properties.shared_cancellation` (its module
+  docstring says why the worst event and what ``M_e`` is), per group and per event too;
 - the shared residual with its parts (:class:`exchange.core.events.SharedResidual`, the
-  number the training integrations log);
+  mass-weighted mean of those, the number the training integrations log);
 - per group, the **response weight vector**: the common direction ``alpha`` of the
   shared-event coefficient vectors ``(kappa[1, e], ..., kappa[G, e])`` (THEORY.md (E)),
   with ``spread``, the largest sine of the angle between one shared event's vector and
   ``alpha`` (0: one common vector), and ``zero_sum``, ``|sum alpha| / sum |alpha|``
   (0: the common vector cancels);
-- the top offending shared events (largest ``|K_e|``) with their tokens;
+- the top offending shared events (largest ``|K_e|`` among those whose residual is above
+  :data:`~exchange.checker.inspection.CANCEL_TOL`) with their tokens;
 - a mechanism hint where the pattern tells one (:mod:`exchange.checker.mechanism_hints`).
 
 Batch files (``exchange inspect BATCH TARGET``) are read by :func:`exchange.core.batch_io.load_batch`.
@@ -26,8 +30,10 @@ from exchange.checker.inspection import (
     CANCEL_TOL, PREFIX_TAIL, TOP, ZERO_COLUMN_REL, GroupWeights, Inspection, OffendingEvent, zero_sum_share,
 )
 from exchange.checker.mechanism_hints import hints
+from exchange.checker.properties import shared_cancellation
+from exchange.checker.properties.residuals import tied_groups, with_reference_rewards
 from exchange.core.coefficients import LossFn, loss_and_coefficients
-from exchange.core.events import Events, SharedResidual, event_residuals_of, events, shared_event_coefficients
+from exchange.core.events import Events, SharedResidual, events, shared_event_coefficients
 from exchange.core.rollout import Rollout
 
 __all__ = ["inspect"]
@@ -51,8 +57,9 @@ def _direction(cols: Tensor) -> tuple[Tensor, float]:
 
 
 def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK: Tensor,
-            smass: Tensor) -> tuple[list[GroupWeights], Tensor, list[int]]:
-    """Each group's weight vector and shared residual; also the row order by group and
+            smass: Tensor, sres: Tensor) -> tuple[list[GroupWeights], Tensor, list[int]]:
+    """Each group's weight vector, (C) residual (the largest of ``sres [S]``, the shared
+    events' residuals, over its own) and shared residual; also the row order by group and
     the group sizes (to find a row of a group)."""
     n_groups, device = rollout.n_groups, kappa.device
     gidx = rollout.group_index
@@ -61,11 +68,13 @@ def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK:
     prefix = torch.zeros(n_groups, dtype=torch.long, device=device)
     gK = torch.zeros(n_groups, dtype=kappa.dtype, device=device)
     gmass = torch.zeros(n_groups, dtype=kappa.dtype, device=device)
+    gres = torch.zeros(n_groups, dtype=kappa.dtype, device=device)
     if len(shared_ids):
         owner = ev.group[shared_ids]
         prefix.scatter_reduce_(0, owner, ev.position[shared_ids] + 1, reduce="amax")
         gK.index_add_(0, owner, sK.abs())
         gmass.index_add_(0, owner, smass)
+        gres.scatter_reduce_(0, owner, sres, reduce="amax")
     order = torch.argsort(gidx, stable=True)
     sizes = torch.bincount(gidx, minlength=n_groups).tolist()
     group_ids = rollout.group.tolist()
@@ -87,7 +96,8 @@ def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK:
             weights=tuple(direction.tolist()),
             spread=spread,
             zero_sum=zero_sum_share(direction),
-            residual=SharedResidual(abs_K=float(gK[g]), mass=float(gmass[g]), events=p).value,
+            residual=float(gres[g]),
+            shared_residual=SharedResidual(abs_K=float(gK[g]), mass=float(gmass[g]), events=p).value,
             rewards=tuple(rewards[rows].tolist()),
             lengths=tuple(rollout.lengths[rows].tolist()),
         ))
@@ -97,12 +107,14 @@ def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK:
 def inspect(loss_fn: LossFn, rollout: Rollout, logprobs: Tensor | None = None, *, top: int = TOP,
             ev: Events | None = None) -> Inspection:
     """Report exactly, without fuzzing, how ``loss_fn`` treats the shared events of one
-    real batch: every shared event's ``K_e``, the shared residual, each group's
+    real batch: every shared event's ``K_e``, (C)'s residual (the checker's:
+    :mod:`~exchange.checker.properties.shared_cancellation`) and the shared residual, each group's
     per-response weight vector and its distance from a common vector, the top offending
     events with their tokens, and a mechanism hint where the pattern tells one.
 
     ``logprobs`` defaults to ``rollout.logprobs`` (else ``rollout.old_logprobs``: on-policy).
-    Everything runs in float64.
+    Everything runs in float64. The loss runs once more, at mixed rewards, only where a
+    tied group's shared event does not cancel (the magnitude (C)'s residual judges it by).
     """
     if logprobs is None:
         logprobs = rollout.logprobs if rollout.logprobs is not None else rollout.old_logprobs
@@ -110,14 +122,19 @@ def inspect(loss_fn: LossFn, rollout: Rollout, logprobs: Tensor | None = None, *
     ev = events(rollout) if ev is None else ev
     shared_ids, sK, smass = shared_event_coefficients(kappa, ev)
     shared = SharedResidual.of(sK, smass)
-    per_event = event_residuals_of(sK, smass)  # [S] |K_e| / mass_e
-    groups, order, sizes = _groups(rollout, kappa, ev, shared_ids, sK, smass)
+
+    def reference(rows: Tensor) -> Tensor:
+        return loss_and_coefficients(loss_fn, logprobs, with_reference_rewards(rollout))[1][None]
+
+    tied = tied_groups(rollout.rewards[None].to(kappa.dtype), rollout)
+    res = shared_cancellation.event_residuals(kappa[None], rollout, ev, tied, reference)
+    per_event = res[0]  # [S], in shared_ids' order
+    groups, order, sizes = _groups(rollout, kappa, ev, shared_ids, sK, smass, per_event)
 
     offending: list[OffendingEvent] = []
     group_ids = rollout.group.tolist()
-    for k in torch.argsort(sK.abs(), descending=True)[:top].tolist():
-        if float(per_event[k]) <= CANCEL_TOL:
-            break
+    above = (per_event > CANCEL_TOL).nonzero().flatten()
+    for k in above[torch.argsort(sK[above].abs(), descending=True)][:top].tolist():
         e = int(shared_ids[k])
         t = int(ev.position[e])
         row = int(order[sum(sizes[: int(ev.group[e])])])  # any row of the group: the prefix is shared
@@ -126,7 +143,8 @@ def inspect(loss_fn: LossFn, rollout: Rollout, logprobs: Tensor | None = None, *
             event=e, group=int(group_ids[row]), position=t, token=tail[-1], prefix_tail=tail,
             K=float(sK[k]), mass=float(smass[k]), residual=float(per_event[k]),
         ))
-    mechanisms, lines = hints(rollout, groups, shared.value)
+    max_residual = float(shared_cancellation.residual(res)[0])
+    mechanisms, lines = hints(rollout, groups, max_residual)
     return Inspection(
         loss=float(loss),
         n_responses=rollout.n,
@@ -134,7 +152,7 @@ def inspect(loss_fn: LossFn, rollout: Rollout, logprobs: Tensor | None = None, *
         n_tokens=int(rollout.mask.sum()),
         n_events=ev.count,
         shared=shared,
-        max_residual=float(per_event.max()) if per_event.numel() else 0.0,
+        max_residual=max_residual,
         shared_K=sK,
         shared_mass=smass,
         shared_ids=shared_ids,

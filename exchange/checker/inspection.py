@@ -34,8 +34,9 @@ __all__ = [
 # looser than the checker's (docs/properties.md); they only decide what a report calls
 # zero, never a verdict.
 CANCEL_TOL = 1e-6
-"""A shared residual (of the batch, a group or one event) at or below this cancels:
-:attr:`Inspection.cancels`, the groups the hints look at, the end of the offending list."""
+"""(C)'s residual (of the batch, a group or one event: the checker's definition,
+:mod:`exchange.checker.properties.shared_cancellation`) at or below this cancels:
+:attr:`Inspection.cancels`, the groups the hints look at, the offending list."""
 
 ZERO_SUM_TOL = 1e-6
 """A weight vector ``w`` whose :func:`zero_sum_share` is at or below this sums to zero."""
@@ -76,7 +77,8 @@ class GroupWeights:
     weights: tuple[float, ...]  # unit common direction alpha (sign: positive on the best reward)
     spread: float  # max sin angle of a shared event's vector to alpha; 0 = one common vector
     zero_sum: float  # zero_sum_share(alpha) = |sum alpha| / sum |alpha|
-    residual: float  # this group's shared residual (SharedResidual.value over its shared events)
+    residual: float  # (C)'s residual over this group's shared events (its worst event's |K_e| / M_e)
+    shared_residual: float  # this group's shared residual (SharedResidual.value over its shared events)
     rewards: tuple[float, ...]
     lengths: tuple[int, ...]
 
@@ -92,7 +94,7 @@ class OffendingEvent:
     prefix_tail: tuple[int, ...]  # the last tokens of the prefix, ending with ``token``
     K: float
     mass: float  # sum |kappa| over the occurrences
-    residual: float  # |K| / mass (exchange.core.events.event_residuals_of)
+    residual: float  # the event's (C) residual |K_e| / M_e (shared_cancellation.event_residuals)
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,8 @@ class Inspection:
     n_groups: int
     n_tokens: int
     n_events: int
-    shared: SharedResidual  # the batch's shared residual with its parts
-    max_residual: float  # max over shared events of |K_e| / sum|kappa| (the checker's (C) form)
+    shared: SharedResidual  # the batch's shared residual with its parts (the mass-weighted mean)
+    max_residual: float  # (C)'s residual: the checker's, max over shared events of |K_e| / M_e
     shared_K: Tensor = field(repr=False)  # [S] K_e of every shared event
     shared_mass: Tensor = field(repr=False)  # [S]
     shared_ids: Tensor = field(repr=False)  # [S] event ids (Events numbering)
@@ -125,7 +127,9 @@ class Inspection:
 
     @property
     def cancels(self) -> bool:
-        return self.shared_residual <= CANCEL_TOL
+        """Every shared event cancels: (C)'s residual (:attr:`max_residual`) at or below
+        :data:`CANCEL_TOL`."""
+        return self.max_residual <= CANCEL_TOL
 
     def to_dict(self) -> dict:
         return {
@@ -165,8 +169,9 @@ class Inspection:
         lines = [
             f"batch: {self.n_responses} responses in {self.n_groups} groups, {self.n_tokens} tokens, "
             f"{self.n_events} events ({self.n_shared} shared); loss {self.loss:.6g}",
-            f"shared residual: {self.shared_residual:.3g} "
-            + ("(shared events cancel)" if self.cancels else "(share of shared-event mass that does not cancel)"),
+            f"(C) residual: {self.max_residual:.3g} "
+            + ("(shared events cancel)" if self.cancels else "(worst shared event: |K_e| over its coefficient mass)"),
+            f"shared residual: {self.shared_residual:.3g} (share of all shared-event mass that does not cancel)",
         ]
         worst = sorted(self.groups, key=lambda g: -g.residual)[:TOP]
         if worst:

@@ -92,9 +92,10 @@ def _text(pattern: Pattern, n_groups: int, off_policy: bool) -> str:
 
 
 def hints(rollout: Rollout, groups: Sequence[GroupWeights], residual: float) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(mechanism ids, hint lines)`` for a batch whose shared residual is ``residual``
-    and whose groups are ``groups``; empty when the shared events cancel
-    (:data:`~exchange.checker.inspection.CANCEL_TOL`).
+    """``(mechanism ids, hint lines)`` for a batch whose (C) residual is ``residual``
+    and whose groups are ``groups`` (each judged by its own (C) residual,
+    :attr:`~exchange.checker.inspection.GroupWeights.residual`); empty when the shared
+    events cancel (:data:`~exchange.checker.inspection.CANCEL_TOL`).
 
     Each group that does not cancel shows one pattern, tested in this order:
 

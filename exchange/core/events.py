@@ -184,7 +184,9 @@ class SharedResidual:
         events: the number of shared events ``S``.
 
     ``abs_K`` and ``mass`` are additive over groups, batches and processes: a distributed
-    integration sums them and takes :attr:`value` of the sums.
+    integration sums them and takes :attr:`value` of the sums. It is a dose (how much of
+    the shared mass an update keeps), not the size of a (C) break: that is the worst
+    event's residual (:mod:`exchange.checker.properties.shared_cancellation`).
     """
 
     abs_K: float
@@ -218,9 +220,11 @@ def shared_residual(kappa: Tensor, rollout: Rollout, ev: Events | None = None) -
 
     ``kappa: [N, T]``. It is the mass-weighted mean of :func:`event_residuals` over the
     shared events: 0 under (Z) + (E) (Theorem T1), 1 when no shared event cancels at all,
-    and 0 when the batch has no shared event or no mass on one. The checker's (C)
-    property, ``exchange inspect``, the training integrations and the lab all report this
-    one number (the checker per event, the others per batch). Its parts (the two sums
-    and the number of shared events): :func:`shared_residual_parts`.
+    and 0 when the batch has no shared event or no mass on one. The training
+    integrations and the lab log it, ``exchange inspect`` reports it beside (C)'s
+    residual; (C)'s residual, what the checker and ``inspect`` judge (C) by, is the
+    largest of the per-event residuals instead (THEORY.md states (C) for every shared
+    event; :mod:`exchange.checker.properties.shared_cancellation`). Its parts (the two
+    sums and the number of shared events): :func:`shared_residual_parts`.
     """
     return shared_residual_parts(kappa, rollout, ev).value

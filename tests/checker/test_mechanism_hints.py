@@ -22,7 +22,7 @@ def _rollout(rewards, logprobs=None):
 
 def _group(rewards=(1.0, 0.0, 0.0), spread=0.0, weights=(0.8, -0.4, -0.4), lengths=(3, 4, 4), residual=0.5):
     return GroupWeights(group=0, rows=(0, 1, 2), shared_events=2, weights=weights, spread=spread,
-                        zero_sum=0.0, residual=residual, rewards=rewards, lengths=lengths)
+                        zero_sum=0.0, residual=residual, shared_residual=residual, rewards=rewards, lengths=lengths)
 
 
 def test_every_pattern_names_facets_of_the_vocabulary():

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, SECOND_REWARDS_STEP, TINY, ZERO_COLUMN
-from exchange.core.events import Events
+from exchange.core.events import Events, event_residuals_of
 from exchange.core.rollout import Rollout
 
 __all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
@@ -42,9 +42,7 @@ def per_event(kappa: Tensor, ev: Events, reference: Tensor | None = None) -> tup
         mass = torch.maximum(mass, torch.nan_to_num(ref_mass, nan=0.0, posinf=0.0))
         ref_scale = torch.nan_to_num(reference.abs().flatten(1).amax(1), nan=0.0, posinf=0.0)
         scale = torch.maximum(scale, ref_scale)
-    out = K.abs() / (mass + (ATOL_REL * scale + TINY)[:, None])
-    out = torch.where((mass == 0) & (K == 0), torch.zeros_like(out), out)
-    return K, mass, as_residual(out)
+    return K, mass, as_residual(event_residuals_of(K, mass, (ATOL_REL * scale + TINY)[:, None]))
 
 
 def reference_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:

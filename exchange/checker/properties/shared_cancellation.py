@@ -1,24 +1,102 @@
 """(C) shared-event cancellation (THEORY.md section 2): ``K_e == 0`` for every event that
 occurs in every response of its group, on arbitrary groups of either regime (T1, T3, T4).
+
+**(C)'s residual**, defined here once (:func:`event_residuals`, :func:`residual`) and
+reported by the checker (:data:`PROPERTY`) and by :func:`exchange.inspect` alike: the
+largest over the shared events of ``|K_e| / M_e``, with ``M_e`` the magnitude of the
+terms summed into the event's coefficients. THEORY.md states (C) for *every* shared
+event and judges round-off "per event, against the magnitudes of the terms summed into
+that event's coefficients", so a break is as large as its worst event. The aggregate
+``sum |K_e| / sum M_e`` (:func:`exchange.core.events.shared_residual`, what the training
+integrations log) is a mass-weighted mean of these: it can read 0.11 where one event
+does not cancel at all (a T4 clip that keeps one sign), so it is not (C)'s size.
+
+``M_e`` is the event's own coefficient mass ``sum_{(i,t) in e} |kappa[i, t]|``, plus
+:data:`~exchange.checker.tolerances.ATOL_REL` times the largest ``|kappa|`` (an event with
+no mass of its own is not judged on round-off alone). One exception, and only where it
+can change the reading: a **tied group** (equal rewards) has advantages 0 in exact
+arithmetic, so its coefficients are what is left of terms that cancelled inside each
+``kappa`` (``r_i - mean(r)``) and their own mass is round-off too; its events are judged
+against the larger of their own mass and the mass the same layout gets at mixed rewards
+(:func:`~exchange.checker.properties.residuals.reference_rewards`: one more loss call, made
+only when a tied group's shared event is above :data:`RTOL_CANCEL` at first). A group
+whose rewards differ is never judged against a reward vector it does not have.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
+from torch import Tensor
 
 from exchange.checker import generators
 from exchange.checker.cases import build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
-from exchange.checker.properties.residuals import (cancellation, cancellation_mismatches, reference_rewards,
-                                                      tied_groups, with_reference_rewards)
-from exchange.checker.tolerances import RTOL_CANCEL
+from exchange.checker.properties.residuals import (as_residual, cancellation_mismatches, reference_rewards, tied_groups,
+                                                      with_reference_rewards)
+from exchange.checker.tolerances import ATOL_REL, RTOL_CANCEL, TINY
 from exchange.core.coefficients import Engine
-from exchange.core.events import events
+from exchange.core.events import Events, event_residuals_of, events
+from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import Regime
 
 NAME = "shared_cancellation"
+
+
+def _sums(kappa: Tensor, ev: Events) -> tuple[Tensor, Tensor]:
+    """``(K_e, own mass)`` of the shared events (``[K, S]``, in :func:`exchange.core.events.shared_events`
+    order) of ``kappa [K, N, T]``: only the columns up to the last shared position are
+    summed (a real batch's responses diverge early; ``exchange.inspect`` pays for no more)."""
+    ids = ev.shared.nonzero().flatten()
+    head = int(ev.position[ids].max()) + 1 if ids.numel() else 0
+    sub = ev.ids[:, :head]
+    valid = sub >= 0
+    k = kappa[:, :, :head][:, valid]  # [K, occurrences in the head columns]
+    zeros = torch.zeros(kappa.shape[0], ev.count, dtype=kappa.dtype, device=kappa.device)
+    return zeros.index_add(1, sub[valid], k)[:, ids], zeros.index_add(1, sub[valid], k.abs())[:, ids]
+
+
+def _scale(kappa: Tensor) -> Tensor:
+    """``[K]``: the largest ``|kappa|`` of each configuration; a NaN anywhere makes every
+    residual of the configuration NaN, read as inf (never "holds")."""
+    flat = kappa.abs().flatten(1)
+    return flat.amax(1) if flat.shape[1] else flat.sum(1)
+
+
+def event_residuals(kappa: Tensor, rollout: Rollout, ev: Events, tied: Tensor,
+                    reference: Callable[[Tensor], Tensor]) -> Tensor:
+    """``[K, S]``: each shared event's ``|K_e| / M_e`` (module docstring), in
+    :func:`exchange.core.events.shared_events` order, for ``kappa [K, N, T]``, the
+    coefficients of ``K`` configurations of ``rollout``'s layout whose groups ``tied
+    [K, n_groups]`` have equal rewards. ``reference(rows)`` gives the coefficients of the
+    configurations ``rows [k]`` at :func:`~exchange.checker.properties.residuals.reference_rewards`
+    (``[k, N, T]``); it is called only for configurations with a tied group's shared event
+    above :data:`RTOL_CANCEL`. NaN reads as inf (never "holds")."""
+    K, mass = _sums(kappa, ev)
+    atol = ATOL_REL * _scale(kappa) + TINY
+    res = as_residual(event_residuals_of(K, mass, atol[:, None]))
+    on_tied = tied[:, ev.group[ev.shared]]  # [K, S]
+    todo = ((res > RTOL_CANCEL) & on_tied).any(1).nonzero().flatten()
+    if todo.numel():
+        ref = reference(todo)
+        rows = tied[todo][:, rollout.group_index.to(tied.device)]  # [k, N]: the tied groups' rows
+        ref = torch.where(rows[..., None], ref, torch.zeros_like(ref))
+        _, ref_mass = _sums(ref, ev)
+        magnitude = torch.maximum(mass[todo], torch.nan_to_num(ref_mass, nan=0.0, posinf=0.0))
+        ref_scale = torch.nan_to_num(_scale(ref), nan=0.0, posinf=0.0)  # the reference only bounds round-off
+        atol = ATOL_REL * torch.maximum(_scale(kappa[todo]), ref_scale) + TINY
+        res = res.clone()
+        res[todo] = as_residual(event_residuals_of(K[todo], magnitude, atol[:, None]))
+    return res
+
+
+def residual(res: Tensor) -> Tensor:
+    """``[K]``: (C)'s residual, the largest of :func:`event_residuals` ``res [K, S]`` (0 where
+    there is no shared event)."""
+    return res.amax(1) if res.shape[1] else res.sum(1)
 
 
 def any_groups(d: Draw, regime: str, first: tuple[str, ...] | None = None) -> Layout:
@@ -44,11 +122,11 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     ev = events(rollout)
     tied = tied_groups(rollout.rewards[None], rollout)
     informative = bool((ev.shared & ~tied[0][ev.group]).any())
-    res = float(cancellation(kappa[None], ev, ev.shared)[0])
-    if res > RTOL_CANCEL:  # judged again against the magnitudes of mixed rewards (round-off per event)
-        (ref,) = engine([with_reference_rewards(rollout)])
-        res = float(cancellation(kappa[None], ev, ev.shared, ref[None])[0])
-    return Evaluation(res, informative, rollout, kappa, cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL))
+    res = event_residuals(kappa[None], rollout, ev, tied, lambda rows: engine([with_reference_rewards(rollout)])[0][None])
+    above = torch.zeros_like(ev.shared)
+    above[ev.shared] = res[0] > RTOL_CANCEL  # the events (C) judges broken (a tied group's rounding is not)
+    return Evaluation(float(residual(res)[0]), informative, rollout, kappa,
+                      cancellation_mismatches(rollout, kappa, ev, above, RTOL_CANCEL))
 
 
 def evaluate_batch(b: BatchInputs) -> BatchResult:
@@ -56,14 +134,12 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     _, kappa, failed = b.coefficients(rollout, fields)
     ev = events(rollout)
     tied = tied_groups(b.rewards, rollout)
-    res = cancellation(kappa, ev, ev.shared)
-    todo = (res > RTOL_CANCEL).nonzero().flatten()
-    if todo.numel():  # judged again against the magnitudes of mixed rewards (round-off per event)
-        sub = {k: v[todo] for k, v in fields.items()}
-        rewards = b.rewards[todo]
-        _, ref, _ = b.coefficients(rollout, {**sub, "rewards": reference_rewards(rewards, rollout)})
-        res = res.clone()
-        res[todo] = cancellation(kappa[todo], ev, ev.shared, ref)
+
+    def reference(rows: Tensor) -> Tensor:
+        sub = {k: v[rows] for k, v in fields.items()}
+        return b.coefficients(rollout, {**sub, "rewards": reference_rewards(b.rewards[rows], rollout)})[1]
+
+    res = residual(event_residuals(kappa, rollout, ev, tied, reference))
     informative = (ev.shared[None] & ~tied[:, ev.group]).any(1)
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), informative | failed)
 
