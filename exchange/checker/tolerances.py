@@ -28,7 +28,7 @@ __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
     "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "SHAPING_LEAK", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
     "ROUND_OFF_MARGIN", "FLOAT64_PER_FLOAT32", "FLOAT64_FLOOR_SCALE", "FLOOR_REWARD_SCALES", "SECOND_REWARDS_STEP",
-    "FLOOR_MARGIN", "ROUNDINGS", "TWIN_MARGIN",
+    "FLOOR_MARGIN", "ROUNDINGS",
 ]
 
 RTOL_CANCEL = 1e-8
@@ -152,9 +152,6 @@ FLOOR_MARGIN = 4.0
 # at 1 (measured: the planted, attribution, precision and real-loss tests pass), which a
 # bound that is not tight predicts.
 ROUNDINGS = 2.0
-# The centre test's equal-length twin measures round-off and shaping leak; a centre that
-# is not the mean must exceed it this many times (m4_not_zero_sum.centre_share).
-TWIN_MARGIN = 3.0
 
 
 # The second reward vector of the reward-dependent probes (residuals.second_rewards): the
