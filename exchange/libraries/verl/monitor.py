@@ -47,9 +47,8 @@ warns once and logs nothing. The entropy bonus is a whole-distribution term (it 
 go through the sampled tokens' log-probs), outside the coefficient model; a KL loss
 (``use_kl_loss``) is in ``kappa`` (M6). Multi-turn rows (``response_mask`` zero on tool
 output inside a response): the tool tokens are kept as context of the later tokens with
-``kappa = 0`` (the loss masks them); they are counted as events, so
-``tax/shared_events`` includes tool-output events every response of a group shares
-(the residual and the share are unaffected: those events carry no coefficient).
+``kappa = 0`` (the loss masks them) and are not events (``Rollout.mask`` keeps the
+holes), so ``tax/shared_events`` counts the policy's tokens only.
 
 verl 0.9.1's FSDP engine asserts CUDA at its first batch, so on CPU the monitor is tested
 through ``ppo_loss`` with the ``TensorDict`` the trainer and the engine build (verl's own
@@ -97,8 +96,8 @@ def step_rollout(tokens: Tensor, mask: Tensor, uid: list) -> Rollout:
     """The rows of one optimizer step as a :class:`Rollout` for finding events:
     ``tokens``/``mask [N, T]`` (verl's ``responses``/``response_mask``), groups from the
     ``uid`` strings (equal string, same prompt; numbered in order of appearance). A
-    multi-turn mask with holes keeps the tool tokens as part of the response prefix
-    (context of the later tokens); rewards and advantages are zeros (the events need
+    multi-turn mask with holes keeps them: the tool tokens stay in the response prefix
+    (context of the later tokens) and are not events; rewards and advantages are zeros (the events need
     none; zero advantages let a step hold one row of a group)."""
     mask = mask.bool()
     n, t = mask.shape
@@ -110,7 +109,7 @@ def step_rollout(tokens: Tensor, mask: Tensor, uid: list) -> Rollout:
     zeros = torch.zeros(n, dtype=torch.float64, device=mask.device)
     return Rollout(
         tokens=torch.where(prefix, tokens.long(), 0),
-        mask=prefix,
+        mask=mask,  # holes kept: a tool token is context, not an event (Rollout.mask)
         rewards=zeros,
         group=group,
         old_logprobs=torch.zeros(n, t, dtype=torch.float64, device=mask.device),

@@ -126,3 +126,16 @@ def test_multi_turn_paths_follow_the_inputs_device():
         assert last.device.type == "cpu" and last.nonzero().tolist() == [[0, 5], [3, 4]]
         verl_rollout = rollout_from_verl(r.old_logprobs, adv, MASK)
         assert verl_rollout.mask.device.type == "cpu" and verl_rollout.lengths.tolist() == [4, 4, 3, 3, 3]
+
+
+def test_the_monitors_step_rollout_finds_the_events_by_hand():
+    """The verl monitor's rows of one step (verl's responses, response_mask and uid) give
+    the events derived by hand: tool tokens are context, not events, so p1 shares a, b, c
+    and p2 shares a, b (5 shared events; 8 if the tool tokens counted as events)."""
+    from exchange.libraries.verl.monitor import step_rollout
+
+    r = step_rollout(TOKENS, MASK, ["p1", "p1", "p1", "p2", "p2"])
+    assert torch.equal(r.mask, MASK.bool())
+    ev = events(r)
+    assert ev.ids.tolist() == events(multi_turn()).ids.tolist()
+    assert int(ev.shared.sum()) == 5
