@@ -50,6 +50,11 @@ multiple of ``num_generations`` (TRL lays each group out as consecutive rows); o
 a group is split between processes and the callback warns once, naming that setting, and
 logs nothing.
 
+The pieces: :mod:`exchange.libraries.trl.batches` (the keys added to TRL's batches, a
+batch as a ``Rollout``), :mod:`exchange.libraries.trl.step` (one optimizer step's rows,
+its sums, the dump's rows, logging), :mod:`exchange.libraries.step_metrics` (the metric
+definitions, shared with the verl monitor); this module binds them to the trainer.
+
 ``use_liger_kernel=True`` is measured like any run: TRL 1.16 only patches the model's
 kernels (it turns ``fused_linear_cross_entropy`` off) and computes its loss from the
 same per-token log-probs.
@@ -57,7 +62,6 @@ same per-token log-probs.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import warnings
 from pathlib import Path
@@ -66,138 +70,20 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from exchange.core.rollout import Rollout
-from exchange.libraries.trl.contact import (
-    hook_loss,
-    hook_scoring,
-    log_metric,
-    pad_token_id,
-    require_contacts,
-)
-from exchange.libraries.step_metrics import STEP_KEYS, batch_sums, metrics_from_sums
+from exchange.libraries.trl.contact import hook_loss, hook_scoring, require_contacts
 from exchange.libraries.versions import require
 
 require("trl")
 from transformers import TrainerCallback  # noqa: E402
 
+# re-exported: the callback's public names (tests and the lab import them from here)
+from exchange.libraries.step_metrics import STEP_KEYS, batch_sums, metrics_from_sums  # noqa: E402,F401
+from exchange.libraries.trl.batches import add_batch_keys, rollout_of, weighted_rewards  # noqa: E402,F401
+from exchange.libraries.trl.step import StepAccumulator, concat_steps, log_sums  # noqa: E402
+
 __all__ = ["ExchangeCallback", "add_batch_keys", "batch_sums", "metrics_from_sums", "rollout_of", "weighted_rewards"]
 
 _KEYS = STEP_KEYS  # what the callback logs
-
-
-def weighted_rewards(trainer, per_func: Tensor) -> Tensor:
-    """``[B]``: each row's reward as TRL's "sum_then_normalize" sums it (``per_func [B, n_funcs]``)."""
-    weights = trainer.reward_weights.to(per_func.device)
-    return (per_func * weights[None, :]).nansum(dim=1)  # TRL's "sum_then_normalize" reward
-
-
-def add_batch_keys(trainer, output: dict, per_func: Tensor, completion_ids: list | None = None) -> dict:
-    """Add ``exchange_rewards``/``exchange_group``/``exchange_row`` to TRL's generation
-    output (this process's slice, TRL's own ``process_slice``), and, from the unpadded
-    ``completion_ids`` TRL scored, ``exchange_lengths`` (real tokens per row) and
-    ``exchange_truncated`` (TRL's own test: the last id is neither EOS nor pad).
-    ``mask_truncated_completions`` zeroes a truncated row's ``completion_mask``; these
-    keys keep the row as data (its tokens, its place in its group)."""
-    n = output["completion_ids"].shape[0]
-    start = trainer.accelerator.process_index * n
-    rewards = weighted_rewards(trainer, per_func)[start : start + n]
-    mode = "train" if trainer.model.training else "eval"
-    g = trainer.num_generations if mode == "train" else trainer.num_generations_eval
-    rows = torch.arange(start, start + n, device=rewards.device)
-    output["exchange_rewards"] = rewards
-    output["exchange_group"] = rows // g  # TRL lays groups out as consecutive rows
-    output["exchange_row"] = rows - start
-    if completion_ids is not None and len(completion_ids) == n:
-        device = output["completion_ids"].device
-        eos_and_pad = {*trainer.eos_token_ids, pad_token_id(trainer)}  # as TRL tests it
-        output["exchange_lengths"] = torch.tensor([len(ids) for ids in completion_ids], device=device)
-        output["exchange_truncated"] = torch.tensor([bool(ids) and ids[-1] not in eos_and_pad for ids in completion_ids],
-                                                    dtype=torch.bool, device=device)
-    return output
-
-
-def rollout_of(inputs: dict, dtype=torch.float32, logprobs: Tensor | None = None,
-               entropy: Tensor | None = None) -> Rollout:
-    """The micro-batch (or generation batch) ``inputs`` as a :class:`Rollout`; the old
-    log-probs are TRL's, or ``logprobs`` (detached) where TRL takes the on-policy
-    shortcut, or zeros (a ratio of 1) for the events-only use. A row TRL truncated keeps
-    its tokens (``exchange_lengths``) and carries ``Rollout.truncated``, even where
-    ``mask_truncated_completions`` zeroed its ``completion_mask``. The advantages
-    ``ExchangeGRPOTrainer`` computed over the generation batch (``exchange_advantages``)
-    become ``Rollout.advantages``; ``entropy`` (TRL's token entropies of the loss's forward
-    pass) becomes ``Rollout.entropy``, detached, and vLLM's ``sampling_per_token_logps``
-    ``Rollout.sampling_logprobs``."""
-    mask = inputs["completion_mask"]
-    lengths = inputs.get("exchange_lengths")
-    if lengths is not None:
-        mask = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths.to(mask.device)[:, None]
-    if inputs.get("tool_mask") is not None:
-        mask = mask * inputs["tool_mask"]
-    old = inputs.get("old_per_token_logps")
-    sampling = inputs.get("sampling_per_token_logps")
-    return Rollout(
-        tokens=inputs["completion_ids"],
-        mask=mask.bool(),
-        rewards=inputs["exchange_rewards"].to(dtype),
-        group=inputs["exchange_group"],
-        old_logprobs=old.to(dtype) if old is not None else (
-            logprobs.detach().to(dtype) if logprobs is not None else torch.zeros(mask.shape, dtype=dtype, device=mask.device)
-        ),
-        ref_logprobs=inputs.get("ref_per_token_logps"),
-        truncated=inputs.get("exchange_truncated"),
-        advantages=None if inputs.get("exchange_advantages") is None else inputs["exchange_advantages"].to(dtype),
-        prompt_tokens=inputs.get("prompt_ids"),
-        prompt_mask=None if inputs.get("prompt_mask") is None else inputs["prompt_mask"].bool(),
-        entropy=None if entropy is None else entropy.detach().to(dtype),
-        sampling_logprobs=None if sampling is None else sampling.to(dtype),
-    )
-
-
-class _Accumulator:
-    """Collects each micro-batch's ``kappa`` (and log-probs) into the rows of the
-    generation batch, for the optimizer step they belong to."""
-
-    def __init__(self) -> None:
-        self.reset(None)
-        self.pending: Tensor | None = None  # sums of a step's earlier generation batches (GA > steps_per_generation)
-        self.parts: list[Rollout] = []  # the step's rows, for the dump
-        self.micro = 0  # micro-batches seen in the current optimizer step
-
-    def reset(self, batch: dict | None) -> None:
-        self.batch = batch
-        self.kappa: Tensor | None = None
-        self.logps: Tensor | None = None
-        self.seen: Tensor | None = None
-
-    def add(self, inputs: dict, kappa: Tensor, logps: Tensor, n_rows: int) -> None:
-        rows = inputs["exchange_row"].cpu()
-        if self.kappa is None:  # kept on the CPU, where the events of the whole batch are found
-            self.kappa = torch.zeros(n_rows, kappa.shape[1], dtype=torch.float64, device="cpu")
-            self.logps = torch.zeros(n_rows, kappa.shape[1], dtype=torch.float64, device="cpu")
-            self.seen = torch.zeros(n_rows, dtype=torch.bool, device="cpu")
-        self.kappa[rows] = kappa.detach().double().cpu()
-        self.logps[rows] = logps.detach().double().cpu()
-        self.seen[rows] = True
-
-    def close_batch(self) -> Tensor | None:
-        """The sums of the rows this step saw in the current generation batch (its events
-        found on the whole batch, so a group split over steps keeps its shared events and
-        the coefficients of the rows outside the step are 0, THEORY.md M8); the step's rows
-        kept for the dump; the batch's coefficients cleared."""
-        if self.kappa is None or not bool(self.seen.any()):
-            return None
-        batch = {k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in self.batch.items()}
-        rollout = rollout_of(batch, torch.float64, logprobs=self.logps)  # on-policy: TRL kept no old log-probs
-        kappa = torch.where(self.seen[:, None], self.kappa, torch.zeros_like(self.kappa))
-        sums = batch_sums(kappa, rollout)
-        rows = self.seen.nonzero().flatten()
-        if rollout.advantages is None and isinstance(batch.get("advantages"), Tensor):
-            # TRL's own advantages, over whole groups: a step that holds part of a group (M8)
-            # keeps them (a Rollout of partial groups needs them), and inspect reads them
-            rollout = dataclasses.replace(rollout, advantages=batch["advantages"].to(torch.float64))
-        self.parts.append(dataclasses.replace(rollout.select(rows), logprobs=self.logps[rows]))
-        self.kappa.zero_(), self.logps.zero_(), self.seen.zero_()
-        return sums
 
 
 class ExchangeCallback(TrainerCallback):
@@ -207,7 +93,7 @@ class ExchangeCallback(TrainerCallback):
 
     def __init__(self, dump_batches: str | Path | None = None) -> None:
         self.trainer = None
-        self._acc = _Accumulator()
+        self._acc = StepAccumulator()
         self.enabled = True
         self.dump_batches = None if dump_batches is None else Path(dump_batches)
         self.dumped: list[Path] = []
@@ -302,48 +188,5 @@ class ExchangeCallback(TrainerCallback):
             self.dump_batches.mkdir(parents=True, exist_ok=True)
             path = self.dump_batches / (f"train-step{self.trainer.state.global_step + 1:06d}"
                                         f"-rank{self.trainer.accelerator.process_index}.pt")
-            save_batch(_concat(parts), path)
+            save_batch(concat_steps(parts), path)
             self.dumped.append(path)
-
-
-def _concat(parts: list[Rollout]) -> Rollout:
-    """One rollout of the step's rows from several generation batches (group ids made
-    distinct, tokens padded to the widest)."""
-    if len(parts) == 1:
-        return parts[0]
-    width = max(p.mask.shape[1] for p in parts)
-    fields, offset = {}, 0
-    for part in parts:
-        pad = width - part.mask.shape[1]
-        for f in dataclasses.fields(part):
-            value = getattr(part, f.name)
-            if not f.init or value is None:
-                continue
-            if f.name == "group":
-                value = value + offset
-            elif value.ndim == 2 and f.name not in ("prompt_tokens", "prompt_mask"):
-                value = torch.nn.functional.pad(value, (0, pad))
-            fields.setdefault(f.name, []).append(value)
-        offset += int(part.group.max()) + 1
-    prompts = [fields.get("prompt_tokens"), fields.get("prompt_mask")]
-    if any(p is not None and len({v.shape[1] for v in p}) > 1 for p in prompts):  # prompts of different widths
-        fields.pop("prompt_tokens", None), fields.pop("prompt_mask", None)
-    return Rollout(**{k: torch.cat(v) for k, v in fields.items()})
-
-
-def log_sums(trainer, mode: str, sums: Tensor) -> dict[str, float]:
-    """Reduce :func:`batch_sums` over processes and log the metrics."""
-    sums = trainer.accelerator.reduce(sums.to(trainer.accelerator.device, torch.float32), reduction="sum")
-    metrics = metrics_from_sums(sums.cpu())
-    for key, value in metrics.items():
-        log_metric(trainer, mode, key, value)
-    return metrics
-
-
-def log_metrics(trainer, mode: str, kappa: Tensor, rollout: Rollout) -> dict[str, float]:
-    sums = batch_sums(kappa, rollout).to(trainer.accelerator.device, torch.float32)
-    sums = trainer.accelerator.reduce(sums, reduction="sum")
-    metrics = metrics_from_sums(sums.cpu())
-    for key, value in metrics.items():
-        log_metric(trainer, mode, key, value)
-    return metrics

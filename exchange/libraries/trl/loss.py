@@ -53,6 +53,9 @@ log-prob (``exchange.checker.cases.SAMPLER_RATIOS``).
 
 The shell relies on private attributes of trl 1.16.0, hence the version pin; it is built
 and driven by :mod:`exchange.libraries.trl.contact`, which owns every private TRL name.
+The options and their validation live in :mod:`exchange.libraries.trl.options`, the
+derived verdict (``expected``) in :mod:`exchange.libraries.trl.derivation`; both are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -63,106 +66,31 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from exchange.core.vocabulary import per_regime, verdict_of
-from exchange.libraries.versions import library_loss, parse_params, require
-from exchange.errors import InvalidArgument, RolloutError
-from exchange.objectives.objective import Expected
 from exchange.core.rollout import Rollout
-from exchange.libraries.trl.schedule import Schedule, micro_batches, schedule, schedule_of  # noqa: F401 (re-exported)
+from exchange.errors import RolloutError
+# re-exported: the adapter's public names stay importable from here (exchange.libraries
+# reads expected/defaults/parse_params off this module)
+from exchange.libraries.trl.derivation import expected  # noqa: F401
+from exchange.libraries.trl.options import LOSS_TYPES, PARAMS, defaults, grpo_config  # noqa: F401
+from exchange.libraries.trl.schedule import Schedule, micro_batches, schedule, schedule_of  # noqa: F401
+from exchange.libraries.versions import library_loss, parse_params, require  # noqa: F401
 
 __all__ = ["LOSS_TYPES", "PARAMS", "Schedule", "defaults", "expected", "loss_fn", "micro_batches", "schedule"]
-
-# Every branch of GRPOTrainer._compute_loss in trl 1.16.0 (tests check this list
-# against the installed source).
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "vespo", "luspo")
-
-# The GRPOConfig fields an adapter user may set with --param key=value.
-PARAMS = (
-    "epsilon",
-    "epsilon_high",
-    "delta",
-    "importance_sampling_level",
-    "scale_rewards",
-    "top_entropy_quantile",
-    "mask_truncated_completions",
-    "multi_objective_aggregation",
-    "max_completion_length",
-    "beta",
-    "use_bias_correction_kl",
-    "sapo_temperature_pos",
-    "sapo_temperature_neg",
-    "vespo_k_pos",
-    "vespo_lambda_pos",
-    "vespo_k_neg",
-    "vespo_lambda_neg",
-    "off_policy_mask_threshold",
-    "steps_per_generation",
-    "gradient_accumulation_steps",
-    "per_device_train_batch_size",
-    "num_generations",
-    "num_iterations",
-    "use_vllm",
-    "vllm_importance_sampling_correction",
-    "vllm_importance_sampling_mode",
-    "vllm_importance_sampling_clip_min",
-    "vllm_importance_sampling_clip_max",
-)
-
-# String options TRL checks only deep inside training (or not at all).
-_CHOICES = {
-    "importance_sampling_level": ("token", "sequence"),
-    "scale_rewards": ("group", "batch", "none", "True", "False"),
-    "multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
-    "vllm_importance_sampling_mode": ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
-}
 
 _EOS_OFFSET = 1  # the EOS id shown to TRL is max(token id) + 1, so it collides with nothing
 _PAD_ID = -1  # never compared with a real id: completion lists are unpadded
 
 
-def defaults() -> dict[str, Any]:
-    """TRL's own defaults (``GRPOConfig`` dataclass fields) for :data:`PARAMS`."""
-    from trl import GRPOConfig
-
-    fields = GRPOConfig.__dataclass_fields__
-    return {name: fields[name].default for name in PARAMS}
-
-
 def loss_fn(loss_type: str, params: Mapping[str, Any] | None = None) -> Callable[[Tensor, Rollout], Tensor]:
     """``trl:<loss_type>`` as ``loss_fn(logprobs [N, T], rollout) -> Tensor[]``.
 
-    ``params`` are GRPOConfig options (strings are parsed, e.g. ``{"epsilon": "0.3"}``).
+    ``params`` are GRPOConfig options (strings are parsed, e.g. ``{"epsilon": "0.3"}``;
+    :func:`exchange.libraries.trl.options.grpo_config` validates them).
     """
     require("trl")
     target = f"trl:{loss_type}"
-    if loss_type not in LOSS_TYPES:
-        raise InvalidArgument(f"target={target!r}: loss_type={loss_type!r} is not one of {', '.join(LOSS_TYPES)}.")
-    options = parse_params(target, params, defaults())
-    for key, allowed in _CHOICES.items():
-        if str(options[key]) not in allowed:
-            raise InvalidArgument(f"target={target!r}: {key}={options[key]!r} is not one of {', '.join(allowed)}.")
-    config = _config(target, loss_type, options)
+    options, config = grpo_config(target, loss_type, params)
     return library_loss(target, options, _loss, config=config)
-
-
-def _config(target: str, loss_type: str, options: Mapping[str, Any]):
-    """A validated ``GRPOConfig``; TRL's ValueError becomes InvalidArgument."""
-    import warnings
-
-    from trl import GRPOConfig
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # TrainingArguments deprecation chatter
-            return GRPOConfig(
-                output_dir="exchange-trl-adapter",
-                report_to="none",
-                use_cpu=True,
-                loss_type=loss_type,
-                **options,
-            )
-    except (ValueError, TypeError) as err:
-        raise InvalidArgument(f"target={target!r}: GRPOConfig rejected the parameters: {err}") from None
 
 
 # ---------------------------------------------------------------------------- shell
@@ -340,103 +268,3 @@ def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Ten
     return shell_loss(t, inputs, take(logprobs), take(entropy), k)
 
 
-# ------------------------------------------------------------------ expected verdicts
-
-
-def expected(loss_type: str, params: Mapping[str, Any] | None = None) -> dict[str, Expected]:
-    """The verdict ../shared/reference/rl-libraries.md section 1 predicts, per regime.
-
-    Mechanisms: M3 for the per-sequence mean (grpo, sapo: weight 1/(B L_i)); M2 for the
-    sign-dependent clip / SAPO temperatures / VESPO (k, lambda); M1 for sequence-level
-    ratios (importance_sampling_level=sequence, VESPO's product of ratios); M4 when
-    truncated rows are masked after the advantages were centred; M3 (micro-batch
-    normaliser) when the optimizer step accumulates several micro-batches and the loss
-    type's normaliser is the token count of each (bnpo; grpo's and
-    dr_grpo's row counts are equal, TRL's micro-batches being equal); M8
-    (``M8.split_update``: the step's part of a group is not zero-sum, so (Z) and (C)
-    fail per update) when the optimizer step holds part of the generation batch
-    (``gradient_accumulation_steps`` not a multiple of ``steps_per_generation``). CISPO's detached
-    ``min(r, eps_high)`` is a function of the event: no break.
-
-    TRL's per-token factors (THEORY.md section 4, from trl 1.16's ``_compute_loss``):
-
-    - ``top_entropy_quantile < 1``: a mask from the entropy of the token's own context,
-      a function of the event on one batch (no break, section 4's subtleties); with
-      several micro-batches each takes its own quantile (``M5.micro_batch_quantile``).
-    - ``delta``: a cap on the unclipped ratio, decided by the sign of A (M2 off-policy,
-      which the PPO-clip loss types carry already; TRL ignores it for the others).
-    - ``off_policy_mask_threshold``: negative-advantage responses whose mean
-      ``log pi_sampler - log pi`` exceeds the threshold leave the loss, a selection by
-      the advantage's sign (``M2.sign_clip``). Without vLLM the mean is 0 on-policy: a
-      threshold >= 0 keeps everything there, a negative one drops every negative
-      advantage (positive-only: ``M4.not_zero_sum``, both regimes). With vLLM the
-      sampler's log-probs differ from the policy's on-policy too: both facets, both
-      regimes (identical responses share their mean, so the drop is one-signed).
-    - vLLM's importance-sampling correction: ``token_*`` modes weight each token by
-      ``pi_old / pi_vLLM`` of its own event, truncated or masked (no break, like
-      CISPO's detached ratio); ``sequence_*`` modes weight every token of a response by
-      the product over the response (truncated or masked): a weight from a
-      response-level statistic (``M5.response_statistics``), on-policy too. VESPO folds
-      the ratio into its sequence weight in every mode (M5 too).
-    - ``multi_objective_aggregation=normalize_then_sum``: per-function group
-      standardisation, then one batch scale (the batch mean of group-centred sums is
-      0): no break.
-
-    The KL term (``beta != 0``): k3 to the reference policy on the sampled tokens, an
-    additive event term (``M6.event_term``, both regimes: its gradient ``1 - exp(ref -
-    l)`` is not 0 on-policy). With ``use_bias_correction_kl`` (TRL's default) it is
-    multiplied by the importance ratio, which is not detached: a token-level ratio keeps
-    it a function of the event; a sequence-level one (``importance_sampling_level=
-    sequence``) adds, through its gradient ``1 / L_i`` on-policy, the response's mean KL
-    to every one of its tokens: a response's KL shaping its coefficients as a KL in the
-    reward does (``M7.shaping``).
-    """
-    p = dict(defaults())
-    p.update(params or {})
-    on: set[str] = set()
-    off: set[str] = set()
-    if loss_type in ("grpo", "sapo"):
-        on.add("M3.response_norm")
-    sequence = p["importance_sampling_level"] == "sequence"
-    if loss_type in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "sapo", "vespo"):
-        off.add("M2.sign_clip")
-    if (sequence and loss_type != "vespo") or loss_type == "vespo":
-        off.add("M1.sequence_weight")
-    if _true(p["mask_truncated_completions"]):
-        on.add("M4.not_zero_sum")
-    # the optimizer step judged (THEORY.md section 4): TRL's micro-batches have equal row
-    # counts, so grpo/sapo/luspo/dr_grpo's per-micro-batch row count is one constant; bnpo's
-    # token count differs between the micro-batches accumulated into one step (dapo, cispo
-    # and vespo divide by the generation batch's tokens), and so does each micro-batch's
-    # entropy quantile; a step that holds part of a generation batch splits its groups (M8)
-    plan = schedule_of(p)
-    micro = min(plan.judged, plan.micro_batches) > 1
-    if micro and loss_type == "bnpo":
-        on.add("M3.micro_batch_norm")
-    if micro and float(p["top_entropy_quantile"]) < 1.0:
-        on.add("M5.micro_batch_quantile")
-    if plan.splits_groups:
-        on.add("M8.split_update")
-    if float(p["beta"]) != 0.0:
-        on.add("M6.event_term")
-        if sequence and _true(p["use_bias_correction_kl"]):
-            on.add("M7.shaping")
-    vllm = _true(p["use_vllm"])
-    threshold = p["off_policy_mask_threshold"]
-    if threshold not in (None, "None", "none"):
-        if vllm:
-            on |= {"M2.sign_clip", "M4.not_zero_sum"}
-        elif float(threshold) < 0:
-            on.add("M4.not_zero_sum")
-            off.add("M2.sign_clip")
-        else:
-            off.add("M2.sign_clip")
-    if vllm and _true(p["vllm_importance_sampling_correction"]) and (
-            str(p["vllm_importance_sampling_mode"]).startswith("sequence") or loss_type == "vespo"):
-        on.add("M5.response_statistics")
-    off |= on
-    return per_regime(verdict_of(*on), verdict_of(*off))
-
-
-def _true(value: Any) -> bool:
-    return str(value).lower() in ("true", "1", "yes")

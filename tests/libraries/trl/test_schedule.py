@@ -266,7 +266,7 @@ def test_the_new_paths_follow_the_device():
     import torch
 
     from exchange.checker.cases import Case, GroupConfig, build
-    from exchange.libraries.trl.callback import _Accumulator
+    from exchange.libraries.trl.step import StepAccumulator
     from exchange.libraries.trl.schedule import Schedule, micro_batches
 
     r = build(Case(groups=(GroupConfig(((1, 2, 3), (1, 2), (1, 2, 4), (1, 5)), (1.0, 0.0, 0.5, 0.0)),)))
@@ -276,7 +276,7 @@ def test_the_new_paths_follow_the_device():
     with torch.device("meta"):
         parts = micro_batches(r.n - 1, Schedule(rows=8, micro_batches=2, accumulation=1, judged=1), r.tokens.device)
         assert all(p.device == r.tokens.device for p in parts)
-        acc = _Accumulator()
+        acc = StepAccumulator()
         acc.reset(batch)
         acc.add(step, r.logprobs[:2], r.logprobs[:2], r.n)
         sums = acc.close_batch()
