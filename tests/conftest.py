@@ -24,6 +24,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One process per core (-n auto): torch's own intra-op threads would oversubscribe them.
+    torch.set_num_threads(1)
+
 
 def pytest_runtest_setup(item) -> None:
     """``@pytest.mark.cuda`` tests run where CUDA is present and skip elsewhere (CI has no
