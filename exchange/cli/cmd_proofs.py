@@ -200,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     console.print(f"[green]all {len(statuses)} theorems checked[/green]; each has the type "
                   "of its statement in the reviewed record (kernel), its witnesses too "
-                  "(each applies the theorem), "
+                  "(W_T: the hypotheses H_T at concrete arguments, G >= 2; F_: through the "
+                  "theorem), "
                   "Print Assumptions within its module's rule; record hash and inventory, "
                   "_CoqProject, coqchk, source scan"
                   + (", code link" if not args.no_link else " (code link skipped: --no-link)")
