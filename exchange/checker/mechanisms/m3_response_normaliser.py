@@ -16,7 +16,7 @@ import torch
 
 from exchange.checker.cases import GroupConfig, build, common_prefix
 from exchange.checker.mechanisms.evidence import Evidence, above, plain
-from exchange.checker.tolerances import FLOOR_MARGIN, RESOLUTION, ZERO_COLUMN, pattern_tol
+from exchange.checker.tolerances import FLOOR_MARGIN, RESOLUTION, SHAPING_LEAK, ZERO_COLUMN, pattern_tol
 
 __all__ = ["per_response_rescaling", "equal_reward_weights", "weight_quotient", "position_rescaling"]
 
@@ -64,13 +64,13 @@ def weight_quotient(quotients: tuple[float, float], precision: str, moved: str =
     """M3 from the weight quotients ``d_i / d_j`` at :data:`_SPREADS`: a shaping by
     length makes them differ from ``w_i / w_j`` through a std by ``O(s / spread)``,
     so they are extrapolated to an infinite spread (first order); M3 when that differs
-    from 1 by more than :func:`pattern_tol` and the two spreads'
+    from 1 by more than :data:`SHAPING_LEAK`, :func:`pattern_tol` and the two spreads'
     disagreement (the extrapolation's measured error)."""
     q_small, q_large = quotients
     r = _SPREADS[1] / _SPREADS[0]
     limit = (r * q_large - q_small) / (r - 1.0)
     return above("M3", moved, f"two equal-reward responses of different lengths weighted {limit:.4g} : 1",
-                 abs(limit - 1.0), pattern_tol(precision) + abs(q_large - q_small))
+                 abs(limit - 1.0), SHAPING_LEAK + pattern_tol(precision) + abs(q_large - q_small))
 
 
 def equal_reward_weights(engine, probe) -> list[Evidence]:

@@ -22,7 +22,7 @@ from exchange.checker.mechanisms.evidence import Evidence, above, plain
 from exchange.checker.properties.base import Evaluation, ProbeResult
 from exchange.checker.properties.residuals import cancellation_mismatches
 from exchange.checker.properties.reward_moves import cyclic_shifts, reward_dependent, reward_vectors
-from exchange.checker.tolerances import RTOL_CANCEL, ZERO_COLUMN, at_precision, pattern_tol
+from exchange.checker.tolerances import RTOL_CANCEL, SHAPING_LEAK, ZERO_COLUMN, at_precision, pattern_tol
 from exchange.core.events import events
 
 __all__ = ["centre_crossing", "centre_share", "dropped_response", "follows_level", "pruned_copies", "truncation_probe"]
@@ -64,7 +64,7 @@ def centre_share(shares: tuple[tuple[float, float], tuple[float, float]], precis
     share of the move is 0 whatever its weight. A shaping of O(1) moves it through a std
     by ``O((s / spread)^2)``: the share is extrapolated (second order) to an infinite
     spread, and so is the twin's (where every centre is the mean). M4 when the share
-    exceeds :func:`pattern_tol` and the twin's (what a centre that is
+    exceeds :data:`SHAPING_LEAK`, :func:`pattern_tol` and the twin's (what a centre that is
     the mean shows under the same shaping and round-off: the definition of "not the mean")
     together."""
     (f_small, t_small), (f_large, t_large) = shares
@@ -77,7 +77,7 @@ def centre_share(shares: tuple[tuple[float, float], tuple[float, float]], precis
     twin = max(abs(t_small), abs(t_large), abs(limit(t_small, t_large)))
     return above("M4", moved, "a response whose reward is the group's mean keeps a moving advantage "
                               "(the centre is not the mean)", abs(limit(f_small, f_large)),
-                 pattern_tol(precision) + twin)
+                 SHAPING_LEAK + pattern_tol(precision) + twin)
 
 
 def centre_crossing(engine, probe, ev) -> list[Evidence]:
