@@ -8,6 +8,7 @@ from exchange import Rollout, event_coefficients, events, shared_events
 from exchange.core.events import SharedResidual, shared_event_coefficients, shared_residual, shared_residual_parts
 from exchange.checker import strategies as xst
 from exchange.checker.cases import build
+from tests.core.multi_turn import multi_turn_batch
 
 
 def test_events_by_definition():
@@ -197,25 +198,6 @@ def _assert_matches_multi_turn_oracle(r):
     assert torch.equal(ev.occurrences, occ)
     sizes = torch.bincount(r.group_index)
     assert torch.equal(ev.shared, occ == sizes[torch.tensor(group, dtype=torch.long)])
-
-
-def multi_turn_batch():
-    """Two groups. Policy tokens a=1 b=2, a tool's output (X=8 Y=9 or X Z=7, mask 0), then
-    policy tokens again. Group 0 (rows 0-2): the same tool output in every row, so the
-    token c=3 after it is one event in all three (shared). Group 1 (rows 3-4): the tool
-    outputs differ (X Y vs X Z), so the two c's follow different prefixes: two events."""
-    tokens = torch.tensor([[1, 2, 8, 9, 3, 4],
-                           [1, 2, 8, 9, 3, 5],
-                           [1, 2, 8, 9, 3, 0],
-                           [1, 2, 8, 9, 3, 0],
-                           [1, 2, 8, 7, 3, 0]])
-    mask = torch.tensor([[1, 1, 0, 0, 1, 1],
-                         [1, 1, 0, 0, 1, 1],
-                         [1, 1, 0, 0, 1, 0],
-                         [1, 1, 0, 0, 1, 0],
-                         [1, 1, 0, 0, 1, 0]], dtype=torch.bool)
-    return Rollout(tokens=tokens, mask=mask, rewards=torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0], dtype=torch.float64),
-                   group=torch.tensor([0, 0, 0, 1, 1]), old_logprobs=torch.full((5, 6), -0.5, dtype=torch.float64))
 
 
 def test_multi_turn_events_by_hand():

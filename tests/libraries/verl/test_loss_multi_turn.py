@@ -6,6 +6,7 @@ the shared events and their residuals are those computed by hand from THEORY.md.
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 import pytest
@@ -15,30 +16,22 @@ from exchange import Rollout, token_coefficients
 from exchange.core.events import event_residuals_of, events, shared_event_coefficients
 from exchange.errors import ExchangeError
 from exchange.objectives import resolve
+from tests.core.multi_turn import multi_turn_batch
 
 pytestmark = pytest.mark.usefixtures("verl_ready")
 
-# Policy tokens a=1 b=2, a tool's output (8 9, or 8 7 in row 4; mask 0), then c=3 and more.
-# Group 0 (rows 0-2): the same tool output in every row, so a, b and c are shared events.
-# Group 1 (rows 3-4): the tool outputs differ, so only a and b are shared.
-TOKENS = torch.tensor([[1, 2, 8, 9, 3, 4],
-                       [1, 2, 8, 9, 3, 5],
-                       [1, 2, 8, 9, 3, 0],
-                       [1, 2, 8, 9, 3, 0],
-                       [1, 2, 8, 7, 3, 0]])
-MASK = torch.tensor([[1, 1, 0, 0, 1, 1],
-                     [1, 1, 0, 0, 1, 1],
-                     [1, 1, 0, 0, 1, 0],
-                     [1, 1, 0, 0, 1, 0],
-                     [1, 1, 0, 0, 1, 0]])
+# The planted batch of tests/core/multi_turn.py: policy tokens a=1 b=2, a tool's output (8 9,
+# or 8 7 in row 4; mask 0), then c=3 and more. Group 0 (rows 0-2): the same tool output in
+# every row, so a, b and c are shared events. Group 1 (rows 3-4): the tool outputs differ,
+# so only a and b are shared.
+TOKENS = multi_turn_batch().tokens
+MASK = multi_turn_batch().mask.long()  # verl's response_mask is an integer tensor
 TOOL = torch.zeros(5, 6, dtype=torch.bool)
 TOOL[:, 2:4] = True
 
 
 def multi_turn(logprobs: torch.Tensor | None = None) -> Rollout:
-    return Rollout(tokens=TOKENS, mask=MASK.bool(), rewards=torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0], dtype=torch.float64),
-                   group=torch.tensor([0, 0, 0, 1, 1]), old_logprobs=torch.full((5, 6), -0.5, dtype=torch.float64),
-                   logprobs=logprobs)
+    return dataclasses.replace(multi_turn_batch(), logprobs=logprobs)
 
 
 def _shared_residuals(kappa, rollout):
