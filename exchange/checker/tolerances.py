@@ -149,11 +149,10 @@ FLOOR_REWARD_SCALES = (1.0 + 2.0 ** -10, 1.0 + 2.0 ** -9, 1.0 + 3 * 2.0 ** -10)
 # test_m7_feature_rows_and_cancelling fail (round-off read as a second direction).
 FLOOR_MARGIN = 4.0
 # A derivation, not a margin: where two rounded quantities are compared (a difference
-# b1 - b2, a remainder v - q b), each carries at most one rounding of eps times its size, so
-# their difference carries at most 2 eps times the larger (n = 2 roundings, eps the
-# RESOLUTION, twice the unit round-off, so the count is already generous). No test moves
-# at 1 (measured: the planted, attribution, precision and real-loss tests pass), which a
-# bound that is not tight predicts.
+# b1 - b2, a remainder v - q b, two zero crossings), each carries at most one rounding
+# bound (eps times its size, or a coefficient's floor over its slope), so their difference
+# carries at most two. Needed: tests/checker/test_round_off_bounds.py (two crossings each
+# rounded by 0.9 of the floor read as an event term, M6, at 1).
 ROUNDINGS = 2.0
 
 

@@ -25,13 +25,11 @@ from exchange.checker.examples import Example, Layout
 from exchange.checker.mutations import Mutation
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               configurations)
-from exchange.checker.properties.residuals import (as_residual, cancellation, cancellation_mismatches, direction_spread,
-                                                   fmt, tied_groups)
+from exchange.checker.properties.residuals import as_residual, direction_spread, fmt, tied_groups
 from exchange.checker.properties import shared_cancellation
 from exchange.checker.properties.shared_cancellation import any_groups
 from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_CANCEL, RTOL_DIRECTION, at_precision
 from exchange.core.coefficients import Engine
-from exchange.core.events import events
 from exchange.core.rollout import Rollout
 
 NAME = "exchangeable"
@@ -135,11 +133,9 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     result.evaluations[NAME] = ex
     # (C) on both rollouts: the base when it fails (smaller), else the variant.
     for rollout, kap in ((base, kappa), (variant, kappa_v)):
-        evs = events(rollout)
-        res = float(cancellation(kap[None], evs, evs.shared)[0])
-        mism = cancellation_mismatches(rollout, kap, evs, evs.shared, RTOL_CANCEL)
-        result.evaluations[shared_cancellation.NAME] = Evaluation(res, True, rollout, kap, mism, note=ex.note)
-        if res > RTOL_CANCEL:
+        cancel = result.evaluations[shared_cancellation.NAME] = shared_cancellation.judged(engine, rollout, kap)
+        cancel.note = ex.note
+        if cancel.residual > RTOL_CANCEL:
             break
     dex = ex
     if dk is not kappa:

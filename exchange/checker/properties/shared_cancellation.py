@@ -119,6 +119,13 @@ def layout(d: Draw, regime: str) -> Layout:
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     rollout = build(example.case)
     (kappa,) = engine([rollout])
+    return judged(engine, rollout, kappa)
+
+
+def judged(engine: Engine, rollout: Rollout, kappa: Tensor) -> Evaluation:
+    """(C) on ``rollout``'s coefficients ``kappa [N, T]`` (``engine`` gives the reference
+    coefficients a tied group's events are judged against): the evaluation the fuzzer and
+    every probe that reports (C) show."""
     ev = events(rollout)
     tied = tied_groups(rollout.rewards[None], rollout)
     informative = bool((ev.shared & ~tied[0][ev.group]).any())
