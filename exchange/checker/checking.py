@@ -162,14 +162,18 @@ def check(
             evaluations (see ``benchmarks/audit_speed.py``: for the checker's small groups
             the autograd loop is faster, so it is off; the bulk fuzzer always tries vmap).
         precision: the loss's effective precision, ``"float64"``, ``"float32"`` or
-            ``"bf16"``; residuals at that level are round-off and a property holding only
-            up to it is reported as "holds up to float32 round-off". ``None`` (default)
-            takes the loss's own declaration, an attribute ``exchange_precision`` (the
-            library adapters set it where the library rounds an intermediate, e.g.
-            AReaL's float32 advantages, which later float64 arithmetic hides from
-            detection), else detects it: coefficients that are all exactly float32 (or
-            bf16) values mean the loss computes in that format. Pass ``"float64"`` to
-            force the tight tolerances.
+            ``"bf16"``. ``None`` (default) takes the loss's own declaration, an attribute
+            ``exchange_precision`` (the library adapters set it where the library rounds an
+            intermediate, e.g. AReaL's float32 advantages, which later float64 arithmetic
+            hides from detection), else detects it: coefficients that are all exactly
+            float32 (or bf16) values mean the loss computes in that format. Every verdict
+            comes from the loss's float64 twin at the float64 tolerances whatever the
+            precision; below float64 the loss is also compared with its twin (so is a loss
+            whose twin rewrote a cast): a twin break whose effect is below this precision's
+            resolution reads "holds up to <precision> round-off", and where precision
+            changed what the loss computes, or the twin is incomplete, the loss itself is
+            judged at this precision's tolerances (docs/properties.md, "Tolerances and
+            precision"). ``"float64"`` drops the resolution rule.
         timeout: seconds one call of ``loss_fn`` may take; a slower call stops the check
             with an :class:`~exchange.errors.ObjectiveError` naming the time. On Unix in
             the main thread a SIGALRM timer interrupts the running call at the limit
