@@ -139,7 +139,7 @@ def check(
     precision: str | None = None,
     timeout: float | None = None,
     hypothesis_profile: str | None = None,
-    progress: Callable[[str, str], None] | None = None,
+    progress: Callable[[str, str, int, int], None] | None = None,
     shrink: bool = True,
     fuzzer: str = "bulk",
 ) -> Report:
@@ -183,7 +183,9 @@ def check(
             ``max_examples``, ``database`` and phases the fuzzing uses, one Hypothesis
             example at a time (default: bulk fuzzing, then the checker's own Hypothesis
             settings, ``max_examples`` and no example database, to shrink a failure).
-        progress: optional ``progress(regime, property)`` called before each fuzzed property.
+        progress: optional ``progress(regime, property, done, total)`` called before each property
+            in each regime (``done`` of ``total`` pairs judged; a loss below float64 judged beside
+            its twin starts again at 0): the CLI's progress bar.
         fuzzer: ``"bulk"`` (default: configurations batched by layout) or ``"per_example"``
             (every example through Hypothesis, one at a time: the oracle the bulk fuzzer
             is tested against; also what ``hypothesis_profile`` runs).
@@ -241,7 +243,7 @@ class _Run:
     max_examples: int
     seed: int
     how: Search
-    progress: Callable[[str, str], None] | None
+    progress: Callable[[str, str, int, int], None] | None
     batched: bool
 
     def judge(self, engine, props: dict, precision: str):
@@ -250,10 +252,12 @@ class _Run:
         results: dict[tuple[str, str], PropertyResult] = {}
         mechanisms: dict[str, MechanismSet] = {}
         first = self.regimes[0]
-        for regime in self.regimes:
+        for r, regime in enumerate(self.regimes):
             probes = run_probes(engine, regime)
             mechanisms[regime] = MechanismSet(counted(probes, self.names, TOLERANCES, precision), dropped_notes(probes))
-            for name in self.names:
+            for i, name in enumerate(self.names):
+                if self.progress is not None:
+                    self.progress(regime, name, r * len(self.names) + i, len(self.regimes) * len(self.names))
                 if props[name].regime_free and regime != first:
                     results[(name, regime)] = results[(name, first)]
                 else:
@@ -276,8 +280,6 @@ class _Run:
             res.max_residual = max(res.max_residual, probe_max)
             res.exact = ev.exact
             return res
-        if self.progress is not None:
-            self.progress(regime, name)
         tol = at_precision(prop.tolerance, precision)
         tally, failure, found_by = search(engine, prop, regime, self.max_examples, self.seed, tol, self.how)
         if failure is not None:

@@ -58,21 +58,9 @@ def add_parser(sub) -> None:
     add_shrink(p, default=True)
     add_json(p)
     p.add_argument("--verbose", "-v", action="store_true", help="also print counterexamples as pasteable code")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (drawn on stderr only on a terminal, never with --json)")
     p.set_defaults(func=run)
-
-
-def _progress_display():
-    """On a terminal: one status line per fuzzed property on stderr (erased after)."""
-    import sys
-
-    if not sys.stderr.isatty():
-        return None
-
-    def show(regime: str, prop: str) -> None:
-        sys.stderr.write(f"\r\x1b[2Kchecking {prop} ({regime.replace('_', '-')})...")
-        sys.stderr.flush()
-
-    return show
 
 
 def run(args) -> int:
@@ -189,28 +177,33 @@ def _check_verl(args, items: list[str]) -> int:
 
 
 def _check_one(args, target) -> int:
+    import json
+
     from rich.console import Console
 
     from exchange.checker import check
+    from exchange.cli.progress import check_progress
     from exchange.targets import resolve_target
 
     regularizer = target.regularizer
     if args.regularizer:
         regularizer = resolve_target(args.regularizer).loss_fn
-    report = check(
-        target.loss_fn,
-        properties=args.properties,
-        max_examples=args.max_examples,
-        seed=args.seed,
-        regimes=regimes_of(args.regime),
-        regularizer=regularizer,
-        precision=None if args.precision == "auto" else args.precision,
-        timeout=args.timeout,
-        hypothesis_profile=args.hypothesis_profile,
-        progress=_progress_display(),
-        name=target.name,
-        shrink=args.shrink,
-    )
+    # The bar (stderr, a terminal only, erased at the end) never reaches --json's stdout.
+    with check_progress(not (args.json or args.no_progress)) as progress:
+        report = check(
+            target.loss_fn,
+            properties=args.properties,
+            max_examples=args.max_examples,
+            seed=args.seed,
+            regimes=regimes_of(args.regime),
+            regularizer=regularizer,
+            precision=None if args.precision == "auto" else args.precision,
+            timeout=args.timeout,
+            hypothesis_profile=args.hypothesis_profile,
+            progress=progress,
+            name=target.name,
+            shrink=args.shrink,
+        )
     params = "".join(f" --param {p}" for p in args.param or [])
     regime = "" if args.regime == "both" else f" --regime {args.regime}"
     what = args.target if args.trl_config is None else f"--trl-config {args.trl_config}"
@@ -219,11 +212,6 @@ def _check_one(args, target) -> int:
     reg = f" --regularizer {args.regularizer}" if args.regularizer else ""
     reg += f" --precision {args.precision}" if args.precision != "auto" else ""
     report.reproduce = f"exchange check {what}{params}{reg}{regime} --seed {args.seed} --max-examples {args.max_examples}" + " --no-shrink" * (not args.shrink)
-    import json
-    import sys
-
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\x1b[2K")
     if args.json:
         extra = getattr(args, "json_extra", None)  # --verl-config: the schedule beside the loss's report
         print(report.to_json() if extra is None else json.dumps({**report.to_dict(), **extra}, indent=2))
