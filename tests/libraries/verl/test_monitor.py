@@ -350,6 +350,62 @@ def test_a_multi_turn_row_keeps_tool_tokens_as_context():
     assert 0 < logged[f"actor/{SHARED_KAPPA_SHARE}"] < 1
 
 
+def test_what_the_monitor_creates_follows_its_inputs_device():
+    """Every tensor the monitor creates follows its inputs (tests/test_device.py's guard:
+    under ``torch.device("meta")`` a tensor made without ``device=`` lands on meta, and
+    mixing it with the CPU inputs raises or leaves a meta result). ``kappa`` is made
+    from the log-probs (``zeros_like``, ``new_zeros``), :func:`step_rollout`'s tensors on
+    the mask's device. One move is deliberate, as in the TRL callback: each micro-batch's
+    rows and ``kappa`` go to the CPU (``_add``), because the step is gathered over
+    micro-batches and over ranks (``all_gather_object`` pickles them) and the events are
+    found there; the metrics are plain numbers (``batch_sums`` on the CPU). On a GPU run
+    that CPU is the one real device besides the inputs'; here the test checks that
+    nothing else (meta) appears and that the step's metrics are the ones computed
+    without the guard. The batch has a multi-turn hole, and two micro-batches make one
+    step, so the gather of parts runs too."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    from exchange.libraries.step_metrics import batch_sums
+    from exchange.libraries.verl.monitor import step_rollout
+
+    model, config = _model(), _actor()
+    td = left_right_2_no_padding(_dataproto(model, hole=True).to_tensordict())
+    tu.assign_non_tensor(td, global_batch_size=len(td), batch_num_tokens=int(td["loss_mask"].sum()), dp_size=1)
+    micros = list(tu.chunk_tensordict(td, 2))
+    outputs = [_model_output(model, micro) for micro in micros]  # the model's forward: not the monitor's
+
+    tokens, mask = _padded_cat(micros, "responses"), _padded_cat(micros, "response_mask")
+    kappa = torch.ones(mask.shape, dtype=torch.float64)  # an input (on the CPU)
+
+    def step(guard):
+        monitor = _monitor()
+        with guard():
+            for micro, out in zip(micros, outputs):
+                loss, metrics = monitor(config=config, model_output=out, data=micro)
+                assert loss.device.type == "cpu"
+            rollout = step_rollout(tokens, mask, [str(u) for m in micros for u in tu.get(m, "uid")])
+            sums = batch_sums(kappa, rollout)
+        created = [rollout.group, rollout.rewards, rollout.old_logprobs, rollout.tokens, rollout.mask, sums]
+        assert all(t.device.type == "cpu" for t in created), [t.device for t in created]
+        return monitor.history, {k: metrics[k].aggregate() for k in KEYS}, sums
+
+    import contextlib
+
+    guarded, plain = step(lambda: torch.device("meta")), step(contextlib.nullcontext)
+    assert len(guarded[0]) == 1 and guarded[0] == plain[0] and guarded[1] == plain[1]
+    assert torch.equal(guarded[2], plain[2]) and guarded[0][0][SHARED_EVENTS] > 0
+
+
+def _padded_cat(micros, key: str) -> torch.Tensor:
+    """``[N, T]``: ``key`` of every micro-batch, padded to one width and concatenated."""
+    from exchange.libraries.verl.monitor import _padded, _width
+
+    parts = [_padded(m[key]) for m in micros]
+    width = max(p.shape[1] for p in parts)
+    return torch.cat([_width(p, width) for p in parts])
+
+
 def test_forward_only_calls_and_missing_keys_pass_through():
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.padding import left_right_2_no_padding
