@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from difflib import get_close_matches
 from pathlib import Path
 
+from exchange.core.metric_keys import REWARD
 from exchange.errors import InvalidArgument
 from exchange.lab.runlog import atomic_write_bytes
 from exchange.training_log import TrainingLog
@@ -29,7 +30,7 @@ VERL_TAX_PREFIX = "actor/" + TAX_PREFIX
 (:mod:`exchange.libraries.verl.monitor` logs ``actor/tax/shared_residual``, ...)."""
 
 CONTEXT: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("reward", ("reward", "critic/score/mean", "charts/reward")),
+    ("reward", ("reward", "critic/score/mean", REWARD)),
     ("KL", ("kl", "actor/kl_loss", "actor/reward_kl_penalty")),
     ("entropy", ("entropy", "actor/entropy")),
 )

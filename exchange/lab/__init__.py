@@ -19,7 +19,10 @@ package (``exchange.core.coefficients``, ``exchange.core.events``, ``exchange.ob
 - ``llm``, ``llm_run``: the LLM-scale runner's pieces (the task as text through a task
   tokenizer, the grammar inside a HF model, Llama/Qwen2 built in code, the text-mode
   verifier) and the paired runs through TRL with the harness's own instruments, eval and
-  run files (``experiments/llm/run_llm.py`` is its command line).
+  run files (``experiments/llm/run_llm.py`` is its command line); ``grpo_fields``: the one
+  ``[train]`` <-> ``GRPOConfig`` mapping. Both engines share the fingerprint
+  (``RunConfig.fingerprint``), the orchestration (``experiment.pilot_then_test``) and the
+  metric keys (``exchange.core.metric_keys``).
 
 matplotlib, scipy, tqdm, transformers and trl are imported inside the functions that
 use them.

@@ -35,6 +35,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from exchange.core import metric_keys as mk
 from exchange.errors import InvalidArgument
 
 __all__ = ["AdamTangent", "ProbeAttribution"]
@@ -148,7 +149,7 @@ class ProbeAttribution:
         self.params = [p for g in opt.param_groups for p in g["params"]]
         self.tangent = AdamTangent(opt, mode)
         self._grad: dict[str, list[Tensor]] | None = None
-        self._acc = {f"attr/{k}/{w}": 0.0 for k in probes for w in ("path", "shared")}
+        self._acc = {key(k): 0.0 for k in probes for key in (mk.attr_path, mk.attr_shared)}
 
     def _grads(self) -> dict[str, list[Tensor]]:
         out = {}
@@ -176,9 +177,9 @@ class ProbeAttribution:
         g1 = self._grads()
         for name in self.probes:
             mid = [0.5 * (a + b) for a, b in zip(g0[name], g1[name])]
-            self._acc[f"attr/{name}/path"] += _dot(mid, step)
+            self._acc[mk.attr_path(name)] += _dot(mid, step)
             if d_part is not None:
-                self._acc[f"attr/{name}/shared"] += _dot(mid, d_part)
+                self._acc[mk.attr_shared(name)] += _dot(mid, d_part)
         self._grad = g1
 
     def rescale(self, c: float, shared_since: dict[str, float], theta0: list[Tensor], theta1: list[Tensor]) -> None:
@@ -187,7 +188,7 @@ class ProbeAttribution:
         over the rollout (``shared_since``, from :meth:`peek` at the rollout's start)
         scales by ``c`` too, and the extra real step ``(c - 1)(theta1 - theta0)`` enters the path."""
         for name in self.probes:
-            key = f"attr/{name}/shared"
+            key = mk.attr_shared(name)
             self._acc[key] = shared_since[key] + c * (self._acc[key] - shared_since[key])
         self._advance([(c - 1) * (b - a) for a, b in zip(theta0, theta1)], None)
 

@@ -224,9 +224,18 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def fingerprint(self) -> str:
-        """A short hash of the config: a run directory belongs to exactly one config."""
-        return hashlib.sha256(json.dumps(_stable(self.to_dict()), sort_keys=True).encode()).hexdigest()[:16]
+    def fingerprint(self, *, extendable: bool = False, **engine: Any) -> str:
+        """A short hash of the run: a run directory belongs to exactly one run. Both engines
+        call it: the CPU trainer as ``fingerprint()``; the TRL run (exchange.lab.llm_run) on
+        the run as TRL trains it, with ``engine`` (its model and data) and ``extendable``
+        (``train.steps`` left out: a larger ``max_steps`` extends a finished TRL run). With
+        neither, the hash is the one every recorded CPU run directory holds."""
+        d = _stable(self.to_dict())
+        if extendable:
+            d["train"] = {**d["train"], "steps": None}
+        if engine:
+            d["engine"] = engine
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
     def sft_key(self) -> str:
         """Runs that share this key share one warm-started model (both arms of a seed)."""

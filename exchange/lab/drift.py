@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from exchange.core import metric_keys as mk
 from exchange.lab.tasks import PAD, ROLE_DECISION, ROLE_FILLER, ROLE_STYLE, ROLE_TEMPLATE, Task, token_roles
 from exchange.models import sequence_logits
 from exchange.core.rollout import Rollout
@@ -64,15 +65,15 @@ def probe_logprobs(model: nn.Module, probes: Rollout) -> dict[str, float | None]
     seq = (lp * m).sum(dim=1)  # [2n]
     weak = m & (roles != ROLE_DECISION)
     return {
-        "drift/template_logp": _mean(lp, m & (roles == ROLE_TEMPLATE)),
-        "drift/style_logp": _mean(lp, m & (roles == ROLE_STYLE)),
-        "drift/filler_logp": _mean(lp, m & (roles == ROLE_FILLER)),
-        "drift/decision_logp": _mean(lp, m & (roles == ROLE_DECISION)),
-        "drift/zero_credit_logp": _mean(lp, weak),
-        "drift/ref_seq_logp": float(seq.mean()),
-        "drift/short_vs_long_logodds": float((seq[0::2] - seq[1::2]).mean()),
-        "entropy/fixed_weak_credit": _mean(ent, weak),
-        "entropy/fixed_style": _mean(ent, m & (roles == ROLE_STYLE)),
+        mk.DRIFT_TEMPLATE: _mean(lp, m & (roles == ROLE_TEMPLATE)),
+        mk.DRIFT_STYLE: _mean(lp, m & (roles == ROLE_STYLE)),
+        mk.DRIFT_FILLER: _mean(lp, m & (roles == ROLE_FILLER)),
+        mk.DRIFT_DECISION: _mean(lp, m & (roles == ROLE_DECISION)),
+        mk.DRIFT_ZERO_CREDIT: _mean(lp, weak),
+        mk.DRIFT_REF_SEQ: float(seq.mean()),
+        mk.DRIFT_SHORT_VS_LONG: float((seq[0::2] - seq[1::2]).mean()),
+        mk.ENTROPY_FIXED_WEAK_CREDIT: _mean(ent, weak),
+        mk.ENTROPY_FIXED_STYLE: _mean(ent, m & (roles == ROLE_STYLE)),
     }
 
 
@@ -95,4 +96,4 @@ def probe_scalars(probes: Rollout) -> dict[str, Callable[[nn.Module], Tensor]]:
         lp_all = logp(model)[0]
         return (-(lp_all.exp() * lp_all).sum(-1))[weak].mean()
 
-    return {"drift/style_logp": style_logp, "entropy/fixed_weak_credit": weak_entropy}
+    return {mk.DRIFT_STYLE: style_logp, mk.ENTROPY_FIXED_WEAK_CREDIT: weak_entropy}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from exchange.lab.predictions import RunData, read_run
 from exchange.lab.runlog import RunLock, atomic_write_text
 from exchange.lab.trainer import train_run, warm_started_policy
 
-__all__ = ["check_pilot", "freeze_runs", "pilot_runs", "run_dir", "run_experiment", "run_pilot",
+__all__ = ["check_pilot", "freeze_runs", "pilot_runs", "pilot_then_test", "run_dir", "run_experiment", "run_pilot",
            "write_experiment_json"]
 
 
@@ -123,11 +124,35 @@ def write_experiment_json(cfg: ExperimentConfig, exp_dir: str | Path, source: st
 
 def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
     write_experiment_json(cfg, exp_dir, source)
+
+    def train(runs: list[RunConfig]) -> bool:
+        _train_all(runs, out_root, jobs, progress)
+        return True  # the CPU engine has no time budget: every run finishes
+
+    pilot_then_test(cfg, out_root, train, cfg.runs())
+
+
+def pilot_then_test(cfg: ExperimentConfig, out_root: str | Path, train: Callable[[list[RunConfig]], bool],
+                    test_runs: list[RunConfig], *, writer: bool = True) -> bool:
+    """Pilot, freeze, then test: the one orchestration of both engines (this module's CPU
+    harness and the TRL run, exchange.lab.llm_run). ``train(runs)`` is the engine: it
+    trains ``runs`` into their :func:`run_dir` (resumably) and returns whether every one
+    finished (the TRL engine's time budget can stop it early). With ``pilot_seeds`` the
+    pilot's runs (:func:`pilot_runs`) train first and are frozen into ``pilot.json``
+    (:func:`freeze_runs`; ``writer`` False in a process that writes nothing) before any
+    test seed; a frozen pilot is never recomputed, and one that refused the design raises
+    (:func:`check_pilot`) before ``test_runs`` train. Returns whether ``test_runs`` finished
+    (False also when the pilot did not)."""
+    exp_dir = Path(out_root) / cfg.name
     if cfg.pilot_seeds and not (exp_dir / "pilot.json").exists():
-        atomic_write_text(exp_dir / "pilot.json", run_pilot(cfg, out_root, jobs=jobs, progress=progress).to_json())
+        runs = pilot_runs(cfg)
+        if not train(runs):
+            return False  # stopped inside the pilot: the next call resumes it
+        if writer:
+            atomic_write_text(exp_dir / "pilot.json", freeze_runs(cfg, runs, out_root).to_json())
     if cfg.pilot_seeds:
         check_pilot(cfg, exp_dir)
-    _train_all(cfg.runs(), out_root, jobs, progress)
+    return train(test_runs)
 
 
 def check_pilot(cfg: ExperimentConfig, exp_dir: str | Path) -> FrozenPilot:

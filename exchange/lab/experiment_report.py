@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from exchange.core import metric_keys as mk
 from exchange.errors import InvalidArgument
 from exchange.lab.dose_rule import DoseDecision, decide_dose
 from exchange.lab.klstep import SCALE_CAP
@@ -303,29 +304,29 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
     seeds = meta["seeds"]
     if pilot is not None and set(pilot.seeds) & set(seeds):
         raise InvalidArgument(f"{exp_dir}: the test seeds {sorted(set(pilot.seeds) & set(seeds))} froze the pilot.")
-    acc = float(np.mean([r.init["eval/accuracy"] for r in runs["baseline"].values()]))
+    acc = float(np.mean([r.init[mk.EVAL_ACCURACY] for r in runs["baseline"].values()]))
     n_eval = meta["train"]["eval_prompts"]
     eval_se = math.sqrt(max(acc * (1 - acc), 0.25 / n_eval) / n_eval)
     common = bool(meta["train"].get("common_rollouts"))
     rows = [_row(p, runs, seeds, pilot, eval_se, common, identity_orientation(meta)) for p in PREDICTIONS]
     rows = [_with_dose(r, runs, seeds, pilot) for r in rows]
     dose = {role: {MANIPULATION_KEY: _avg([_mean_key(r, MANIPULATION_KEY) for r in rr.values()]),
-                   "tax/style_residual": _avg([_mean_key(r, "tax/style_residual") for r in rr.values()]),
-                   "tax/style_K_signed": _avg([_mean_key(r, "tax/style_K_signed") for r in rr.values()])}
+                   mk.STYLE_RESIDUAL: _avg([_mean_key(r, mk.STYLE_RESIDUAL) for r in rr.values()]),
+                   mk.STYLE_K_SIGNED: _avg([_mean_key(r, mk.STYLE_K_SIGNED) for r in rr.values()])}
             for role, rr in runs.items()}
     kl = {role: _avg([_mean_key(r, KL_KEY) for r in rr.values()]) for role, rr in runs.items()}
     b = kl["baseline"]
     matched = {role: bool(v is not None and b is not None and b > 0 and abs(v / b - 1) <= KL_TOLERANCE)
                for role, v in kl.items() if role != "baseline"}
-    base_res = dose["baseline"]["tax/style_residual"]
+    base_res = dose["baseline"][mk.STYLE_RESIDUAL]
     passed = "surgical" not in runs or (
         (dose["surgical"][MANIPULATION_KEY] or 0.0) < RESIDUAL_THRESHOLD and base_res is not None and base_res > 0)
     common = _common_rollouts(meta, runs, seeds)
     passed = passed and all(common.values())
     walls = [json.loads((exp_dir / a["name"] / f"seed{s}" / "done.json").read_text())["wall_s"]
              for a in meta["arms"] for s in seeds]
-    scale = {role: max((float(r.series("kl/scale").max()) for r in rr.values()
-                        if any("kl/scale" in row for row in r.rows)), default=None)
+    scale = {role: max((float(r.series(mk.KL_SCALE).max()) for r in rr.values()
+                        if any(mk.KL_SCALE in row for row in r.rows)), default=None)
              for role, rr in runs.items()} if meta["train"].get("kl_target") else {}
     return ExperimentResult(meta, pilot, rows, dose, kl, matched, passed, eval_se, sum(walls) / len(walls),
                             common_rollouts=common, kl_scale_max=scale)
@@ -418,8 +419,8 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
             lines += ["", f"**Forced-prefix certificate of S** ({cert}): {ok}/{len(p.certificates)} checks certified "
                       f"(warm start and end, pilot baseline and surgical runs): "
                       f"**{'certified' if p.certified else 'NOT certified'}**; warm-start p(S) = {p.p_style:.2f}.", ""]
-    dose = "; ".join(f"{role} residual {_fmt(d[MANIPULATION_KEY])}, at S {_fmt(d['tax/style_residual'])} "
-                     f"(signed K {_fmt(d['tax/style_K_signed'])})" for role, d in res.dose.items())
+    dose = "; ".join(f"{role} residual {_fmt(d[MANIPULATION_KEY])}, at S {_fmt(d[mk.STYLE_RESIDUAL])} "
+                     f"(signed K {_fmt(d[mk.STYLE_K_SIGNED])})" for role, d in res.dose.items())
     kl = ", ".join(f"{role} {_fmt(v)}" for role, v in res.kl.items()) + "; " + ", ".join(
         f"{role} {'matched' if ok else 'CONFOUNDED'}" for role, ok in res.kl_matched.items())
     if res.common_rollouts:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from exchange.core import metric_keys as mk
 from exchange.core.events import Events, event_coefficients, events, shared_event_coefficients, shared_residual
 from exchange.core.metric_keys import SHARED_RESIDUAL
 from exchange.lab.tasks import ROLE_DECISION, ROLE_FILLER, ROLE_STYLE, ROLE_TEMPLATE, STYLE, token_roles
@@ -54,8 +55,8 @@ def coefficient_tax(kappa: Tensor, rollout: Rollout, ev: Events, zc: Tensor) -> 
     zc_event[ev.ids[zc]] = True
     k_total = float(K.sum())
     return {
-        "tax/kappa_share": float(absk[zc].sum()) / total if total > 0 else None,
-        "tax/event_share": float(K[zc_event].sum()) / k_total if k_total > 0 else None,
+        mk.KAPPA_SHARE: float(absk[zc].sum()) / total if total > 0 else None,
+        mk.EVENT_SHARE: float(K[zc_event].sum()) / k_total if k_total > 0 else None,
         SHARED_RESIDUAL: shared_residual(kappa, rollout, ev) if total > 0 else None,
     }
 
@@ -72,8 +73,8 @@ def clip_fractions(kappa: Tensor, rollout: Rollout) -> dict[str, float | None]:
     pos = rollout.mask & (centred > 0)[:, None]
     neg = rollout.mask & (centred < 0)[:, None]
     return {
-        "clip/frac_pos_adv": _mean(zero.double(), pos),
-        "clip/frac_neg_adv": _mean(zero.double(), neg),
+        mk.CLIP_POS_ADV: _mean(zero.double(), pos),
+        mk.CLIP_NEG_ADV: _mean(zero.double(), neg),
     }
 
 
@@ -104,11 +105,11 @@ def entropy_by_role(rollout: Rollout) -> dict[str, float | None]:
     roles = token_roles(rollout.tokens)
     h, m = rollout.entropy, rollout.mask
     return {
-        "entropy/template": _mean(h, m & (roles == ROLE_TEMPLATE)),
-        "entropy/style": _mean(h, m & (roles == ROLE_STYLE)),
-        "entropy/filler": _mean(h, m & (roles == ROLE_FILLER)),
-        "entropy/weak_credit": _mean(h, m & (roles != ROLE_DECISION)),
-        "entropy/decision": _mean(h, m & (roles == ROLE_DECISION)),
+        mk.ENTROPY_TEMPLATE: _mean(h, m & (roles == ROLE_TEMPLATE)),
+        mk.ENTROPY_STYLE: _mean(h, m & (roles == ROLE_STYLE)),
+        mk.ENTROPY_FILLER: _mean(h, m & (roles == ROLE_FILLER)),
+        mk.ENTROPY_WEAK_CREDIT: _mean(h, m & (roles != ROLE_DECISION)),
+        mk.ENTROPY_DECISION: _mean(h, m & (roles == ROLE_DECISION)),
     }
 
 
@@ -135,17 +136,17 @@ def prop31_kl(model: nn.Module, rollout: Rollout, before: dict[str, Tensor]) -> 
     try:
         from exchange.paramspace import kl_prediction
     except ImportError:
-        return {"kl/prop31_predicted": None, "kl/prop31_measured": None}
+        return {mk.KL_PROP31_PREDICTED: None, mk.KL_PROP31_MEASURED: None}
     after = {n: p.detach().clone() for n, p in model.named_parameters()}
     direction = {n: after[n] - before[n] for n in after}
-    out: dict[str, float | None] = {"kl/prop31_predicted": None, "kl/prop31_measured": None}
+    out: dict[str, float | None] = {mk.KL_PROP31_PREDICTED: None, mk.KL_PROP31_MEASURED: None}
     with torch.no_grad():
         for n, p in model.named_parameters():
             p.copy_(before[n])
         try:
             if bool(events(rollout).shared.any()):
                 pred = kl_prediction(model, rollout, direction, etas=(1.0,), contexts="shared")
-                out = {"kl/prop31_predicted": float(pred.predicted[0]), "kl/prop31_measured": float(pred.measured[0])}
+                out = {mk.KL_PROP31_PREDICTED: float(pred.predicted[0]), mk.KL_PROP31_MEASURED: float(pred.measured[0])}
         finally:
             for n, p in model.named_parameters():
                 p.copy_(after[n])
@@ -191,13 +192,13 @@ def shared_coefficients(kappa: Tensor, rollout: Rollout, ev: Events) -> dict[str
     real = ev.ids >= 0
     role[ev.ids[real]] = token_roles(rollout.tokens)[real]  # S at its head slot only, not S as a filler
     out = {}
-    for key, sel in (("tax/shared_K_signed", slice(None)), ("tax/style_K_signed", role[ids] == ROLE_STYLE)):
+    for key, sel in ((mk.SHARED_K_SIGNED, slice(None)), (mk.STYLE_K_SIGNED, role[ids] == ROLE_STYLE)):
         m = float(mass[sel].sum())
         out[key] = float(K[sel].sum()) / m if m > 0 else None
     style = role[ids] == ROLE_STYLE
     m = float(mass[style].sum())
-    out["tax/style_residual"] = float(K[style].abs().sum()) / m if m > 0 else None
-    out["tax/entropy_K_signed"] = entropy_direction(K, ids, mass, role, rollout, ev)
+    out[mk.STYLE_RESIDUAL] = float(K[style].abs().sum()) / m if m > 0 else None
+    out[mk.ENTROPY_K_SIGNED] = entropy_direction(K, ids, mass, role, rollout, ev)
     return out
 
 

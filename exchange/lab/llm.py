@@ -29,6 +29,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from exchange.core import metric_keys as mk
 from exchange.errors import InvalidArgument
 from exchange.lab.tasks import EOS, PAD, STYLE, VOCAB_SIZE, GrammarLM, verify
 
@@ -161,7 +162,7 @@ def text_accuracy(model, tokenizer, rows: list[dict[str, str]], max_new_tokens: 
                                  pad_token_id=tokenizer.pad_token_id)
             texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
             right += exact_match_reward(texts, answer=[r["answer"] for r in chunk])
-    return {"eval/accuracy": sum(right) / max(1, len(right))}
+    return {mk.EVAL_ACCURACY: sum(right) / max(1, len(right))}
 
 
 # ------------------------------------------------ the synthetic tasks as text

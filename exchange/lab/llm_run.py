@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 
+from exchange.core import metric_keys as mk
 from exchange.core.metric_keys import INTEGRATION_KEYS
 from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
@@ -55,9 +56,9 @@ from exchange.lab.runlog import (
 )
 from exchange.core.events import events
 from exchange.lab.drift import probe_scalars
-from exchange.lab.experiment import check_pilot, freeze_runs, pilot_runs, write_experiment_json
+from exchange.lab.experiment import pilot_then_test, run_dir, write_experiment_json
+from exchange.lab.grpo_fields import grpo_defaults, train_as_run
 from exchange.lab.llm_step import RolloutStep
-from exchange.lab.pilot import FrozenPilot
 from exchange.lab.klstep import control_contexts
 from exchange.lab.instruments import (
     context_kl, reward_length_covariance, update_share, zero_credit_gradient, zero_credit_mask,
@@ -70,17 +71,18 @@ from exchange.lab.sft import sft_warm_start
 from exchange.lab.tasks import STYLE
 from exchange.lab.trainer import certificate, evaluate, fixed_eval_set, initial_metrics, measure_minibatch
 
-__all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm"]
+__all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm",
+           "run_fingerprint"]
 
 # TRL log key -> harness key (the CPU harness's namespaces; other TRL keys go under trl/).
 # exchange's own integration keys (exchange.core.metric_keys) are harness keys already and
 # keep their names; where the harness's instruments measure the same quantity (the shared
 # residual, per micro-batch as on the CPU), the instrument's value is the one kept.
 KEY_MAP = {
-    "reward": "charts/reward", "loss": "losses/loss", "entropy": "entropy/all",
-    "completions/mean_length": "charts/length", "kl": "kl/ref", "grad_norm": "losses/grad_norm",
-    "clip_ratio/low_mean": "clip/frac_low", "clip_ratio/high_mean": "clip/frac_high",
-    "clip_ratio/region_mean": "clip/frac_region", "learning_rate": "losses/lr",
+    "reward": mk.REWARD, "loss": mk.LOSS, "entropy": mk.ENTROPY_ALL,
+    "completions/mean_length": mk.LENGTH, "kl": mk.KL_REF, "grad_norm": mk.GRAD_NORM,
+    "clip_ratio/low_mean": mk.CLIP_LOW, "clip_ratio/high_mean": mk.CLIP_HIGH,
+    "clip_ratio/region_mean": mk.CLIP_REGION, "learning_rate": mk.LR,
     **{key: key for key in INTEGRATION_KEYS},
 }
 N_TRAIN_PROMPTS = 4096
@@ -94,17 +96,9 @@ def _main_process() -> bool:
 # ------------------------------------------------------------------ settings
 def experiment_defaults(cfg: ExperimentConfig) -> dict[str, Any]:
     """GRPOConfig defaults taken from the experiment TOML's ``[train]`` (a YAML recipe and
-    the command line override them): one TRL step = one minibatch of the rollout."""
-    tc = cfg.train
-    mb = tc.minibatches if tc.prompts_per_step % tc.minibatches == 0 else 1
-    return {
-        "max_steps": tc.steps, "num_generations": tc.group_size, "num_iterations": tc.epochs,
-        "per_device_train_batch_size": tc.prompts_per_step * tc.group_size // mb, "steps_per_generation": mb,
-        "learning_rate": tc.lr, "optim": "sgd" if tc.optimizer == "sgd" else "adamw_torch",
-        "lr_scheduler_type": "constant", "temperature": tc.temperature, "max_completion_length": tc.max_response_len,
-        "eval_steps": tc.eval_every, "save_steps": tc.ckpt_every, "logging_steps": 1, "beta": 0.0,
-        "report_to": "none", "output_dir": "runs/llm",
-    }
+    the command line override them): :func:`exchange.lab.grpo_fields.grpo_defaults`, the
+    one mapping; one TRL step = one minibatch of the rollout."""
+    return grpo_defaults(cfg.train)
 
 
 def held_out_split(task, eval_prompts: torch.Tensor, seed: int, n_train: int = N_TRAIN_PROMPTS,
@@ -224,10 +218,10 @@ def _trainer_class():
             g_total = None
             if g_shared is not None:  # -grad loss = sum kappa grad l (the loss sees theta only through l)
                 g_total = zero_credit_gradient(params, logprobs, kappa.to(logprobs), mb.mask.to(logprobs.device))
-                metrics["tax/shared_update_share"] = update_share(g_shared, g_total, mass=float(kappa.abs().sum()))
-            metrics["len/cov_reward_inv_len"] = reward_length_covariance(mb)
+                metrics[mk.SHARED_UPDATE_SHARE] = update_share(g_shared, g_total, mass=float(kappa.abs().sum()))
+            metrics[mk.COV_REWARD_INV_LEN] = reward_length_covariance(mb)
             spread = mb.group_max(mb.rewards) > mb.group_min(mb.rewards)  # [n], per row of each group
-            metrics["charts/zero_spread_groups"] = 1.0 - float(spread.double().mean())
+            metrics[mk.ZERO_SPREAD_GROUPS] = 1.0 - float(spread.double().mean())
             if step is not None:
                 step.micro_batch(contact.micro_step(self), inputs, control_contexts(mb), g_shared if attribute else None,
                                  g_total if attribute else None)
@@ -259,12 +253,12 @@ def _trainer_class():
             for key, values in self.exchange_step_metrics.items():
                 vals = [v for v in values if v is not None]
                 row[key] = sum(vals) / len(vals) if vals else None
-            kl = {"kl/all_contexts": [], "kl/shared_contexts": [], "kl/control_contexts": []}
+            kl = {mk.KL_ALL: [], mk.KL_SHARED: [], mk.KL_CONTROL: []}
             with torch.no_grad():
                 for inputs, before, shared_occ, mask, control in self.exchange_kl_pending:
                     after = self._exchange_context_logp(inputs)
-                    for key, where in (("kl/all_contexts", mask), ("kl/shared_contexts", shared_occ),
-                                       ("kl/control_contexts", control)):
+                    for key, where in ((mk.KL_ALL, mask), (mk.KL_SHARED, shared_occ),
+                                       (mk.KL_CONTROL, control)):
                         value = context_kl(before, after, where)
                         if value is not None:
                             kl[key].append((value, int(where.sum())))
@@ -274,7 +268,7 @@ def _trainer_class():
             if self.exchange_rollout_step is not None and self.exchange_rollout_step.kl_target > 0:
                 # the KL-normalised step acts per rollout: the trust-region KL is the rollout's (as in the
                 # CPU harness, where one step is one rollout), logged at its last step
-                row["kl/control_contexts"] = row.get("kl/rollout_control")
+                row[mk.KL_CONTROL] = row.get(mk.KL_ROLLOUT_CONTROL)
             self.exchange_step_metrics, self.exchange_kl_pending = {}, []
             return row
 
@@ -326,7 +320,7 @@ def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: in
             if not state.is_world_process_zero:
                 return
             step = state.global_step
-            row.update({"step": step - 1, "charts/samples": step * rows_per_step})
+            row.update({"step": step - 1, mk.SAMPLES: step * rows_per_step})
             if step % eval_steps == 0 or step == state.max_steps:
                 model = self.trainer.accelerator.unwrap_model(self.trainer.model)
                 was = model.training
@@ -347,7 +341,7 @@ def _run_log_callback(out: Path, evaluate_fn, eval_steps: int, rows_per_step: in
             row = self.pending
             for k, v in logs.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    row.setdefault(KEY_MAP.get(k, f"trl/{k}"), float(v))
+                    row.setdefault(KEY_MAP.get(k, mk.trl_key(k)), float(v))
             MetricsLog(out / "metrics.jsonl").append(row)
             self.pending = {}
 
@@ -409,13 +403,21 @@ def _text_setup(run: RunConfig, args, data: str, model: str, device: str) -> _Se
     n = args.max_completion_length
     return _Setup(policy, tokenizer, exact_match_reward, train,
                   lambda m, last: text_accuracy(m, tokenizer, held_out, n),
-                  lambda m: {"step": -1, "charts/samples": 0, **text_accuracy(m, tokenizer, held_out, n)}, False)
+                  lambda m: {"step": -1, mk.SAMPLES: 0, **text_accuracy(m, tokenizer, held_out, n)}, False)
 
 
 # ---------------------------------------------------------------- the runs
 def _newest_checkpoint(out: Path) -> tuple[Path | None, int]:
     ckpts = sorted((int(p.name.split("-")[1]), p) for p in out.glob("checkpoint-*") if p.name.split("-")[1].isdigit())
     return (ckpts[-1][1], ckpts[-1][0]) if ckpts else (None, 0)
+
+
+def run_fingerprint(run: RunConfig, args, **spec: Any) -> str:
+    """The CPU trainer's fingerprint (:meth:`RunConfig.fingerprint`) of ``run`` as TRL trains
+    it: its ``[train]`` read back from the GRPOConfig ``args`` (the one mapping,
+    :func:`exchange.lab.grpo_fields.train_as_run`) and ``spec`` (model, model_config, data);
+    steps left out, since a larger ``max_steps`` extends a finished run."""
+    return dataclasses.replace(run, train=train_as_run(run.train, args)).fingerprint(extendable=True, **spec)
 
 
 def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, model_config: str | None = None,
@@ -430,9 +432,7 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
     out = exp_dir / run.arm.name / f"seed{run.seed}"
     out.mkdir(parents=True, exist_ok=True)
     spec = {"model": model, "model_config": model_config, "data": data}
-    fingerprint = hashlib.sha256(json.dumps(
-        {**run.to_dict(), "train": {**dataclasses.asdict(run.train), "steps": None}, **spec},
-        sort_keys=True).encode()).hexdigest()[:16]
+    fingerprint = run_fingerprint(run, args, **spec)
     main = _main_process()
     with RunDir(out, fingerprint, lock=main) as rd:  # non-main processes never write
         if rd.finished(args.max_steps):
@@ -529,35 +529,31 @@ def run_llm_experiment(cfg: ExperimentConfig, args, out_root: str | Path, *, mod
         if _main_process():
             _write_meta(cfg, args, exp_dir, seeds, model or model_config, data, source)
         kw = {"model": model, "model_config": model_config, "data": data, "device": device, "deadline": deadline}
-        trained = False
-        if cfg.pilot_seeds and data is None and not (exp_dir / "pilot.json").exists():
-            # the pilot first (exchange.lab.experiment.pilot_runs: every arm on pilot_seeds, the baseline
-            # with the attribution, the sensitivity runs), frozen into pilot.json before any test seed
-            runs = pilot_runs(cfg)
-            trained = _train_runs([(r, r.arm) for r in runs], args, exp_dir / "pilot", kw, trained)
-            if not all((exp_dir / "pilot" / r.arm.name / f"seed{r.seed}" / "done.json").exists() for r in runs):
-                return exp_dir  # the time budget stopped the pilot: the next call resumes it
-            if _main_process():
-                pilot: FrozenPilot = freeze_runs(cfg, runs, out_root)
-                atomic_write_text(exp_dir / "pilot.json", pilot.to_json())
-        if cfg.pilot_seeds and data is None:
-            check_pilot(cfg, exp_dir)  # a refused design runs no test seed
-        work = [(dataclasses.replace(cfg.runs()[0], arm=arm, seed=seed), arm) for seed in seeds for arm in chosen]
-        _train_runs(work, args, exp_dir, kw, trained)
+        trained = [False]  # every call trains at least one step of one run, whatever the time budget
+
+        def train(runs: list[RunConfig]) -> bool:
+            trained[0] = _train_runs(runs, args, out_root, kw, trained[0])
+            return all((run_dir(out_root, r) / "done.json").exists() for r in runs)
+
+        # the CPU harness's orchestration (exchange.lab.experiment.pilot_then_test): the pilot
+        # (every arm on pilot_seeds, the baseline with the attribution, the sensitivity runs)
+        # frozen into pilot.json before any test seed; a refused design runs no test seed
+        pilot_then_test(cfg, out_root, train, [r for r in cfg.runs(tuple(seeds)) if r.arm in chosen],
+                        writer=_main_process())
     return exp_dir
 
 
-def _train_runs(work, args, exp_dir: Path, kw: dict[str, Any], trained: bool) -> bool:
-    """Train each ``(run, arm)`` of ``work`` into ``exp_dir`` within the time budget; returns
-    whether any run trained (every call trains at least one step of one run)."""
+def _train_runs(runs: list[RunConfig], args, out_root: str | Path, kw: dict[str, Any], trained: bool) -> bool:
+    """Train each run into its :func:`~exchange.lab.experiment.run_dir` within the time
+    budget; returns whether any run trained (every call trains at least one step of one run)."""
     deadline = kw["deadline"]
-    for run, arm in work:
-        finished = (exp_dir / arm.name / f"seed{run.seed}" / "done.json").exists()
+    for run in runs:
+        finished = (run_dir(out_root, run) / "done.json").exists()
         if deadline is not None and time.time() >= deadline and trained and not finished:
-            print(f"[run_llm] time budget spent: arm={arm.name} seed={run.seed} waits for the next call", flush=True)
+            print(f"[run_llm] time budget spent: arm={run.arm.name} seed={run.seed} waits for the next call", flush=True)
             continue
-        print(f"[run_llm] {run.experiment} arm={arm.name} objective={arm.objective} seed={run.seed}", flush=True)
-        run_arm(run, args, exp_dir, **kw)
+        print(f"[run_llm] {run.experiment} arm={run.arm.name} objective={run.arm.objective} seed={run.seed}", flush=True)
+        run_arm(run, args, Path(out_root) / run.experiment, **kw)
         trained = trained or not finished
     return trained
 
@@ -609,12 +605,7 @@ def _write_meta(cfg: ExperimentConfig, args, exp_dir: Path, seeds: list[int], mo
         run0 = dataclasses.replace(cfg.runs()[0], seed=seeds[0])
         task = cfg.task.build()
         n_eval = len(held_out_split(task, fixed_eval_set(run0, task)[0], run0.seed)[0])
-    tc = dataclasses.replace(
-        cfg.train, steps=args.max_steps, group_size=args.num_generations, epochs=args.num_iterations,
-        minibatches=args.steps_per_generation, lr=args.learning_rate, temperature=args.temperature,
-        max_response_len=args.max_completion_length, eval_every=args.eval_steps, eval_prompts=n_eval,
-        prompts_per_step=args.generation_batch_size // args.num_generations,
-        optimizer=str(getattr(args.optim, "value", args.optim)))
+    tc = dataclasses.replace(train_as_run(cfg.train, args), eval_prompts=n_eval)
     previous = exp_dir / "experiment.json"
     if previous.exists():  # runs split over calls: keep the seeds earlier calls ran
         seeds = sorted(set(seeds) | set(json.loads(previous.read_text()).get("seeds", [])))

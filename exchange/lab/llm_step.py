@@ -42,6 +42,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from exchange.core import metric_keys as mk
 from exchange.lab.attribution import ProbeAttribution
 from exchange.lab.instruments import context_kl
 from exchange.lab.klstep import normalise_step
@@ -90,7 +91,7 @@ class RolloutStep:
             where = {id(p): k for k, p in enumerate(self.model.parameters())}
             self._order = [where[id(p)] for p in self.att.params]
             with torch.no_grad():  # the probes where training starts (the path integral's origin)
-                self._start = {f"attr/{k}/start": float(f(self.probe_model)) for k, f in self.probes.items()}
+                self._start = {mk.attr_start(k): float(f(self.probe_model)) for k, f in self.probes.items()}
             inner.register_step_pre_hook(lambda *_: self._pre_step())
             inner.register_step_post_hook(lambda *_: self._post_step())
 
@@ -148,7 +149,7 @@ class RolloutStep:
         row: dict[str, Any] = dict(self._start)  # logged once, in the first row of this (re)start
         self._start = {}
         if self._match:
-            row["attr/grad_match"] = max(self._match)
+            row[mk.ATTR_GRAD_MATCH] = max(self._match)
             self._match = []
         if step % self.generate_every != 0 or self.theta0 is None:
             return row
@@ -172,9 +173,9 @@ class RolloutStep:
                 return sum(v * c for v, c in pairs) / n if n else None
 
             scale, achieved = normalise_step(self.model, self.theta0, kl_now, self.kl_target)
-            row["kl/scale"], row["kl/rollout_control"] = scale, achieved
+            row[mk.KL_SCALE], row[mk.KL_ROLLOUT_CONTROL] = scale, achieved
             self.cumulative_kl += achieved or 0.0
-            row["kl/cumulative"] = self.cumulative_kl
+            row[mk.KL_CUMULATIVE] = self.cumulative_kl
             if self.att is not None:  # in the optimizer's parameter order
                 self.att.rescale(scale, self.shared_since, [self.theta0[k] for k in self._order],
                                  [theta1[k] for k in self._order])

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from exchange.core import metric_keys as mk
 from exchange.errors import InvalidArgument
 from exchange.lab.certificate import StyleCredit, certify, credit_bound
 from exchange.lab.predictions import RunData
@@ -50,7 +51,7 @@ ZERO_SPREAD_LIMIT = 0.5
 """A design whose pilot baseline has more than this share of groups with zero reward
 spread (every response equally rewarded: no learning signal, only the residual's
 absence) is refused: its test seeds do not run."""
-PROBES = {"P2": "drift/style_logp", "P3": "entropy/fixed_weak_credit"}
+PROBES = {"P2": mk.DRIFT_STYLE, "P3": mk.ENTROPY_FIXED_WEAK_CREDIT}
 """The primary probe of each signed prediction (fixed contexts, :mod:`exchange.lab.drift`)."""
 
 
@@ -105,7 +106,7 @@ def _change(run: RunData, key: str) -> float:
 
 
 def _credit(d: dict[str, Any]) -> StyleCredit:
-    return StyleCredit(**{k: d[f"cert/style_{k}"] for k in ("forced", "banned", "credit", "low", "high", "n")})
+    return StyleCredit(**{k: d[mk.cert_style(k)] for k in ("forced", "banned", "credit", "low", "high", "n")})
 
 
 def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dict[int, RunData], *,
@@ -120,17 +121,17 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
     if len(seeds) < 2:
         raise InvalidArgument(f"pilot of {name}: {len(seeds)} seeds; need >= 2 for a paired SD.")
     notes: list[str] = []
-    ks = np.concatenate([base[s].series("tax/style_K_signed") for s in seeds])
+    ks = np.concatenate([base[s].series(mk.STYLE_K_SIGNED) for s in seeds])
     o = orient(ks, np.ones_like(ks))
     s2 = o.sign
     if s2 == 0:
         notes.append("P2/P3: the signed coefficient at S never exceeded the round-off floor: no orientation.")
     notes.append(f"orientation: {o.agreeing}/{o.counted} counted steps (of {o.total}) share the sign {s2:+d} "
                  f"({100 * o.agreement:.0f}%).")
-    p_style = float(np.mean([math.exp(base[s].init["drift/style_logp"]) for s in seeds]))
+    p_style = float(np.mean([math.exp(base[s].init[mk.DRIFT_STYLE]) for s in seeds]))
     # P3 (issue 42): per context by the sign of -(log p + H), at the contexts the policy samples
     # (tax/entropy_K_signed); runs without it: the same rule at the S slot (p(S) > exp(-H), not p > 1/2)
-    ke = [base[s].series("tax/entropy_K_signed") for s in seeds if any("tax/entropy_K_signed" in r for r in base[s].rows)]
+    ke = [base[s].series(mk.ENTROPY_K_SIGNED) for s in seeds if any(mk.ENTROPY_K_SIGNED in r for r in base[s].rows)]
     if len(ke) == len(seeds) and sum(len(k) for k in ke):
         ke_all = np.concatenate(ke)
         o3 = orient(ke_all, np.ones_like(ke_all))
@@ -138,9 +139,9 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
         notes.append(f"P3 orientation: sign of -(log p + H) weighted by K at the sampled weak-credit shared contexts, "
                      f"{o3.agreeing}/{o3.counted} steps agree ({s3:+d}).")
     else:
-        h_s = [base[s].init.get("entropy/fixed_style") for s in seeds]
+        h_s = [base[s].init.get(mk.ENTROPY_FIXED_STYLE) for s in seeds]
         if all(h is not None for h in h_s):
-            lp = float(np.mean([base[s].init["drift/style_logp"] for s in seeds]))
+            lp = float(np.mean([base[s].init[mk.DRIFT_STYLE] for s in seeds]))
             s3 = s2 * (1 if -(lp + float(np.mean(h_s))) > 0 else -1)
         else:
             s3 = -s2 if p_style > 0.5 else s2
@@ -148,10 +149,10 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
     pilots: dict[str, Pilot] = {}
     for key, sign in (("P2", s2), ("P3", s3)):
         probe = PROBES[key]
-        pred = [sign * float(base[s].series(f"attr/{probe}/shared").sum()) for s in seeds]
+        pred = [sign * float(base[s].series(mk.attr_shared(probe)).sum()) for s in seeds]
         # along the surgical path the instrument attributes minus the residual's effect (trainer._update)
-        surg = ([-sign * float(pathway[s].series(f"attr/{probe}/shared").sum()) for s in seeds]
-                if pathway is not None and all(f"attr/{probe}/shared" in r for s in seeds for r in pathway[s].rows[:1])
+        surg = ([-sign * float(pathway[s].series(mk.attr_shared(probe)).sum()) for s in seeds]
+                if pathway is not None and all(mk.attr_shared(probe) in r for s in seeds for r in pathway[s].rows[:1])
                 else None)
         if pathway is not None:
             meas = [sign * (_change(base[s], probe) - _change(pathway[s], probe)) for s in seeds]
@@ -162,9 +163,9 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
         pilots[key] = Pilot(float(np.mean(pred)), sd, seeds,
                             delta_hat_surgical=None if surg is None else float(np.mean(surg)))
     other = runs.get("treatment") or pathway
-    share = [float(base[s].series("tax/shared_update_share").mean()) for s in seeds]
+    share = [float(base[s].series(mk.SHARED_UPDATE_SHARE).mean()) for s in seeds]
     if other is not None:
-        meas = [share[i] - float(other[s].series("tax/shared_update_share").mean()) for i, s in enumerate(seeds)]
+        meas = [share[i] - float(other[s].series(mk.SHARED_UPDATE_SHARE).mean()) for i, s in enumerate(seeds)]
         sd1 = float(np.std(meas, ddof=1))
     else:
         sd1 = float(np.std(share, ddof=1))
@@ -188,7 +189,7 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
             for s in seeds if role in runs else ():
                 run = runs[role][s]
                 # the last row that logged the certificate: a metric may be sparse
-                end = next((r for r in reversed(run.rows) if "cert/style_credit" in r), run.rows[-1])
+                end = next((r for r in reversed(run.rows) if mk.cert_style("credit") in r), run.rows[-1])
                 for when, d in (("warm start", run.init), ("end", end)):
                     c = certify(_credit(d), bound, src)
                     certs.append({"role": role, "seed": s, "when": when, "credit": c.credit.credit,
@@ -196,8 +197,8 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
                     certified &= c.certified
     else:
         notes.append(f"certificate: no bound (sensitivity={sens}, delta_hat_P2={dh:.3g}); the probe is not certified.")
-    zs = [float(base[s].series("charts/zero_spread_groups").mean()) for s in seeds
-          if any("charts/zero_spread_groups" in r for r in base[s].rows)]
+    zs = [float(base[s].series(mk.ZERO_SPREAD_GROUPS).mean()) for s in seeds
+          if any(mk.ZERO_SPREAD_GROUPS in r for r in base[s].rows)]
     zero_spread = float(np.mean(zs)) if zs else None
     if zero_spread is not None:
         notes.append(f"{100 * zero_spread:.0f}% of the baseline's groups have zero reward spread"

@@ -7,21 +7,22 @@ from typing import Any
 
 import numpy as np
 
+from exchange.core import metric_keys as mk
 from exchange.lab.predictions import RunData
 from exchange.lab.runlog import atomic_write_bytes
 
 __all__ = ["plot_curves"]
 
-SAMPLES, CUM_KL = "charts/samples", "kl/cumulative"
+SAMPLES, CUM_KL = mk.SAMPLES, mk.KL_CUMULATIVE
 _PANELS = (
-    ("charts/reward", "sampled reward", False, SAMPLES),
-    ("eval/accuracy", "greedy accuracy (eval set)", False, SAMPLES),
-    ("tax/shared_update_share", "P1: update-norm share on shared events", False, SAMPLES),
-    ("clip/frac_neg_adv", "zeroed-gradient fraction, A<0 (solid) / A>0 (dashed)", False, SAMPLES),
-    ("drift/style_logp", "P2: log p(S) at fixed contexts - initial", True, SAMPLES),
-    ("entropy/fixed_weak_credit", "P3: entropy at fixed weak-credit contexts - initial", True, SAMPLES),
-    ("drift/style_logp", "P2 against cumulative KL (control contexts)", True, CUM_KL),
-    ("entropy/fixed_weak_credit", "P3 against cumulative KL (control contexts)", True, CUM_KL),
+    (mk.REWARD, "sampled reward", False, SAMPLES),
+    (mk.EVAL_ACCURACY, "greedy accuracy (eval set)", False, SAMPLES),
+    (mk.SHARED_UPDATE_SHARE, "P1: update-norm share on shared events", False, SAMPLES),
+    (mk.CLIP_NEG_ADV, "zeroed-gradient fraction, A<0 (solid) / A>0 (dashed)", False, SAMPLES),
+    (mk.DRIFT_STYLE, "P2: log p(S) at fixed contexts - initial", True, SAMPLES),
+    (mk.ENTROPY_FIXED_WEAK_CREDIT, "P3: entropy at fixed weak-credit contexts - initial", True, SAMPLES),
+    (mk.DRIFT_STYLE, "P2 against cumulative KL (control contexts)", True, CUM_KL),
+    (mk.ENTROPY_FIXED_WEAK_CREDIT, "P3 against cumulative KL (control contexts)", True, CUM_KL),
 )
 _COLORS = {"baseline": "tab:red", "surgical": "tab:green", "treatment": "tab:blue"}
 
@@ -76,8 +77,8 @@ def plot_curves(meta: dict[str, Any], runs: dict[str, dict[int, RunData]], path:
             x, m, se = c
             ax.plot(x, m, color=_COLORS.get(role, "k"), label=names[role], ls="--" if role.startswith("dose:") else "-")
             ax.fill_between(x, m - se, m + se, color=_COLORS.get(role, "k"), alpha=0.2)
-            if key == "clip/frac_neg_adv":
-                c = _curve(runs[role], "clip/frac_pos_adv", False)
+            if key == mk.CLIP_NEG_ADV:
+                c = _curve(runs[role], mk.CLIP_POS_ADV, False)
                 if c is not None:
                     ax.plot(c[0], c[1], color=_COLORS.get(role, "k"), ls="--")
         ax.set_title(title, fontsize=9)

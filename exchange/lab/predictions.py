@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from exchange.core import metric_keys as mk
 from exchange.core.metric_keys import SHARED_RESIDUAL
 from exchange.errors import InvalidArgument
 from exchange.lab.runlog import check_steps, read_metrics
@@ -42,10 +43,10 @@ __all__ = ["KL_KEY", "MANIPULATION_KEY", "ROLLOUT_HASH", "PREDICTIONS", "Predict
 MANIPULATION_KEY = SHARED_RESIDUAL
 """The manipulation check: the treatment must have removed the mechanism (its shared
 residual, :data:`exchange.core.metric_keys.SHARED_RESIDUAL`, ~ 0)."""
-KL_KEY = "kl/control_contexts"
+KL_KEY = mk.KL_CONTROL
 """Trust-region match: mean KL(pi_before || pi_after) per step on the control contexts
 (neither shared nor probe contexts, :mod:`exchange.lab.klstep`), compared between arms."""
-ROLLOUT_HASH = "charts/rollout_hash"
+ROLLOUT_HASH = mk.ROLLOUT_HASH
 """Per step, a hash of the rollout an arm trained on (:func:`exchange.lab.trainer.rollout_hash`):
 with ``[train] common_rollouts`` every arm's must equal the baseline's."""
 
@@ -111,12 +112,12 @@ def _late_mean(key: str, frac: float = 0.25) -> Callable[[RunData], float]:
 def accuracy_auc(run: RunData) -> float:
     """Mean greedy accuracy over the evaluations, the warm start included (area under the
     accuracy curve per eval interval; every eval uses the same fixed eval set)."""
-    s = run.series("eval/accuracy")
-    return float(np.concatenate([[run.init["eval/accuracy"]], s]).mean())
+    s = run.series(mk.EVAL_ACCURACY)
+    return float(np.concatenate([[run.init[mk.EVAL_ACCURACY]], s]).mean())
 
 
 def _final_accuracy(run: RunData) -> float:
-    return float(run.series("eval/accuracy")[-3:].mean())
+    return float(run.series(mk.EVAL_ACCURACY)[-3:].mean())
 
 
 @dataclass(frozen=True)
@@ -133,19 +134,19 @@ class Prediction:
 PREDICTIONS: tuple[Prediction, ...] = (
     Prediction("P1", "learning tax: less of the update on shared events",
                "mean over minibatches of ||sum_shared K_e grad l_e|| / ||g|| (tax/shared_update_share)",
-               _mean("tax/shared_update_share"), "treatment", "lower", True),
+               _mean(mk.SHARED_UPDATE_SHARE), "treatment", "lower", True),
     Prediction("P1", "learning tax (coefficient level, all zero-credit events)",
                "mean over steps of the |K_e| share of zero-credit events (tax/event_share)",
-               _mean("tax/event_share"), "treatment", "lower", False),
+               _mean(mk.EVENT_SHARE), "treatment", "lower", False),
     Prediction("P2", "signed drift of the shared style token S, in the direction its signed K predicts",
                "sign x (final - initial) log p(S | prompt, template) at fixed probe contexts",
-               _change("drift/style_logp"), "surgical", "pilot", True),
+               _change(mk.DRIFT_STYLE), "surgical", "pilot", True),
     Prediction("P2", "signed drift of the template",
                "sign x (final - initial) mean template log-prob at fixed probe contexts",
-               _change("drift/template_logp"), "surgical", "pilot", False),
+               _change(mk.DRIFT_TEMPLATE), "surgical", "pilot", False),
     Prediction("P3", "entropy at fixed weak-credit contexts moves the way the signed K at S predicts",
                "sign x (final - initial) next-token entropy at fixed template/S/filler probe contexts",
-               _change("entropy/fixed_weak_credit"), "surgical", "pilot", True),
+               _change(mk.ENTROPY_FIXED_WEAK_CREDIT), "surgical", "pilot", True),
     Prediction("P4", "sample efficiency (area under the accuracy curve)",
                "mean greedy accuracy over evaluations incl. the warm start",
                accuracy_auc, "treatment", "higher", True),
@@ -154,5 +155,5 @@ PREDICTIONS: tuple[Prediction, ...] = (
                _final_accuracy, "treatment", "higher", False),
     Prediction("P4", "sample efficiency at temperature 1",
                "mean sampled training reward over steps (charts/reward)",
-               _mean("charts/reward"), "treatment", "higher", False),
+               _mean(mk.REWARD), "treatment", "higher", False),
 )

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from exchange.core import metric_keys as mk
 from exchange.core.coefficients import token_coefficients
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
@@ -234,7 +235,7 @@ def measure_minibatch(loss_fn, logprobs: torch.Tensor, mb: Rollout, ev, zc: torc
     k = kappa.to(logprobs)
     g_shared = zero_credit_gradient(params, logprobs, k, shared_occ.to(k.device)) if update_norm else None
     log_ratio = (lp - mb.old_logprobs.double())[mb.mask]
-    out["losses/log_ratio_absmax"] = float(log_ratio.abs().max()) if log_ratio.numel() else None
+    out[mk.LOG_RATIO_ABSMAX] = float(log_ratio.abs().max()) if log_ratio.numel() else None
     return out, g_shared, kappa
 
 
@@ -271,7 +272,7 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
         st.opt.zero_grad(set_to_none=True)
         loss.backward()
         if tc.measure_update_norm:  # -grad(loss) = sum kappa grad l
-            acc["tax/shared_update_share"].append(
+            acc[mk.SHARED_UPDATE_SHARE].append(
                 update_share(g_shared, [-p.grad for p in params], mass=float(kappa.abs().sum())))
         if st.att is not None and base_fn is not None:
             before_step = st.att.before_step()
@@ -283,7 +284,7 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
             st.att.after_step(before_step, [-g for g in g_shared])
         else:
             st.opt.step()
-        acc["losses/loss"].append(float(loss.detach()))
+        acc[mk.LOSS].append(float(loss.detach()))
     control = control_contexts(rollout)
     if theta0 is not None:
         def kl_now() -> float | None:
@@ -293,17 +294,17 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
 
         theta1 = [p.detach().clone() for p in st.model.parameters()]
         scale, _ = normalise_step(st.model, theta0, kl_now, tc.kl_target)
-        acc["kl/scale"].append(scale)
+        acc[mk.KL_SCALE].append(scale)
         if st.att is not None:
             st.att.rescale(scale, shared_since, theta0, theta1)
     with torch.no_grad():
         after = torch.log_softmax(sequence_logits(st.model, rollout)[0].double(), -1)
-    acc["kl/shared_contexts"].append(context_kl(before, after, shared_occ))
-    acc["kl/all_contexts"].append(context_kl(before, after, rollout.mask))
-    acc["kl/control_contexts"].append(context_kl(before, after, control))
+    acc[mk.KL_SHARED].append(context_kl(before, after, shared_occ))
+    acc[mk.KL_ALL].append(context_kl(before, after, rollout.mask))
+    acc[mk.KL_CONTROL].append(context_kl(before, after, control))
     out = _mean_rows(acc)
-    st.cumulative_kl += out["kl/control_contexts"] or 0.0
-    out["kl/cumulative"] = st.cumulative_kl
+    st.cumulative_kl += out[mk.KL_CONTROL] or 0.0
+    out[mk.KL_CUMULATIVE] = st.cumulative_kl
     if st.att is not None:
         out.update(st.att.take())
     if theta_before is not None:
@@ -313,14 +314,14 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
 
 def evaluate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, probes: Rollout, max_len: int) -> dict[str, Any]:
     """Greedy accuracy on the fixed eval prompts and the drift probes' log-probs."""
-    return {"eval/accuracy": greedy_accuracy(model, task, eval_prompts, max_len), **probe_logprobs(model, probes)}
+    return {mk.EVAL_ACCURACY: greedy_accuracy(model, task, eval_prompts, max_len), **probe_logprobs(model, probes)}
 
 
 def initial_metrics(model: nn.Module, task: Task, eval_prompts: torch.Tensor, probes: Rollout,
                     max_len: int) -> dict[str, Any]:
     """``init.json``: the warm-started policy's evaluation and zero-credit certificate
     (the reference point of P2's changes and P4's accuracy curve)."""
-    return {"step": -1, "charts/samples": 0, **evaluate(model, task, eval_prompts, probes, max_len),
+    return {"step": -1, mk.SAMPLES: 0, **evaluate(model, task, eval_prompts, probes, max_len),
             **certificate(model, task, eval_prompts, max_len)}
 
 
@@ -332,8 +333,8 @@ def certificate(model: nn.Module, task: Task, eval_prompts: torch.Tensor, max_le
     certifies it against the bound derived from delta_hat)."""
     accs, n = filler_accuracy(model, task, eval_prompts, max_len)
     flat, p = certify_zero_credit(accs, n)
-    style = {f"cert/style_{k}": v for k, v in style_credit(model, task, eval_prompts).to_dict().items()}
-    return {"cert/filler_accuracy": accs, "cert/filler_flat": flat, "cert/filler_p": p, **style}
+    style = {mk.cert_style(k): v for k, v in style_credit(model, task, eval_prompts).to_dict().items()}
+    return {mk.CERT_FILLER_ACCURACY: accs, mk.CERT_FILLER_FLAT: flat, mk.CERT_FILLER_P: p, **style}
 
 
 # ------------------------------------------------------- common rollouts
@@ -438,13 +439,13 @@ def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, pr
             rollout = rollout.with_fields({"rewards": rollout.rewards + tc.style_bonus * has_s.double()})
         row: dict[str, Any] = {
             "step": step,
-            "charts/samples": (step + 1) * rollout.n,
-            "charts/reward": float(rollout.rewards.mean()),
-            "charts/length": float(rollout.lengths.double().mean()),
-            "charts/truncated": float(rollout.truncated.double().mean()),
-            "charts/zero_spread_groups": zero_spread,
+            mk.SAMPLES: (step + 1) * rollout.n,
+            mk.REWARD: float(rollout.rewards.mean()),
+            mk.LENGTH: float(rollout.lengths.double().mean()),
+            mk.TRUNCATED: float(rollout.truncated.double().mean()),
+            mk.ZERO_SPREAD_GROUPS: zero_spread,
             ROLLOUT_HASH: r_hash,
-            "len/cov_reward_inv_len": reward_length_covariance(rollout),
+            mk.COV_REWARD_INV_LEN: reward_length_covariance(rollout),
             **entropy_by_role(rollout),
         }
         eval_step = (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps
@@ -458,6 +459,6 @@ def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, pr
         st.wall_s += time.perf_counter() - t0
         if st.step % tc.ckpt_every == 0 or st.step == tc.steps:
             _save(ckpt, st)
-        bar.set_postfix(reward=f"{row['charts/reward']:.2f}")
+        bar.set_postfix(reward=f"{row[mk.REWARD]:.2f}")
     rd.finish(tc.steps, wall_s=st.wall_s)
     return out_dir
