@@ -227,33 +227,32 @@ def floored(prop: Property, float32_engine: Engine, seen: dict) -> Property:
     half_engine = Engine(Float64Twin(_inner(float32_engine.loss_fn), target=torch.float16),
                          batched=float32_engine.batched)
 
+    def predicted(example, regime: str, k64=None, rollout=None) -> float:
+        """The float64 round-off the float32 and float16 twins predict on ``example`` (each
+        one's residual and, on ``rollout``, its coefficients' difference to ``k64``), times
+        the margin."""
+        out = 0.0
+        for low_engine, name in ((float32_engine, "float32"), (half_engine, "float16")):
+            try:
+                values = [prop.evaluate(low_engine, example, regime).residual]
+                if rollout is not None:
+                    (k_low,) = low_engine([rollout])
+                    scale = float(k64.abs().max())
+                    values.append(float((k_low - k64).abs().max()) / scale if scale > 0 else 0.0)
+            except ObjectiveError:
+                continue
+            out = max(out, max((v for v in values if math.isfinite(v)), default=0.0) * FLOAT64_FLOOR_SCALE[name])
+        return ROUND_OFF_MARGIN * out
+
     def evaluate(engine, example, regime: str) -> Evaluation:
         ev = prop.evaluate(engine, example, regime)
         if not ev.residual > prop.tolerance or not math.isfinite(ev.residual) or ev.exact:
             return ev
-        k64 = ev.kappa
-        scale = float(k64.abs().max())
-        floor = 0.0
-        for low_engine, name in ((float32_engine, "float32"), (half_engine, "float16")):
-            try:
-                low = prop.evaluate(low_engine, example, regime).residual
-                (k_low,) = low_engine([ev.rollout])
-            except ObjectiveError:
-                continue
-            d_low = float((k_low - k64).abs().max()) / scale if scale > 0 else 0.0
-            predicted = max(low if math.isfinite(low) else 0.0, d_low if math.isfinite(d_low) else 0.0)
-            floor = max(floor, ROUND_OFF_MARGIN * predicted * FLOAT64_FLOOR_SCALE[name])
+        floor = predicted(example, regime, ev.kappa, ev.rollout)
         for factor in FLOOR_REWARD_SCALES:  # fresh roundings of the same verdict, until one covers it
             if ev.residual <= floor:
                 break
-            moved = example.with_case(_scaled_rewards(example.case, factor))
-            for low_engine, name in ((float32_engine, "float32"), (half_engine, "float16")):
-                try:
-                    low = prop.evaluate(low_engine, moved, regime).residual
-                except ObjectiveError:
-                    continue
-                if math.isfinite(low):
-                    floor = max(floor, ROUND_OFF_MARGIN * low * FLOAT64_FLOOR_SCALE[name])
+            floor = max(floor, predicted(example.with_case(_scaled_rewards(example.case, factor)), regime))
         if ev.residual <= floor:
             found = Floor(ev.residual, floor)
             key = (prop.name, regime)

@@ -35,6 +35,7 @@ __all__ = ["Float64Twin", "float64_twin", "float32_twin", "LOW_DTYPES", "dtype_n
 LOW_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _LOW = frozenset(LOW_DTYPES)
 _NAMES = {torch.float64: "float64", torch.float32: "float32", torch.bfloat16: "bf16", torch.float16: "float16"}
+_COARSENESS = ("", "float64", "float32", "float16", "bf16")  # an incomplete twin names the coarsest dtype that reached an op
 # ``Tensor.type`` strings of low-precision floating types
 _TYPE_STRINGS = {f"torch.{cuda}{kind}Tensor": dtype for cuda in ("", "cuda.")
                  for kind, dtype in (("Double", torch.float64), ("Float", torch.float32), ("Half", torch.float16),
@@ -83,14 +84,14 @@ class _Rewrite(TorchFunctionMode):
             if args and isinstance(args[0], torch.Tensor):
                 requested = _CASTS[func]
                 if requested != self.target:
-                    self.rewrote(requested)
+                    self.record.rewrote(requested)
                 return args[0].to(self.target)
         elif func in _CONVERSIONS and len(args) > 1:
             other = args[1]
             if isinstance(other, torch.Tensor):  # .to(other) / .type_as(other): other's dtype, rewritten
                 if self._floating(other.dtype):
                     if other.dtype != self.target:
-                        self.rewrote(other.dtype)
+                        self.record.rewrote(other.dtype)
                     return args[0].to(device=other.device, dtype=self.target)
             else:
                 args = (args[0], *(self._fix(a) for a in args[1:]))
@@ -103,9 +104,6 @@ class _Rewrite(TorchFunctionMode):
                         if getattr(x, "dtype", None) in _LOW:
                             self.record.reached(x.dtype, getattr(func, "__name__", str(func)))
         return func(*args, **(kwargs or {}))
-
-    def rewrote(self, dtype: torch.dtype) -> None:
-        self.record.rewrote(dtype)
 
 
 class Float64Twin:
@@ -134,8 +132,7 @@ class Float64Twin:
             self.rewritten.add(dtype_name(dtype))
 
     def reached(self, dtype: torch.dtype, op: str) -> None:
-        coarser = _coarseness(dtype) > _coarseness(_dtype_of(self.incomplete_precision))
-        if not self.incomplete or coarser:
+        if not self.incomplete or _COARSENESS.index(dtype_name(dtype)) > _COARSENESS.index(self.incomplete_precision):
             self.incomplete = f"a {dtype_name(dtype)} tensor reached {op} inside the float64 twin"
             self.incomplete_precision = dtype_name(dtype)
 
@@ -148,14 +145,6 @@ class Float64Twin:
         if self.target is not torch.float64 and isinstance(loss, torch.Tensor):
             loss = loss.to(torch.float64)
         return loss
-
-
-def _coarseness(dtype) -> int:
-    return {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}.get(dtype, 0)
-
-
-def _dtype_of(name: str):
-    return {v: k for k, v in _NAMES.items()}.get(name)
 
 
 def _cast_inputs(logprobs: torch.Tensor, rollout: Rollout, dtype: torch.dtype):

@@ -7,7 +7,8 @@ import torch
 
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.properties import PROPERTIES
-from exchange.checker.properties.residuals import cancellation, cancellation_mismatches, direction_spread
+from exchange.checker.properties.residuals import cancellation_mismatches, direction_spread, tied_groups
+from exchange.checker.properties.shared_cancellation import event_residuals, residual
 from exchange.checker.tolerances import RTOL_CANCEL, RTOL_DIRECTION, ZERO_COLUMN
 from exchange.core.events import events
 from exchange.core.vocabulary import PROPERTY_NAMES
@@ -22,10 +23,18 @@ def test_cancellation_residual_is_the_per_event_share_that_does_not_cancel():
     ev = events(r)
     kappa = torch.zeros_like(r.old_logprobs)
     kappa[0, 0], kappa[1, 0] = 0.5, -0.25  # shared event: K = 0.25 of mass 0.75
-    res = float(cancellation(kappa[None], ev, ev.shared)[0])
-    assert abs(res - 0.25 / 0.75) < 1e-9 and len(cancellation_mismatches(r, kappa, ev, ev.shared, RTOL_CANCEL)) == 1
+    tied = tied_groups(r.rewards[None], r)
+
+    def no_reference(rows):
+        raise AssertionError("no group is tied: the reference coefficients are never asked for")
+
+    def cancel(k):
+        return float(residual(event_residuals(k[None], r, ev, tied, no_reference))[0])
+
+    assert abs(cancel(kappa) - 0.25 / 0.75) < 1e-9
+    assert len(cancellation_mismatches(r, kappa, ev, ev.shared, RTOL_CANCEL)) == 1
     kappa[1, 0] = -0.5  # cancels exactly
-    assert float(cancellation(kappa[None], ev, ev.shared)[0]) == 0.0
+    assert cancel(kappa) == 0.0
     assert cancellation_mismatches(r, kappa, ev, ev.shared, RTOL_CANCEL) == []
 
 
