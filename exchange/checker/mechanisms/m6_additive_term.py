@@ -8,7 +8,7 @@ probe :func:`profile_probe`); on identical
 responses ``K_e`` is the same for every reward vector and assignment
 (:func:`reward_independent`); on a tied group the coefficients' zero crossing in the tied
 level varies over the events of a response, or sits away from the baseline reward the
-loss subtracts (:func:`tied_offsets`), or, where the level
+loss subtracts where no shaping moves it (:func:`tied_offsets`), or, where the level
 does not move them, the coefficients have an event profile (:func:`tied_profile`) or stay
 on copies of one response, whose every centred or shaped advantage is 0
 (:func:`kept_on_copies`).
@@ -26,7 +26,7 @@ from exchange.checker.properties.base import Evaluation, ProbeResult
 from exchange.checker.properties.residuals import second_rewards
 from exchange.checker.tolerances import FLOOR_MARGIN, ROUNDINGS, pattern_tol
 
-__all__ = ["varying_profile", "profile_probe", "reward_independent", "crossings", "tied_offsets", "tied_profile",
+__all__ = ["varying_profile", "profile_probe", "reward_independent", "crossings", "one_crossing", "tied_offsets", "tied_profile",
            "kept_on_copies"]
 
 
@@ -88,32 +88,48 @@ def _spread(x: torch.Tensor) -> float:
     return float(x.max() - x.min()) if x.numel() else 0.0
 
 
+def one_crossing(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: float) -> bool:
+    """Whether every tied coefficient the level moves (``m0 [G, P]``, ``change`` per unit
+    of level) crosses zero at one level, within the crossings' round-off slack
+    (:func:`crossings`); ``True`` where the level moves nothing."""
+    q, moving, slack = crossings(m0, change, floor, tol)
+    return not bool(moving.any()) or _spread(q[moving]) <= slack
+
+
 def tied_offsets(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: float, moved: str = "",
                  at_baseline: bool = False) -> list[Evidence]:
-    """M6 from a tied group whose coefficients ``m0 [G, P]`` (responses x shared events)
-    follow the tied level (``change`` per unit of level): with advantages ``lambda + c_i``
-    up to a factor, ``kappa = w_i (h_e (lambda + c_i) + m_e)``, so the zero crossing
-    ``c_i + m_e / h_e`` is free of ``w_i`` and varies over the events of a response only
-    through an additive term ``m_e``. One crossing for every response and event is an
-    offset of the advantages (uncentred advantages: M4), not an event term, unless the
-    level it is measured from is one where the advantage is 0 by definition.
+    """M6 from a tied group whose coefficients ``m0 [G, P]`` follow the tied level
+    (``change`` per unit of level): with advantages ``lambda + c_i`` up to a factor,
+    ``kappa = w_i (h_e (lambda + c_i) + m_e)``, so the zero crossing ``c_i + m_e / h_e``
+    is free of ``w_i`` and varies over the events of a response only through an additive
+    term ``m_e`` (a term that does not scale with the advantage). Coefficients with one
+    crossing on every event of a response are proportional to its advantage's slope
+    ``w_i h_e``: they scale with an advantage, offset or not (uncentred advantages: M4,
+    or a shaping: M7), not an event term, unless the level they are measured from is one
+    where the advantage is 0 by definition.
 
     ``at_baseline``: ``m0`` was taken with every reward equal to its response's baseline
-    reward (``Rollout.baseline_rewards``) and the loss subtracts them (its coefficients
-    there do not move when rewards and baseline rewards move together: ReMax's greedy
-    baseline, THEORY.md section 4, M4), so every advantage is 0 at ``m0`` by the
-    estimator's definition and (E) demands ``kappa = 0`` there (section 2). Where every
-    response and event crosses zero at one level (the responses' features shape nothing,
-    M7), a crossing away from the baseline is a term the same on every event that does
-    not scale with the advantage (a constant gradient: k1, an entropy bonus on the sampled
-    tokens), not an offset of the advantages. A loss that ignores the baseline rewards has
-    no level known to zero its advantage (negative-only advantages cross at the correct
-    reward) and is read by the spread alone."""
+    reward (``Rollout.baseline_rewards``), the loss subtracts them (its coefficients there
+    do not move when rewards and baseline rewards move together: ReMax's greedy baseline,
+    THEORY.md section 4, M4), and no response's advantage is shaped by its features (the
+    caller's reading: on every layout of the tied group, the responses the level moves
+    cross zero at one level, :func:`one_crossing`). Then every advantage is ``r - b``, 0
+    at ``m0`` by the estimator's definition, and (E) demands ``kappa = 0`` there
+    (section 2): a crossing away from the baseline is a term the same on every event that
+    does not scale with the advantage (a constant gradient: k1, an entropy bonus on the
+    sampled tokens), not an offset of the advantages. A shaping of the responses
+    (``A_i = r + s_i - b``) moves every crossing by ``-s_i`` and keeps the coefficients
+    still when rewards and baseline rewards move together, so the baseline is no zero of
+    its advantage: a common offset there is one more constant of ``s_i`` (it scales with
+    the slope, as ``s_i`` does; on a layout that keeps only responses of one shaping it
+    is all that shows). A loss that ignores the baseline rewards has no level known to
+    zero its advantage (negative-only advantages cross at the correct reward) and is read
+    by the spread alone."""
     q, moving, slack = crossings(m0, change, floor, tol)
     worst = max((_spread(q[i][moving[i]]) for i in range(q.shape[0])), default=0.0)
     out = above("M6", moved, "the tied coefficients' zero crossing in the level varies over one response's events",
                 worst, slack)
-    if out or not at_baseline or not bool(moving.any()) or _spread(q[moving]) > slack:
+    if out or not at_baseline or not one_crossing(m0, change, floor, tol):
         return out
     return above("M6", moved, "every tied coefficient crosses zero at one level away from the baseline reward "
                               "the loss subtracts (where its advantage is 0 by definition)",

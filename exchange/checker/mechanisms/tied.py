@@ -69,17 +69,22 @@ def _floor(engine, kappas: list[torch.Tensor], reference: float) -> float:
 
 def _tied_features(engine, probe) -> list:
     """M6 and M7 from :data:`_FEATURE_GROUP`'s shared-prefix coefficients ``[G, 3]``,
-    on-policy, the whole batch at each tied level (once without a length limit and once
-    with one that truncates two of the four responses). With every ratio 1 a response's
-    coefficient on shared event ``e`` is ``w_i (a_i + m_e)``. Coefficients that follow the
-    level (no centre of the group's own) are read by their zero crossings
+    on-policy, the whole batch at each tied level, on two layouts: once without a length
+    limit and once with one that truncates two of the four responses. With every ratio 1
+    a response's coefficient on shared event ``e`` is ``w_i (a_i + m_e)``. Coefficients
+    that follow the level (no centre of the group's own) are read by their zero crossings
     (:func:`~exchange.checker.mechanisms.m6_additive_term.tied_offsets`,
     :func:`~exchange.checker.mechanisms.m7_feature_shaping.tied_offsets`), measured from
     the baseline reward where the loss subtracts it (:data:`_AT_BASELINE` leaves its
-    coefficients where they were); the others by their directions and signs
+    coefficients where they were) and no layout shows a shaping of the responses the
+    level moves (their crossings differ,
+    :func:`~exchange.checker.mechanisms.m6_additive_term.one_crossing`: the baseline is
+    then no zero of their advantage, and a layout that drops the responses of the other
+    shapings would show one common crossing); the others by their directions and signs
     (``tied_profile``, ``tied_signs``)."""
     tol = pattern_tol(engine.precision)
     out: list = []
+    following: list = []  # (m0, change, floor, moved, at_baseline) of each layout the level moves
     others = tuple(g.responses for g in probe.case.groups[1:])
     for limit in (None, _FEATURE_LIMIT):
         case = replace(probe.case, off_policy=False, ratio=(), length_limit=limit)
@@ -93,11 +98,14 @@ def _tied_features(engine, probe) -> list:
             (f" (length limit {limit})" if limit else "")
         if float((m1 - m0).abs().max()) > floor:
             at_baseline = float((mb - m0).abs().max()) <= floor  # the loss subtracts the baseline rewards
-            out += m6_additive_term.tied_offsets(m0, m1 - m0, floor, tol, moved, at_baseline)
+            following.append((m0, m1 - m0, floor, moved, at_baseline))
             out += m7_feature_shaping.tied_offsets(m0, m1 - m0, floor, tol, moved)
         elif float(m0.abs().max()) > max(ZERO_COLUMN * float(ref[rows, :_PREFIX].abs().max()), floor):
             out += m6_additive_term.tied_profile(m0, tol, moved)
             out += m7_feature_shaping.tied_signs(m0, tol, moved)
+    unshaped = all(m6_additive_term.one_crossing(m0, change, floor, tol) for m0, change, floor, _, _ in following)
+    for m0, change, floor, moved, at_baseline in following:
+        out += m6_additive_term.tied_offsets(m0, change, floor, tol, moved, at_baseline and unshaped)
     return out
 
 

@@ -125,6 +125,22 @@ def test_tied_greedy_advantage_alone_or_shaped_is_no_event_term_at_the_baseline(
     assert m7_feature_shaping.tied_offsets(k0, d, 1e-9, TOL)[0].mechanism == "M7"
 
 
+def test_one_crossing_reads_a_shaping_of_the_responses_the_level_moves():
+    """The premise of the baseline reading: a length shaping gives each length its own
+    crossing (not one); a layout that keeps only responses of one length (the others
+    dropped after centring: coefficients 0, not moved by the level) shows one, as does a
+    constant term beside an unshaped advantage. tied.py reads the premise over every
+    layout, so the one common crossing of the truncated layout is no M6."""
+    k0, d = _tied(c=(-0.4, -0.5, -0.4, -0.6), m=(0.0, 0.0, 0.0))
+    assert not m6_additive_term.one_crossing(k0, d, 1e-9, TOL)
+    kept = T(1.0, 0.0, 1.0, 0.0)[:, None]  # lengths 5 and 6 truncated and dropped
+    assert m6_additive_term.one_crossing(k0 * kept, d * kept, 1e-9, TOL)
+    assert m6_additive_term.tied_offsets(k0 * kept, d * kept, 1e-9, TOL, at_baseline=True)  # the caller's premise
+    k0, d = _tied(c=(0.0,) * 4, m=(0.05, 0.05, 0.05))
+    assert m6_additive_term.one_crossing(k0, d, 1e-9, TOL)
+    assert m6_additive_term.one_crossing(k0 * 0.0, d * 0.0, 1e-9, TOL)  # nothing moves: nothing read
+
+
 def test_tied_coefficients_the_level_does_not_move():
     shaped = T(1.0, -1.0, 2.0, -2.0)[:, None] * T(1.0, 1.0, 1.0)[None]  # zero-sum shaped advantages
     assert m7_feature_shaping.tied_signs(shaped, TOL)[0].mechanism == "M7"

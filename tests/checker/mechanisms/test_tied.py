@@ -16,18 +16,22 @@ BETA = 0.05
 
 class Planted:
     """``engine(rollouts) -> [kappa [N, T]]`` from ``advantage(rollout) -> [N]``,
-    ``kappa = (A_i - term) / tokens`` on the response's tokens (a batch token count)."""
+    ``kappa = (A_i - term) / tokens`` on the response's tokens (a batch token count);
+    ``drop_truncated``: truncated responses dropped after the advantage (every one of
+    their coefficients 0, a mask after centring)."""
 
     precision = "float64"
     loss_fn = None
 
-    def __init__(self, advantage, term: float = 0.0) -> None:
-        self.advantage, self.term = advantage, term
+    def __init__(self, advantage, term: float = 0.0, drop_truncated: bool = False) -> None:
+        self.advantage, self.term, self.drop_truncated = advantage, term, drop_truncated
 
     def __call__(self, rollouts):
         out = []
         for r in rollouts:
             m = r.mask.to(torch.float64)
+            if self.drop_truncated and r.truncated is not None:
+                m = m * (~r.truncated).to(torch.float64)[:, None]
             out.append((self.advantage(r)[:, None] - self.term) * m / m.sum())
         return out
 
@@ -81,6 +85,28 @@ def test_greedy_baseline_alone_is_m4_with_exchangeability_kept():
 def test_greedy_baseline_with_a_shaping_is_m7_not_m6():
     names, _, found = _run(Planted(greedy_length_shaped))
     assert "M7" in names and "M6" not in names, found
+
+
+def test_greedy_baseline_with_a_shaping_and_truncated_responses_dropped_is_m7_not_m6():
+    """A length shaping and a mask after centring (issue 45, seed-2026 compositions #147,
+    #175): under a length limit only the two responses of length 4 stay, both shaped by
+    the same ``s``, so their coefficients ``w (r + s - b)`` cross zero at one level,
+    ``b - s``, away from the baseline, and do not move when rewards and baseline rewards
+    move together. The baseline is no zero of a shaped advantage (the layout without the
+    limit shows each length its own crossing): that crossing scales with the advantage's
+    slope and is no event term. With a constant term beside the shaping, on-policy its
+    ``-beta`` is one more constant of ``s`` (the derivation folds it into the advantages,
+    composition #144, #172, #205, #271)."""
+    for term in (0.0, BETA):
+        names, _, found = _run(Planted(greedy_length_shaped, term, drop_truncated=True))
+        assert "M7" in names and "M6" not in names, (term, found)
+
+
+def test_greedy_baseline_with_a_constant_term_and_truncated_responses_dropped_is_still_m6():
+    """Without a shaping every kept response crosses zero at ``b + beta`` on both layouts:
+    the advantage is 0 at the baseline by definition and the remainder is an event term."""
+    names, _, found = _run(Planted(greedy, BETA, drop_truncated=True))
+    assert names == {"M4", "M6"}, found
 
 
 def test_uncentred_advantages_that_ignore_the_baseline_have_no_known_zero():
