@@ -112,10 +112,6 @@ def any_groups(d: Draw, regime: str, first: tuple[str, ...] | None = None) -> La
     return Layout(Example(case), tuple(kinds), (False,) * len(groups))
 
 
-def layout(d: Draw, regime: str) -> Layout:
-    return any_groups(d, regime)
-
-
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     rollout = build(example.case)
     (kappa,) = engine([rollout])
@@ -154,7 +150,7 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
 PROPERTY = Property(
     name=NAME,
     tolerance=RTOL_CANCEL,
-    layout=layout,
+    layout=any_groups,
     evaluate=evaluate,
     evaluate_batch=evaluate_batch,
 )
