@@ -132,7 +132,7 @@ def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: li
         return loss, kappa, torch.tensor([e is not None for e in errors])
 
     flat = torch.tensor([[x for rw in cfg for x in rw] for cfg in rewards], dtype=_F64)
-    return prop.evaluate_batch(BatchInputs(lay, seeds, flat, batch_coefficients, precision))
+    return prop.evaluate_batch(BatchInputs(lay, seeds, flat, batch_coefficients, precision, loss_fn))
 
 
 # --------------------------------------------------------------------- run

@@ -89,8 +89,8 @@ def run(args) -> int:
                 {"mechanism": m, "regimes": r, "cause": line} for m, r, line in derived]}}
         code = max(code, _check_one(args, target))
         if derived and not args.json:
-            print("\nMechanisms the recipe's settings derive (THEORY.md section 4; M8 is the schedule's, which no "
-                  "loss check can see):")
+            print("\nMechanisms the recipe's settings derive (THEORY.md section 4; M8 is the schedule's, which the "
+                  "check above names only where the loss declares its step's rows):")
             for mechanism, regimes, line in derived:
                 print(f"  {mechanism} ({regimes}): {line}")
     return code

@@ -111,6 +111,7 @@ class BatchInputs:
     rewards: Tensor  # [K, N]
     coefficients: Callable[[Rollout, dict], tuple[Tensor, Tensor, Tensor]]
     precision: str = "float64"  # the loss's (Engine.precision)
+    loss_fn: object = None  # the loss, for what it declares (properties.update_rows); None: nothing
 
 
 @dataclass

@@ -1,12 +1,17 @@
 """Reordering the responses and relabelling the groups (non-contiguous, reordered ids)
 permutes the coefficients and changes nothing else (THEORY.md section 1: groups need
-not be contiguous)."""
+not be contiguous). A loss that computes one optimizer step holding part of the batch
+declares the step's rows (:mod:`~exchange.checker.properties.update_rows`): the reordering
+then maps the step's rows onto the step's rows and the rest onto the rest, so it
+compares the step with itself reordered (THEORY.md section 4: judge one optimizer step),
+not with another step."""
 
 from __future__ import annotations
 
 import random
 
 import torch
+from torch import Tensor
 
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.mechanisms.m3_response_normaliser import position_rescaling
@@ -16,6 +21,7 @@ from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluati
                                               configurations)
 from exchange.checker.properties.residuals import as_residual
 from exchange.checker.properties.shared_cancellation import any_groups
+from exchange.checker.properties.update_rows import update_rows
 from exchange.checker.tolerances import RTOL_EQUAL, TINY
 from exchange.core.coefficients import Engine
 from exchange.core.rollout import Rollout
@@ -29,10 +35,19 @@ def layout(d: Draw, regime: str) -> Layout:
     return Layout(Example(lay.example.case, perm_seed=d.integer(0, 2**16)), lay.kinds, lay.distinct)
 
 
-def _permutation(rollout: Rollout, seed: int) -> tuple[list[int], dict[int, int]]:
-    """The row order and the group relabelling of ``seed``."""
+def _permutation(rollout: Rollout, seed: int, update: Tensor | None = None) -> tuple[list[int], dict[int, int]]:
+    """The row order and the group relabelling of ``seed``; with the step's rows ``update
+    [N]``, the order shuffles the step's rows among themselves and the others among
+    themselves (without it, every row: one class, the same order as before)."""
     perm = list(range(rollout.n))
-    random.Random(seed).shuffle(perm)
+    if update is None:
+        random.Random(seed).shuffle(perm)
+    else:
+        for cls in (update.cpu().nonzero().flatten().tolist(), (~update.cpu()).nonzero().flatten().tolist()):
+            shuffled = cls[:]
+            random.Random(seed).shuffle(shuffled)
+            for at, row in zip(cls, shuffled):
+                perm[at] = row
     ids = sorted(set(rollout.group.tolist()))
     shuffled = ids[:]
     random.Random(seed + 1).shuffle(shuffled)
@@ -47,7 +62,7 @@ def _permuted(rollout: Rollout, perm: list[int], relabel: dict[int, int]) -> Rol
 
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     rollout = build(example.case)
-    perm, relabel = _permutation(rollout, example.perm_seed)
+    perm, relabel = _permutation(rollout, example.perm_seed, update_rows(engine.loss_fn, rollout))
     permuted = _permuted(rollout, perm, relabel)
     kappa, kappa_p = engine([rollout, permuted])
     diff = (kappa_p - kappa[perm]).abs().max()
@@ -61,7 +76,7 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
 def evaluate_batch(b: BatchInputs) -> BatchResult:
     rollout, fields = configurations(b.layout.example.case, b.seeds, b.rewards)
     _, kappa, failed = b.coefficients(rollout, fields)
-    perm, relabel = _permutation(rollout, b.layout.example.perm_seed)
+    perm, relabel = _permutation(rollout, b.layout.example.perm_seed, update_rows(b.loss_fn, rollout))
     permuted = _permuted(rollout, perm, relabel)
     _, kappa_p, failed_p = b.coefficients(permuted, {name: value[:, perm] for name, value in fields.items()})
     diff = (kappa_p - kappa[:, perm]).abs().flatten(1).amax(1)
@@ -77,7 +92,7 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     ev = evaluate(engine, Example(probe.case, perm_seed=PROBE_PERM_SEED), Regime.ON_POLICY)
     result.evaluations[NAME] = ev
     if ev.residual > RTOL_EQUAL and bool(torch.isfinite(ev.kappa).all()):
-        perm, _ = _permutation(ev.rollout, PROBE_PERM_SEED)
+        perm, _ = _permutation(ev.rollout, PROBE_PERM_SEED, update_rows(engine.loss_fn, ev.rollout))
         result.found = position_rescaling(ev.kappa[perm], ev.variant_kappa, ev.variant.mask, engine.precision,
                                           f"probe {probe.name}: {probe.description}")
     return result

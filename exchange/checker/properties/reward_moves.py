@@ -43,13 +43,18 @@ def reward_vectors(rewards: Tensor, rollout: Rollout) -> list[Tensor]:
     return [rewards, rewards + level, (first[None] + level).expand_as(rewards), (position[None] + level).expand_as(rewards)]
 
 
-def cyclic_shifts(rollout: Rollout) -> list[Tensor]:
+def cyclic_shifts(rollout: Rollout, update: Tensor | None = None) -> list[Tensor]:
     """Index permutations ``[N]``: for ``k`` in ``range(lcm of the group sizes)``, each
-    response takes the reward of the one ``k`` places later in its group."""
+    response takes the reward of the one ``k`` places later in its group. With the rows
+    of an optimizer step ``update [N]`` (:func:`~exchange.checker.properties.update_rows.update_rows`),
+    each group's rows in the step are shifted among themselves and the others stay: the
+    permutations of THEORY.md section 2's average, read on the step (its average is then
+    ``mean_S(w) sum_{i in S} A_i``, the step's (Z))."""
     _, dense = torch.unique(rollout.group_index.cpu(), return_inverse=True)
-    sizes = torch.bincount(dense)
-    period = math.lcm(*sizes.tolist())
-    rows = [torch.nonzero(dense == c).flatten() for c in range(len(sizes))]
+    if update is not None:  # a part of a group outside the step keeps its rewards: no class of its own
+        dense = torch.where(update.cpu(), dense, torch.full_like(dense, -1))
+    rows = [r for c in range(int(dense.max()) + 1) if (r := torch.nonzero(dense == c).flatten()).numel()]
+    period = math.lcm(*(len(r) for r in rows))
     out = []
     for k in range(period):
         perm = torch.arange(rollout.n)

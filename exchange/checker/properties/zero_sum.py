@@ -8,6 +8,11 @@ of the drawn rewards is averaged over the cyclic shifts of each group's rewards 
 ``mean_pi sum_i A_pi(i) w_i = mean(w) sum_i A_i`` vanishes exactly when the advantages are
 zero-sum (THEORY.md section 2). A remainder that is the same for every reward vector is
 an additive event term (M6), not a (Z) failure: (C) reads it from the same evaluation.
+A loss that computes one optimizer step holding part of the batch declares the step's rows
+(:mod:`~exchange.checker.properties.update_rows`); the shifts then move the rewards of each
+group's rows in the step among themselves, so the average reads the step's (Z),
+``mean_S(w) sum_{i in S} A_i`` (THEORY.md section 4: judge one optimizer step), and a break
+that the whole group's average does not show is the split's (M8).
 The probes: identical responses on two reward scales, and unequal lengths after a shared
 prefix (a length-weighted baseline is not zero-sum once lengths differ: M4).
 """
@@ -29,8 +34,9 @@ from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
 from exchange.checker.properties import shared_cancellation
-from exchange.checker.properties.residuals import cancellation, cancellation_mismatches
+from exchange.checker.properties.residuals import cancellation_mismatches, reference_rewards, tied_groups
 from exchange.checker.properties.reward_moves import cyclic_shifts, reward_dependent, reward_vectors
+from exchange.checker.properties.update_rows import splits_a_group, update_rows
 from exchange.checker.tolerances import RTOL_CANCEL, at_precision
 from exchange.core.coefficients import Engine
 from exchange.core.events import events
@@ -55,14 +61,20 @@ def _identical(case: Case) -> bool:
     return all(len(set(g.responses)) == 1 for g in case.groups)
 
 
-def _shift_average(kappa_of, rewards: Tensor, rollout: Rollout) -> Tensor:
-    """The coefficients averaged over the cyclic shifts of the rewards, ``[K, N, T]``."""
-    shifts = cyclic_shifts(rollout)
+def _shift_average(kappa_of, rewards: Tensor, rollout: Rollout, update: Tensor | None) -> Tensor:
+    """The coefficients averaged over the cyclic shifts of the rewards (within the step's
+    rows ``update [N]`` where the loss declares one), ``[K, N, T]``."""
+    shifts = cyclic_shifts(rollout, update)
     return sum(kappa_of(rewards[:, perm]) for perm in shifts) / len(shifts)
 
 
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     rollout = build(example.case)
+    return _evaluate(engine, rollout, update_rows(engine.loss_fn, rollout), _identical(example.case))
+
+
+def _evaluate(engine: Engine, rollout: Rollout, update: Tensor | None, identical: bool) -> Evaluation:
+    """(Z) on ``rollout``, read on the optimizer step ``update [N]`` (``None``: the batch)."""
     ev = events(rollout)
     rewards = rollout.rewards[None]
 
@@ -73,8 +85,8 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     variants = reward_vectors(rewards, rollout)
     raw = [kappa_of(r) for r in variants]
     res = reward_dependent(raw, ev, ev.shared)
-    if float(res[0]) > RTOL_CANCEL and _identical(example.case):  # identical responses, unequal weights
-        res = reward_dependent([_shift_average(kappa_of, r, rollout) for r in variants], ev, ev.shared, raw)
+    if float(res[0]) > RTOL_CANCEL and identical:  # identical responses, unequal weights
+        res = reward_dependent([_shift_average(kappa_of, r, rollout, update) for r in variants], ev, ev.shared, raw)
     kappa = raw[0][0]
     mism = cancellation_mismatches(rollout, kappa, ev, ev.shared, RTOL_CANCEL) if float(res[0]) > RTOL_CANCEL else []
     return Evaluation(float(res[0]), True, rollout, kappa, mism)
@@ -95,7 +107,12 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     # Shared events that cancel at the drawn rewards leave nothing to split into a
     # reward-dependent part and a remainder: only the others need the other reward vectors.
     first = kappa_of(b.rewards)
-    res = cancellation(first, ev, ev.shared)
+
+    def reference(rows: Tensor) -> Tensor:  # (C)'s magnitudes of a tied group (none in this layout's draws)
+        return kappa_of(reference_rewards(b.rewards[rows], rollout), {k: v[rows] for k, v in fields.items()})
+
+    res = shared_cancellation.residual(shared_cancellation.event_residuals(
+        first, rollout, ev, tied_groups(b.rewards, rollout), reference))
     todo = (res > RTOL_CANCEL).nonzero().flatten()
     if todo.numel():
         sub = {k: v[todo] for k, v in fields.items()}
@@ -105,7 +122,8 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
         again = (part > RTOL_CANCEL).nonzero().flatten()
         if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses
             sub2 = {k: v[again] for k, v in sub.items()}
-            averaged = [_shift_average(lambda r: kappa_of(r, sub2), v[again], rollout) for v in variants]
+            update = update_rows(b.loss_fn, rollout)
+            averaged = [_shift_average(lambda r: kappa_of(r, sub2), v[again], rollout, update) for v in variants]
             part = part.clone()
             part[again] = reward_dependent(averaged, ev, ev.shared, [k[again] for k in raw])
         res = res.clone()
@@ -121,18 +139,28 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     A (C) break that every reward vector and assignment shares is an additive event term:
     M6 (:func:`~exchange.checker.mechanisms.m6_additive_term.reward_independent`). The
     break is judged at the loss's precision: below it, (Z) holds and a (C) break left is
-    an additive term's."""
+    an additive term's. Where the loss declares an optimizer step that holds part of a
+    group (:mod:`~exchange.checker.properties.update_rows`), a break on identical
+    responses that the whole group's average does not show is the split's: M8."""
     result = ProbeResult(probe)
     # the reward vectors (Z) compares, as the probe chose them (never re-mapped: probes.KeptGroups)
-    ev = result.evaluations[NAME] = evaluate(getattr(engine, "unmapped", engine), Example(probe.case), Regime.ON_POLICY)
+    unmapped = getattr(engine, "unmapped", engine)
+    ev = result.evaluations[NAME] = evaluate(unmapped, Example(probe.case), Regime.ON_POLICY)
     rollout, kappa, identical = ev.rollout, ev.kappa, _identical(probe.case)
     if not bool(torch.isfinite(kappa).all()):
         return result
-    evs = events(rollout)
-    cancel = Evaluation(float(cancellation(kappa[None], evs, evs.shared)[0]), True, rollout, kappa,
-                        cancellation_mismatches(rollout, kappa, evs, evs.shared, RTOL_CANCEL))
+    evs, update = events(rollout), update_rows(engine.loss_fn, rollout)
+    cancel = shared_cancellation.judged(engine, rollout, kappa)
     moved, tol = f"probe {probe.name}: {probe.description}", at_precision(RTOL_CANCEL, engine.precision)
-    if ev.residual > tol:
+    if ev.residual > tol and identical and splits_a_group(rollout, update) \
+            and _evaluate(unmapped, rollout, None, identical).residual <= tol:
+        result.found = [Evidence(
+            "M8", moved, "the optimizer step the loss declares (exchange_update_rows) holds part of a group: the "
+            "reward-dependent part of K_e does not vanish over the step's rows, while over the whole group it does",
+            ev.residual, tol)]
+        ev.note = f"probe {probe.name}: {probe.description}; " + result.found[0].pattern
+        result.evaluations[shared_cancellation.NAME] = cancel
+    elif ev.residual > tol:
         if probe.signature is not None:
             result.found = probe.signature(engine, probe, ev)
             if not result.found:  # the pattern does not fit: left to the other probes and the fuzzer
@@ -150,7 +178,8 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
         # unequal weights of identical responses (a normaliser per micro-batch) move with
         # the assignment and are left to (E)/(P); a term the same up to the loss's own
         # round-off is no less an additive term
-        (shifted,) = engine([rollout.with_fields({"rewards": rollout.rewards[cyclic_shifts(rollout)[1]]})])
+        shifts = cyclic_shifts(rollout, update)  # one shift only where the step holds single rows
+        (shifted,) = engine([rollout.with_fields({"rewards": rollout.rewards[shifts[min(1, len(shifts) - 1)]]})])
         again = float(reward_dependent([kappa[None], shifted[None]], evs, evs.shared)[0])
         result.found = m6_additive_term.reward_independent(cancel.residual, again, tol, moved)
         if result.found:

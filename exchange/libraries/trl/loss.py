@@ -32,7 +32,9 @@ TRL's ``_compute_loss`` runs on the micro-batches of the first optimizer step wi
 their sum, the gradient TRL accumulates: every micro-batch when
 ``gradient_accumulation_steps`` is a multiple of ``steps_per_generation``, else the first
 ``gradient_accumulation_steps % steps_per_generation`` (a step that holds part of the
-generation batch: M8). Per-micro-batch normalisers (bnpo's token count, grpo's row count)
+generation batch: M8; the returned ``loss_fn`` then declares that step's rows as
+``exchange_update_rows``, :func:`update_rows`, and the checker reads (Z) and (P) on the
+step). Per-micro-batch normalisers (bnpo's token count, grpo's row count)
 and entropy quantiles are then TRL's.
 
 Group layout: TRL assumes each group is ``num_generations`` consecutive rows. Rows are
@@ -60,6 +62,7 @@ re-exported here.
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
@@ -75,7 +78,8 @@ from exchange.libraries.trl.options import LOSS_TYPES, PARAMS, defaults, grpo_co
 from exchange.libraries.trl.schedule import Schedule, micro_batches, schedule, schedule_of  # noqa: F401
 from exchange.libraries.versions import library_loss, parse_params, require  # noqa: F401
 
-__all__ = ["LOSS_TYPES", "PARAMS", "Schedule", "defaults", "expected", "loss_fn", "micro_batches", "schedule"]
+__all__ = ["LOSS_TYPES", "PARAMS", "Schedule", "defaults", "expected", "loss_fn", "micro_batches", "schedule",
+           "update_rows"]
 
 _EOS_OFFSET = 1  # the EOS id shown to TRL is max(token id) + 1, so it collides with nothing
 _PAD_ID = -1  # never compared with a real id: completion lists are unpadded
@@ -90,7 +94,22 @@ def loss_fn(loss_type: str, params: Mapping[str, Any] | None = None) -> Callable
     require("trl")
     target = f"trl:{loss_type}"
     options, config = grpo_config(target, loss_type, params)
-    return library_loss(target, options, _loss, config=config)
+    fn = library_loss(target, options, _loss, config=config)
+    plan = schedule(config)
+    if plan.splits_groups:  # the step holds part of the generation batch (M8): the checker judges that step
+        fn.exchange_update_rows = functools.partial(update_rows, plan)  # type: ignore[attr-defined]
+    return fn
+
+
+def update_rows(plan: Schedule, rollout: Rollout) -> Tensor:
+    """``[N]`` bool: the rows of ``rollout`` (one generation batch) in the optimizer step
+    the loss computes under ``plan`` (its first ``plan.judged`` micro-batches,
+    :func:`micro_batches`), the ``exchange_update_rows`` declaration the checker reads
+    (:mod:`exchange.checker.properties.update_rows`)."""
+    rows = torch.cat(micro_batches(rollout.n, plan, rollout.mask.device)[: plan.judged])
+    inside = torch.zeros(rollout.n, dtype=torch.bool, device=rollout.mask.device)
+    inside[rows[rows < rollout.n]] = True
+    return inside
 
 
 # ---------------------------------------------------------------------------- shell

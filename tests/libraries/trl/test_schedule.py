@@ -78,11 +78,34 @@ def test_ga_1_with_four_micro_batches_names_m8_with_the_fix(tmp_path, capsys):
     assert main(["check", "--trl-config", str(path), "--max-examples", "5", "--no-shrink",
                  "--regime", "on"]) == 1
     out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if x.strip().startswith("M8"))
+    report, derived = out.split("Mechanisms the recipe's settings derive")
+    assert "M8 (on-policy): split updates" in report  # the checker reads the declared step (exchange_update_rows)
+    line = next(x for x in derived.splitlines() if x.strip().startswith("M8"))
     assert "gradient_accumulation_steps=1 with steps_per_generation=4" in line
     assert "Fix: steps_per_generation equal to gradient_accumulation_steps" in line
     assert "(Z) and (C) fail per update" in line  # the facet's set, as verl's audit states it
     assert "one optimizer step: 1 of the generation batch's 4 micro-batches" in " ".join(out.split())  # the title
+
+
+def test_a_split_step_declares_the_rows_it_computes():
+    """The adapter's ``exchange_update_rows`` (what the checker reads the step on) is the set
+    of rows with a coefficient in the loss's step; absent where the step holds whole
+    generation batches."""
+    import torch
+
+    from exchange.checker.cases import Case, GroupConfig, build
+    from exchange.core.coefficients import token_coefficients
+    from exchange.libraries import resolve
+
+    r = build(Case(groups=(GroupConfig(((1, 2, 3), (1, 2), (1, 2, 4), (1, 5)), (1.0, 0.0, 0.5, 0.0)),
+                           GroupConfig(((2, 1), (2, 3, 3), (2, 1, 1), (2, 2)), (1.0, 0.0, 0.0, 1.0)))))
+    split = resolve("trl:dapo", {"gradient_accumulation_steps": "1", "steps_per_generation": "4"})
+    rows = split.exchange_update_rows(r)
+    kappa = token_coefficients(split, r.old_logprobs, r)
+    assert rows.dtype == torch.bool and int(rows.sum()) == 2  # one of four micro-batches of 8 rows
+    assert torch.equal(rows, (kappa != 0).any(1))
+    whole = resolve("trl:dapo", {"gradient_accumulation_steps": "4", "steps_per_generation": "4"})
+    assert not hasattr(whole, "exchange_update_rows")
 
 
 def test_the_names_follow_the_derivation(tmp_path):
@@ -137,18 +160,11 @@ def _train(tmp_path, path, **kwargs):
     return logged[SHARED_RESIDUAL], logged[SHARED_EVENTS], callback
 
 
-# The rows whose step holds part of its generation batch (M8): the checker is given the
-# whole generation batch (a bare loss check cannot see the schedule, THEORY.md section 4)
-# and reads a row outside the step as a zero weight, so its (Z) average over reward
-# permutations sums over every step and its (P) probe compares two different steps: it
-# reports (C), (P) where the step breaks (Z), (C) (vocabulary's M8.split_update). Strict:
-# once the checker judges the step's part of each group (a per-step (Z) and (P), proposed
-# to the checker's owners in issue 41), these rows pass and the mark must go.
-_CHECKER_SEES_THE_BATCH = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="M8: the checker judges the generation batch, not the step's part of each group")
-MATRIX = [pytest.param(name, ga, spg, id=f"{name}-ga{ga}-spg{spg}",
-                       marks=[_CHECKER_SEES_THE_BATCH] if ga % spg else [])
+# The rows whose step holds part of its generation batch (ga1-spg4, M8): the adapter's
+# loss_fn declares the step's rows (exchange_update_rows), so the checker reads (Z) and (P)
+# on that step and agrees with the derivation's (Z), (C) (vocabulary's M8.split_update);
+# tests/checker/test_update_rows.py plants the same reading on a plain loss.
+MATRIX = [pytest.param(name, ga, spg, id=f"{name}-ga{ga}-spg{spg}")
           for name in sorted(LOSS_TYPES) for ga, spg in SCHEDULES]
 
 
@@ -167,7 +183,7 @@ def test_checker_and_derivation_agree(tmp_path, name, ga, spg):
 
 
 @pytest.mark.slow  # a real training step per row (~15-20 s each on 2 cores)
-@pytest.mark.parametrize("name, ga, spg", [pytest.param(*p.values, id=p.id) for p in MATRIX])
+@pytest.mark.parametrize("name, ga, spg", MATRIX)
 def test_training_and_derivation_agree(tmp_path, name, ga, spg):
     path = _recipe(tmp_path, name, ga, spg)
     derived = _derived(path)["on_policy"]
