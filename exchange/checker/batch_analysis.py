@@ -64,16 +64,12 @@ def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK:
     n_groups, device = rollout.n_groups, kappa.device
     gidx = rollout.group_index
     rewards = rollout.rewards.to(torch.float64)
-    # the shared events of group g are its first p_g positions (its common prefix)
-    prefix = torch.zeros(n_groups, dtype=torch.long, device=device)
-    gK = torch.zeros(n_groups, dtype=kappa.dtype, device=device)
-    gmass = torch.zeros(n_groups, dtype=kappa.dtype, device=device)
+    # group g's shared events are the events core's definition marks shared (ev.shared):
+    # its common prefix, less the context columns of a mask with holes (tool tokens), which
+    # are no events (exchange.core.events)
+    owner = ev.group[shared_ids]
     gres = torch.zeros(n_groups, dtype=kappa.dtype, device=device)
     if len(shared_ids):
-        owner = ev.group[shared_ids]
-        prefix.scatter_reduce_(0, owner, ev.position[shared_ids] + 1, reduce="amax")
-        gK.index_add_(0, owner, sK.abs())
-        gmass.index_add_(0, owner, smass)
         gres.scatter_reduce_(0, owner, sres, reduce="amax")
     order = torch.argsort(gidx, stable=True)
     sizes = torch.bincount(gidx, minlength=n_groups).tolist()
@@ -83,8 +79,9 @@ def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK:
     for g, size in enumerate(sizes):
         rows = order[start : start + size]
         start += size
-        p = int(prefix[g])
-        direction, spread = _direction(kappa[rows, :p].T)  # [p, G]
+        mine = owner == g
+        parts = SharedResidual.of(sK[mine], smass[mine])  # its shared events, counted and summed once
+        direction, spread = _direction(kappa[rows][:, ev.position[shared_ids[mine]]].T)  # [S_g, G]
         centred = rewards[rows] - rewards[rows].mean()
         lean = float(direction @ centred)
         if lean < 0 or (lean == 0 and float(direction.sum()) < 0):
@@ -92,12 +89,12 @@ def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK:
         out.append(GroupWeights(
             group=int(group_ids[int(rows[0])]),
             rows=tuple(rows.tolist()),
-            shared_events=p,
+            shared_events=parts.events,
             weights=tuple(direction.tolist()),
             spread=spread,
             zero_sum=zero_sum_share(direction),
             residual=float(gres[g]),
-            shared_residual=SharedResidual(abs_K=float(gK[g]), mass=float(gmass[g]), events=p).value,
+            shared_residual=parts.value,
             rewards=tuple(rewards[rows].tolist()),
             lengths=tuple(rollout.lengths[rows].tolist()),
         ))

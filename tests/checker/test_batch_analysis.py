@@ -207,3 +207,21 @@ def test_bad_batch_file(tmp_path):
     out = subprocess.run([sys.executable, "-m", "exchange", "inspect", str(tmp_path / "b.pt"), "grpo"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "missing field" in out.stderr
+
+
+def test_a_multi_turn_group_counts_its_shared_events_not_its_prefix_columns():
+    """A mask with holes (tool tokens, issue 41): the planted batch's group 0 has a common
+    prefix of 5 columns, two of them tool output, which are no events: 3 shared events
+    (core's definition, ``events(rollout).shared``), and its weight vector reads those 3."""
+    from tests.core.multi_turn import multi_turn_batch
+
+    r = multi_turn_batch()
+    found = inspect(get("dr_grpo").bind(), r)
+    owner = events(r).group[found.shared_ids]
+    assert [g.shared_events for g in found.groups] == [3, 2]
+    assert [g.shared_events for g in found.groups] == [int((owner == k).sum()) for k in range(2)]
+    assert sum(g.shared_events for g in found.groups) == found.n_shared == found.shared.events
+    for g in found.groups:
+        sel = owner == r.group_index[g.rows[0]]
+        assert g.shared_residual == SharedResidual.of(found.shared_K[sel], found.shared_mass[sel]).value
+        assert g.spread < 1e-12  # dr_grpo: one common vector over the policy's columns
