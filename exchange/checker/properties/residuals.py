@@ -13,7 +13,7 @@ from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, SECOND_REWARDS
 from exchange.core.events import Events, event_residuals_of
 from exchange.core.rollout import Rollout
 
-__all__ = ["as_residual", "cancellation", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
+__all__ = ["as_residual", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
            "fmt", "reference_rewards", "with_reference_rewards", "second_rewards"]
 
 
@@ -77,15 +77,6 @@ def second_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:
 def with_reference_rewards(rollout: Rollout) -> Rollout:
     """``rollout`` at :func:`reference_rewards` (every group mixed)."""
     return rollout.with_fields({"rewards": reference_rewards(rollout.rewards[None], rollout)[0]})
-
-
-def cancellation(kappa: Tensor, ev: Events, which: Tensor, reference: Tensor | None = None) -> Tensor:
-    """Max over the events in ``which [E]`` of the per-event cancellation residual, ``[K]``
-    for ``kappa [K, N, T]`` (0 when ``which`` is empty); ``reference``: see :func:`per_event`."""
-    if not bool(which.any()):
-        return torch.zeros(kappa.shape[0], dtype=kappa.dtype, device=kappa.device)
-    _, _, res = per_event(kappa, ev, reference)
-    return torch.where(which[None], res, torch.zeros_like(res)).amax(1)
 
 
 def cancellation_mismatches(rollout: Rollout, kappa: Tensor, ev: Events, which: Tensor, rtol: float) -> list[str]:
