@@ -29,8 +29,8 @@ from exchange.lab.predictions import RunData, read_run
 from exchange.lab.runlog import RunLock, atomic_write_text
 from exchange.lab.trainer import train_run, warm_started_policy
 
-__all__ = ["check_pilot", "freeze_runs", "pilot_runs", "pilot_then_test", "run_dir", "run_experiment", "run_pilot",
-           "write_experiment_json"]
+__all__ = ["check_pilot", "freeze_runs", "pilot_runs", "pilot_then_test", "rollout_sources", "run_dir", "run_experiment",
+           "run_pilot", "write_experiment_json"]
 
 
 def run_dir(out_root: str | Path, run: RunConfig) -> Path:
@@ -61,8 +61,9 @@ def _one(args: tuple[RunConfig, str, bool, str | None]) -> str:
                          rollouts_from=source))
 
 
-def _rollout_sources(runs: list[RunConfig], out_root) -> list[str | None]:
-    """Per run, the baseline run directory it replays (``[train] common_rollouts``), else None."""
+def rollout_sources(runs: list[RunConfig], out_root) -> list[str | None]:
+    """Per run, the baseline run directory it replays (``[train] common_rollouts``), else None.
+    Both engines call it (this module's CPU harness and exchange.lab.llm_run)."""
     base = {(r.experiment, r.seed): run_dir(out_root, r) for r in runs if r.arm.role == "baseline"}
     out = []
     for r in runs:
@@ -194,7 +195,7 @@ def freeze_runs(cfg: ExperimentConfig, runs: list[RunConfig], out_root) -> Froze
 
 
 def _train_all(runs: list[RunConfig], out_root, jobs: int, progress: bool) -> None:
-    work = [(run, str(out_root), progress, src) for run, src in zip(runs, _rollout_sources(runs, out_root))]
+    work = [(run, str(out_root), progress, src) for run, src in zip(runs, rollout_sources(runs, out_root))]
     # common rollouts: every baseline first (it samples and stores them), then the arms that replay them
     phases = [[w for w in work if w[3] is None], [w for w in work if w[3] is not None]]
     if jobs <= 1:

@@ -56,8 +56,9 @@ from exchange.lab.runlog import (
 )
 from exchange.core.events import events
 from exchange.lab.drift import probe_scalars
-from exchange.lab.experiment import pilot_then_test, run_dir, write_experiment_json
+from exchange.lab.experiment import pilot_then_test, rollout_sources, run_dir, write_experiment_json
 from exchange.lab.grpo_fields import grpo_defaults, train_as_run
+from exchange.lab.llm_replay import ReplayIdentity, record_completions, replay_completions
 from exchange.lab.llm_step import RolloutStep
 from exchange.lab.klstep import control_contexts
 from exchange.lab.instruments import (
@@ -69,7 +70,9 @@ from exchange.lab.llm import (
 )
 from exchange.lab.sft import sft_warm_start
 from exchange.lab.tasks import STYLE
-from exchange.lab.trainer import certificate, evaluate, fixed_eval_set, initial_metrics, measure_minibatch
+from exchange.lab.trainer import (
+    certificate, evaluate, fixed_eval_set, initial_metrics, measure_minibatch, rollout_hash,
+)
 
 __all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm",
            "run_fingerprint"]
@@ -183,6 +186,7 @@ def _trainer_class():
             self.exchange_measure_update_norm = measure_update_norm
             self.exchange_instruments = instruments
             self.exchange_step_metrics: dict[str, list] = {}
+            self.exchange_rollout_hashes: list[int] = []
             self.exchange_kl_pending: list = []
             super().__init__(*a, **k)
 
@@ -222,6 +226,7 @@ def _trainer_class():
             metrics[mk.COV_REWARD_INV_LEN] = reward_length_covariance(mb)
             spread = mb.group_max(mb.rewards) > mb.group_min(mb.rewards)  # [n], per row of each group
             metrics[mk.ZERO_SPREAD_GROUPS] = 1.0 - float(spread.double().mean())
+            self.exchange_rollout_hashes.append(rollout_hash(mb))  # the data, before any objective
             if step is not None:
                 step.micro_batch(contact.micro_step(self), inputs, control_contexts(mb), g_shared if attribute else None,
                                  g_total if attribute else None)
@@ -250,6 +255,9 @@ def _trainer_class():
             row: dict[str, Any] = {}
             if self.exchange_rollout_step is not None:
                 row.update(self.exchange_rollout_step.end_step(contact.micro_step(self)))
+            if self.exchange_rollout_hashes:  # the step's micro-batches, in order (the CPU harness: its rollout)
+                joined = hashlib.sha256(json.dumps(self.exchange_rollout_hashes).encode()).hexdigest()
+                row[mk.ROLLOUT_HASH] = int(joined[:13], 16)  # 52 bits: exact in a JSON float
             for key, values in self.exchange_step_metrics.items():
                 vals = [v for v in values if v is not None]
                 row[key] = sum(vals) / len(vals) if vals else None
@@ -269,7 +277,7 @@ def _trainer_class():
                 # the KL-normalised step acts per rollout: the trust-region KL is the rollout's (as in the
                 # CPU harness, where one step is one rollout), logged at its last step
                 row[mk.KL_CONTROL] = row.get(mk.KL_ROLLOUT_CONTROL)
-            self.exchange_step_metrics, self.exchange_kl_pending = {}, []
+            self.exchange_step_metrics, self.exchange_kl_pending, self.exchange_rollout_hashes = {}, [], []
             return row
 
     return InstrumentedGRPOTrainer
@@ -421,12 +429,15 @@ def run_fingerprint(run: RunConfig, args, **spec: Any) -> str:
 
 
 def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, model_config: str | None = None,
-            data: str | None = None, device: str = "cpu", deadline: float | None = None) -> Path:
+            data: str | None = None, device: str = "cpu", deadline: float | None = None,
+            replay_from: str | Path | None = None) -> Path:
     """Train one (arm, seed) into ``exp_dir/<arm>/seed<k>``; resumes from the newest TRL
     checkpoint there (a finished run with fewer steps than ``args.max_steps`` is
     extended). ``args`` is the parsed GRPOConfig; ``data`` selects the text mode.
     ``deadline`` (``time.time()``): stop after the step that passes it, with a checkpoint
-    and without ``done.json``."""
+    and without ``done.json``. With ``[train] common_rollouts`` the baseline records its
+    completions and every other arm replays them from ``replay_from``, the baseline's run
+    directory of this seed (:mod:`exchange.lab.llm_replay`)."""
     from datasets import Dataset
 
     out = exp_dir / run.arm.name / f"seed{run.seed}"
@@ -466,6 +477,16 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
                       kl_target=run.train.kl_target if setup.instruments else 0.0,
                       probes=setup.probes if run.train.attribute and setup.instruments else None)
         callback.trainer = trainer
+        if run.train.common_rollouts:  # after construction: the model TRL generates with, and its step counter
+            policy, identity = trainer.accelerator.unwrap_model(trainer.model), ReplayIdentity(run.experiment, run.seed)
+            if run.arm.role == "baseline":
+                record_completions(policy, out, identity, lambda: trainer.state.global_step)
+            elif replay_from is None:
+                raise InvalidArgument(f"[train] common_rollouts=true: arm {run.arm.name!r} (role {run.arm.role}) "
+                                      "replays the baseline's completions; pass replay_from=<the baseline's run "
+                                      "directory of this seed>.")
+            else:
+                replay_completions(policy, replay_from, identity, lambda: trainer.state.global_step)
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
         # a run stopped by the time budget keeps its checkpoint and no done.json: it resumes
         if trainer.accelerator.is_main_process and trainer.state.global_step >= args.max_steps:
@@ -547,13 +568,19 @@ def _train_runs(runs: list[RunConfig], args, out_root: str | Path, kw: dict[str,
     """Train each run into its :func:`~exchange.lab.experiment.run_dir` within the time
     budget; returns whether any run trained (every call trains at least one step of one run)."""
     deadline = kw["deadline"]
-    for run in runs:
+    # common rollouts: every baseline first (it samples and records), then the arms that replay it
+    work = sorted(zip(runs, rollout_sources(runs, out_root)), key=lambda rs: rs[1] is not None)
+    for run, source in work:
         finished = (run_dir(out_root, run) / "done.json").exists()
         if deadline is not None and time.time() >= deadline and trained and not finished:
             print(f"[run_llm] time budget spent: arm={run.arm.name} seed={run.seed} waits for the next call", flush=True)
             continue
+        if source is not None and not finished and not (Path(source) / "done.json").exists():
+            print(f"[run_llm] arm={run.arm.name} seed={run.seed} replays the baseline's completions, which has not "
+                  "finished: it waits for the next call", flush=True)
+            continue
         print(f"[run_llm] {run.experiment} arm={run.arm.name} objective={run.arm.objective} seed={run.seed}", flush=True)
-        run_arm(run, args, Path(out_root) / run.experiment, **kw)
+        run_arm(run, args, Path(out_root) / run.experiment, replay_from=source, **kw)
         trained = trained or not finished
     return trained
 
@@ -564,10 +591,16 @@ def _check_rollout_options(cfg: ExperimentConfig, args, text: bool) -> None:
     tc = cfg.train
     on = {k: v for k, v in (("kl_target", tc.kl_target), ("attribute", tc.attribute),
                             ("pilot_seeds", list(cfg.pilot_seeds))) if v}
-    if tc.common_rollouts:
+    if tc.common_rollouts and text:
         raise InvalidArgument(
-            f"{cfg.name}: [train] common_rollouts=true: the TRL engine samples each arm's rollouts itself; common "
-            "rollouts run in the CPU harness only (exchange experiment run). Set it to false for run_llm.")
+            f"{cfg.name}: [train] common_rollouts=true with data= (text mode): the report checks common rollouts by "
+            "the synthetic task's per-step rollout hashes, which text mode does not measure; drop --data or set "
+            "common_rollouts = false.")
+    if tc.common_rollouts and args.world_size > 1:
+        raise InvalidArgument(
+            f"{cfg.name}: [train] common_rollouts=true with world_size={args.world_size}: each process would record "
+            "and replay its own slice of the baseline's completions (exchange.lab.llm_replay); run each seed as one "
+            "process (several seeds in parallel on one GPU), or set common_rollouts = false.")
     if not on:
         return
     if text:

@@ -444,7 +444,6 @@ def test_kl_step_attribution_and_pilot_run_unchanged_through_trl(tmp_path, llm_s
 
 
 @pytest.mark.parametrize("edit, extra, match", [
-    (("[train]", "[train]\ncommon_rollouts = true"), [], "common_rollouts=true: the TRL engine samples"),
     (("[train]", "[train]\nkl_target = 0.001\nepochs = 2"), ["--save_steps", "3"],
      "save_steps=3 is not a multiple of the 2 optimizer steps"),
 ])
