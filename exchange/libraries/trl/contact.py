@@ -286,7 +286,63 @@ def score(t, completion_ids: list[list[int]], rewards: torch.Tensor, old_logprob
     reward scoring replaced: ``completion_ids`` (unpadded) and ``rewards [n, 1]``; with
     vLLM (``t.use_vllm``), ``sampling_logprobs`` (unpadded, as vLLM reports them) and
     the behaviour log-probs ``old_logprobs [n, >= max length]`` that TRL's importance
-    sampling ratio compares them with."""
+    sampling ratio compares them with.
+
+    Memoised (:class:`_Scores`): the same inputs under the same arithmetic give TRL's
+    same output, so it is computed once (the checker scores one rollout many times)."""
+    key = _SCORES.key(t, completion_ids, rewards, old_logprobs, sampling_logprobs)
+    found = _SCORES.get(key, t.args)
+    if found is None:
+        found = _SCORES.put(key, t.args, _score(t, completion_ids, rewards, old_logprobs, sampling_logprobs))
+    return dict(found)  # a new dict: a caller may add keys; the tensors are only read
+
+
+class _Scores:
+    """TRL's scoring outputs, least recently used first, at most ``size`` of them.
+
+    A key holds everything ``_generate_and_score_completions`` reads on the shell: the
+    config (by identity; the entry keeps it alive so the id is never reused), the group
+    size, the EOS and pad ids, the completions, the rewards, the behaviour and sampler
+    log-probs, and the arithmetic it runs in: the dtypes a float32 and a float64 request
+    and a default tensor get here. The checker's float64 and float32 twins rewrite those
+    (:mod:`exchange.checker.twin`), so the loss and each twin keep their own entries."""
+
+    def __init__(self, size: int) -> None:
+        from collections import OrderedDict
+
+        self.size = size
+        self.entries: OrderedDict = OrderedDict()
+
+    @staticmethod
+    def key(t, completion_ids, rewards, old_logprobs, sampling_logprobs) -> tuple:
+        def exact(x):  # a tensor by value: dtype, shape and bytes
+            return None if x is None else (x.dtype, tuple(x.shape), x.detach().cpu().numpy().tobytes())
+
+        here = torch.empty(())  # the default dtype and device
+        arithmetic = (torch.empty((), dtype=torch.float32).dtype, torch.empty((), dtype=torch.float64).dtype,
+                      here.dtype, here.device)
+        return (id(t.args), t.num_generations, tuple(t.eos_token_ids), t._tokenizer.pad_token_id,
+                tuple(map(tuple, completion_ids)), exact(rewards), exact(old_logprobs),
+                None if sampling_logprobs is None else tuple(map(tuple, sampling_logprobs)), arithmetic)
+
+    def get(self, key, args):
+        entry = self.entries.get(key)
+        if entry is None or entry[0] is not args:
+            return None
+        self.entries.move_to_end(key)
+        return entry[1]
+
+    def put(self, key, args, out: dict) -> dict:
+        self.entries[key] = (args, out)
+        if len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+        return out
+
+
+_SCORES = _Scores(4096)
+
+
+def _score(t, completion_ids, rewards, old_logprobs, sampling_logprobs) -> dict:
     t.beta = 0.0  # scoring would run the reference model; the advantages do not depend on it
 
     def generate(prompts):

@@ -101,3 +101,36 @@ def test_a_missing_contact_is_named(monkeypatch):
     with pytest.raises(LibraryError, match="GRPOTrainer._no_such_method is gone; GRPOTrainer no longer sets "
                                            "self._no_such_attribute"):
         contact.require_contacts()
+
+
+def test_scoring_is_memoised_per_inputs_and_arithmetic(monkeypatch):
+    """``score`` runs TRL's ``_generate_and_score_completions`` once per inputs and
+    arithmetic: the same completions and rewards again are a hit with TRL's same output;
+    other rewards, another config or the float64 twin's dtype rewriting (its own
+    arithmetic) run TRL again."""
+    import torch
+
+    from exchange.checker.twin import float64_twin
+    from exchange.libraries.trl import contact
+    from exchange.libraries.trl.options import grpo_config
+
+    monkeypatch.setattr(contact, "_SCORES", contact._Scores(8))
+    runs = []
+    original = contact._score
+    monkeypatch.setattr(contact, "_score", lambda *a: runs.append(1) or original(*a))
+    _, config = grpo_config("trl:grpo", "grpo", None)
+    _, other = grpo_config("trl:grpo", "grpo", None)
+    ids, rewards = [[1, 2, 9], [1, 3], [2, 9]], torch.tensor([[1.0], [0.0], [0.5]], dtype=torch.float64)
+
+    def scored(cfg=config, r=rewards):
+        return contact.score(contact.shell(cfg, 3, 9, -1), ids, r)
+
+    first = scored()
+    again = scored()
+    assert len(runs) == 1 and again is not first and again.keys() == first.keys()
+    assert torch.equal(again["advantages"], first["advantages"])
+    scored(r=rewards.flip(0))
+    scored(cfg=other)
+    assert len(runs) == 3
+    float64_twin(lambda lp, rollout: scored())(None, None)  # the twin's arithmetic: its own entry
+    assert len(runs) == 4
