@@ -134,7 +134,7 @@ def recipe_targets(path: str) -> list:
         return [Target(f"{lib_target} (from {path}{present})", loss_of_config(config), source="trl")]
     from exchange.lab.config import load_experiment
     from exchange.libraries.trl.settings import config_params, refused_settings
-    from exchange.libraries.trl.trainer import resolve_objective
+    from exchange.libraries.trl.objective import resolve_objective
 
     experiment = Path(str(data["experiment"]))
     if not experiment.is_file() and (Path(path).parent / experiment).is_file():
