@@ -60,8 +60,8 @@ __all__ = [
 ]
 
 # The modules the Coq terms use (a change elsewhere, LengthNorm.v, Real.v or the
-# witnesses, cannot change the link's outcome).
-LINK_MODULES = ("Sums", "Cancellation", "Clipping", "Restoration")
+# witnesses, cannot change the link's outcome); Uncurry because Sums exports it.
+LINK_MODULES = ("Uncurry", "Sums", "Cancellation", "Clipping", "Restoration")
 
 # float64 autograd against exact rationals: the coefficients are a few flops deep, so
 # 1e-9 of the group's largest coefficient is far above round-off (~1e-15) and far below

@@ -10,21 +10,7 @@
 From Coq Require Import Reals Lra Lia.
 Open Scope R_scope.
 
-(** A theorem states its hypotheses as one conjunction, [forall x, H x -> C x], as the
-    reviewed record does ([proofs/spec/Spec.v]); [uncurried] turns such a goal into the
-    curried [forall x, H1 -> H2 -> ... -> C x] its proof is written for. *)
-Ltac uncurried :=
-  lazymatch goal with
-  | |- ?P /\ ?Q -> ?C =>
-      refine ((fun (f : P -> Q -> C) (h : P /\ Q) => f (proj1 h) (proj2 h)) _);
-      let x := fresh "H" in intro x; uncurried_rest; revert x
-  | |- forall x : _, _ => let y := fresh x in intro y; uncurried; revert y
-  end
-with uncurried_rest :=
-  lazymatch goal with
-  | |- _ /\ _ -> _ => uncurried
-  | |- _ => idtac
-  end.
+From Exchange Require Import Uncurry.
 
 Fixpoint Rsum (n : nat) (f : nat -> R) : R :=
   match n with O => 0 | S k => Rsum k f + f k end.

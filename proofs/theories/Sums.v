@@ -8,21 +8,9 @@
 From Coq Require Import QArith Lqa Qfield Lia.
 Open Scope Q_scope.
 
-(** A theorem states its hypotheses as one conjunction, [forall x, H x -> C x], as the
-    reviewed record does ([proofs/spec/Spec.v]); [uncurried] turns such a goal into the
-    curried [forall x, H1 -> H2 -> ... -> C x] its proof is written for. *)
-Ltac uncurried :=
-  lazymatch goal with
-  | |- ?P /\ ?Q -> ?C =>
-      refine ((fun (f : P -> Q -> C) (h : P /\ Q) => f (proj1 h) (proj2 h)) _);
-      let x := fresh "H" in intro x; uncurried_rest; revert x
-  | |- forall x : _, _ => let y := fresh x in intro y; uncurried; revert y
-  end
-with uncurried_rest :=
-  lazymatch goal with
-  | |- _ /\ _ -> _ => uncurried
-  | |- _ => idtac
-  end.
+(** [uncurried] (hypotheses as one conjunction, as the record states them), for every
+    module that imports this one. *)
+From Exchange Require Export Uncurry.
 
 (** [sum n f = f 0 + ... + f (n-1)]. *)
 Fixpoint sum (n : nat) (f : nat -> Q) : Q :=
