@@ -14,6 +14,9 @@ standard library of the coqc in use. ``_CoqProject`` may bind no root at or unde
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import subprocess
 import tempfile
@@ -61,13 +64,51 @@ def coq_where(coqc: str) -> str:
     return proc.stdout.strip()
 
 
-def _run(coqc: str, flags: list[str], lines: list[str]) -> str:
+def _run(coqc: str, flags: list[str], lines: list[str], build=None, cache: bool = False) -> str:
+    """coqc's output for a file of ``lines`` loading ``build``'s modules. With ``cache``
+    (never under ``CI=true``) the output is kept in ``<proofs>/.cache/locate-<key>.json``
+    under a hash of coqc's identity, the flags and lines (the build's folder left out:
+    each copy of the tree has its own) and the bytes of every ``.vo`` of the build, so
+    the same question over the same compiled files is answered once (the coqchk summary's
+    ``Locate Library`` asks what Print Assumptions' origins asked, over the same build)."""
+    path, root = None, str(build.root) if build is not None else ""
+    if cache and build is not None and not _in_ci():
+        from exchange.theory.cache import coqc_identity
+
+        ident = coqc_identity(coqc)
+        if ident is not None:
+            h = hashlib.sha256(json.dumps([ident, [f.replace(root, "<build>") for f in flags],
+                                           [ln.replace(root, "<build>") for ln in lines]]).encode())
+            for vo in sorted(Path(root).rglob("*.vo")):
+                h.update(vo.relative_to(root).as_posix().encode() + b"\0")
+                h.update(hashlib.sha256(vo.read_bytes()).digest())
+            path = Path(root).parent.parent / ".cache" / f"locate-{h.hexdigest()}.json"
+            try:
+                return json.loads(path.read_text())["output"].replace("<build>", root)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                pass
     with tempfile.TemporaryDirectory() as tmp:
         v = Path(tmp) / "ExchangeLocate.v"
         v.write_text("\n".join(lines) + "\n")
         proc = subprocess.run([coqc, "-q", *flags, str(v)], capture_output=True, text=True,
                               cwd=tmp, timeout=600, check=False)
-    return proc.stdout + ("\n" + proc.stderr if proc.returncode else "")
+    out = proc.stdout + ("\n" + proc.stderr if proc.returncode else "")
+    if path is not None and proc.returncode == 0:
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "w") as handle:
+                json.dump({"output": out.replace(root, "<build>")}, handle)
+            os.replace(tmp_name, path)
+        except OSError:
+            pass  # a read-only tree: asked again next time
+    return out
+
+
+def _in_ci() -> bool:
+    from exchange.theory.build import in_ci
+
+    return in_ci()
 
 
 def _blocks(text: str) -> dict[str, list[str]]:
@@ -101,23 +142,30 @@ def _candidates(full: str, roots: list[tuple[str, Path]]) -> list[str]:
     return out
 
 
-def library_files(coqc: str, flags: list[str], modules: list[str], fulls: set[str],
-                  where: str) -> dict[str, Origin]:
-    """full name -> the .vo its library was loaded from, in a file loading ``modules``."""
+def _roots(flags: list[str], where: str) -> list[tuple[str, Path]]:
     roots = [("Coq", Path(where) / "theories"), ("", Path(where) / "user-contrib")]
-    roots += [(flags[i + 2], Path(flags[i + 1])) for i in range(0, len(flags) - 2, 3)]
-    libs = {full: _candidates(full, roots) for full in fulls}
-    wanted = sorted({c for cands in libs.values() for c in cands})
-    lines = [f"Require {m}." for m in modules]
+    return roots + [(flags[i + 2], Path(flags[i + 1])) for i in range(0, len(flags) - 2, 3)]
+
+
+def _locate_libraries(wanted: list[str]) -> list[str]:
+    lines = []
     for i, lib in enumerate(wanted):
         lines += [_mark(f"lib{i}"), f"Locate Library {lib}."]
-    blocks = _blocks(_run(coqc, flags, lines)) if wanted else {}
+    return lines
+
+
+def _loaded(blocks: dict[str, list[str]], wanted: list[str]) -> dict[str, str]:
+    """library -> the .vo it was loaded from, for every library of ``wanted`` loaded."""
     loaded = {}
     for i, lib in enumerate(wanted):
         text = " ".join(" ".join(blocks.get(f"lib{i}", [])).split())
         m = re.search(r"has been loaded from file (\S+\.vo)", text)
         if m:
             loaded[lib] = m.group(1)
+    return loaded
+
+
+def _origins(libs: dict[str, list[str]], loaded: dict[str, str]) -> dict[str, Origin]:
     out = {}
     for full, cands in libs.items():
         hit = next((c for c in cands if c in loaded), None)
@@ -126,15 +174,36 @@ def library_files(coqc: str, flags: list[str], modules: list[str], fulls: set[st
     return out
 
 
-def axiom_origins(coqc: str, build, printed: set[str]) -> dict[str, Origin]:
-    """printed axiom name (as Print Assumptions shows it) -> its full name and file."""
+def library_files(coqc: str, flags: list[str], modules: list[str], fulls: set[str],
+                  where: str, build=None, cache: bool = False) -> dict[str, Origin]:
+    """full name -> the .vo its library was loaded from, in a file loading ``modules``
+    (``build``, ``cache``: see ``_run``)."""
+    roots = _roots(flags, where)
+    libs = {full: _candidates(full, roots) for full in fulls}
+    wanted = sorted({c for cands in libs.values() for c in cands})
+    lines = [f"Require {m}." for m in modules] + _locate_libraries(wanted)
+    blocks = _blocks(_run(coqc, flags, lines, build, cache)) if wanted else {}
+    return _origins(libs, _loaded(blocks, wanted))
+
+
+def axiom_origins(coqc: str, build, printed: set[str], cache: bool = False) -> dict[str, Origin]:
+    """printed axiom name (as Print Assumptions shows it) -> its full name and file.
+
+    One coqc file locates every printed name and, in the same file, the libraries of the
+    allow-listed axioms it may be (a guess: ``Locate`` decides the full name); a full
+    name whose libraries were not among them is located by a second file
+    (``library_files``). ``cache``: see ``_run``."""
     if not printed:
         return {}
     names = sorted(printed)
+    where = coq_where(coqc)
+    roots = _roots(build.flags, where)
+    guesses = {a for a in ALLOWED_AXIOMS for p in names if a == p or a.endswith("." + p)}
+    guessed = sorted({c for full in guesses for c in _candidates(full, roots)})
     lines = [f"Require {m}." for m in build.modules]
     for i, name in enumerate(names):
         lines += [_mark(f"n{i}"), f"Locate {name}."]
-    blocks = _blocks(_run(coqc, build.flags, lines))
+    blocks = _blocks(_run(coqc, build.flags, lines + _locate_libraries(guessed), build, cache))
     fulls: dict[str, str] = {}
     problems: dict[str, str] = {}
     for i, name in enumerate(names):
@@ -145,8 +214,12 @@ def axiom_origins(coqc: str, build, printed: set[str]) -> dict[str, Origin]:
         else:
             problems[name] = (f"axiom {name} does not resolve to one constant "
                               f"({', '.join(found) or 'none'}): its origin is unknown")
-    where = coq_where(coqc)
-    files = library_files(coqc, build.flags, build.modules, set(fulls.values()), where)
+    libs = {full: _candidates(full, roots) for full in set(fulls.values())}
+    if all(set(cands) <= set(guessed) for cands in libs.values()):
+        files = _origins(libs, _loaded(blocks, guessed))
+    else:
+        files = library_files(coqc, build.flags, build.modules, set(fulls.values()), where,
+                              build, cache)
     out = {name: Origin("", "", why) for name, why in problems.items()}
     for name, full in fulls.items():
         origin = files[full]

@@ -219,17 +219,23 @@ def print_assumptions(
 
 _GROUP_MARKER = "@@exchange-group "
 _GUARD_MARKER = "@@exchange-guard "
+_PREDICT_MARKER = "@@exchange-predict "
+_PREDICTED_OK = "@@exchange-predicted-ok"
 
 
 @dataclass
 class _Unit:
-    kind: str  # "group", "guard", "theorem", "pin"
+    kind: str  # "group", "guard", "theorem", "pin", "predict"
     label: str
     members: tuple[str, ...] = ()
     # For a group: None when every member is expected closed, else the axioms (full
     # names) every member may use; the group's answer is accepted when all it prints
     # is among them.
     allowed: frozenset[str] | None = None
+    # For a pin the elaborator predicted to fail: its message. The pin is then asked as
+    # ``Fail Definition``: the command's failure is the verdict (and the file goes on);
+    # if it does not fail, coqc stops there and the pin is asked again plainly.
+    failing: str | None = None
 
 
 def _printed_allowed(printed: str, allowed: frozenset[str]) -> bool:
@@ -268,8 +274,25 @@ def _script(units: list[_Unit], printed: frozenset[str] = frozenset(),
     if any(u.kind == "pin" for u in units):
         modules.add(spec_module)
     lines = [f"Require {m}." for m in sorted(modules)]
+    if any(u.kind == "predict" for u in units):
+        lines.append("Require Ltac2.Ltac2.")  # not imported: Ltac1 stays the proof mode
     for unit in units:
-        if unit.kind == "group" or unit.kind == "guard":
+        if unit.kind == "predict":
+            # Only a guess (which pins to ask with ``Fail``): the elaborator's answer to
+            # the pin's cast, its error message printed; the kernel's verdict is the pin.
+            short = unit.label.rsplit(".", 1)[-1]
+            say = "Ltac2.Message.print (Ltac2.Message.of_string \"{}\")"
+            lines.append(
+                f"Ltac2 Eval {say.format(_PREDICT_MARKER + unit.label)}; match Ltac2.Control.case "
+                f"(fun () => constr:((@{unit.label} : {spec_module}.{short}))) with "
+                f"Ltac2.Init.Val _ => {say.format(_PREDICTED_OK)} | Ltac2.Init.Err e => "
+                "Ltac2.Message.print (Ltac2.Message.of_exn e) end.")
+        elif unit.kind == "pin" and unit.failing is not None:
+            short = unit.label.rsplit(".", 1)[-1]
+            lines += [_marker(f"{_PIN_MARKER}{unit.label}"),
+                      f"Fail Definition {_pin_const(unit.label)} : {spec_module}.{short} := "
+                      f"@{unit.label}."]
+        elif unit.kind == "group" or unit.kind == "guard":
             marker = _GROUP_MARKER if unit.kind == "group" else _GUARD_MARKER
             const = f"exchange_{unit.kind}_{unit.label}"
             # @name: no implicit argument is inserted, so any theorem fits in the tuple.
@@ -290,7 +313,20 @@ def _script(units: list[_Unit], printed: frozenset[str] = frozenset(),
 
 
 _MARKERS = {_GROUP_MARKER: "group", _GUARD_MARKER: "guard", _MARKER: "theorem",
-            _PIN_MARKER: "pin"}
+            _PIN_MARKER: "pin", _PREDICT_MARKER: "predict"}
+
+
+def _predicted(lines: list[str]) -> str | None:
+    """A predict unit's output -> None (the elaborator accepts the pin) or its error."""
+    text = [ln for ln in lines if ln.strip() and not ln.startswith("- : ")]
+    if [ln.strip() for ln in text] == [_PREDICTED_OK]:
+        return None
+    message = " ".join(" ".join(text).split())
+    for wrapper in ("Init.Internal (err:(", "Internal (err:("):
+        if message.startswith(wrapper) and message.endswith("))"):
+            message = message[len(wrapper):-2]
+    return message or "the elaborator refused it"
+
 
 
 def _split_output(text: str) -> list[tuple[str, str, list[str]]]:
@@ -346,6 +382,14 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
     unresolved: set[str] = set()
     pinned: dict[str, str] = {}
     bodies: dict[str, str] = {}
+    # A pin the kernel refuses stops coqc, and the next pass resumes after it: with
+    # several refused pins that is a pass (a fresh coqc loading every module) per pin.
+    # So once one is refused, the next pass also predicts the rest (``predict``
+    # units, the elaborator's answer), and a pass after that asks the ones predicted
+    # to fail with ``Fail Definition``: at most three passes for any number of refused
+    # pins, one as before when none is. A prediction only picks the command; the
+    # verdict is always the pin's own command.
+    predicted: dict[str, str | None] = {}
     clean, passes = True, 0
     while units:
         passes += 1
@@ -371,7 +415,13 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
             key = (unit.kind, unit.label)
             if failed is not None and key == failed[:2]:
                 # This unit stopped coqc; the ones after it did not run.
-                if unit.kind == "theorem":  # a name coqc cannot resolve: reported, not retried
+                if unit.kind == "predict":  # no guess for it: asked plainly
+                    predicted[unit.label] = None
+                elif unit.kind == "pin" and unit.failing is not None:
+                    # `Fail` stopped: the pin was accepted after all; asked plainly.
+                    predicted[unit.label] = None
+                    retry.append(_Unit("pin", unit.label, unit.members))
+                elif unit.kind == "theorem":  # a name coqc cannot resolve: reported, not retried
                     errors.append(f"{unit.label}: {proc.stderr.strip()}")
                     unresolved.add(unit.label)
                 elif unit.kind in ("group", "guard"):  # find out which member: halve it
@@ -399,12 +449,36 @@ def _run_coq(proof_dir: Path, names: list[str], coqc: str, *, pins: bool,
                     found.update({n: reused[n] for n in unit.members})
                 else:
                     retry += [_Unit("theorem", n, (n,)) for n in unit.members]
+            elif unit.kind == "predict" and lines is not None:
+                predicted[unit.label] = _predicted(lines)
+            elif unit.kind == "pin" and lines is not None and unit.failing is not None:
+                pinned[unit.label] = unit.failing  # `Fail Definition` failed: refused
             elif unit.kind == "pin" and lines is not None:
                 pinned[unit.label] = ""
                 bodies[unit.label] = "\n".join(lines)
         # Theorems coqc could not resolve cannot be pinned either.
         units = [u for u in retry if not (u.kind == "pin" and u.label in unresolved)]
+        units = _with_predictions(units, predicted, pin_stopped=failed is not None
+                                  and failed[0] == "pin")
     return _CoqRun(found, "\n".join(errors), pinned, clean, passes, bodies)
+
+
+def _with_predictions(units: list[_Unit], predicted: dict[str, str | None],
+                      pin_stopped: bool) -> list[_Unit]:
+    """The next pass's units: a pin predicted to fail becomes a ``Fail Definition``
+    unit; after a refused pin, the pins not yet predicted get a ``predict`` unit before
+    them (``_run_coq``)."""
+    out = []
+    for u in units:
+        if u.kind == "pin" and u.failing is None and predicted.get(u.label) is not None:
+            u = _Unit("pin", u.label, u.members, failing=predicted[u.label])
+        out.append(u)
+    todo = [u.label for u in out if u.kind == "pin" and u.failing is None
+            and u.label not in predicted]
+    if pin_stopped and todo:
+        first = next(i for i, u in enumerate(out) if u.kind == "pin")
+        out[first:first] = [_Unit("predict", n, (n,)) for n in todo]
+    return out
 
 
 def _halves(unit: _Unit) -> list[_Unit]:
@@ -482,7 +556,8 @@ def compile_proofs(
                    reused=store.reusable_assumptions(names) if store is not None else None,
                    printed=witnesses if pin else frozenset(), flags=build.flags,
                    spec_module=build.spec_module or SPEC_MODULE)
-    origins = axiom_origins(coqc, build, {a for axioms in run.found.values() for a in axioms})
+    origins = axiom_origins(coqc, build, {a for axioms in run.found.values() for a in axioms},
+                            cache=store is not None)
     first = group_first(proof_dir) if pin else frozenset()
     stated = hypothesis_witnessed(proof_dir) if pin else frozenset()
     statuses = [_full_status(k, t, run.found, run.errors, run.pinned if pin else None,

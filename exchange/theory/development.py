@@ -191,7 +191,7 @@ def coqchk_problems(proof_dir: Path, coqc: str | None = None, build=None,
                             "Parameter or Admitted proof): none is allowed")
         else:
             stdlib.append(axiom)
-    problems += _stdlib_origin(coqc, build, stdlib)
+    problems += _stdlib_origin(coqc, build, stdlib, cache)
     theory = " ".join(summary.get("Theory", []))
     if "impredicative" in theory or "Set is predicative" not in theory:
         problems.append(f"coqchk: the theory is not Coq's default ({theory})")
@@ -201,7 +201,7 @@ def coqchk_problems(proof_dir: Path, coqc: str | None = None, build=None,
     return problems
 
 
-def _stdlib_origin(coqc: str, build, axioms: list[str]) -> list[str]:
+def _stdlib_origin(coqc: str, build, axioms: list[str], cache: bool = False) -> list[str]:
     """A ``Coq.*`` axiom of coqchk's summary is trusted only when its library was loaded
     from ``coqc -where`` (a root bound to Coq elsewhere is refused by project_flags too)."""
     from exchange.theory.axioms import coq_where, library_files
@@ -210,7 +210,7 @@ def _stdlib_origin(coqc: str, build, axioms: list[str]) -> list[str]:
         return []
     where = coq_where(coqc)
     modules = build.modules + ([build.spec_module] if build.spec_module else [])
-    files = library_files(coqc, build.flags, modules, set(axioms), where)
+    files = library_files(coqc, build.flags, modules, set(axioms), where, build, cache)
     problems = []
     for axiom in sorted(axioms):
         origin = files[axiom]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from pathlib import Path
 
 __all__ = ["PINS_FILE", "pin_problems", "pins_sha256", "python_side", "write_pins"]
@@ -26,8 +28,10 @@ __all__ = ["PINS_FILE", "pin_problems", "pins_sha256", "python_side", "write_pin
 PINS_FILE = "spec/pins.json"
 
 
-def python_side() -> dict:
-    """Everything on the Python side that the record's meaning depends on, as JSON data."""
+def python_side(proof_dir: Path | None = None) -> dict:
+    """Everything on the Python side that the record's meaning depends on, as JSON data.
+
+    ``proof_dir``: where the code link's factors may be cached (``_link_factors``)."""
     from exchange.core.vocabulary import MECHANISM_THEOREMS, PROPERTY_THEOREMS
     from exchange.theory import link
     from exchange.theory.axioms import ALLOWED_AXIOMS
@@ -38,7 +42,7 @@ def python_side() -> dict:
     theorems = {k: {"name": t.name, "witness": t.witness_name,
                     "false_witness": t.false_witness_name, "statement": t.statement}
                 for k, t in THEOREMS.items()}
-    factors = sorted({(c.objective, c.coq, c.factor) for c in link.cases()})
+    factors = _link_factors(proof_dir)
     return {
         "theorems": theorems,
         "no_hypotheses": sorted(NO_HYPOTHESES),
@@ -55,6 +59,45 @@ def python_side() -> dict:
         "layout": {"roots": [list(r) for r in EXPECTED_ROOTS],
                    "makefile_sha256": link_makefile_sha()},
     }
+
+
+def _package_key() -> str:
+    """A hash of every source file of the package (exchange/**/*.py)."""
+    package = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for py in sorted(package.rglob("*.py")):
+        h.update(py.relative_to(package).as_posix().encode() + b"\0" + py.read_bytes())
+    return h.hexdigest()
+
+
+def _link_factors(proof_dir: Path | None) -> list[tuple[str, str, str]]:
+    """(objective, Coq term, factor) of every code-link case. ``link.cases()`` reads the
+    objectives' defaults, which imports torch (about 2 s of CPU, most of a
+    ``--no-link`` run's own time); the list is a pure function of the package's
+    sources, so with ``proof_dir`` it is kept in ``<proofs>/.cache/link-factors-<key>.json``
+    under a hash of every source file of the package. Not under ``CI=true`` (CI
+    computes everything from clean)."""
+    from exchange.theory import link
+    from exchange.theory.build import in_ci
+
+    path = None
+    if proof_dir is not None and not in_ci():
+        path = Path(proof_dir) / ".cache" / f"link-factors-{_package_key()}.json"
+        try:
+            return [tuple(f) for f in json.loads(path.read_text())]
+        except (OSError, ValueError, TypeError):
+            pass
+    factors = sorted({(c.objective, c.coq, c.factor) for c in link.cases()})
+    if path is not None:
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "w") as handle:
+                json.dump(factors, handle)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only tree: computed again next time
+    return factors
 
 
 def link_makefile_sha() -> str:
@@ -128,7 +171,7 @@ def pin_problems(proof_dir: Path, expected: str | None = None) -> list[str]:
         problems.append(f"proofs/{PINS_FILE} has sha256 {sha[:12]}..., PINS_SHA256 in "
                         f"exchange/theory/registry.py says {expected[:12]}...: an unrecorded "
                         "edit of the pins")
-    current = python_side()
+    current = python_side(proof_dir)
     current["layout"]["makefile_sha256"] = pinned.get("layout", {}).get("makefile_sha256")
     diffs: list[str] = []
     _diff("pins", pinned, current, diffs)

@@ -214,6 +214,34 @@ def test_reused_axioms_that_no_longer_print_the_same_are_asked_again(coqc, tmp_p
     assert run.passes == 2
 
 
+@pytest.mark.coq
+def test_refused_pins_cost_at_most_three_passes(coqc, tmp_path):
+    # A pin the kernel refuses stops coqc; resuming after each one cost a pass per
+    # refused pin. After the first, the rest are predicted (the elaborator's answer)
+    # and the ones predicted to fail asked with `Fail Definition`: four refused pins,
+    # three passes (five before), and each verdict and message is the one asked alone.
+    lemmas = "".join(f"Lemma c{k} : {k} = {k}.\nProof. reflexivity. Qed.\n" for k in range(1, 6))
+    dev = _dev(tmp_path, A=A, C=lemmas)
+    (dev / "spec").mkdir()
+    (dev / "spec" / "Spec.v").write_text(
+        "Definition a : Prop := 1 = 1.\n"
+        + "".join(f"Definition c{k} : Prop := {k} = {0 if k != 3 else 3}.\n" for k in range(1, 6)))
+    build = build_development(dev, coqc)
+    assert build.ok, build.error
+    names = ["Fake.A.a"] + [f"Fake.C.c{k}" for k in range(1, 6)]
+    run = coq._run_coq(dev, names, coqc, pins=True, expect_closed=lambda n: True,
+                       flags=build.flags, spec_module=build.spec_module)
+    refused = {n for n, why in run.pinned.items() if why}
+    assert refused == {"Fake.C.c1", "Fake.C.c2", "Fake.C.c4", "Fake.C.c5"}
+    assert run.pinned["Fake.A.a"] == run.pinned["Fake.C.c3"] == ""
+    assert all(f"\"C.{n[-2:]}\" has type" in run.pinned[n] for n in refused), run.pinned
+    assert run.passes == 3
+    for name in refused:  # the same verdict asked alone
+        alone = coq._run_coq(dev, [name], coqc, pins=True, expect_closed=lambda n: True,
+                             flags=build.flags, spec_module=build.spec_module)
+        assert alone.pinned[name] and alone.passes == 1
+
+
 # --- the key ---------------------------------------------------------------------------
 
 def _key(dev, registry=REGISTRY, pin=True, coqc_id="The Coq Proof Assistant, version 8.16.1"):
