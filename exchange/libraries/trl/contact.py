@@ -25,6 +25,8 @@ from types import SimpleNamespace
 
 import torch
 
+from exchange.libraries.trl.memo import ScoreMemo, arithmetic, exact
+from exchange.libraries.trl.model_hooks import force_first_token  # noqa: F401 (re-exported)
 from exchange.libraries.versions import LibraryError
 
 __all__ = [
@@ -288,58 +290,21 @@ def score(t, completion_ids: list[list[int]], rewards: torch.Tensor, old_logprob
     the behaviour log-probs ``old_logprobs [n, >= max length]`` that TRL's importance
     sampling ratio compares them with.
 
-    Memoised (:class:`_Scores`): the same inputs under the same arithmetic give TRL's
-    same output, so it is computed once (the checker scores one rollout many times)."""
-    key = _SCORES.key(t, completion_ids, rewards, old_logprobs, sampling_logprobs)
+    Memoised (:class:`~exchange.libraries.trl.memo.ScoreMemo`): the key holds everything
+    the shell's scoring reads (the config by identity, the group size, the EOS and pad ids,
+    the completions, rewards, behaviour and sampler log-probs) and the arithmetic it runs
+    in, so the same inputs give TRL's same output, computed once (the checker scores one
+    rollout many times)."""
+    key = (id(t.args), t.num_generations, tuple(t.eos_token_ids), pad_token_id(t), tuple(map(tuple, completion_ids)),
+           exact(rewards), exact(old_logprobs), None if sampling_logprobs is None else tuple(map(tuple, sampling_logprobs)),
+           arithmetic())
     found = _SCORES.get(key, t.args)
     if found is None:
         found = _SCORES.put(key, t.args, _score(t, completion_ids, rewards, old_logprobs, sampling_logprobs))
     return dict(found)  # a new dict: a caller may add keys; the tensors are only read
 
 
-class _Scores:
-    """TRL's scoring outputs, least recently used first, at most ``size`` of them.
-
-    A key holds everything ``_generate_and_score_completions`` reads on the shell: the
-    config (by identity; the entry keeps it alive so the id is never reused), the group
-    size, the EOS and pad ids, the completions, the rewards, the behaviour and sampler
-    log-probs, and the arithmetic it runs in: the dtypes a float32 and a float64 request
-    and a default tensor get here. The checker's float64 and float32 twins rewrite those
-    (:mod:`exchange.checker.twin`), so the loss and each twin keep their own entries."""
-
-    def __init__(self, size: int) -> None:
-        from collections import OrderedDict
-
-        self.size = size
-        self.entries: OrderedDict = OrderedDict()
-
-    @staticmethod
-    def key(t, completion_ids, rewards, old_logprobs, sampling_logprobs) -> tuple:
-        def exact(x):  # a tensor by value: dtype, shape and bytes
-            return None if x is None else (x.dtype, tuple(x.shape), x.detach().cpu().numpy().tobytes())
-
-        here = torch.empty(())  # the default dtype and device
-        arithmetic = (torch.empty((), dtype=torch.float32).dtype, torch.empty((), dtype=torch.float64).dtype,
-                      here.dtype, here.device)
-        return (id(t.args), t.num_generations, tuple(t.eos_token_ids), t._tokenizer.pad_token_id,
-                tuple(map(tuple, completion_ids)), exact(rewards), exact(old_logprobs),
-                None if sampling_logprobs is None else tuple(map(tuple, sampling_logprobs)), arithmetic)
-
-    def get(self, key, args):
-        entry = self.entries.get(key)
-        if entry is None or entry[0] is not args:
-            return None
-        self.entries.move_to_end(key)
-        return entry[1]
-
-    def put(self, key, args, out: dict) -> dict:
-        self.entries[key] = (args, out)
-        if len(self.entries) > self.size:
-            self.entries.popitem(last=False)
-        return out
-
-
-_SCORES = _Scores(4096)
+_SCORES = ScoreMemo(4096)
 
 
 def _score(t, completion_ids, rewards, old_logprobs, sampling_logprobs) -> dict:
@@ -380,43 +345,3 @@ def replace_forward(hf_model, forward: Callable) -> None:
     import types
 
     hf_model.forward = types.MethodType(forward, hf_model)
-
-
-def force_first_token(hf_model, token_id: int) -> None:
-    """Wrap ``hf_model.generate`` (this instance) so that the first generated token of
-    every row is ``token_id`` (issue 42: a teacher-forced shared prefix under TRL).
-
-    TRL 1.16 samples with ``unwrapped_model.generate(**inputs, generation_config=...)``
-    and builds a ``GenerationConfig`` from ``generation_kwargs``, which takes no logits
-    processor; the forcing is therefore a ``logits_processor`` added at the model's own
-    ``generate`` call. Only sampling is forced: TRL's loss recomputes the log-probs by a
-    forward pass, so it sees the policy's own ``log p(token_id)`` at that position. The
-    first generated position is the (left-padded) prompt width, the same for every row.
-    vLLM does not call this method (``run_llm`` refuses ``use_vllm`` for the synthetic
-    task)."""
-    from transformers import LogitsProcessor, LogitsProcessorList
-
-    original = hf_model.generate
-
-    class _ForceFirst(LogitsProcessor):
-        def __init__(self, start: int) -> None:
-            self.start = start
-
-        def __call__(self, input_ids, scores):
-            if input_ids.shape[1] != self.start:
-                return scores
-            forced = torch.full_like(scores, float("-inf"))
-            forced[:, token_id] = 0.0
-            return forced
-
-    def generate(*args, **kwargs):
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        if ids is None:
-            raise LibraryError("force_first_token: generate was called without input_ids; the forcing needs the "
-                               "prompt width.")
-        procs = LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
-        procs.append(_ForceFirst(int(ids.shape[1])))
-        return original(*args, logits_processor=procs, **kwargs)
-
-    hf_model.generate = generate
-    hf_model._exchange_forced_first = int(token_id)

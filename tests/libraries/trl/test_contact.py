@@ -112,9 +112,10 @@ def test_scoring_is_memoised_per_inputs_and_arithmetic(monkeypatch):
 
     from exchange.checker.twin import float64_twin
     from exchange.libraries.trl import contact
+    from exchange.libraries.trl.memo import ScoreMemo
     from exchange.libraries.trl.options import grpo_config
 
-    monkeypatch.setattr(contact, "_SCORES", contact._Scores(8))
+    monkeypatch.setattr(contact, "_SCORES", ScoreMemo(8))
     runs = []
     original = contact._score
     monkeypatch.setattr(contact, "_score", lambda *a: runs.append(1) or original(*a))

@@ -1,0 +1,53 @@
+"""The TRL shell's scoring outputs, memoised (:func:`exchange.libraries.trl.contact.score`).
+
+The checker evaluates one rollout many times (probes, bulk layouts, shrinking), and TRL's
+``_generate_and_score_completions`` gives the same output for the same inputs in the same
+arithmetic, so each is computed once. The checker's float64 and float32 twins
+(:mod:`exchange.checker.twin`) rewrite dtype requests: :func:`arithmetic` is part of every
+key, so the loss and each twin keep their own entries.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+__all__ = ["ScoreMemo", "arithmetic", "exact"]
+
+
+def exact(x: torch.Tensor | None) -> tuple | None:
+    """A tensor by value, for a key: dtype, shape and bytes (``None`` stays ``None``)."""
+    return None if x is None else (x.dtype, tuple(x.shape), x.detach().cpu().numpy().tobytes())
+
+
+def arithmetic() -> tuple:
+    """The arithmetic code runs in here: the dtypes a float32 and a float64 request get,
+    and the default tensor's dtype and device (a twin rewrites them)."""
+    here = torch.empty(())
+    return (torch.empty((), dtype=torch.float32).dtype, torch.empty((), dtype=torch.float64).dtype,
+            here.dtype, here.device)
+
+
+class ScoreMemo:
+    """Outputs by key, least recently used first, at most ``size`` of them. Each entry
+    keeps its config (``owner``) alive, so a key holding the config's ``id`` is never
+    reused by another config; :meth:`get` checks it is the same object."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: OrderedDict = OrderedDict()
+
+    def get(self, key: tuple, owner: Any) -> dict | None:
+        entry = self.entries.get(key)
+        if entry is None or entry[0] is not owner:
+            return None
+        self.entries.move_to_end(key)
+        return entry[1]
+
+    def put(self, key: tuple, owner: Any, out: dict) -> dict:
+        self.entries[key] = (owner, out)
+        if len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+        return out
