@@ -72,11 +72,14 @@ class TaskConfig:
     """Issue 42's non-private probe (``exchange.lab.tasks.Task.probe_as_filler``): S is also a
     sampled filler token, so its output row carries gradient that is not the residual;
     needs ``forced_style``."""
+    fixed_answer: bool = False
+    """Issue 42's M1 design (``exchange.lab.tasks.Task.fixed_answer``): exactly ``answer_len``
+    decision tokens in every response, so with ``max_filler = 0`` every response has one length."""
 
     def build(self):
         """The :class:`exchange.lab.tasks.Task` this section describes."""
         return get_task(self.name, self.max_filler, self.style_p, self.long_wrong, self.template_in_prompt,
-                        self.forced_style, self.probe_as_filler)
+                        self.forced_style, self.probe_as_filler, self.fixed_answer)
 
 
 @dataclass(frozen=True)
@@ -245,7 +248,7 @@ class RunConfig:
 
 
 _ADDED_LATER = {("task", "long_wrong"): False, ("task", "template_in_prompt"): False, ("task", "forced_style"): False,
-                ("task", "probe_as_filler"): False, ("arm", "keep"): None,
+                ("task", "probe_as_filler"): False, ("task", "fixed_answer"): False, ("arm", "keep"): None,
                 ("train", "common_rollouts"): False}
 """Fields added after runs were recorded: at their default they leave the fingerprint and
 the warm-start key out, so every earlier run directory and warm start stays valid."""
@@ -324,11 +327,21 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
         raise InvalidArgument(f"{source}: arm names={[a.name for a in arms]} repeat; give the arms distinct names.")
     surg = next((a for a in arms if a.role == "surgical"), None)
     base = next(a for a in arms if a.role == "baseline")
-    if surg is not None and (surg.objective != f"{base.objective}+surgical" or surg.params != base.params):
+    # the pathway arm: the baseline's objective with its whole shared residual removed (+surgical), or only
+    # the part its unequal per-response weights add (+coupling_surgical, issue 42's M1 design)
+    pathway = (f"{base.objective}+surgical", f"{base.objective}+coupling_surgical")
+    if surg is not None and (surg.objective not in pathway or surg.params != base.params):
         raise InvalidArgument(
             f"{source}: [[arms]] name={surg.name!r} role=\"surgical\" objective={surg.objective!r}; it must be the "
-            f"baseline's objective with +surgical and the same params: objective = \"{base.objective}+surgical\"."
+            f"baseline's objective with +surgical (or +coupling_surgical) and the same params: objective = "
+            f"\"{base.objective}+surgical\"."
         )
+    probe_as_filler = bool((data.get("task") or {}).get("probe_as_filler"))
+    if surg is not None and surg.objective.endswith("+coupling_surgical") and probe_as_filler:
+        raise InvalidArgument(
+            f"{source}: [[arms]] name={surg.name!r} objective={surg.objective!r} with [task] probe_as_filler: the "
+            "pilot's delta_hat bracket attributes the baseline's whole shared residual along the surgical arm's path, "
+            "which the coupling-only arm does not remove; use +surgical, or probe_as_filler = false.")
     doses = [a for a in arms if a.role == "dose"]
     for a in doses:
         if a.objective != base.objective or a.params != base.params or a.keep is None or not 0 < a.keep < 1:

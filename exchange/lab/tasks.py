@@ -92,6 +92,8 @@ ROLE_NAMES = ("template", "filler", "decision", "style")
 
 _ZERO_CREDIT = torch.zeros(VOCAB_SIZE, dtype=torch.bool)
 _ZERO_CREDIT[list(TEMPLATE) + list(FILLER) + [STYLE]] = True
+_DECISION = ~_ZERO_CREDIT  # the answer's tokens: neither zero-credit nor PAD / EOS
+_DECISION[[PAD, EOS]] = False
 _ROLE_OF = torch.full((VOCAB_SIZE,), ROLE_DECISION, dtype=torch.long)
 _ROLE_OF[list(TEMPLATE)] = ROLE_TEMPLATE
 _ROLE_OF[list(FILLER)] = ROLE_FILLER
@@ -169,6 +171,12 @@ class Task:
     it can only follow an answer whose reward is already fixed. The warm start's data keep
     their filler (:func:`link_lifted` lifts the link during SFT), so the policy emits
     filler after a wrong answer with the probability it learned."""
+    fixed_answer: bool = False
+    """Issue 42's M1 design: the grammar allows exactly ``answer_len`` decision tokens, no
+    EOS or filler before them and no decision token after them, so with ``max_filler = 0``
+    (and the template in the prompt, S forced) every sampled response has one length and
+    the per-response ``1/L_i`` is one constant: the residual left is the coupling's. The
+    reward is unchanged (a wrong answer is still wrong); only lengths are fixed."""
 
     @property
     def head(self) -> list[int]:
@@ -269,7 +277,7 @@ TASKS = {
 
 def get_task(name: str, max_filler: int | None = None, style_p: float | None = None,
              long_wrong: bool = False, template_in_prompt: bool = False, forced_style: bool = False,
-             probe_as_filler: bool = False) -> Task:
+             probe_as_filler: bool = False, fixed_answer: bool = False) -> Task:
     """The task called ``name`` (``max_filler`` overrides the filler cap, ``style_p`` the
     warm-start probability of the style token, ``long_wrong`` sets :attr:`Task.long_wrong`)."""
     if name not in TASKS:
@@ -297,6 +305,8 @@ def get_task(name: str, max_filler: int | None = None, style_p: float | None = N
             raise InvalidArgument("task.probe_as_filler=true needs task.forced_style=true and max_filler > 0: S is "
                                   "the forced head token and also a filler after the answer; set both.")
         task = dataclasses.replace(task, probe_as_filler=True)
+    if fixed_answer:
+        task = dataclasses.replace(task, fixed_answer=True)
     return task
 
 
@@ -354,6 +364,12 @@ class GrammarLM(torch.nn.Module):
         if self.filler_after:  # after a filler: only filler or EOS, so the answer is already fixed
             started = torch.isin(resp, torch.tensor(self.fillers, device=ids.device)).long().cumsum(1) > 0  # [B, S]
             block[..., : VOCAB_SIZE] |= started[..., None] & self.after_filler.to(ids.device)
+        if self.task.fixed_answer:  # exactly answer_len decision tokens: before them no EOS or filler, after none
+            decision = _DECISION.to(ids.device)
+            short = decision[resp].long().cumsum(1) < self.task.answer_len  # [B, S], up to and including t
+            block[..., [EOS, *self.fillers]] |= short[..., None]
+            block[..., decision] |= ~short[..., None]
+            block[..., PAD] = True  # never sampled (an untrained policy would, and end the answer early)
         if self.link_active:  # Task.long_wrong: after a correct answer, no filler
             block[..., self.fillers] |= self._correct_so_far(ids)[..., None].to(ids.device)
         block = block[:, ids.shape[1] - logits.shape[1]:].to(logits.device)

@@ -135,4 +135,8 @@ def resolve(spec: str, **params: Any):
                 "(e.g. 'grpo+surgical', 'gspo+min_replace+surgical')."
             )
         return surgical(get("+".join(parts[:-1])).bind(**params))
+    if parts[-1] == "coupling_surgical" and len(parts) > 1:  # issue 42's M1 pathway arm (objectives/coupling.py)
+        from exchange.objectives.coupling import coupling_surgical
+
+        return coupling_surgical(get("+".join(parts[:-1])), **params)
     return get(spec).bind(**params)
