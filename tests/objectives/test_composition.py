@@ -144,21 +144,8 @@ def _agreement(seed: int, n: int) -> tuple[float, float, list[str]]:
     return cells / (n * 2 * len(PROPERTIES)), sets / (n * 2), bad
 
 
-# Known regression (issue 45, open), found by the slow tier after 298b7c9: a greedy baseline
-# with a shaping of every response (length_penalty, cosine_length) and truncation_after_centring
-# reads an extra M6 on-policy (and off-policy), with or without an additive term (seed 2026:
-# #144 #147 #172 #175 #205 #271). 298b7c9 takes "the coefficients do not move when rewards and
-# baseline rewards move together" as "the advantage is 0 at r = b", but a shaping of the
-# responses and not of the baseline shifts every advantage by the same amount and keeps that
-# invariance: the crossing away from b is the shaped advantage's, not an event term. Mechanism
-# sets 98.67% against 99%; strict: the marker fails once they pass again.
-_SHAPED_GREEDY = pytest.mark.xfail(strict=True, reason="greedy baseline + shaping + truncation_after_centring: "
-                                   "an extra M6 from the baseline crossing (issue 45, open)")
-
-
 @pytest.mark.parametrize(("seed", "n"), [pytest.param(2027, 40, id="fast-40"),
-                                         pytest.param(2026, 300, id="slow-300",
-                                                      marks=(pytest.mark.slow, _SHAPED_GREEDY))])
+                                         pytest.param(2026, 300, id="slow-300", marks=pytest.mark.slow)])
 def test_random_compositions_agree_with_the_checker(seed: int, n: int) -> None:
     torch.set_num_threads(1)
     cells, sets, bad = _agreement(seed, n)
