@@ -36,8 +36,19 @@ _IGNORE = shutil.ignore_patterns("__pycache__", ".cache", ".build")
 
 
 def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """`exchange proofs` on the copy ``root``, with the package's caches on even in CI.
+
+    ``CI`` is dropped from the child's environment: under ``CI=true`` the command reuses
+    nothing (a cache restored on a runner is not evidence), so every mutation would
+    rebuild and re-ask everything from clean (about 30-40 s of CPU each, the suite then
+    several times the slow tier's 6 minutes). The only cache these runs can read is
+    ``<baseline>/proofs/.cache``, written in this session by the baseline's build of a copy
+    taken without any ``.cache`` or ``.build``: nothing from outside the run. The CI path
+    itself, from clean, is run by ``test_mutation_fails_the_ci_test_path`` (``CI=true``
+    set explicitly) and ``test_cli_proofs`` on the real tree."""
     env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
     env.pop("EXCHANGE_PROOFS_DIR", None)
+    env.pop("CI", None)
     return subprocess.run([sys.executable, "-m", "exchange", "proofs", "--proofs-dir",
                            str(root / "proofs"), *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=900, check=False)
