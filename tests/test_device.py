@@ -197,7 +197,7 @@ def test_trl_callback_analysis_follows_the_device(device):
         metrics_from_sums,
         rollout_of,
     )
-    from exchange.libraries.trl.trainer import _group_shuffle
+    from exchange.libraries.trl.objective import group_shuffle
 
     dev, context = device
     r = _rollout(dev, context)
@@ -213,7 +213,7 @@ def test_trl_callback_analysis_follows_the_device(device):
         metrics = metrics_from_sums(batch_sums(kappa, micro))
         assert metrics
         # groups are consecutive rows in TRL's layout: 2 groups of 2 rows
-        shuffled = _group_shuffle({"x": torch.arange(4, device=dev), "y": None}, 2)
+        shuffled = group_shuffle({"x": torch.arange(4, device=dev), "y": None}, 2)
         assert shuffled["x"].device == dev
 
 
