@@ -120,8 +120,7 @@ def _vmapped(loss_fn, template: Rollout, fields: dict[str, Tensor]) -> tuple[Ten
     return losses.detach(), kappa.detach()
 
 
-def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: list, mode: Mode | bool = True,
-             precision: str = "float64"):
+def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: list, mode: Mode | bool = True):
     """``prop``'s batched residuals of the configurations ``(seeds[k], rewards[k])`` of
     ``lay`` (``rewards[k][g]``: group ``g``'s rewards): a
     :class:`~exchange.checker.properties.base.BatchResult`."""
@@ -132,7 +131,7 @@ def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: li
         return loss, kappa, torch.tensor([e is not None for e in errors])
 
     flat = torch.tensor([[x for rw in cfg for x in rw] for cfg in rewards], dtype=_F64)
-    return prop.evaluate_batch(BatchInputs(lay, seeds, flat, batch_coefficients, precision, loss_fn))
+    return prop.evaluate_batch(BatchInputs(lay, seeds, flat, batch_coefficients, loss_fn))
 
 
 # --------------------------------------------------------------------- run
@@ -166,7 +165,7 @@ def run(engine, prop: Property, regime: str, max_examples: int, seed: int, toler
         lay = prop.layout(d, regime)
         seeds = [rng.randint(0, 2**16) for _ in range(per)]
         rewards = draw_rewards(d, per, lay)
-        batch = evaluate(engine.loss_fn, prop, lay, seeds, rewards, mode, engine.precision)
+        batch = evaluate(engine.loss_fn, prop, lay, seeds, rewards, mode)
         out.layouts += 1
         bad = (~(batch.residual <= tolerance)).nonzero().flatten().tolist()
         for j in bad:

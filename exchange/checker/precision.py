@@ -178,7 +178,7 @@ def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, 
         comparison.add(kt[ok], kl[ok], k32[ok], f"{prop.name} ({regime})")
         return loss_t, kt, torch.tensor([e is not None for e in errors])
 
-    prop.evaluate_batch(BatchInputs(lay, seeds, rewards, paired, "float64", loss_fn))
+    prop.evaluate_batch(BatchInputs(lay, seeds, rewards, paired, loss_fn))
 
 
 # ------------------------------------------------------------------ float64 floor

@@ -110,7 +110,6 @@ class BatchInputs:
     seeds: list[int]
     rewards: Tensor  # [K, N]
     coefficients: Callable[[Rollout, dict], tuple[Tensor, Tensor, Tensor]]
-    precision: str = "float64"  # the loss's (Engine.precision)
     loss_fn: object = None  # the loss, for what it declares (properties.update_rows); None: nothing
 
 
