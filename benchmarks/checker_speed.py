@@ -16,19 +16,21 @@ anywhere in the tests). Prints:
    documented audit, and 200);
 6. with ``--baseline DIR``: ``check`` of every objective in subprocesses, alternating
    between an earlier ``exchange/`` package under DIR (for example
-   ``git archive <commit> exchange | tar -x -C DIR``) and this tree, ``--rounds`` times
-   each, in CPU seconds of the process (one torch thread; far less sensitive to other
-   jobs on the machine than wall time); prints the best time of each side, their ratio,
-   whether the verdicts (every property, regime and mechanism) agree, and the example
-   counts.
+   ``git archive <commit> exchange | tar -x -C DIR``; ``--baseline-name <commit>`` names it
+   on the page) and this tree, ``--rounds`` times each, in CPU seconds of the process (one
+   torch thread; far less sensitive to other jobs on the machine than wall time); prints
+   the best time of each side, their ratio, whether the verdicts (every property, regime
+   and mechanism) agree, and the example counts; ``--shares`` adds the share of this
+   tree's time spent in the float64 twin's mode, the float64 floor and the loss/twin
+   comparison (each measured by taking it out, interleaved with the rest).
 
 With ``--write-docs`` each part also writes its results as a markdown table into its own
 section of docs/performance.md (``checker_speed:check``, ``:bulk``, ``:event-keys``,
 ``:inspect``, ``:audit``, ``:baseline``; benchmarks/_page.py), with the date, commit,
 machine and this command line; without it the run only prints.
 
-    python benchmarks/checker_speed.py [--max-examples 200] [--audit 10 200] [--no-plain] [--baseline DIR]
-        [--only SECTION ...] [--write-docs]
+    python benchmarks/checker_speed.py [--max-examples 200] [--audit 10 200] [--no-plain]
+        [--baseline DIR [--baseline-name NAME] [--shares]] [--only SECTION ...] [--write-docs]
 """
 
 from __future__ import annotations
@@ -259,61 +261,117 @@ import json, sys, time, torch
 torch.set_num_threads(1)
 from exchange import check
 from exchange.objectives import get
+ran = []  # a patch appends here when the part it takes out would have run
+exec(sys.argv[2])  # a variant's patch (benchmarks only; empty for the package as it is)
 out = {}
-for name in sys.argv[2:]:
+for name in sys.argv[3:]:
     fn = get(name).bind()
+    before = len(ran)
     t0 = time.process_time(); rep = check(fn, max_examples=int(sys.argv[1]), seed=0); tc = time.process_time() - t0
-    out[name] = dict(check=tc, examples=sum(r.examples for r in rep.results.values()),
+    out[name] = dict(check=tc, examples=sum(r.examples for r in rep.results.values()), ran=len(ran) > before,
                      verdict=sorted((k[0], k[1], v.holds) for k, v in rep.results.items()),
                      mechanisms={str(k): sorted(v) for k, v in rep.mechanisms_by_regime.items()})
 print(json.dumps(out))
 """
 
 
-def against_baseline(baseline: str, max_examples: int, rounds: int) -> str:
+# Parts of this tree's check whose share of its time --shares measures: each runs the same
+# check with one part taken out by a patch in the subprocess (benchmarks only; the share is
+# 1 - that time / this tree's). On a float64 loss none of them changes a verdict (the table
+# says whether they did): the mode rewrites nothing there, the floor only judges a residual
+# the oracle already found above tolerance, and the comparison runs below float64 only.
+_PARTS = {
+    # the float64 twin's TorchFunctionMode (exchange/checker/twin.py): the loss called as is
+    "twin mode": "from exchange.checker import twin\n"
+                 "_call = twin.Float64Twin.__call__\n"
+                 "twin.Float64Twin.__call__ = lambda self, lp, r: (self.loss_fn(lp, r) if self.target is torch.float64\n"
+                 "                                                 else _call(self, lp, r))\n",
+    # the float64 floor (precision.floored): every oracle evaluation above tolerance
+    "float64 floor": "from exchange.checker import twin_verdicts\n"
+                     "twin_verdicts.floored = lambda prop, *a, **k: prop\n",
+    # the real loss beside its twin (precision.PairedEngine, compare_on_layout): below float64
+    # only; a check where it never runs has no share ("not run")
+    "comparison": "from exchange.checker import twin_verdicts\n"
+                  "twin_verdicts.PairedEngine = lambda twin, *a: ran.append(1) or twin\n"
+                  "twin_verdicts.compare_on_layout = lambda *a, **k: None\n",
+}
+_RECORDED = {"comparison"}  # parts whose patch records whether they would have run
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a["verdict"] == b["verdict"] and a["mechanisms"] == b["mechanisms"]
+
+
+def against_baseline(baseline: str, max_examples: int, rounds: int, name: str | None = None,
+                     shares: bool = False) -> str:
     """``check`` of each objective in subprocesses, alternating between the ``exchange/``
     under ``baseline`` and this tree: CPU seconds (best of ``rounds``), whether the
     verdicts (every property, regime and mechanism) agree, and the example counts (the
-    event-key hash decides the configurations, so counts may differ between trees)."""
+    event-key hash decides the configurations, so counts may differ between trees).
+    ``name``: what the page calls the baseline (its commit), else its path. ``shares``:
+    this tree also without each of :data:`_PARTS`, interleaved with the rest, for each
+    part's share of this tree's time."""
     import json
     import os
     from pathlib import Path
 
     here = str(Path(__file__).resolve().parents[1])
-    sides = {"baseline": os.path.abspath(baseline), "this tree": here}
+    sides = {"baseline": (os.path.abspath(baseline), ""), "this tree": (here, "")}
+    if shares:
+        sides.update({f"no {part}": (here, patch) for part, patch in _PARTS.items()})
     runs: dict[str, list[dict]] = {k: [] for k in sides}
     for rnd in range(rounds):
         order = list(sides) if rnd % 2 == 0 else list(sides)[::-1]
         for label in order:
-            env = dict(os.environ, PYTHONPATH=sides[label])
-            out = subprocess.run([sys.executable, "-c", _ONE_SIDE, str(max_examples), *_OBJECTIVES], env=env,
+            path, patch = sides[label]
+            env = dict(os.environ, PYTHONPATH=path)
+            out = subprocess.run([sys.executable, "-c", _ONE_SIDE, str(max_examples), patch, *_OBJECTIVES], env=env,
                                  capture_output=True, text=True, cwd="/")
             if out.returncode != 0:
-                raise SystemExit(f"{label} ({sides[label]}) failed:\n{out.stderr[-2000:]}")
+                raise SystemExit(f"{label} ({path}) failed:\n{out.stderr[-2000:]}")
             runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"\n6. check(max_examples={max_examples}) vs {baseline}: {rounds} interleaved rounds, best CPU time of each")
-    print(f"{'objective':<10}{'base s':>8}{'new s':>8}{'new/base':>9}{'base ex':>9}{'new ex':>8}  same verdicts")
-    total = {"baseline": 0.0, "this tree": 0.0}
+    label = name or baseline
+    best = {side: {obj: min((r[obj] for r in runs[side]), key=lambda x: x["check"]) for obj in _OBJECTIVES}
+            for side in sides}
+    parts = [p for p in _PARTS if shares]
+    print(f"\n6. check(max_examples={max_examples}) vs {label}: {rounds} interleaved rounds, best CPU time of each")
+    print(f"{'objective':<10}{'base s':>8}{'new s':>8}{'new/base':>9}{'base ex':>9}{'new ex':>8}  same verdicts"
+          + "".join(f"  {p} share" for p in parts))
+    total = {side: sum(best[side][obj]["check"] for obj in _OBJECTIVES) for side in sides}
+
+    def share(part: str, obj: str | None) -> str:
+        if part in _RECORDED and not any(r[o]["ran"] for r in runs[f"no {part}"] for o in ([obj] if obj else _OBJECTIVES)):
+            return "0 (not run)"
+        this = best["this tree"][obj]["check"] if obj else total["this tree"]
+        without = best[f"no {part}"][obj]["check"] if obj else total[f"no {part}"]
+        same = all(_same(best[f"no {part}"][o], best["this tree"][o]) for o in ([obj] if obj else _OBJECTIVES))
+        return f"{1 - without / this:.0%}" + ("" if same else " (verdicts differ)")
+
     rows = []
-    for name in _OBJECTIVES:
-        b = min((r[name] for r in runs["baseline"]), key=lambda x: x["check"])
-        n = min((r[name] for r in runs["this tree"]), key=lambda x: x["check"])
-        total["baseline"] += b["check"]
-        total["this tree"] += n["check"]
-        same = b["verdict"] == n["verdict"] and b["mechanisms"] == n["mechanisms"]
-        print(f"{name:<10}{b['check']:>8.2f}{n['check']:>8.2f}{n['check'] / b['check']:>8.2f}x"
-              f"{b['examples']:>9}{n['examples']:>8}  {same}")
-        rows.append([name, f"{b['check']:.2f}", f"{n['check']:.2f}", f"{n['check'] / b['check']:.2f}x", b["examples"],
-                     n["examples"], same])
-    print(f"{'all':<10}{total['baseline']:>8.2f}{total['this tree']:>8.2f}{total['this tree'] / total['baseline']:>8.2f}x")
-    rows.append(["**all**", f"{total['baseline']:.2f}", f"{total['this tree']:.2f}",
-                 f"**{total['this tree'] / total['baseline']:.2f}x**", "", "", ""])
+    for obj in _OBJECTIVES:
+        b, n = best["baseline"][obj], best["this tree"][obj]
+        same = _same(b, n)
+        print(f"{obj:<10}{b['check']:>8.2f}{n['check']:>8.2f}{n['check'] / b['check']:>8.2f}x"
+              f"{b['examples']:>9}{n['examples']:>8}  {str(same):<13}" + "".join(f"  {share(p, obj):>{len(p) + 6}}"
+                                                                          for p in parts))
+        rows.append([obj, f"{b['check']:.2f}", f"{n['check']:.2f}", f"{n['check'] / b['check']:.2f}x", b["examples"],
+                     n["examples"], same, *(share(p, obj) for p in parts)])
+    ratio = total["this tree"] / total["baseline"]
+    print(f"{'all':<10}{total['baseline']:>8.2f}{total['this tree']:>8.2f}{ratio:>8.2f}x{'':>17}{'':<13}"
+          + "".join(f"  {share(p, None):>{len(p) + 6}}" for p in parts))
+    rows.append(["**all**", f"{total['baseline']:.2f}", f"{total['this tree']:.2f}", f"**{ratio:.2f}x**", "", "", "",
+                 *(share(p, None) for p in parts)])
+    how = ("" if not shares else
+           " Each share is 1 - (this tree's time with that part taken out) / (this tree's time), the runs"
+           " interleaved with the rest: the twin's TorchFunctionMode (the loss called as is), the float64 floor"
+           " (every oracle evaluation above tolerance judged against float64 round-off) and the loss compared"
+           " with its twin (below float64 only: \"not run\" where no objective runs below it).")
     return (f"`check(max_examples={max_examples})` of each objective in subprocesses, alternating between the"
-            f" `exchange/` package under `{baseline}` and this tree, {rounds} interleaved rounds, best CPU time of each"
+            f" `exchange/` package of `{label}` and this tree, {rounds} interleaved rounds, best CPU time of each"
             " side (one torch thread); \"same verdicts\" compares every property, regime and mechanism. Example"
-            " counts may differ between trees (the event-key hash decides the configurations).\n\n"
+            " counts may differ between trees (the event-key hash decides the configurations)." + how + "\n\n"
             + table(["objective", "baseline CPU s", "this tree CPU s", "this / baseline", "baseline evaluations",
-                     "this tree evaluations", "same verdicts"], rows))
+                     "this tree evaluations", "same verdicts", *(f"{p} share" for p in parts)], rows))
 
 
 def main() -> None:
@@ -324,6 +382,11 @@ def main() -> None:
     parser.add_argument("--skip-check", action="store_true")
     parser.add_argument("--no-plain", action="store_true", help="skip the per-example (Hypothesis-only) comparison")
     parser.add_argument("--baseline", metavar="DIR", help="compare check() with the exchange/ package under DIR")
+    parser.add_argument("--baseline-name", metavar="NAME",
+                        help="what the page calls the baseline (e.g. the commit DIR was archived from)")
+    parser.add_argument("--shares", action="store_true",
+                        help="with --baseline: also each part's share of this tree's check time (twin mode, float64"
+                             " floor, comparison), measured by taking it out")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", nargs="+", choices=_SECTIONS, metavar="SECTION",
                         help=f"run only these sections ({', '.join(_SECTIONS)}; baseline needs --baseline too)")
@@ -354,7 +417,8 @@ def main() -> None:
                       " 2 worker processes each, and the CPU time of all their processes.\n\n"
                       + table(["command", "examples per property and regime", "wall s", "CPU s"], rows))
     if args.baseline and wanted("baseline"):
-        done("baseline", against_baseline(args.baseline, args.max_examples, args.rounds))
+        done("baseline", against_baseline(args.baseline, args.max_examples, args.rounds, args.baseline_name,
+                                          args.shares))
 
 
 if __name__ == "__main__":
