@@ -325,16 +325,102 @@ def _score(t, completion_ids, rewards, old_logprobs, sampling_logprobs) -> dict:
     t._generate = generate
     t._calculate_rewards = lambda inputs, prompts, completions, ids: rewards
     t._get_per_token_logps_and_entropies = old_logps
-    return t._generate_and_score_completions([{"prompt": ""} for _ in range(len(completion_ids))])
+    names, t.reward_func_names = t.reward_func_names, _ScoredNames(t.reward_func_names)
+    try:
+        return t._generate_and_score_completions([{"prompt": ""} for _ in range(len(completion_ids))])
+    except _Final as final:
+        return _scored_at(final)
+    finally:
+        t.reward_func_names = names
+
+
+# The scoring outputs the loss shell reads (``exchange.libraries.trl.loss``), with TRL's
+# output keys: the completion mask (after mask_truncated_completions), the advantages,
+# and with vLLM the importance-sampling ratio and the sampler's log-probs.
+SCORED_KEYS = {"completion_mask": "completion_mask", "advantages": "advantages",
+               "importance_sampling_ratio": "vllm_importance_sampling_ratio",
+               "sampling_per_token_logps": "sampling_per_token_logps"}
+
+
+class _Final(Exception):
+    """TRL's code reached its metric bookkeeping: what the shell reads is final."""
+
+
+class _ScoredNames(list):
+    """The shell's ``reward_func_names`` while it scores: ``_generate_and_score_completions``
+    iterates them first in its metrics and logs (``rewards/<name>/mean``, after
+    ``advantages`` and ``completion_mask`` are final; nothing before reads them, the
+    rewards come from the replaced ``_calculate_rewards``), so iterating ends the call
+    (:func:`_score`): the rest only logs (two ``nanstd``, the reward means, the vLLM
+    sampling statistics; a third of scoring's tensor ops)."""
+
+    def __iter__(self):
+        raise _Final
+
+
+def _scored_at(final: _Final) -> dict:
+    """:data:`SCORED_KEYS` from the locals of the ``_generate_and_score_completions`` frame
+    ``final`` was raised through (a vLLM key only where TRL built it, as TRL's output)."""
+    from trl import GRPOTrainer
+
+    found = _locals_at(final, GRPOTrainer._generate_and_score_completions)
+    return {key: found[name] for key, name in SCORED_KEYS.items() if found.get(name) is not None}
+
+
+def _locals_at(final: Exception, function) -> dict:
+    """The locals of ``function``'s frame in ``final``'s traceback (the traceback is then
+    dropped: its frames hold the batch's tensors)."""
+    code, tb = getattr(function, "__wrapped__", function).__code__, final.__traceback__
+    try:
+        while tb is not None:
+            if tb.tb_frame.f_code is code:
+                return dict(tb.tb_frame.f_locals)
+            tb = tb.tb_next
+    finally:
+        del tb
+        final.__traceback__ = None
+    raise AssertionError(f"the shell's early exit was raised outside {function.__qualname__}")  # pragma: no cover
+
+
+class _LossAccelerator(_Accelerator):
+    """The shell's accelerator while ``_compute_loss`` runs: TRL calls ``reduce`` there only
+    in ``global_masked_mean`` (its logged means, after ``loss`` is final) and in the adaptive
+    entropy controller (off in the shell: :func:`shell` disables the entropy bonus), so
+    ``reduce`` ends the call (:func:`shell_loss`)."""
+
+    def reduce(self, x, reduction="sum"):
+        raise _Final
+
+
+_LOSS_ACCELERATOR = _LossAccelerator()
 
 
 def shell_loss(t, inputs: dict, logprobs, entropy, accumulation: int):
     """TRL's ``_compute_loss`` on the shell ``t`` for one micro-batch ``inputs``, whose
     forward pass returns ``logprobs`` / ``entropy`` ``[n, T]``, with
-    ``current_gradient_accumulation_steps = accumulation``."""
+    ``current_gradient_accumulation_steps = accumulation``.
+
+    TRL's metric bookkeeping after the loss (``kl``, ``entropy``, ``clip_ratio/*``: about
+    90 tensor ops of a call's 120 in trl 1.16.0, each one dispatched through the checker's twins) is
+    skipped: the call ends at its first ``accelerator.reduce`` (:class:`_LossAccelerator`),
+    and the result is TRL's local ``loss`` there, the value ``_compute_loss`` returns (in
+    trl 1.16.0 nothing assigns ``loss`` after ``def global_masked_mean``; with the entropy
+    bonus on, the adaptive controller also calls ``reduce``, so TRL then runs to its end).
+    ``tests/libraries/trl/test_contact.py`` checks both on TRL's source and the value
+    against the full call."""
     t.current_gradient_accumulation_steps = accumulation
     t._get_per_token_logps_and_entropies = lambda *a, **kw: (logprobs, entropy, None)
-    return t._compute_loss(None, inputs)
+    if t._entropy_bonus_enabled:
+        return t._compute_loss(None, inputs)
+    accelerator, t.accelerator = t.accelerator, _LOSS_ACCELERATOR
+    try:
+        return t._compute_loss(None, inputs)
+    except _Final as final:
+        from trl import GRPOTrainer
+
+        return _locals_at(final, GRPOTrainer._compute_loss)["loss"]
+    finally:
+        t.accelerator = accelerator
 
 
 # ------------------------------------------------------------ a model's forward

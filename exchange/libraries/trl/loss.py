@@ -94,7 +94,14 @@ def loss_fn(loss_type: str, params: Mapping[str, Any] | None = None) -> Callable
     require("trl")
     target = f"trl:{loss_type}"
     options, config = grpo_config(target, loss_type, params)
-    fn = library_loss(target, options, _loss, config=config)
+    # TRL's advantages are float32 values in training: the rewards live in float32
+    # (``rewards_per_func = torch.zeros(...)``, the default dtype, grpo_trainer.py:1581;
+    # ``reward_weights`` float32, :574-576), and even fed float64 its ``nanstd`` rounds
+    # Bessel's factor ``count / (count - 1)`` (an int division: float32, trl/trainer/utils.py:1041)
+    # into the std of every std-scaled advantage; the log-probs of a model's forward pass are
+    # float32 or coarser. The float64 arithmetic the checker feeds hides that (as AReaL's and
+    # ART's float32 advantages), so the loss declares its precision (THEORY.md section 4).
+    fn = library_loss(target, options, _loss, precision="float32", config=config)
     plan = schedule(config)
     if plan.splits_groups:  # the step holds part of the generation batch (M8): the checker judges that step
         fn.exchange_update_rows = functools.partial(update_rows, plan)  # type: ignore[attr-defined]
@@ -238,8 +245,7 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
     extra = {"importance_sampling_ratio": is_ratio, "sampling_per_token_logps": sampling}
     plan = schedule(config)
     if plan.micro_batches <= 1 and plan.judged == 1:
-        return _micro_loss(t, rollout, logprobs, entropy, adv, mask, torch.arange(rollout.n), mask.sum(),
-                           plan.accumulation, extra)
+        return _micro_loss(t, rollout, logprobs, entropy, adv, mask, None, mask.sum(), plan.accumulation, extra)
     # TRL's generation batch: its rows shuffled (shuffle_sequence_dict), cut into equal
     # micro-batches (split_tensor_dict); the step judged holds the first ``plan.judged``
     rows = micro_batches(rollout.n, plan, logprobs.device)
@@ -251,24 +257,31 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
 
 
 def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Tensor, mask: Tensor,
-                rows: Tensor, num_items: Tensor, k: int, extra: dict) -> Tensor:
-    """TRL's ``_compute_loss`` on the micro-batch ``rows`` with ``current_gradient_accumulation_steps
-    = k``; a row index ``>= rollout.n`` is a padding row (:func:`micro_batches`): no token
-    in its mask, advantage 0, so it adds nothing but its place in the micro-batch's row count."""
+                rows: Tensor | None, num_items: Tensor, k: int, extra: dict) -> Tensor:
+    """TRL's ``_compute_loss`` on the micro-batch ``rows`` (``None``: every row, in order)
+    with ``current_gradient_accumulation_steps = k``; a row index ``>= rollout.n`` is a
+    padding row (:func:`micro_batches`): no token in its mask, advantage 0, so it adds
+    nothing but its place in the micro-batch's row count."""
     from exchange.libraries.trl.contact import shell_loss
 
-    rows = rows.to(rollout.mask.device)
-    n = int(rows.numel())
-    real = rows < rollout.n
-    pick = rows.clamp(max=rollout.n - 1)
-    padded = not bool(real.all())
+    if rows is None:
+        n = rollout.n
 
-    def take(x: Tensor) -> Tensor:  # the rows, a padding row zeroed (its mask is empty anyway)
-        out = x[pick]
-        if not padded:
-            return out
-        keep = real.to(out.device).view(-1, *([1] * (out.ndim - 1)))
-        return torch.where(keep, out, torch.zeros_like(out))
+        def take(x: Tensor) -> Tensor:
+            return x
+    else:
+        rows = rows.to(rollout.mask.device)
+        n = int(rows.numel())
+        real = rows < rollout.n
+        pick = rows.clamp(max=rollout.n - 1)
+        padded = not bool(real.all())
+
+        def take(x: Tensor) -> Tensor:  # the rows, a padding row zeroed (its mask is empty anyway)
+            out = x[pick]
+            if not padded:
+                return out
+            keep = real.to(out.device).view(-1, *([1] * (out.ndim - 1)))
+            return torch.where(keep, out, torch.zeros_like(out))
 
     inputs = {
         "prompt_ids": torch.zeros(n, 1, dtype=torch.long, device=rollout.mask.device),

@@ -25,9 +25,8 @@ def exact(x: torch.Tensor | None) -> tuple | None:
 def arithmetic() -> tuple:
     """The arithmetic code runs in here: the dtypes a float32 and a float64 request get,
     and the default tensor's dtype and device (a twin rewrites them)."""
-    here = torch.empty(())
-    return (torch.empty((), dtype=torch.float32).dtype, torch.empty((), dtype=torch.float64).dtype,
-            here.dtype, here.device)
+    low, high = torch.empty(2, dtype=torch.float32), torch.empty(2, dtype=torch.float64)
+    return (low.dtype, high.dtype, torch.get_default_dtype(), torch.get_default_device())
 
 
 class ScoreMemo:

@@ -135,3 +135,91 @@ def test_scoring_is_memoised_per_inputs_and_arithmetic(monkeypatch):
     assert len(runs) == 3
     float64_twin(lambda lp, rollout: scored())(None, None)  # the twin's arithmetic: its own entry
     assert len(runs) == 4
+
+
+# The shell's early exits (contact.shell_loss, contact._score): TRL's metric bookkeeping
+# after its outputs are final is skipped. Each setting reaches a different branch of
+# _compute_loss or of the scoring (KL, sequence level, clip-higher, cispo, sapo, luspo,
+# vespo, entropy mask, truncation, vLLM's correction, off-policy mask, micro-batches).
+EARLY_EXIT_SETTINGS = [
+    ("grpo", {"beta": 0.04}), ("grpo", {"importance_sampling_level": "sequence"}),
+    ("dapo", {"epsilon_high": 0.28, "mask_truncated_completions": True}), ("bnpo", {"top_entropy_quantile": 0.5}),
+    ("dr_grpo", {"scale_rewards": "none", "gradient_accumulation_steps": 2}), ("cispo", {"epsilon_high": 5.0}),
+    ("sapo", {}), ("luspo", {"importance_sampling_level": "sequence"}), ("vespo", {"use_vllm": True}),
+    ("bnpo", {"use_vllm": True, "vllm_importance_sampling_mode": "sequence_mask", "off_policy_mask_threshold": 0.1}),
+    ("grpo", {"scale_rewards": "batch", "steps_per_generation": 2, "gradient_accumulation_steps": 1}),
+]
+
+
+@pytest.mark.parametrize("loss_type, params", EARLY_EXIT_SETTINGS)
+def test_the_shells_early_exits_give_trls_full_outputs(monkeypatch, loss_type, params):
+    """The loss and its coefficients with the early exits equal, bit for bit, those of
+    TRL's calls run to their end (its metrics and logs included)."""
+    import dataclasses
+
+    import torch
+
+    from exchange import token_coefficients
+    from exchange.checker.cases import Case, GroupConfig, build
+    from exchange.libraries import resolve
+    from exchange.libraries.trl import contact
+    from exchange.libraries.trl.memo import ScoreMemo
+
+    case = Case(groups=(GroupConfig(((1, 2, 3), (1, 2, 0, 1, 3), (4,), (2, 2)), (1.0, 0.0, 0.5, 0.25)),
+                        GroupConfig(((1, 1), (2, 0, 2, 1), (3,), (1, 4, 4)), (0.0, 1.0, 0.3, 0.9))), off_policy=True)
+    rollout = build(case)
+    rollout = dataclasses.replace(rollout, truncated=torch.tensor([False, True] + [False] * (rollout.n - 2)))
+    if params.get("use_vllm"):
+        rollout = dataclasses.replace(rollout, sampling_logprobs=rollout.old_logprobs - 0.01)
+    fn = resolve(f"trl:{loss_type}", {k: str(v) for k, v in params.items()})
+
+    def run():
+        monkeypatch.setattr(contact, "_SCORES", ScoreMemo(8))
+        lp = rollout.logprobs.clone().requires_grad_(True)
+        return fn(lp, rollout).detach(), token_coefficients(fn, rollout.logprobs, rollout)
+
+    fast = run()
+    ended = []
+    original = contact._locals_at
+    monkeypatch.setattr(contact, "_locals_at", lambda *a: ended.append(1) or original(*a))
+    run()
+    assert len(ended) >= 2  # both exits were taken
+    monkeypatch.setattr(contact, "_LOSS_ACCELERATOR", contact._Accelerator())  # TRL's calls to their end
+    monkeypatch.setattr(contact, "_ScoredNames", list)
+    full = run()
+    assert torch.equal(fast[0], full[0]) and torch.equal(fast[1], full[1])
+
+
+def test_trls_outputs_are_final_where_the_shell_ends_its_calls():
+    """On TRL's source: in ``_compute_loss`` nothing assigns ``loss`` after ``def
+    global_masked_mean`` and ``accelerator.reduce`` is called only there and in the entropy
+    bonus (off in the shell); in ``_generate_and_score_completions`` the outputs the shell
+    reads are assigned before ``reward_func_names`` is first read."""
+    import ast
+    import inspect
+    import textwrap
+
+    from trl import GRPOTrainer
+
+    from exchange.libraries.trl.contact import SCORED_KEYS
+
+    def tree(function):
+        return ast.parse(textwrap.dedent(inspect.getsource(function))).body[0]
+
+    def assigned(node, name):
+        return [n.lineno for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                for leaf in ast.walk(t) if isinstance(leaf, ast.Name) and leaf.id == name]
+
+    loss = tree(GRPOTrainer._compute_loss)
+    metrics = next(n for n in loss.body if isinstance(n, ast.FunctionDef) and n.name == "global_masked_mean")
+    assert max(assigned(loss, "loss")) < metrics.lineno
+    bonus = next(n for n in loss.body if isinstance(n, ast.If) and "_entropy_bonus_enabled" in ast.unparse(n.test))
+    inside = {id(n) for part in (metrics, bonus) for n in ast.walk(part)}
+    reduces = [n for n in ast.walk(loss) if isinstance(n, ast.Attribute) and n.attr == "reduce"]
+    assert reduces and all(id(n) in inside for n in reduces)
+
+    scoring = tree(GRPOTrainer._generate_and_score_completions)
+    first_read = min(n.lineno for n in ast.walk(scoring) if isinstance(n, ast.Attribute) and n.attr == "reward_func_names")
+    for name in SCORED_KEYS.values():
+        assert assigned(scoring, name) and max(assigned(scoring, name)) < first_read, name
