@@ -59,9 +59,10 @@ class Origin:
 
 
 def coq_where(coqc: str) -> str:
-    proc = subprocess.run([coqc, "-where"], capture_output=True, text=True, timeout=60,
-                          check=False)
-    return proc.stdout.strip()
+    """``coqc -where`` ("" when it fails), remembered per binary (``cache.tool_answer``)."""
+    from exchange.theory.cache import tool_answer
+
+    return tool_answer(coqc, "-where") or ""
 
 
 def _run(coqc: str, flags: list[str], lines: list[str], build=None, cache: bool = False) -> str:

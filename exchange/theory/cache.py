@@ -81,16 +81,53 @@ def _code_digest() -> str:
                 *(_file_digest(Path(m.__file__)) for m in (coq, build, axioms, record, nonvacuity)))
 
 
-def coqc_identity(coqc: str) -> str | None:
-    """``coqc --version`` and ``coqc -where`` (the standard library it loads), or None."""
+# Answers of ``coqc --version`` / ``coqc -where`` in this process (a run asked them about
+# a dozen times, each a fork of a process that may hold torch: ~0.4 s of CPU a run),
+# keyed by ``_binary_stamp``: the resolved file's identity (inode, size, mtime, ctime)
+# and the COQ* environment, so a replaced binary or another COQLIB asks again.
+_ANSWERS: dict[tuple, str] = {}
+
+
+def _binary_stamp(tool: str) -> tuple | None:
+    """What a tool's answer to ``--version``/``-where`` depends on, or None (not memoised)."""
+    import shutil
+
+    path = shutil.which(tool)
+    if path is None:
+        return None
     try:
-        out = [subprocess.run([coqc, flag], capture_output=True, text=True, timeout=60)
-               for flag in ("--version", "-where")]
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("COQ")))
+    return (real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, env)
+
+
+def tool_answer(tool: str, flag: str) -> str | None:
+    """``tool flag``'s stdout (stripped), or None when it fails; a success is remembered
+    for this process under ``_binary_stamp`` (never a failure: asked again next time)."""
+    stamp = _binary_stamp(tool)
+    key = (stamp, flag)
+    if stamp is not None and key in _ANSWERS:
+        return _ANSWERS[key]
+    try:
+        proc = subprocess.run([tool, flag], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
-    if any(p.returncode != 0 for p in out):
+    if proc.returncode != 0:
         return None
-    return "\n".join(p.stdout.strip() for p in out)
+    if stamp is not None:
+        _ANSWERS[key] = proc.stdout.strip()
+    return proc.stdout.strip()
+
+
+def coqc_identity(coqc: str) -> str | None:
+    """``coqc --version`` and ``coqc -where`` (the standard library it loads), or None."""
+    out = [tool_answer(coqc, flag) for flag in ("--version", "-where")]
+    if any(o is None for o in out):
+        return None
+    return "\n".join(out)
 
 
 _coqc_identity = coqc_identity  # the name this module and its tests use

@@ -164,7 +164,7 @@ def main_help(capsys) -> str:
 # --- the shortcuts of the single pass fall back to asking one by one -------------------
 
 @pytest.mark.coq
-def test_a_group_that_is_not_closed_is_asked_again_in_halves(coqc, tmp_path):
+def test_a_group_that_is_not_closed_is_asked_again_in_parts(coqc, tmp_path):
     dev = _dev(tmp_path, A=A_AXIOM, B=B, C=C)
     assert _check(dev, cache=False)  # builds it
     names = [t.name for t in REGISTRY.values()] + ["Fake.C.missing"]
@@ -176,9 +176,12 @@ def test_a_group_that_is_not_closed_is_asked_again_in_halves(coqc, tmp_path):
     assert together.found == alone.found and together.pinned == alone.pinned == {}
     assert alone.found["Fake.A.a"] == ("A.cheat",) and alone.found["Fake.C.c"] == ()
     assert "Fake.C.missing" not in alone.found and "Fake.C.missing" in together.errors
-    # Alone: one pass (the unresolved name is last). Together: the group stops at the
-    # unresolved name, its halves are asked (one not closed, one stopping), then singles.
-    assert alone.passes == 1 and together.passes == 3
+    # Alone: one pass (the unresolved name is last). Together: the group of four stops at
+    # the unresolved name and is asked again one by one (coq._SPLIT = 4 parts at most;
+    # in halves it took three passes).
+    assert alone.passes == 1 and together.passes == 2
+    assert coq._SPLIT == 4 and [len(u.members) for u in coq._parts(
+        coq._Unit("group", "0", tuple(map(str, range(9)))))] == [3, 3, 3]
 
 
 @pytest.mark.coq
@@ -383,3 +386,33 @@ def test_link_values_are_keyed_by_sources_terms_and_ci(tmp_path, monkeypatch, co
     assert link._cached_values(proofs, coqc, terms) == [[Fraction(1, 2)]]
     monkeypatch.setenv("CI", "true")
     assert link._cached_values(proofs, coqc, terms) is None  # CI evaluates from clean
+
+
+def test_tool_answers_are_remembered_per_binary_and_environment(tmp_path, monkeypatch):
+    # coqc --version / -where are asked once per process, but a replaced binary (another
+    # inode, size or mtime) or another COQ* environment asks again, and a failure is
+    # never remembered.
+    log = tmp_path / "asked.log"
+    tool = tmp_path / "fakecoqc"
+    script = '#!/bin/sh\necho asked >> "{log}"\n[ -e "{fail}" ] && exit 3\necho "{answer}"\n'
+    fail = tmp_path / "fail"
+
+    def install(answer):
+        tool.unlink(missing_ok=True)
+        tool.write_text(script.format(log=log, fail=fail, answer=answer))
+        tool.chmod(0o755)
+
+    def asked():
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    install("one")
+    assert cache_mod.tool_answer(str(tool), "-where") == "one" and asked() == 1
+    assert cache_mod.tool_answer(str(tool), "-where") == "one" and asked() == 1
+    install("two, longer")  # another file in its place
+    assert cache_mod.tool_answer(str(tool), "-where") == "two, longer" and asked() == 2
+    monkeypatch.setenv("COQLIB", str(tmp_path))
+    assert cache_mod.tool_answer(str(tool), "-where") == "two, longer" and asked() == 3
+    fail.touch()
+    monkeypatch.setenv("COQLIB", str(tmp_path / "other"))
+    assert cache_mod.tool_answer(str(tool), "-where") is None and asked() == 4
+    assert cache_mod.tool_answer(str(tool), "-where") is None and asked() == 5
