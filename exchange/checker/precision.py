@@ -7,16 +7,15 @@ twin (THEORY.md section 4, precision rule; the twin: :mod:`exchange.checker.twin
   twin on the same rollouts; their difference is the loss's round-off on them, and one
   beyond :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times what the float32
   twin predicts for the loss's precision means precision changed what the loss computes;
-- :func:`floored`: float64 round-off, judged against the float32 and float16 twins'
-  round-off (on the example, and on it with rescaled rewards) scaled by the square root of
-  the ratio of unit round-offs.
+- :func:`floored`: float64 round-off, judged against what float64's own rounding, directed
+  up and down, does on the same example (:mod:`exchange.checker.rounding`).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -25,15 +24,15 @@ from exchange.checker import bulk
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import RandomDraw
 from exchange.checker.properties.base import BatchInputs, Evaluation, Property
-from exchange.checker.tolerances import (FLOAT64_FLOOR_SCALE, FLOOR_REWARD_SCALES, PRECISIONS, RESOLUTION,
-                                         ROUND_OFF_MARGIN)
+from exchange.checker.rounding import DIRECTIONS, ROUNDINGS_STEP, directed_twin
+from exchange.checker.tolerances import PRECISIONS, RESOLUTION, ROUND_OFF_MARGIN
 from exchange.checker.twin import Float64Twin, float32_twin
 from exchange.core.coefficients import Engine, LossFn, token_coefficients
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument, ObjectiveError
 
 __all__ = ["detect_precision", "resolve_precision", "Comparison", "PairedEngine", "changed_on", "compare_on_layout", "Floor",
-           "floored"]
+           "floored", "float64_rounding"]
 
 # The detector's batch: generic rewards (no coefficient is a round number by accident).
 _DETECT_CASE = Case(
@@ -87,13 +86,16 @@ class Comparison:
     difference, the same computation's conditioning). ``worst``: the largest ``d``;
     ``changed``: some ``d`` exceeded :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN`
     times its prediction (precision changed what the loss computes), ``where`` naming the
-    first such evaluation."""
+    first such evaluation; ``at``: the largest ``d`` per place compared (a property's own
+    layout, ``"<property> (<regime>)"``), what a property's result reports as its measured
+    round-off: the largest over the whole check belongs to no one property."""
 
     precision: str
     rollouts: int = 0
     worst: float = 0.0
     changed: bool = False
     where: str = ""
+    at: dict = field(default_factory=dict)
 
     def add(self, kappa_twin: Tensor, kappa_loss: Tensor, kappa_float32: Tensor, where: str) -> None:
         """Compare ``[K, N, T]`` (or ``[N, T]``) coefficients of the twin, the loss and the
@@ -110,6 +112,7 @@ class Comparison:
         self.rollouts += kt.shape[0]
         if d.numel():
             self.worst = max(self.worst, float(d.max()))
+            self.at[where] = max(self.at.get(where, 0.0), float(d.max()))
             if bool((d > ROUND_OFF_MARGIN * predicted).any()) and not self.changed:
                 self.changed, self.where = True, where
 
@@ -141,12 +144,14 @@ class PairedEngine:
         return kt
 
 
-def changed_on(twin: Engine, float32: Engine, pairs: list[tuple[Rollout, Tensor]], precision: str) -> bool:
+def changed_on(twin: Engine, float32: Engine, pairs: list[tuple[Rollout, Tensor]], precision: str,
+               comparison: Comparison | None = None) -> bool:
     """Whether the loss's coefficients on these rollouts (``(rollout, kappa [N, T])`` pairs,
     a counterexample and its variant) differ from its twin's beyond the round-off the float32
-    twin predicts there (:class:`Comparison`): THEORY.md section 4, "their difference is the
-    round-off of that loss on that input; a property residual within it is round-off"."""
-    comparison = Comparison(precision)
+    twin predicts there (:class:`Comparison`, recorded in ``comparison`` when given): THEORY.md
+    section 4, "their difference is the round-off of that loss on that input; a property
+    residual within it is round-off"."""
+    comparison = Comparison(precision) if comparison is None else comparison
     try:
         kt, k32 = twin([r for r, _ in pairs]), float32([r for r, _ in pairs])
     except ObjectiveError:  # the loss raises on it where its twin does not
@@ -185,74 +190,70 @@ def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, 
 @dataclass
 class Floor:
     """A float64 residual judged against the float64 floor: ``raw`` the twin's residual,
-    ``floor`` what the float32 twin's round-off predicts for float64."""
+    ``floor`` what float64's own rounding, directed up and down, does on the same example."""
 
     raw: float
     floor: float
 
     def __str__(self) -> str:
         return (f"holds up to float64 round-off (residual {self.raw:.2g} within the float64 floor {self.floor:.2g} "
-                "measured on the float32 and float16 twins)")
-
-
-def _scaled_rewards(case: Case, factor: float) -> Case:
-    """``case`` with every reward times ``factor``: the same verdict (a property that holds,
-    holds for every reward vector; ties stay ties), other low bits."""
-    return replace(case, groups=tuple(replace(g, rewards=tuple(x * factor for x in g.rewards)) for g in case.groups))
+                "measured on the float64 twin with its rounding directed up and down)")
 
 
 def _inner(loss_fn):
     return loss_fn.loss_fn if isinstance(loss_fn, Float64Twin) else loss_fn
 
 
-def floored(prop: Property, float32_engine: Engine, seen: dict) -> Property:
+def float64_rounding(loss_fn, ev: Evaluation) -> float:
+    """How far float64's own rounding can move the coefficients ``ev`` compared (its
+    rollout and, where it has one, its variant), relative to their largest: on each, what
+    one more rounding moves them by, the float64 twin with every operation's rounding
+    directed (:func:`~exchange.checker.rounding.directed_twin`) by two roundings against
+    the same by one, up and down, the larger; summed over the two, because the residual
+    compares two computations that each round. A round-off grows with the rounding
+    (linearly, or as a square root after a cancellation), so the step from one rounding to
+    two is of its size; a decision a rounding flips (a mask, a clip, a selection decided
+    otherwise: a coefficient jumps by its own size) is the same at one rounding and at two
+    and cancels from the step (measured against the plain twin instead, ``exchange audit``
+    read clip_cov's real (P) break, 0.88, as float64 round-off under a floor of 32).
+    Measured at float64 itself: a round-off that a square root amplifies (``sqrt(eps) |x|``
+    from a cancelled one-pass variance) is measured as it is. The floor before sampled the
+    same computation at float32 and float16 and scaled it to float64 by an assumed law (the
+    square root of the ratio of unit round-offs, with rescaled rewards for more samples):
+    where both round a tie exactly that float64 rounds, it predicts 0 (benchmark seed 2026
+    #269: a leave-one-out std of four tied shaped rewards, ``2^-26`` in some row orders and
+    0 in others, float32 and float16 exact at every reward scale;
+    tests/checker/test_float64_floor.py)."""
+    pairs = [(r, k) for r, k in ((ev.rollout, ev.kappa), (ev.variant, ev.variant_kappa)) if r is not None and k is not None]
+    rollouts = [r for r, _ in pairs]
+    moved = [0.0] * len(pairs)
+    for direction in DIRECTIONS:
+        try:
+            one, two = (Engine(directed_twin(_inner(loss_fn), direction * n), batched=False)(rollouts)
+                        for n in ROUNDINGS_STEP)
+        except ObjectiveError:
+            continue
+        for i, ((_, k), k1, k2) in enumerate(zip(pairs, one, two)):
+            scale = float(k.abs().max())
+            d = float((k2 - k1).abs().max()) / scale if scale > 0 else 0.0
+            moved[i] = max(moved[i], d if math.isfinite(d) else 0.0)
+    return sum(moved)
+
+
+def floored(prop: Property, seen: dict) -> Property:
     """``prop`` whose plain evaluation (the oracle that confirms every failure) judges a
     residual above the float64 tolerance against the float64 floor of the same example
-    (THEORY.md section 4: "the float64 tolerances sit above a measured float64 floor"). The
-    float32 and float16 twins round the same computation: each one's residual and its
-    coefficients' difference to the float64 twin on the example's rollout (relative to the
-    largest; a run that lost every digit still shows its conditioning there, where its
-    residual saturates), times :data:`~exchange.checker.tolerances.FLOAT64_FLOOR_SCALE`
-    predict the float64 round-off (a square root of a cancelled one-pass variance rounds
-    as ``sqrt(eps)``; smooth operations as ``eps``, which that bounds; two twins because one
-    samples a rounding, it does not bound it); the floor is
-    :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times that (two precisions do not
-    round one computation in proportion). Where that does not cover the residual, the twins
-    round the example again with every reward times each of
-    :data:`~exchange.checker.tolerances.FLOOR_REWARD_SCALES` (the same verdict, other low
-    bits: both twins can round a tie exactly where float64 does not). Within the floor, the
-    residual is reported scaled to the tolerance and the raw one is recorded in
-    ``seen[(name, regime)]``."""
-
-    half_engine = Engine(Float64Twin(_inner(float32_engine.loss_fn), target=torch.float16),
-                         batched=float32_engine.batched)
-
-    def predicted(example, regime: str, k64=None, rollout=None) -> float:
-        """The float64 round-off the float32 and float16 twins predict on ``example`` (each
-        one's residual and, on ``rollout``, its coefficients' difference to ``k64``), times
-        the margin."""
-        out = 0.0
-        for low_engine, name in ((float32_engine, "float32"), (half_engine, "float16")):
-            try:
-                values = [prop.evaluate(low_engine, example, regime).residual]
-                if rollout is not None:
-                    (k_low,) = low_engine([rollout])
-                    scale = float(k64.abs().max())
-                    values.append(float((k_low - k64).abs().max()) / scale if scale > 0 else 0.0)
-            except ObjectiveError:
-                continue
-            out = max(out, max((v for v in values if math.isfinite(v)), default=0.0) * FLOAT64_FLOOR_SCALE[name])
-        return ROUND_OFF_MARGIN * out
+    (THEORY.md section 4: "the float64 tolerances sit above a measured float64 floor"):
+    :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times :func:`float64_rounding`
+    (one direction for every rounding at once is one combination of them, not the worst).
+    Within the floor, the residual is reported scaled to the tolerance and the raw one is
+    recorded in ``seen[(name, regime)]``."""
 
     def evaluate(engine, example, regime: str) -> Evaluation:
         ev = prop.evaluate(engine, example, regime)
         if not ev.residual > prop.tolerance or not math.isfinite(ev.residual) or ev.exact:
             return ev
-        floor = predicted(example, regime, ev.kappa, ev.rollout)
-        for factor in FLOOR_REWARD_SCALES:  # fresh roundings of the same verdict, until one covers it
-            if ev.residual <= floor:
-                break
-            floor = max(floor, predicted(example.with_case(_scaled_rewards(example.case, factor)), regime))
+        floor = ROUND_OFF_MARGIN * float64_rounding(engine.loss_fn, ev)
         if ev.residual <= floor:
             found = Floor(ev.residual, floor)
             key = (prop.name, regime)

@@ -18,7 +18,7 @@ from torch import Tensor
 from exchange.errors import InvalidArgument
 from exchange.core.rollout import Rollout
 
-__all__ = ["PropertyResult", "RegularizerReport", "Report", "REPORT_SCHEMA"]
+__all__ = ["PropertyResult", "RegularizerReport", "Report", "REPORT_SCHEMA", "summary"]
 
 # Version of the JSON report (``Report.to_dict``, ``exchange check --json``); bumped on
 # any incompatible change. Documented in docs/properties.md ("JSON report").
@@ -135,6 +135,37 @@ def _finite(x: float) -> float | str:
     return x if x == x and abs(x) != float("inf") else str(x)
 
 
+def _rank(res: PropertyResult) -> int:
+    """Which regime's verdict a property's summary states: a break of the float64 twin
+    (BROKEN) before a break precision made (BROKEN (precision-induced): the twin holds
+    there), before a property that holds up to round-off, before a plain hold."""
+    if not res.holds:
+        return 1 if res.precision_induced else 0
+    return 2 if res.round_off else 3
+
+
+def summary(per: dict[str, PropertyResult]) -> dict[str, Any]:
+    """A property's JSON entry, a function of its per-regime results ``{regime: result}``
+    only (never set apart from them): the verdict, note, counterexample, tolerance, twin
+    fields and ``precision_induced`` of the regime whose verdict is the strongest claim
+    (:func:`_rank`, the first such regime in order), with ``holds`` (every regime),
+    ``max_residual`` and ``round_off_measured`` (the largest), ``examples`` (the sum) and
+    each regime's own ``holds``, ``max_residual`` and ``examples`` under ``regimes``. So a
+    summary never says "precision-induced" where the twin breaks in another regime, nor
+    "holds" beside a residual that only round-off explains."""
+    shown = min(per.values(), key=_rank)
+    entry = shown.to_dict()
+    entry["holds"] = all(p.holds for p in per.values())
+    entry["max_residual"] = _finite(max(p.max_residual for p in per.values()))
+    entry["examples"] = sum(p.examples for p in per.values())
+    measured = [p.round_off_measured for p in per.values() if p.round_off_measured is not None]
+    if measured:
+        entry["round_off_measured"] = _finite(max(measured))
+    entry["regimes"] = {r: {"holds": p.holds, "max_residual": _finite(p.max_residual), "examples": p.examples}
+                        for r, p in per.items()}
+    return entry
+
+
 @dataclass
 class Report:
     objective: str
@@ -205,17 +236,7 @@ class Report:
 
     # -------------------------------------------------------------- output
     def to_dict(self) -> dict[str, Any]:
-        props: dict[str, Any] = {}
-        for name in self.properties:
-            per = {r: self.results[(name, r)] for r in self.regimes}
-            first_bad = next((p for p in per.values() if not p.holds), None)
-            shown = first_bad or next(iter(per.values()))
-            entry = shown.to_dict()
-            entry["holds"] = all(p.holds for p in per.values())
-            entry["max_residual"] = _finite(max(p.max_residual for p in per.values()))
-            entry["examples"] = sum(p.examples for p in per.values())
-            entry["regimes"] = {r: {"holds": p.holds, "max_residual": _finite(p.max_residual), "examples": p.examples} for r, p in per.items()}
-            props[name] = entry
+        props = {name: summary({r: self.results[(name, r)] for r in self.regimes}) for name in self.properties}
         out: dict[str, Any] = {
             "schema": REPORT_SCHEMA,
             "objective": self.objective,

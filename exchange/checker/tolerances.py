@@ -22,12 +22,11 @@ normalised residual is ``<= tolerance``.
 
 from __future__ import annotations
 
-import math
 
 __all__ = [
     "RTOL_CANCEL", "ATOL_REL", "RTOL_DIRECTION", "ZERO_COLUMN", "RTOL_EQUAL", "TINY",
     "PRECISIONS", "PRECISION_RTOL", "RESOLUTION", "pattern_tol", "SHAPING_LEAK", "MIN_INFORMATIVE_SHARE", "MAX_MISMATCHES", "at_precision",
-    "ROUND_OFF_MARGIN", "FLOAT64_PER_FLOAT32", "FLOAT64_FLOOR_SCALE", "FLOOR_REWARD_SCALES", "SECOND_REWARDS_STEP",
+    "ROUND_OFF_MARGIN", "SECOND_REWARDS_STEP",
     "FLOOR_MARGIN", "ROUNDINGS",
 ]
 
@@ -104,44 +103,16 @@ SHAPING_LEAK = 0.04
 # error bound is n eps times a conditioning for both precisions, but one run of each samples
 # where in [0, n eps] its roundings land (the float32 twin may round nothing where bf16
 # rounds), so the quotient of two samples has no bound; the margin separates the two
-# measured populations. The float64 floor (precision.floored) uses it for the same reason
-# (two twins of one computation, one sample each). Needed (tests fail without it): at 1,
+# measured populations. The float64 floor (precision.floored) uses it for a like reason: its
+# runs with every rounding directed up, then down, are two combinations of the directions, not
+# the worst (a residual that sums effects of mixed signs), and its step from one rounding to
+# two shows a square-root response at sqrt(2) - 1 = 0.41 of its size (composition seed 2026
+# #269: the step sums to 5.4e-7 over its two sides, the residual is 1.5e-7). Needed (tests
+# fail without it): at 1,
 # test_twin's square-root floor and within-round-off cases and test_real_loss_kinds' kind-5
 # bf16 shaped rewards read as breaks; at 300, test_precision_corpus's GSPO bf16 clip and
 # three-identical-responses bf16 z-score are no longer precision-induced breaks.
 ROUND_OFF_MARGIN = 16.0
-
-# The float64 floor: the same twin run in float32 rounds as the float64 twin does, larger
-# by the ratio of the unit round-offs; a float64 residual within its float32 twin's residual
-# scaled by that ratio is float64 round-off.
-FLOAT64_PER_FLOAT32 = RESOLUTION["float64"] / RESOLUTION["float32"]
-# ... unless the round-off passes through a square root of a difference that is exactly 0
-# (a standard deviation of tied values formed in one pass, E[x^2] - E[x]^2, THEORY.md
-# section 4's float64 round-off): it goes as sqrt(eps) then, not eps, so a twin's round-off
-# scales to float64 by the square root of the ratio of unit round-offs (measured on a
-# leave-one-out std over tied rewards: float64 7.7e-8 against float32 1.0e-3, a ratio of
-# 7.6e-5 where sqrt gives 2.2e-5 and the linear ratio 1.9e-9). sqrt bounds the linear case.
-# One twin samples one rounding, it does not bound it (float32 rounds (0.7, 0.7, 0.7) so
-# that the std is 0 where float64 gets 1e-8), so the floor takes the float32 and the float16
-# twins (tests/checker/test_twin.py). The cost: a float64 effect below ROUND_OFF_MARGIN times
-# FLOAT64_FLOOR_SCALE of a twin's own residual (3.5e-4 of float32's) reads as round-off.
-FLOAT64_FLOOR_SCALE = {"float32": math.sqrt(FLOAT64_PER_FLOAT32),
-                       "float16": math.sqrt(RESOLUTION["float64"] / 2.0 ** -10)}
-# Where neither twin's rounding of the example covers a float64 residual, the twins round it
-# again with every reward times each of these factors (precision.floored): the verdict is the
-# same (a property that holds, holds for every reward vector, and ties stay ties) while every
-# value's low bits move (2^-10 is float16's unit at 1, so every twin rounds anew), so each is a
-# fresh sample of the roundings, not a bound. Both twins can round a one-pass variance of tied
-# values exactly on one example where float64 does not (benchmark seed 3: loo_std +
-# kl_in_reward compositions #130 (bf16) and #171 read (P) broken at 2.1e-7 and 7.2e-8 against
-# floors of 2e-8); the first factor alone leaves both broken, the second covers both. A break
-# keeps its size under a relative move of 2^-9 and stays ROUND_OFF_MARGIN x
-# FLOAT64_FLOOR_SCALE (about 0.6%) of itself above any such floor. Needed:
-# tests/checker/test_twin.py (test_the_float64_floor_samples_rescaled_rewards: #171 reads
-# broken with none or with the first only; #130 the same, measured); a third sample that no
-# test needed (1 + 3 2^-10) was deleted.
-FLOOR_REWARD_SCALES = (1.0 + 2.0 ** -10, 1.0 + 2.0 ** -9)
-
 
 # Mechanism evidence (exchange.checker.mechanisms; helper M, issue 45).
 # A pattern counts only when it exceeds this many times its own measured round-off floor

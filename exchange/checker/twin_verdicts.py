@@ -47,7 +47,7 @@ def on_twin(judge, run, loss_fn: LossFn, twin: Float64Twin, precision: str):
     twin_engine = Engine(twin, batched=run.batched)
     floors: dict = {}
     float32_engine = Engine(float32_twin(loss_fn), batched=run.batched)
-    props = {n: floored(PROPERTIES[n], float32_engine, floors) for n in run.names}
+    props = {n: floored(PROPERTIES[n], floors) for n in run.names}
     compare = bool(twin.rewritten) or precision != "float64"
     comparison = Comparison(precision)
     engine = (PairedEngine(twin_engine, Engine(loss_fn, batched=run.batched), float32_engine, comparison) if compare
@@ -76,7 +76,7 @@ def _below_resolution(res: PropertyResult, precision: str, comparison: Compariso
     resolution of the loss's precision, else "holds up to <precision> round-off". A break
     found where every advantage is an exact 0 (``exact``) stands at any precision: the
     effect is all the loss computes there, nothing it is rounded against."""
-    res.round_off_measured = comparison.worst
+    res.round_off_measured = _measured(comparison, res)
     if res.holds or res.found_by is None or res.found_by.vacuity or res.exact or precision == "float64":
         return
     effect, resolution = res.max_residual, RESOLUTION[precision]
@@ -100,32 +100,47 @@ def _precision_induced(judge, run, loss_fn: LossFn, precision: str, twin_results
     engine.precision = precision
     props = {n: PROPERTIES[n] for n in run.names}
     results, mechanisms = judge(engine, props, precision)
+    settled: dict[int, PropertyResult] = {}  # a regime-free property's one result serves both regimes
     for key, res in results.items():
+        if id(res) in settled:
+            results[key] = settled[id(res)]
+            continue
         there = twin_results[key]
         res.twin_holds = there.holds
-        res.round_off_measured = comparison.worst
+        res.round_off_measured = _measured(comparison, res)
         if not res.holds and there.holds and not res.found_by.vacuity:
             pairs = [(r, k) for r, k in ((res.counterexample, res.kappa), (res.variant, res.variant_kappa))
                      if r is not None and k is not None]
-            if pairs and not changed_on(*engines, pairs, precision):
-                there.round_off_measured = comparison.worst
+            here = Comparison(precision)  # this property's own counterexample, not another's layout
+            if pairs and not changed_on(*engines, pairs, precision, here):
+                there.round_off_measured = max(_measured(comparison, there) or 0.0, here.worst)
                 there.note = (f"the loss's {precision} residual {res.max_residual:.2g} on its counterexample is within "
                               f"its round-off of the float64 twin there" + (f"; {there.note}" if there.note else ""))
-                results[key] = there
+                results[key] = settled[id(res)] = there
                 continue
             res.precision_induced = True
+            shown, place = ((here.worst, "on this counterexample") if pairs else
+                            (res.round_off_measured or 0.0, f"on its layout, {res.name} ({res.regime})"))
+            res.round_off_measured = max(res.round_off_measured or 0.0, shown)
             res.note = (f"precision-induced: the loss's {precision} coefficients differ from its float64 twin's by "
-                        f"{comparison.worst:.2g} of their scale ({comparison.where}), beyond the {precision} "
+                        f"{shown:.2g} of their scale {place}, beyond the {precision} "
                         f"resolution; the float64 twin holds (max residual {there.max_residual:.2g})"
                         + (f"; {res.note}" if res.note else ""))
         elif res.holds and not there.holds:  # the twin's break stands: precision does not repair it
             results[key] = there
+        settled[id(res)] = results[key]
     # the loss's own mechanisms explain its precision-induced breaks; in a regime without
     # one, every break of the loss was its round-off or the twin's, and so are the causes
     induced = {r for (_, r), res in results.items() if res.precision_induced}
     merged = {r: MechanismSet.merged(mechanisms[r], twin_mechanisms[r]) if r in induced else twin_mechanisms[r]
               for r in run.regimes}
     return results, merged
+
+
+def _measured(comparison: Comparison, res: PropertyResult) -> float | None:
+    """The loss's round-off measured on ``res``'s own property and regime (its layout's
+    comparison), never another property's: ``None`` where nothing of it was compared."""
+    return comparison.at.get(f"{res.name} ({res.regime})")
 
 
 def fallback(judge, run, loss_fn: LossFn, twin: Float64Twin, precision: str):
