@@ -336,7 +336,7 @@ def against_baseline(baseline: str, max_examples: int, rounds: int, name: str | 
     parts = [p for p in _PARTS if shares]
     print(f"\n6. check(max_examples={max_examples}) vs {label}: {rounds} interleaved rounds, best CPU time of each")
     print(f"{'objective':<10}{'base s':>8}{'new s':>8}{'new/base':>9}{'base ex':>9}{'new ex':>8}  same verdicts"
-          + "".join(f"  {p} share" for p in parts))
+          + "".join(f"  {p} share" for p in parts) + ("  noise" if parts else ""))
     total = {side: sum(best[side][obj]["check"] for obj in _OBJECTIVES) for side in sides}
 
     def share(part: str, obj: str | None) -> str:
@@ -347,31 +347,39 @@ def against_baseline(baseline: str, max_examples: int, rounds: int, name: str | 
         same = all(_same(best[f"no {part}"][o], best["this tree"][o]) for o in ([obj] if obj else _OBJECTIVES))
         return f"{1 - without / this:.0%}" + ("" if same else " (verdicts differ)")
 
+    def noise(obj: str | None) -> list[str]:
+        """This tree's slowest round over its fastest, less 1: what a share is read against."""
+        times = [r[obj]["check"] if obj else sum(r[o]["check"] for o in _OBJECTIVES) for r in runs["this tree"]]
+        return [f"{max(times) / min(times) - 1:.0%}"] if parts else []
+
     rows = []
     for obj in _OBJECTIVES:
         b, n = best["baseline"][obj], best["this tree"][obj]
         same = _same(b, n)
         print(f"{obj:<10}{b['check']:>8.2f}{n['check']:>8.2f}{n['check'] / b['check']:>8.2f}x"
               f"{b['examples']:>9}{n['examples']:>8}  {str(same):<13}" + "".join(f"  {share(p, obj):>{len(p) + 6}}"
-                                                                          for p in parts))
+                                                                          for p in parts)
+              + "".join(f"  {x:>5}" for x in noise(obj)))
         rows.append([obj, f"{b['check']:.2f}", f"{n['check']:.2f}", f"{n['check'] / b['check']:.2f}x", b["examples"],
-                     n["examples"], same, *(share(p, obj) for p in parts)])
+                     n["examples"], same, *(share(p, obj) for p in parts), *noise(obj)])
     ratio = total["this tree"] / total["baseline"]
     print(f"{'all':<10}{total['baseline']:>8.2f}{total['this tree']:>8.2f}{ratio:>8.2f}x{'':>17}{'':<13}"
-          + "".join(f"  {share(p, None):>{len(p) + 6}}" for p in parts))
+          + "".join(f"  {share(p, None):>{len(p) + 6}}" for p in parts) + "".join(f"  {x:>5}" for x in noise(None)))
     rows.append(["**all**", f"{total['baseline']:.2f}", f"{total['this tree']:.2f}", f"**{ratio:.2f}x**", "", "", "",
-                 *(share(p, None) for p in parts)])
+                 *(share(p, None) for p in parts), *noise(None)])
     how = ("" if not shares else
            " Each share is 1 - (this tree's time with that part taken out) / (this tree's time), the runs"
            " interleaved with the rest: the twin's TorchFunctionMode (the loss called as is), the float64 floor"
            " (every oracle evaluation above tolerance judged against float64 round-off) and the loss compared"
-           " with its twin (below float64 only: \"not run\" where no objective runs below it).")
+           " with its twin (below float64 only: \"not run\" where no objective runs below it). \"noise\" is this"
+           " tree's slowest round over its fastest, less 1: a share within it (or below 0) is not resolved.")
     return (f"`check(max_examples={max_examples})` of each objective in subprocesses, alternating between the"
             f" `exchange/` package of `{label}` and this tree, {rounds} interleaved rounds, best CPU time of each"
             " side (one torch thread); \"same verdicts\" compares every property, regime and mechanism. Example"
             " counts may differ between trees (the event-key hash decides the configurations)." + how + "\n\n"
             + table(["objective", "baseline CPU s", "this tree CPU s", "this / baseline", "baseline evaluations",
-                     "this tree evaluations", "same verdicts", *(f"{p} share" for p in parts)], rows))
+                     "this tree evaluations", "same verdicts", *(f"{p} share" for p in parts),
+                     *(["noise"] if parts else [])], rows))
 
 
 def main() -> None:
