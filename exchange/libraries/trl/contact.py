@@ -352,7 +352,7 @@ class _ScoredNames(list):
     ``advantages`` and ``completion_mask`` are final; nothing before reads them, the
     rewards come from the replaced ``_calculate_rewards``), so iterating ends the call
     (:func:`_score`): the rest only logs (two ``nanstd``, the reward means, the vLLM
-    sampling statistics; a third of scoring's tensor ops)."""
+    sampling statistics; about a quarter of scoring's tensor ops)."""
 
     def __iter__(self):
         raise _Final
