@@ -220,6 +220,7 @@ def test_trls_outputs_are_final_where_the_shell_ends_its_calls():
     assert reduces and all(id(n) in inside for n in reduces)
 
     scoring = tree(GRPOTrainer._generate_and_score_completions)
-    first_read = min(n.lineno for n in ast.walk(scoring) if isinstance(n, ast.Attribute) and n.attr == "reward_func_names")
+    first_read = min(n.lineno for n in ast.walk(scoring)
+                     if isinstance(n, ast.Attribute) and n.attr == "reward_func_names")
     for name in SCORED_KEYS.values():
         assert assigned(scoring, name) and max(assigned(scoring, name)) < first_read, name
