@@ -32,7 +32,7 @@ from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument, ObjectiveError
 
 __all__ = ["detect_precision", "resolve_precision", "Comparison", "PairedEngine", "changed_on", "compare_on_layout", "Floor",
-           "floored", "float64_rounding"]
+           "floored", "float64_rounding", "layout_place"]
 
 # The detector's batch: generic rewards (no coefficient is a round number by accident).
 _DETECT_CASE = Case(
@@ -75,6 +75,12 @@ def resolve_precision(loss_fn: LossFn, precision: str | None) -> tuple[str, bool
 
 
 # ------------------------------------------------------------ the twin and the loss
+def layout_place(prop_name: str, regime: str) -> str:
+    """The name :func:`compare_on_layout` records a property's layout under
+    (:attr:`Comparison.at`'s key), the one a result reads its own round-off back by."""
+    return f"{prop_name} ({regime})"
+
+
 @dataclass
 class Comparison:
     """What the loss's own coefficients showed next to its twin's on the same rollouts
@@ -87,7 +93,7 @@ class Comparison:
     ``changed``: some ``d`` exceeded :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN`
     times its prediction (precision changed what the loss computes), ``where`` naming the
     first such evaluation; ``at``: the largest ``d`` per place compared (a property's own
-    layout, ``"<property> (<regime>)"``), what a property's result reports as its measured
+    layout, named by :func:`layout_place`), what a property's result reports as its measured
     round-off: the largest over the whole check belongs to no one property."""
 
     precision: str
@@ -180,7 +186,7 @@ def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, 
         _, kl, errors_l = bulk.coefficients(loss_fn, template, fields, modes[1])
         _, k32, errors_32 = bulk.coefficients(float32_fn, template, fields, modes[2])
         ok = torch.tensor([a is None and b is None and c is None for a, b, c in zip(errors, errors_l, errors_32)])
-        comparison.add(kt[ok], kl[ok], k32[ok], f"{prop.name} ({regime})")
+        comparison.add(kt[ok], kl[ok], k32[ok], layout_place(prop.name, regime))
         return loss_t, kt, torch.tensor([e is not None for e in errors])
 
     prop.evaluate_batch(BatchInputs(lay, seeds, rewards, paired, loss_fn))

@@ -16,7 +16,7 @@ and search (:func:`exchange.checker.checking.check`); ``run`` carries its settin
 from __future__ import annotations
 
 from exchange.checker.mechanisms.rule import MechanismSet
-from exchange.checker.precision import Comparison, PairedEngine, changed_on, compare_on_layout, floored
+from exchange.checker.precision import Comparison, PairedEngine, changed_on, compare_on_layout, floored, layout_place
 from exchange.checker.properties import PROPERTIES
 from exchange.checker.report import PropertyResult
 from exchange.checker.tolerances import PRECISIONS, RESOLUTION
@@ -120,7 +120,7 @@ def _precision_induced(judge, run, loss_fn: LossFn, precision: str, twin_results
                 continue
             res.precision_induced = True
             shown, place = ((here.worst, "on this counterexample") if pairs else
-                            (res.round_off_measured or 0.0, f"on its layout, {res.name} ({res.regime})"))
+                            (res.round_off_measured or 0.0, f"on its layout, {layout_place(res.name, res.regime)}"))
             res.round_off_measured = max(res.round_off_measured or 0.0, shown)
             res.note = (f"precision-induced: the loss's {precision} coefficients differ from its float64 twin's by "
                         f"{shown:.2g} of their scale {place}, beyond the {precision} "
@@ -140,7 +140,7 @@ def _precision_induced(judge, run, loss_fn: LossFn, precision: str, twin_results
 def _measured(comparison: Comparison, res: PropertyResult) -> float | None:
     """The loss's round-off measured on ``res``'s own property and regime (its layout's
     comparison), never another property's: ``None`` where nothing of it was compared."""
-    return comparison.at.get(f"{res.name} ({res.regime})")
+    return comparison.at.get(layout_place(res.name, res.regime))
 
 
 def fallback(judge, run, loss_fn: LossFn, twin: Float64Twin, precision: str):
