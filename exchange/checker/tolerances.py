@@ -108,10 +108,11 @@ SHAPING_LEAK = 0.04
 # the worst (a residual that sums effects of mixed signs), and its step from one rounding to
 # two shows a square-root response at sqrt(2) - 1 = 0.41 of its size (composition seed 2026
 # #269: the step sums to 5.4e-7 over its two sides, the residual is 1.5e-7). Needed (tests
-# fail without it): at 1,
+# fail without it; rechecked with the directed float64 floor at 8305362): at 1,
 # test_twin's square-root floor and within-round-off cases and test_real_loss_kinds' kind-5
-# bf16 shaped rewards read as breaks; at 300, test_precision_corpus's GSPO bf16 clip and
-# three-identical-responses bf16 z-score are no longer precision-induced breaks.
+# bf16 shaped rewards read as breaks (3 failed, 40 passed); at 300, test_precision_corpus's
+# GSPO bf16 clip and three-identical-responses bf16 z-score are no longer precision-induced
+# breaks (2 failed, 22 passed).
 ROUND_OFF_MARGIN = 16.0
 
 # Mechanism evidence (exchange.checker.mechanisms; helper M, issue 45).
