@@ -1,9 +1,7 @@
 """Targeted probes (THEORY.md section 4): small hand-built groups that change one thing
 each, so that a property they break gives evidence for a mechanism
-(:mod:`exchange.checker.mechanisms`).
-
-The probes and how each runs belong to their property's module
-(:mod:`exchange.checker.properties`); this module runs the ones that apply to a regime.
+(:mod:`exchange.checker.mechanisms`). The probes belong to their property's module
+(:mod:`exchange.checker.properties`); this module runs those that apply to a regime.
 A probe whose group the loss drops whole (every coefficient of a mixed group exactly 0:
 a filter on the group's rewards, a group constant in THEORY.md, not a mechanism) is no
 evidence: it is run again with its rewards mapped affinely onto ranges the loss keeps
@@ -35,14 +33,14 @@ _KEPT_RANGES = ((0.0, 1.0), (-1.0, 1.0), (0.25, 0.75))
 
 
 class RewardDependent:
-    """An engine for the part of the coefficients that moves with the rewards:
-    ``kappa(R) - kappa(R')`` per rollout, ``R'`` =
-    :func:`~exchange.checker.properties.residuals.second_rewards` ``(R)``, a second
-    reward vector with the same signs of centred advantages (THEORY.md section 2: the
-    reward-dependent part of ``K_e``). An additive event term (M6) and any shift of the
-    advantages that does not depend on the rewards cancel in the difference, and every
-    group stays mixed; what is left is ``w_i (A_i(R) - A_i(R'))`` times the surrogate's
-    factor, which the probes' patterns read without the additive term hiding them."""
+    """``engine`` (called: the real coefficients, for the batches a mechanism builds for
+    itself) with :meth:`with_raw`, the part of the coefficients that moves with the
+    rewards: ``kappa(R) - kappa(R')``, ``R'`` =
+    :func:`~exchange.checker.properties.residuals.second_rewards` ``(R)``, a second reward
+    vector with the same signs of centred advantages (THEORY.md section 2). An additive
+    event term (M6) and any shift of the advantages that does not depend on the rewards
+    cancel in the difference, and every group stays mixed; what is left is ``w_i (A_i(R) -
+    A_i(R'))`` times the surrogate's factor, which the probes' patterns read unhidden."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -50,7 +48,7 @@ class RewardDependent:
         self.precision = engine.precision
 
     def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
-        return self.with_raw(rollouts)[1]
+        return self.engine(rollouts)
 
     def with_raw(self, rollouts: list[Rollout]) -> tuple[list[Tensor], list[Tensor]]:
         """``(kappa(R) per rollout, the reward-dependent part per rollout)``."""
@@ -64,11 +62,7 @@ def dropped_groups(rollout: Rollout, kappa: Tensor) -> bool:
     """Whether the loss dropped a mixed group of ``rollout`` whole: every coefficient of
     its rows exactly 0 (``kappa [N, T]``), its rewards not all equal."""
     mixed = ~tied_groups(rollout.rewards[None], rollout)[0]
-    for g in mixed.nonzero().flatten().tolist():
-        rows = rollout.group_index == g
-        if bool((kappa[rows] == 0).all()):
-            return True
-    return False
+    return any(bool((kappa[rollout.group_index == g] == 0).all()) for g in mixed.nonzero().flatten().tolist())
 
 
 def _mapped(r, low: float, high: float, lo: float, hi: float):
@@ -77,10 +71,22 @@ def _mapped(r, low: float, high: float, lo: float, hi: float):
     return lo + (r - low) * (hi - lo) / (high - low)
 
 
+def _kept(engine: Engine, rollout: Rollout) -> tuple[tuple[float, float], Tensor] | None:
+    """The first of :data:`_KEPT_RANGES` whose rewards (``rollout``'s mapped onto it) the
+    loss keeps every mixed group at, with the coefficients there; None when none is kept."""
+    r = rollout.rewards
+    for lo, hi in _KEPT_RANGES:
+        moved = rollout.with_fields({"rewards": _mapped(r, float(r.min()), float(r.max()), lo, hi)})
+        (kappa,) = engine([moved])
+        if not dropped_groups(moved, kappa):
+            return (lo, hi), kappa
+    return None
+
+
 class KeptGroups:
-    """An engine that answers a rollout whose mixed group the loss drops whole with the
-    coefficients of the same rollout at rewards mapped onto the first of
-    :data:`_KEPT_RANGES` the loss keeps (the batches a mechanism builds for itself)."""
+    """An engine that answers a rollout whose mixed group the loss drops whole with its
+    coefficients at the rewards :func:`_kept` finds (the batches a mechanism builds for
+    itself)."""
 
     def __init__(self, engine: Engine) -> None:
         # ``unmapped``: the loss's coefficients at the rewards asked for, for a property's
@@ -93,37 +99,27 @@ class KeptGroups:
     def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
         kappas = list(self.inner(rollouts))
         for k, (rollout, kappa) in enumerate(zip(rollouts, kappas)):
-            if float(rollout.rewards.max()) == float(rollout.rewards.min()) or not dropped_groups(rollout, kappa):
-                continue
-            for lo, hi in _KEPT_RANGES:
-                r = rollout.rewards
-                moved = rollout.with_fields({"rewards": _mapped(r, float(r.min()), float(r.max()), lo, hi)})
-                (again,) = self.inner([moved])
-                if not dropped_groups(moved, again):
-                    kappas[k] = again
-                    break
+            if float(rollout.rewards.max()) > float(rollout.rewards.min()) and dropped_groups(rollout, kappa):
+                found = _kept(self.inner, rollout)
+                kappas[k] = kappa if found is None else found[1]
         return kappas
 
 
 def _kept_probe(engine: Engine, probe: Probe) -> tuple[Probe, str]:
     """``(probe, "")`` when the loss keeps every mixed group of the probe's case; else the
-    probe with its rewards mapped onto the first of :data:`_KEPT_RANGES` the loss keeps,
-    or ``(probe, why it is no evidence)`` when none is kept."""
+    probe with its rewards mapped onto the range :func:`_kept` finds, or ``(probe, why it
+    is no evidence)`` when none is kept."""
     rollout = build(probe.case)
     (kappa,) = engine([rollout])
     if not dropped_groups(rollout, kappa):
         return probe, ""
-    rewards = [r for g in probe.case.groups for r in g.rewards]
-    low, high = min(rewards), max(rewards)
-    for lo, hi in _KEPT_RANGES:
-        case = replace(probe.case, groups=tuple(replace(g, rewards=tuple(_mapped(r, low, high, lo, hi) for r in g.rewards))
-                                               for g in probe.case.groups))
-        moved = build(case)
-        (again,) = engine([moved])
-        if not dropped_groups(moved, again):
-            return replace(probe, case=case), ""
-    return probe, (f"the loss drops the probe's group whole at its rewards and at every range tried "
-                   f"{list(_KEPT_RANGES)} (a filter on the group's rewards): no evidence")
+    found = _kept(engine, rollout)
+    if found is None:
+        return probe, (f"the loss drops the probe's group whole at its rewards and at every range tried "
+                       f"{list(_KEPT_RANGES)} (a filter on the group's rewards): no evidence")
+    (lo, hi), low, high = found[0], float(rollout.rewards.min()), float(rollout.rewards.max())
+    return replace(probe, case=replace(probe.case, groups=tuple(
+        replace(g, rewards=tuple(_mapped(r, low, high, lo, hi) for r in g.rewards)) for g in probe.case.groups))), ""
 
 
 def _run(engine: Engine, probe: Probe) -> ProbeResult:

@@ -1,9 +1,6 @@
-"""What a mechanism's evidence is, and the small readings the mechanism modules share.
-
-An :class:`Evidence` says what a probe moved, what pattern the coefficients showed and
-how large that pattern was next to the tolerance it was judged by; the rule
-(:mod:`exchange.checker.mechanisms.rule`) turns a list of them into a mechanism set.
-"""
+"""What a mechanism's evidence is (:class:`Evidence`; the rule,
+:mod:`exchange.checker.mechanisms.rule`, turns a list of them into a mechanism set), and
+the small readings the mechanism modules share."""
 
 from __future__ import annotations
 
@@ -11,31 +8,18 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Evidence", "plain", "second_singular_ratio", "directions", "above"]
+__all__ = ["Evidence", "second_singular_ratio", "directions", "above"]
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """One mechanism's evidence from one probe.
+    """One mechanism's evidence from one probe."""
 
-    Fields:
-        mechanism: the id, ``"M1"`` .. ``"M7"`` (:data:`exchange.core.vocabulary.MECHANISMS`).
-        moved: what the probe changed ("one response's suffix made longer").
-        pattern: what the coefficients showed ("two equal-reward responses weighted 2:1").
-        size: the pattern's measure (a sine, a share, a quotient's distance from 1).
-        tolerance: what ``size`` was judged against (its round-off floor included).
-    """
-
-    mechanism: str
-    moved: str
-    pattern: str
-    size: float
-    tolerance: float
-
-    @property
-    def excess(self) -> float:
-        """``size / tolerance``: how far above its tolerance the pattern was."""
-        return self.size / self.tolerance if self.tolerance > 0 else float("inf")
+    mechanism: str  # the id, "M1" .. "M7" (exchange.core.vocabulary.MECHANISMS)
+    moved: str  # what the probe changed ("one response's suffix made longer")
+    pattern: str  # what the coefficients showed ("two equal-reward responses weighted 2:1")
+    size: float  # the pattern's measure (a sine, a share, a quotient's distance from 1)
+    tolerance: float  # what size was judged against (its round-off floor included)
 
     def __str__(self) -> str:
         return f"{self.mechanism}: {self.moved}: {self.pattern} ({self.size:.3g} against {self.tolerance:.3g})"
@@ -45,14 +29,6 @@ def above(mechanism: str, moved: str, pattern: str, size: float, tolerance: floa
     """``[Evidence]`` when ``size > tolerance``, else ``[]`` (the one comparison every
     mechanism module makes)."""
     return [Evidence(mechanism, moved, pattern, float(size), float(tolerance))] if size > tolerance else []
-
-
-def plain(engine):
-    """The engine of the real coefficients (a probe may hand a mechanism its
-    reward-dependent engine, :class:`exchange.checker.probes.RewardDependent`, whose
-    ``engine`` is the plain one); a mechanism that builds its own batches evaluates
-    them with this one."""
-    return getattr(engine, "engine", engine)
 
 
 def directions(m: torch.Tensor):

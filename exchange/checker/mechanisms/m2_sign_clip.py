@@ -14,7 +14,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker.cases import GroupConfig, build
-from exchange.checker.mechanisms.evidence import Evidence, above, plain, second_singular_ratio
+from exchange.checker.mechanisms.evidence import Evidence, above, second_singular_ratio
 from exchange.checker.tolerances import FLOOR_MARGIN, RESOLUTION, ROUNDINGS, TINY, pattern_tol
 
 __all__ = ["sign_split", "column_split"]
@@ -37,7 +37,7 @@ def _moved_columns(engine, probe, rewards: tuple) -> list[tuple[torch.Tensor, to
         case = replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),))
         cases += [case, probe.mutation.apply(case)]
     t = max(len(r) for c in cases for g in c.groups for r in g.responses)
-    kappas = plain(engine)([build(replace(c, pad_to=t)) for c in cases])
+    kappas = engine([build(replace(c, pad_to=t)) for c in cases])
     shared = len(cases[0].shared_keys(0))
     return [(kappas[2 * k][:, :shared], kappas[2 * k + 1][:, :shared]) for k in range(len(rewards))]
 

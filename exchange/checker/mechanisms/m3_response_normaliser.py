@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker.cases import GroupConfig, build, common_prefix
-from exchange.checker.mechanisms.evidence import Evidence, above, plain
+from exchange.checker.mechanisms.evidence import Evidence, above
 from exchange.checker.tolerances import FLOOR_MARGIN, RESOLUTION, SHAPING_LEAK, ZERO_COLUMN, pattern_tol
 
 __all__ = ["per_response_rescaling", "equal_reward_weights", "weight_quotient", "position_rescaling"]
@@ -31,10 +31,9 @@ _SPREADS = (4.0, 8.0)
 
 
 def per_response_rescaling(engine, probe, ev) -> list[Evidence]:
-    """M3 from the probe that made one response's suffix longer: its (E) break says
-    that something moved; :func:`equal_reward_weights`, read on batches of its own, says
-    that it was a weight (a length-weighted centre or a std over shaped rewards also
-    moves every advantage when one length changes)."""
+    """M3 from the probe that made one response's suffix longer: its (E) break says that
+    something moved, :func:`equal_reward_weights` that it was a weight (a length-weighted
+    centre or a std over shaped rewards also moves every advantage)."""
     if common_prefix(probe.case.groups[probe.mutation.group].responses) == 0:
         return []
     return equal_reward_weights(engine, probe)
@@ -52,7 +51,7 @@ def _moves(engine, probe, movers: tuple[int, int], spread: float):
 
     cases = [replace(probe.case, off_policy=False, groups=(GroupConfig(grp.responses, r),))
              for r in (base, moved(movers[0]), moved(movers[1]))]
-    k0, ki, kj = plain(engine)([build(c) for c in cases])
+    k0, ki, kj = engine([build(c) for c in cases])
     if not all(bool(torch.isfinite(k).all()) for k in (k0, ki, kj)):
         return None
     i, j = _WEIGHT_PAIR
@@ -61,11 +60,10 @@ def _moves(engine, probe, movers: tuple[int, int], spread: float):
 
 
 def weight_quotient(quotients: tuple[float, float], precision: str, moved: str = "") -> list[Evidence]:
-    """M3 from the weight quotients ``d_i / d_j`` at :data:`_SPREADS`: a shaping by
-    length makes them differ from ``w_i / w_j`` through a std by ``O(s / spread)``,
-    so they are extrapolated to an infinite spread (first order); M3 when that differs
-    from 1 by more than :data:`SHAPING_LEAK`, :func:`pattern_tol` and the two spreads'
-    disagreement (the extrapolation's measured error)."""
+    """M3 from the weight quotients ``d_i / d_j`` at :data:`_SPREADS`, extrapolated to an
+    infinite spread (first order: a shaping by length moves them through a std by
+    ``O(s / spread)``); M3 when the limit differs from 1 by more than :data:`SHAPING_LEAK`,
+    :func:`pattern_tol` and the two spreads' disagreement (the extrapolation's error)."""
     q_small, q_large = quotients
     r = _SPREADS[1] / _SPREADS[0]
     limit = (r * q_large - q_small) / (r - 1.0)
@@ -111,8 +109,8 @@ def position_rescaling(before: torch.Tensor, after: torch.Tensor, mask: torch.Te
                        moved: str = "") -> list[Evidence]:
     """M3 from a normaliser per micro-batch: after the rows moved, every response's
     coefficients (``before``, ``after`` ``[N, T]``, rows aligned) rescale by one factor
-    of its own (its new micro-batch's token count), and the factors differ. None when a
-    response's coefficients do not move by one factor (not a rescaling)."""
+    of its own (its new micro-batch's token count), and the factors differ; nothing when
+    some response does not move by one factor."""
     tol = pattern_tol(precision)
     factors = []
     for i in range(before.shape[0]):

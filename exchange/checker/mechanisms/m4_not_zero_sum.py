@@ -2,11 +2,10 @@
 not the group's own mean (a batch, greedy or length-weighted baseline), positive-only
 filtering, a mask applied after centring.
 
-Evidence: a centre that is not the mean of the rewards (:func:`centre_crossing`), a
-response dropped after centring (:func:`dropped_response`, and with identical responses
-flagged truncated: :func:`truncation_probe`), tied coefficients that follow
-the tied level (:func:`follows_level`), copies of one token pruned in some responses only
-(:func:`pruned_copies`, with M2: the selection).
+Evidence: a centre that is not the mean (:func:`centre_crossing`), a response dropped
+after centring (:func:`dropped_response`, :func:`truncation_probe`), tied coefficients
+that follow the tied level (:func:`follows_level`), copies of one token pruned in some
+responses only (:func:`pruned_copies`).
 """
 
 from __future__ import annotations
@@ -14,11 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-
 from torch import Tensor
 
 from exchange.checker.cases import GroupConfig, build, common_prefix
-from exchange.checker.mechanisms.evidence import Evidence, above, plain
+from exchange.checker.mechanisms.evidence import Evidence, above
 from exchange.checker.properties.base import Evaluation, ProbeResult
 from exchange.checker.properties.residuals import cancellation_mismatches
 from exchange.checker.properties.reward_moves import cyclic_shifts, reward_dependent, reward_vectors
@@ -46,7 +44,7 @@ def _centre_shares(engine, probe, spread: float) -> tuple[float, float] | None:
     ``spread`` (one engine call)."""
     cases = [replace(probe.case, off_policy=False, groups=(GroupConfig(responses, tuple(spread * x for x in r)),))
              for responses in (_CENTRE_RESPONSES, _TWIN_RESPONSES) for r in _CENTRE_REWARDS]
-    k = plain(engine)([build(c) for c in cases])
+    k = engine([build(c) for c in cases])
     out = []
     for a, b in ((k[0], k[1]), (k[2], k[3])):
         d = (a - b)[:, 0]
@@ -62,11 +60,9 @@ def centre_share(shares: tuple[tuple[float, float], tuple[float, float]], precis
     second)``: every estimator centred on the group mean gives response 0 (whose reward
     is the mean under both reward vectors) an advantage of exactly 0 under both, so its
     share of the move is 0 whatever its weight. A shaping of O(1) moves it through a std
-    by ``O((s / spread)^2)``: the share is extrapolated (second order) to an infinite
-    spread, and so is the twin's (where every centre is the mean). M4 when the share
-    exceeds :data:`SHAPING_LEAK`, :func:`pattern_tol` and the twin's (what a centre that is
-    the mean shows under the same shaping and round-off: the definition of "not the mean")
-    together."""
+    by ``O((s / spread)^2)``, so the shares are extrapolated (second order) to an infinite
+    spread. M4 when the share exceeds :data:`SHAPING_LEAK`, :func:`pattern_tol` and the
+    twin's (a centre that is the mean, under the same shaping and round-off) together."""
     (f_small, t_small), (f_large, t_large) = shares
     r = _SPREADS[1] / _SPREADS[0]
     k = r * r
@@ -152,13 +148,10 @@ def truncation_probe(engine, probe) -> ProbeResult:
     """(Z) with some responses of a group truncated (THEORY.md section 2): the part of
     ``K_e`` that the truncation flags change must not depend on the rewards. Dropping
     truncated responses after centring leaves ``-sum_truncated A_i w``: reward-dependent,
-    (Z) broken (M4). Weights that ignore the flags change nothing; a reward set to 0 on
-    truncated responses before centring keeps the shaped advantages zero-sum. Where the
-    identical responses' weights differ (a normaliser per micro-batch depends on the
-    position), each (reward, flag) pair is moved through every position of the group
-    (cyclic shifts of whole rows) and the coefficients averaged: every response then
-    carries the mean weight, and ``K_e`` is that weight times the sum of the advantages
-    the loss keeps."""
+    (Z) broken (M4); a reward set to 0 on truncated responses before centring keeps the
+    shaped advantages zero-sum. Where the identical responses' weights differ (a
+    normaliser per micro-batch), each (reward, flag) pair is moved through every position
+    (cyclic shifts of whole rows) and the coefficients averaged, as (Z) does."""
     result = ProbeResult(probe)
     engine = getattr(engine, "unmapped", engine)  # (Z)'s reward vectors as chosen (probes.KeptGroups)
     off = build(probe.case)
