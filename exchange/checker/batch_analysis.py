@@ -2,23 +2,13 @@
 
 One backward pass gives every token coefficient ``kappa``; the events of the batch give
 every shared event, its ``K_e`` and its mass (:func:`exchange.core.events.shared_event_coefficients`).
-From them (:class:`~exchange.checker.inspection.Inspection`):
-
-- (C)'s residual, the checker's: the largest ``|K_e| / M_e`` over the shared events,
-  defined once in :mod:`exchange.checker.properties.shared_cancellation` (its module
-  docstring says why the worst event and what ``M_e`` is), per group and per event too;
-- the shared residual with its parts (:class:`exchange.core.events.SharedResidual`, the
-  mass-weighted mean of those, the number the training integrations log);
-- per group, the **response weight vector**: the common direction ``alpha`` of the
-  shared-event coefficient vectors ``(kappa[1, e], ..., kappa[G, e])`` (THEORY.md (E)),
-  with ``spread``, the largest sine of the angle between one shared event's vector and
-  ``alpha`` (0: one common vector), and ``zero_sum``, ``|sum alpha| / sum |alpha|``
-  (0: the common vector cancels);
-- the top offending shared events (largest ``|K_e|`` among those whose residual is above
-  :data:`~exchange.checker.inspection.CANCEL_TOL`) with their tokens;
-- a mechanism hint where the pattern tells one (:mod:`exchange.checker.mechanism_hints`).
-
-Batch files (``exchange inspect BATCH TARGET``) are read by :func:`exchange.core.batch_io.load_batch`.
+From them: (C)'s residual, the checker's (:mod:`exchange.checker.properties.shared_cancellation`),
+per batch, group and event; the shared residual (:class:`exchange.core.events.SharedResidual`);
+per group the **response weight vector** ``alpha``, the common direction of the
+shared-event coefficient vectors ``(kappa[1, e], ..., kappa[G, e])`` (THEORY.md (E));
+the top offending events; the mechanism hints (:mod:`exchange.checker.mechanism_hints`).
+The fields are :class:`~exchange.checker.inspection.Inspection`'s. Batch files
+(``exchange inspect BATCH TARGET``) are read by :func:`exchange.core.batch_io.load_batch`.
 """
 
 from __future__ import annotations
@@ -57,10 +47,9 @@ def _direction(cols: Tensor) -> tuple[Tensor, float]:
 
 
 def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK: Tensor,
-            smass: Tensor, sres: Tensor) -> tuple[list[GroupWeights], Tensor, list[int]]:
+            smass: Tensor, sres: Tensor) -> list[GroupWeights]:
     """Each group's weight vector, (C) residual (the largest of ``sres [S]``, the shared
-    events' residuals, over its own) and shared residual; also the row order by group and
-    the group sizes (to find a row of a group)."""
+    events' residuals, over its own) and shared residual."""
     n_groups, device = rollout.n_groups, kappa.device
     gidx = rollout.group_index
     rewards = rollout.rewards.to(torch.float64)
@@ -98,7 +87,7 @@ def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK:
             rewards=tuple(rewards[rows].tolist()),
             lengths=tuple(rollout.lengths[rows].tolist()),
         ))
-    return out, order, sizes
+    return out
 
 
 def inspect(loss_fn: LossFn, rollout: Rollout, logprobs: Tensor | None = None, *, top: int = TOP,
@@ -120,13 +109,11 @@ def inspect(loss_fn: LossFn, rollout: Rollout, logprobs: Tensor | None = None, *
     shared_ids, sK, smass = shared_event_coefficients(kappa, ev)
     shared = SharedResidual.of(sK, smass)
 
-    def reference(rows: Tensor) -> Tensor:
-        return loss_and_coefficients(loss_fn, logprobs, with_reference_rewards(rollout))[1][None]
-
     tied = tied_groups(rollout.rewards[None].to(kappa.dtype), rollout)
-    res = shared_cancellation.event_residuals(kappa[None], rollout, ev, tied, reference)
+    res = shared_cancellation.event_residuals(kappa[None], rollout, ev, tied, lambda rows: loss_and_coefficients(
+        loss_fn, logprobs, with_reference_rewards(rollout))[1][None])
     per_event = res[0]  # [S], in shared_ids' order
-    groups, order, sizes = _groups(rollout, kappa, ev, shared_ids, sK, smass, per_event)
+    groups = _groups(rollout, kappa, ev, shared_ids, sK, smass, per_event)
 
     offending: list[OffendingEvent] = []
     group_ids = rollout.group.tolist()
@@ -134,7 +121,7 @@ def inspect(loss_fn: LossFn, rollout: Rollout, logprobs: Tensor | None = None, *
     for k in above[torch.argsort(sK[above].abs(), descending=True)][:top].tolist():
         e = int(shared_ids[k])
         t = int(ev.position[e])
-        row = int(order[sum(sizes[: int(ev.group[e])])])  # any row of the group: the prefix is shared
+        row = int((rollout.group_index == ev.group[e]).nonzero()[0])  # a row of the group: the prefix is shared
         tail = tuple(rollout.tokens[row, max(0, t + 1 - PREFIX_TAIL) : t + 1].tolist())
         offending.append(OffendingEvent(
             event=e, group=int(group_ids[row]), position=t, token=tail[-1], prefix_tail=tail,

@@ -15,19 +15,8 @@ from torch import Tensor
 
 from exchange.core.events import SharedResidual
 
-__all__ = [
-    "Inspection",
-    "GroupWeights",
-    "OffendingEvent",
-    "zero_sum_share",
-    "CANCEL_TOL",
-    "ZERO_SUM_TOL",
-    "SPREAD_TOL",
-    "OFF_POLICY_TOL",
-    "ZERO_COLUMN_REL",
-    "TOP",
-    "PREFIX_TAIL",
-]
+__all__ = ["Inspection", "GroupWeights", "OffendingEvent", "zero_sum_share", "CANCEL_TOL", "ZERO_SUM_TOL", "SPREAD_TOL",
+           "OFF_POLICY_TOL", "ZERO_COLUMN_REL", "TOP", "PREFIX_TAIL"]
 
 # ------------------------------------------------------------------ tolerances
 # A real batch carries float32 log-probs and float32 training arithmetic, so these are

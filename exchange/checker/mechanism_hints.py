@@ -24,18 +24,12 @@ __all__ = ["Pattern", "PATTERNS", "TIED", "LENGTH_WEIGHTED", "COMMON_NOT_ZERO_SU
 
 @dataclass(frozen=True)
 class Pattern:
-    """A pattern of a group's shared-event coefficients and the facets that produce it.
+    """A pattern of a group's shared-event coefficients and the facets
+    (:data:`~exchange.core.vocabulary.FACETS` keys) that produce it."""
 
-    Fields:
-        seen: what the groups show, completing "in N group(s) ...".
-        on_policy: facet keys (:data:`~exchange.core.vocabulary.FACETS`) that produce it on
-            an on-policy batch.
-        off_policy: the same on an off-policy batch (ratio-dependent facets join).
-    """
-
-    seen: str
-    on_policy: tuple[str, ...]
-    off_policy: tuple[str, ...]
+    seen: str  # what the groups show, completing "in N group(s) ..."
+    on_policy: tuple[str, ...]  # the facets that produce it on an on-policy batch
+    off_policy: tuple[str, ...]  # the same off-policy (ratio-dependent facets join)
 
     def facets(self, off_policy: bool) -> tuple[str, ...]:
         return self.off_policy if off_policy else self.on_policy
@@ -74,7 +68,9 @@ def is_off_policy(rollout: Rollout) -> bool:
 
 
 def _classify(group: GroupWeights) -> Pattern:
-    """The pattern of one group whose shared events do not cancel."""
+    """The pattern of one group whose shared events do not cancel: tied rewards; else a
+    spread above :data:`SPREAD_TOL`; else one common vector, zero-sum once multiplied by
+    the lengths ``L_i`` (1/L_i) or not."""
     if max(group.rewards) == min(group.rewards):
         return TIED
     if group.spread > SPREAD_TOL:
@@ -93,19 +89,10 @@ def _text(pattern: Pattern, n_groups: int, off_policy: bool) -> str:
 
 def hints(rollout: Rollout, groups: Sequence[GroupWeights], residual: float) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(mechanism ids, hint lines)`` for a batch whose (C) residual is ``residual``
-    and whose groups are ``groups`` (each judged by its own (C) residual,
-    :attr:`~exchange.checker.inspection.GroupWeights.residual`); empty when the shared
-    events cancel (:data:`~exchange.checker.inspection.CANCEL_TOL`).
-
-    Each group that does not cancel shows one pattern, tested in this order:
-
-    - tied rewards with shared-event mass: the facets that break (N) (M4 with a foreign
-      centre, M6);
-    - spread (the weights change from one shared event to the next): M2 on an off-policy
-      batch (a sign- or ratio-dependent clip), else M1/M5;
-    - one common vector, zero-sum once multiplied by the lengths ``L_i``: M3 (1/L_i);
-    - one common vector that is not zero-sum otherwise: M4 or M5 (and M1 off-policy).
-    """
+    and whose groups are ``groups``, each that does not cancel (its own
+    :attr:`~exchange.checker.inspection.GroupWeights.residual` above
+    :data:`~exchange.checker.inspection.CANCEL_TOL`) showing one pattern, tested in the
+    order of :func:`_classify`; empty when the batch's shared events cancel."""
     if residual <= CANCEL_TOL:
         return (), ()
     off = is_off_policy(rollout)

@@ -2,8 +2,8 @@
 the response's token ratios (a product or geometric mean, GSPO), clipped or not.
 
 Evidence: moving one response's suffix ratios (events no other response has) turns the
-direction of the group's shared-event coefficients, on a base that is exchangeable: the
-only thing that changed is a weight of that response, read from its own ratios.
+direction of the group's shared-event coefficients on an exchangeable base (the caller
+checks it): only a weight of that response, read from its own ratios, changed.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ __all__ = ["suffix_ratios_turn"]
 
 
 def suffix_ratios_turn(turned: float, tolerance: float, moved: str = "") -> list[Evidence]:
-    """M1 when the reward-dependent shared-event vectors turned by ``turned`` (the sine
-    of (E)'s direction test) after one response's suffix ratios moved by more than
-    ``tolerance``; the caller has found the base alone exchangeable."""
+    """M1 when the sine ``turned`` of (E)'s direction test exceeds ``tolerance``."""
     return above("M1", moved, "the shared-event direction turned when one response's own ratios moved",
                  turned, tolerance)

@@ -3,11 +3,10 @@ entropy standardisation (HAPO/EAPO-style), per-response quantile or top-k masks 
 statistics.
 
 Evidence: moving one response's suffix entropies (events no other response has) turns
-the direction of the group's shared-event coefficients, on a base that is exchangeable:
-a shared event's weight then depends on statistics of the response it sits in. A
-per-response normaliser of token statistics (``h_t / sum_t h_t``) fits M3 as well (a
-longer suffix moves it too); the report lists each mechanism's evidence, so it says which
-probe supports which name.
+the direction of the group's shared-event coefficients on an exchangeable base (the
+caller checks it): a shared event's weight depends on statistics of its response. A
+per-response normaliser of token statistics (``h_t / sum_t h_t``) fits M3 as well; the
+report lists each mechanism's evidence, so it says which probe supports which name.
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ __all__ = ["suffix_statistics_turn"]
 
 
 def suffix_statistics_turn(turned: float, tolerance: float, moved: str = "") -> list[Evidence]:
-    """M5 when the reward-dependent shared-event vectors turned by ``turned`` after one
-    response's suffix entropies moved by more than ``tolerance``; the caller has found
-    the base alone exchangeable."""
+    """M5 when the sine ``turned`` of (E)'s direction test exceeds ``tolerance``."""
     return above("M5", moved, "the shared-event direction turned when one response's own token statistics moved",
                  turned, tolerance)

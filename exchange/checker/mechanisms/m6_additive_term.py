@@ -2,16 +2,11 @@
 scale with the advantage (a sign-free ``tau (log rho)^2``, a sampled-token KL estimator,
 an entropy bonus on sampled tokens). It adds ``m_e`` to every occurrence of an event.
 
-Evidence: on a mixed group the coefficient matrix ``[responses, shared events]`` has a
-second direction its reward-dependent part lacks (:func:`varying_profile`, read by the
-probe :func:`profile_probe`); on identical
-responses ``K_e`` is the same for every reward vector and assignment
-(:func:`reward_independent`); on a tied group the coefficients' zero crossing in the tied
-level varies over the events of a response, or sits away from the baseline reward the
-loss subtracts where no shaping moves it (:func:`tied_offsets`), or, where the level
-does not move them, the coefficients have an event profile (:func:`tied_profile`) or stay
-on copies of one response, whose every centred or shaped advantage is 0
-(:func:`kept_on_copies`).
+Evidence: a mixed group's coefficients have a second direction their reward-dependent
+part lacks (:func:`profile_probe`); ``K_e`` on identical responses is the same for every
+reward vector (:func:`reward_independent`); a tied group's coefficients cross zero where
+no advantage does (:func:`tied_offsets`), have an event profile (:func:`tied_profile`),
+or stay on copies of one response (:func:`kept_on_copies`).
 """
 
 from __future__ import annotations
@@ -42,11 +37,11 @@ def varying_profile(raw: float, dependent: float, tol: float, moved: str = "") -
 
 
 def profile_probe(engine, probe) -> ProbeResult:
-    """:func:`varying_profile` on the probe's one mixed group, on-policy: the raw
-    coefficients' relative second singular value against that of their reward-dependent
-    part (the difference at :func:`~exchange.checker.properties.residuals.second_rewards`).
-    Reaches a term that only mixed groups show (tied groups dropped by a filter); a
-    constant gradient (k1) is an offset of the advantages on-policy and shows nowhere here."""
+    """:func:`varying_profile` on the probe's one mixed group, on-policy, the
+    reward-dependent part taken at
+    :func:`~exchange.checker.properties.residuals.second_rewards`. Reaches a term only
+    mixed groups show (tied groups dropped by a filter); a constant gradient (k1) is an
+    offset of the advantages on-policy and shows nowhere here."""
     result = ProbeResult(probe)
     rollout = build(replace(probe.case, off_policy=False))
     kappa, kappa2 = engine([rollout, rollout.with_fields({"rewards": second_rewards(rollout.rewards, rollout)})])
@@ -101,30 +96,19 @@ def tied_offsets(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: floa
     """M6 from a tied group whose coefficients ``m0 [G, P]`` follow the tied level
     (``change`` per unit of level): with advantages ``lambda + c_i`` up to a factor,
     ``kappa = w_i (h_e (lambda + c_i) + m_e)``, so the zero crossing ``c_i + m_e / h_e``
-    is free of ``w_i`` and varies over the events of a response only through an additive
-    term ``m_e`` (a term that does not scale with the advantage). Coefficients with one
-    crossing on every event of a response are proportional to its advantage's slope
-    ``w_i h_e``: they scale with an advantage, offset or not (uncentred advantages: M4,
-    or a shaping: M7), not an event term, unless the level they are measured from is one
-    where the advantage is 0 by definition.
+    is free of ``w_i`` and varies over a response's events only through an additive term
+    ``m_e``. One crossing on every event scales with an advantage, offset (M4) or shaped
+    (M7), unless it is measured from a level where the advantage is 0 by definition.
 
-    ``at_baseline``: ``m0`` was taken with every reward equal to its response's baseline
-    reward (``Rollout.baseline_rewards``), the loss subtracts them (its coefficients there
-    do not move when rewards and baseline rewards move together: ReMax's greedy baseline,
-    THEORY.md section 4, M4), and no response's advantage is shaped by its features (the
-    caller's reading: on every layout of the tied group, the responses the level moves
-    cross zero at one level, :func:`one_crossing`). Then every advantage is ``r - b``, 0
-    at ``m0`` by the estimator's definition, and (E) demands ``kappa = 0`` there
-    (section 2): a crossing away from the baseline is a term the same on every event that
-    does not scale with the advantage (a constant gradient: k1, an entropy bonus on the
-    sampled tokens), not an offset of the advantages. A shaping of the responses
-    (``A_i = r + s_i - b``) moves every crossing by ``-s_i`` and keeps the coefficients
-    still when rewards and baseline rewards move together, so the baseline is no zero of
-    its advantage: a common offset there is one more constant of ``s_i`` (it scales with
-    the slope, as ``s_i`` does; on a layout that keeps only responses of one shaping it
-    is all that shows). A loss that ignores the baseline rewards has no level known to
-    zero its advantage (negative-only advantages cross at the correct reward) and is read
-    by the spread alone."""
+    ``at_baseline``: ``m0`` was taken with every reward at its baseline reward
+    (``Rollout.baseline_rewards``), which the loss subtracts (ReMax), and no layout shows
+    a shaping of the responses the level moves (:func:`one_crossing` on each). Every
+    advantage ``r - b`` is then 0 at ``m0`` and (E) demands ``kappa = 0`` there
+    (section 2): a crossing away from the baseline is a term that does not scale with the
+    advantage (k1, an entropy bonus), not an offset. A shaping ``A_i = r + s_i - b`` moves
+    every crossing by ``-s_i``, so the baseline is no zero of its advantage; a loss that
+    ignores the baseline rewards is read by the spread alone (docs/properties.md,
+    ``tied_group``)."""
     q, moving, slack = crossings(m0, change, floor, tol)
     worst = max((_spread(q[i][moving[i]]) for i in range(q.shape[0])), default=0.0)
     out = above("M6", moved, "the tied coefficients' zero crossing in the level varies over one response's events",

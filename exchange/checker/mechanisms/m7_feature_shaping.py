@@ -3,13 +3,10 @@ features of the response other than the verifiable reward (a length penalty, a f
 bonus, a reward set to 0 on truncated responses). A design choice to report, not a
 cancellation defect.
 
-Evidence: two responses with equal verifiable rewards and different features get
-coefficient rows that are not proportional over reward levels (:func:`feature_rows`, read
-by the probe :func:`features_probe`); on a
-tied group, the coefficients' zero crossing varies over the responses, or the level reaches
-some responses and not others, or moves them both ways (:func:`tied_offsets`); where the
-level does not move them, their values have both signs (zero-sum shaped advantages,
-:func:`tied_signs`) or the shared events carry mass and cancel (:func:`cancelling`).
+Evidence: equal verifiable rewards, different features, rows not proportional over
+reward levels (:func:`features_probe`); on a tied group, zero crossings that differ
+between the responses (:func:`tied_offsets`), values of both signs (:func:`tied_signs`),
+or shared events that carry mass and cancel (:func:`cancelling`).
 """
 
 from __future__ import annotations
@@ -54,9 +51,8 @@ def feature_rows(sine: float, floor: float, tol: float, moved: str = "") -> list
 def _cycled(engine, probe) -> tuple[torch.Tensor, list, list[torch.Tensor]]:
     """Every row's shared-event coefficients at every reward level, ``[rows, levels x
     shared events]``, from one group of rows X, Y, X, Y, ... whose rewards are
-    :data:`LEVELS` rotated once per batch: every batch holds each (feature, level) pair
-    once, so every group statistic (centre, std, length-weighted centre, token counts per
-    micro-batch) is the same in all of them and each row keeps its weight."""
+    :data:`LEVELS` rotated once per batch: each batch holds every (feature, level) pair
+    once, so every group statistic is the same in all of them and each row keeps its weight."""
     n = len(LEVELS)
     rows = tuple(r for _ in range(n) for r in (X, Y))
     batches = []
@@ -84,16 +80,13 @@ def _sine(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def features_probe(engine, probe) -> ProbeResult:
     """Responses with equal verifiable rewards but different features (length, a token,
-    log-prob sums), on-policy. A row of X's coefficient on shared event ``e`` at reward
-    level ``r`` is ``w (A(X, r) + m_e)`` and a row of Y's ``w' (A(Y, r) + m_e)`` (``w``
-    any weight of the row, fixed by :func:`_cycled`'s rotation; ``m_e`` an additive event
-    term). Without a shaping ``A(X, .) = A(Y, .)``, so the two rows are proportional over
-    levels and events (rank 1); a reward shaped by the features makes them differ by more
-    than a factor (:func:`feature_rows`). The probe's (E) evaluation is the sine of the
-    angle between rows 0 (X) and 1 (Y); rows of one feature at other positions are
-    proportional in exact arithmetic whatever the loss, so their own angle is the
-    round-off floor. Run without the length limit first (a mask after centring drops Y),
-    then with it (a reward set to 0 on truncated responses needs one)."""
+    log-prob sums), on-policy. X's coefficient on shared event ``e`` at reward level ``r``
+    is ``w (A(X, r) + m_e)``, Y's ``w' (A(Y, r) + m_e)`` (``w`` fixed by
+    :func:`_cycled`'s rotation): without a shaping ``A(X, .) = A(Y, .)`` and the rows are
+    proportional (:func:`feature_rows` on the sine between rows 0 and 1; rows of one
+    feature are proportional whatever the loss, so their angle is the round-off floor).
+    Run without the length limit first (a mask after centring drops Y), then with it (a
+    reward set to 0 on truncated responses needs one)."""
     result = ProbeResult(probe)
     moved = f"probe {probe.name}: {probe.description}"
     for limit in (None, probe.case.length_limit):
@@ -111,10 +104,10 @@ def features_probe(engine, probe) -> ProbeResult:
 
 
 def tied_offsets(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: float, moved: str = "") -> list[Evidence]:
-    """M7 from a tied group whose coefficients ``m0 [G, P]`` follow the level: the zero
-    crossing ``c_i + m_e / h_e`` varies over the responses (each its own shaped offset
-    ``c_i``), or a response the level does not reach sits beside others it moves, or the
-    level moves some responses up and others down (a shaping that needs a reward to act
+    """M7 from a tied group whose coefficients ``m0 [G, P]`` follow the level
+    (:func:`~exchange.checker.mechanisms.m6_additive_term.tied_offsets`'s crossings): the
+    crossing varies over the responses (each its own shaped offset ``c_i``), or the level
+    misses some responses or moves them both ways (a shaping that needs a reward to act
     on, such as a reward set to 0 on truncated responses)."""
     q, moving, slack = crossings(m0, change, floor, tol)
     if not bool(moving.any()):

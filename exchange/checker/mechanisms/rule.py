@@ -1,15 +1,8 @@
 """The one rule that combines the probes' evidence into a report's mechanism set
-(THEORY.md section 4, attribution rules).
-
-- A probe's evidence counts where it explains a property that was asked for: the
-  probe's own property broken beyond the loss's round-off, or (C) broken by the probe
-  (an additive term that (Z)'s probe reads through (C) while the reward-dependent part
-  cancels).
-- (E) broken while (C) and (Z) hold everywhere, with no defect mechanism found, is a
-  design choice (:func:`design_choice`): M7, or a projection that restored (C) over
-  unequal weights, which names the mechanism that made the weights unequal.
-- A probe whose group the loss drops whole is not evidence (:mod:`exchange.checker.probes`
-  re-probes it; :func:`dropped_notes` says when no kept reward vector was found).
+(THEORY.md section 4, attribution rules): the evidence that explains a property asked
+for (:func:`counted`), and a design choice where nothing else explains an (E) break
+(:func:`design_choice`). A probe whose group the loss drops whole is not evidence
+(:mod:`exchange.checker.probes`; :func:`dropped_notes`).
 """
 
 from __future__ import annotations
@@ -59,8 +52,10 @@ def _broke(ev, name: str, tolerances: dict[str, float], precision: str) -> bool:
 
 
 def counted(results, names, tolerances: dict[str, float], precision: str) -> list[Evidence]:
-    """The evidence of every probe whose break explains a property that was asked for
-    (``tolerances``: each property's float64 tolerance)."""
+    """The evidence of every probe whose break explains a property that was asked for:
+    the probe's own property broken beyond the loss's round-off, or (C) broken by the
+    probe (an additive term that (Z)'s probe reads through (C) while the reward-dependent
+    part cancels). ``tolerances``: each property's float64 tolerance."""
     out: list[Evidence] = []
     for r in results:
         if not r.found:

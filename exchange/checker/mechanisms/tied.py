@@ -1,12 +1,8 @@
 """What keeps coefficients on a tied group (THEORY.md section 2, "Tied groups", and
-section 4, attribution rules): never assuming a tied group's advantages are 0, its
-coefficients are read from how they move with the tied level and from the response
-features. The readings are the mechanisms' own (M4
-:func:`~exchange.checker.mechanisms.m4_not_zero_sum.follows_level`, M6
-:mod:`~exchange.checker.mechanisms.m6_additive_term`'s ``tied_*`` and ``kept_on_copies``,
-M7 :mod:`~exchange.checker.mechanisms.m7_feature_shaping`'s ``tied_*`` and
-``cancelling``); this module builds the batches they read (:func:`cause`, run by the (N)
-probes of :mod:`exchange.checker.properties.null_on_equal_rewards`).
+section 4, attribution rules; docs/properties.md, ``tied_group``): never assuming a tied
+group's advantages are 0, its coefficients are read from how they move with the tied
+level and from the response features. The readings are the mechanisms' own (M4, M6, M7
+modules); this module builds the batches they read (:func:`cause`, run by the (N) probes).
 """
 
 from __future__ import annotations
@@ -33,25 +29,21 @@ _FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2
 _PREFIX = 3
 # Truncates the lengths 5 and 6 of the feature group, not the 4s.
 _FEATURE_LIMIT = 5
-# The tied levels compared (every reward of the batch at one of them), each batch with
-# every baseline reward (``Rollout.baseline_rewards``) at the first level.
-_LEVELS = (0.0, 1.0)
-# (level, baseline reward) of each batch: the levels above, then the last level with the
-# baseline rewards moved to it. A loss that subtracts the baseline rewards (ReMax's greedy
-# baseline) gives the first and the last batch the same coefficients (every reward equal
-# to its baseline reward in both), and its advantage is 0 there by definition.
-_AT_LEVELS = tuple((level, _LEVELS[0]) for level in _LEVELS)
-_AT_BASELINE = ((_LEVELS[-1], _LEVELS[-1]),)
+# (level, baseline reward) of each batch, every reward of the batch at the level: the
+# tied levels 0 and 1 with every baseline reward (``Rollout.baseline_rewards``) at 0, then
+# level 1 with the baseline rewards moved to it. A loss that subtracts the baseline
+# rewards (ReMax) gives the first and the last batch the same coefficients, and its
+# advantage is 0 there by definition.
+_AT_LEVELS = ((0.0, 0.0), (1.0, 0.0))
+_AT_BASELINE = ((1.0, 1.0),)
 
 
 def _levels(engine, case: Case, responses: tuple,
             points: tuple = _AT_LEVELS) -> tuple[Rollout, list[torch.Tensor], torch.Tensor]:
     """``case`` with these groups of ``responses``, every reward of the batch at each
-    ``(level, baseline reward)`` of ``points`` (at the first of :data:`_AT_LEVELS`, 0,
-    every reward equals every centre the rollout gives: its group's, the batch's and its
-    baseline reward; at any level every group's own centre, and the batch's, equals it):
-    ``(rollout at the first point, kappa [N, T] per point, kappa at reference rewards
-    [N, T])``, the latter setting the magnitudes round-off is judged against."""
+    ``(level, baseline reward)`` of ``points``: ``(rollout at the first point, kappa
+    [N, T] per point, kappa at reference rewards [N, T])``, the latter setting the
+    magnitudes round-off is judged against."""
     rollouts = [build(replace(case, groups=tuple(GroupConfig(tuple(rs), (level,) * len(rs), baseline=base)
                                                  for rs in responses)))
                 for level, base in points]
@@ -69,18 +61,12 @@ def _floor(engine, kappas: list[torch.Tensor], reference: float) -> float:
 
 def _tied_features(engine, probe) -> list:
     """M6 and M7 from :data:`_FEATURE_GROUP`'s shared-prefix coefficients ``[G, 3]``,
-    on-policy, the whole batch at each tied level, on two layouts: once without a length
-    limit and once with one that truncates two of the four responses. With every ratio 1
-    a response's coefficient on shared event ``e`` is ``w_i (a_i + m_e)``. Coefficients
-    that follow the level (no centre of the group's own) are read by their zero crossings
-    (:func:`~exchange.checker.mechanisms.m6_additive_term.tied_offsets`,
-    :func:`~exchange.checker.mechanisms.m7_feature_shaping.tied_offsets`), measured from
-    the baseline reward where the loss subtracts it (:data:`_AT_BASELINE` leaves its
-    coefficients where they were) and no layout shows a shaping of the responses the
-    level moves (their crossings differ,
-    :func:`~exchange.checker.mechanisms.m6_additive_term.one_crossing`: the baseline is
-    then no zero of their advantage, and a layout that drops the responses of the other
-    shapings would show one common crossing); the others by their directions and signs
+    on-policy, the whole batch at each tied level, without a length limit and with one
+    that truncates two of the four responses. With every ratio 1 a response's coefficient
+    on shared event ``e`` is ``w_i (a_i + m_e)``. Coefficients that follow the level are
+    read by their zero crossings (M6's and M7's ``tied_offsets``; from the baseline reward
+    where the loss subtracts it and no layout shows a shaping of the responses the level
+    moves, M6's ``one_crossing``); the others by their directions and signs
     (``tied_profile``, ``tied_signs``)."""
     tol = pattern_tol(engine.precision)
     out: list = []
@@ -110,11 +96,8 @@ def _tied_features(engine, probe) -> list:
 
 
 def _on_copies(engine, probe) -> list:
-    """M6 from one group of copies of the tied group's first response (as many as the
-    probe's batch holds), in the probe's regime, every reward at each tied level
-    (:func:`~exchange.checker.mechanisms.m6_additive_term.kept_on_copies`): every
-    response has the same features, so every centred or shaped advantage is an exact 0,
-    and at level 0 every greedy baseline's too."""
+    """M6's ``kept_on_copies`` on one group of copies of the tied group's first response
+    (as many as the probe's batch holds), in the probe's regime, at each tied level."""
     first = probe.case.groups[0].responses[0]
     # one group: events are keyed by their group, so copies in other groups would carry
     # other per-event values (a KL shaping would differ, and a batch centre with it)
@@ -130,14 +113,10 @@ def _on_copies(engine, probe) -> list:
 
 
 def cause(engine, ev, probe) -> list:
-    """The evidence for what keeps coefficients on the tied group: M4 when moving each
-    group's reward level (``1 + g`` for group ``g``, so that no batch centre follows) moves
-    every tied coefficient one way
-    (:func:`~exchange.checker.mechanisms.m4_not_zero_sum.follows_level`); M6 and M7 from
-    :func:`_tied_features` and :func:`_on_copies`; M7 when nothing else explains shared
-    events that carry mass and cancel at the group's own level
-    (:func:`~exchange.checker.mechanisms.m7_feature_shaping.cancelling`). No evidence
-    names no mechanism: (N)'s break is reported on its own."""
+    """The evidence for what keeps coefficients on the tied group: M4's ``follows_level``
+    when each group's reward level moves by ``1 + g`` (``g`` its index, so that no batch
+    centre follows); M6 and M7 from :func:`_tied_features` and :func:`_on_copies`; else
+    M7's ``cancelling``. No evidence names no mechanism: (N)'s break is reported alone."""
     rollout, kappa = ev.rollout, ev.kappa
     tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
     level = 1.0 + rollout.group_index.to(rollout.rewards.dtype)
