@@ -6,7 +6,8 @@ twin (THEORY.md section 4, precision rule; the twin: :mod:`exchange.checker.twin
 - :class:`Comparison`, :class:`PairedEngine`, :func:`compare_on_layout`: the loss and its
   twin on the same rollouts; their difference is the loss's round-off on them, and one
   beyond :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN` times what the float32
-  twin predicts for the loss's precision means precision changed what the loss computes;
+  twin predicts for the loss's precision means precision changed what the loss computes
+  (the float32 twin evaluated only where that can happen);
 - :func:`floored`: float64 round-off, judged against what float64's own rounding, directed
   up and down, does on the same example (:mod:`exchange.checker.rounding`).
 """
@@ -91,43 +92,80 @@ class Comparison:
     float32 twin, ``max(d32 eps_p / eps_float32, eps_p)`` (``d32`` the float32 twin's
     difference, the same computation's conditioning). ``worst``: the largest ``d``;
     ``changed``: some ``d`` exceeded :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN`
-    times its prediction (precision changed what the loss computes), ``where`` naming the
-    first such evaluation; ``at``: the largest ``d`` per place compared (a property's own
-    layout, named by :func:`layout_place`), what a property's result reports as its measured
-    round-off: the largest over the whole check belongs to no one property."""
+    times its prediction (precision changed what the loss computes); ``at``: the largest
+    ``d`` per place compared (a property's own layout, named by :func:`layout_place`), what
+    a property's result reports as its measured round-off: the largest over the whole check
+    belongs to no one property.
+
+    The float32 twin is evaluated only where its prediction can matter
+    (:meth:`needs_prediction`): the prediction is never below ``eps_p``, so a rollout with
+    ``d <= ROUND_OFF_MARGIN eps_p`` is within ``ROUND_OFF_MARGIN`` times it whatever ``d32``
+    is, and once ``changed`` is set nothing can unset it. ``changed`` is therefore the
+    same as with the float32 twin on every rollout, at a third of the cost where the loss
+    stays within its resolution (most rollouts). ``worst`` and ``at`` are the largest ``d``
+    of the rollouts where the twin is finite, whatever the float32 twin does (before, a
+    rollout where the float32 twin alone was non-finite or raised was left out of them)."""
 
     precision: str
     rollouts: int = 0
     worst: float = 0.0
     changed: bool = False
-    where: str = ""
     at: dict = field(default_factory=dict)
 
-    def add(self, kappa_twin: Tensor, kappa_loss: Tensor, kappa_float32: Tensor, where: str) -> None:
-        """Compare ``[K, N, T]`` (or ``[N, T]``) coefficients of the twin, the loss and the
-        float32 twin."""
-        kt, kl, k32 = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_loss, kappa_float32))
-        finite = torch.isfinite(kt).flatten(1).all(1) & torch.isfinite(k32).flatten(1).all(1)
-        scale = kt.abs().flatten(1).amax(1)
-        unit = torch.where(scale > 0, scale, torch.ones_like(scale))
-        d = torch.nan_to_num((kl - kt).abs().flatten(1).amax(1) / unit, nan=float("inf"))
-        d32 = (k32 - kt).abs().flatten(1).amax(1) / unit
-        eps = RESOLUTION[self.precision]
-        predicted = torch.clamp(d32 * (eps / RESOLUTION["float32"]), min=eps)
-        d = torch.where(finite, d, torch.zeros_like(d))
+    def measure(self, kappa_twin: Tensor, kappa_loss: Tensor, where: str) -> Tensor:
+        """``d [K]`` of ``[K, N, T]`` (or ``[N, T]``) coefficients of the twin and the loss,
+        recorded in ``worst`` and ``at[where]`` (0 where the twin is not finite)."""
+        kt, kl = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_loss))
+        d = torch.nan_to_num((kl - kt).abs().flatten(1).amax(1) / _unit(kt), nan=float("inf"))
+        d = torch.where(torch.isfinite(kt).flatten(1).all(1), d, torch.zeros_like(d))
         self.rollouts += kt.shape[0]
         if d.numel():
             self.worst = max(self.worst, float(d.max()))
             self.at[where] = max(self.at.get(where, 0.0), float(d.max()))
-            if bool((d > ROUND_OFF_MARGIN * predicted).any()) and not self.changed:
-                self.changed, self.where = True, where
+        return d
+
+    def needs_prediction(self, d: Tensor) -> Tensor:
+        """``[K]``: the rollouts whose ``d`` (:meth:`measure`) can set ``changed``, those
+        beyond ``ROUND_OFF_MARGIN`` times the smallest prediction, ``eps_p`` (none once
+        ``changed`` is set): the only ones the float32 twin is evaluated on."""
+        if self.changed:
+            return torch.zeros_like(d, dtype=torch.bool)
+        return d > ROUND_OFF_MARGIN * RESOLUTION[self.precision]
+
+    def predict(self, d: Tensor, kappa_twin: Tensor, kappa_float32: Tensor) -> None:
+        """``changed`` where ``d [K]`` exceeds ``ROUND_OFF_MARGIN`` times the round-off the
+        float32 twin's ``[K, N, T]`` coefficients predict (a float32 twin that is not
+        finite there predicts nothing and changes nothing)."""
+        kt, k32 = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_float32))
+        d32 = (k32 - kt).abs().flatten(1).amax(1) / _unit(kt)
+        eps = RESOLUTION[self.precision]
+        predicted = torch.clamp(d32 * (eps / RESOLUTION["float32"]), min=eps)
+        if bool((torch.isfinite(d32) & (d.reshape(-1) > ROUND_OFF_MARGIN * predicted)).any()):
+            self.changed = True
+
+    def add(self, kappa_twin: Tensor, kappa_loss: Tensor, kappa_float32: Tensor, where: str) -> None:
+        """Compare ``[K, N, T]`` (or ``[N, T]``) coefficients of the twin, the loss and the
+        float32 twin (:meth:`measure`, then :meth:`predict` where it is needed)."""
+        d = self.measure(kappa_twin, kappa_loss, where)
+        need = self.needs_prediction(d)
+        if bool(need.any()):
+            kt, k32 = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_float32))
+            self.predict(d[need], kt[need], k32[need])
+
+
+def _unit(kappa: Tensor) -> Tensor:
+    """``[K]``: each rollout's largest |coefficient| (1 where all are 0), the scale of ``d``."""
+    scale = kappa.abs().flatten(1).amax(1)
+    return torch.where(scale > 0, scale, torch.ones_like(scale))
 
 
 class PairedEngine:
     """An :class:`~exchange.core.coefficients.Engine` of the twin that also evaluates the
-    loss itself and its float32 twin on every rollout it is asked for, recording the
-    differences in ``comparison``; it returns the twin's coefficients (the verdicts are the
-    twin's)."""
+    loss itself on every rollout it is asked for, and the float32 twin on those where its
+    prediction can matter (:meth:`Comparison.needs_prediction`), recording the differences
+    in ``comparison``; it returns the twin's coefficients (the verdicts are the twin's). A
+    loss that raises where its twin does not changed what it computes; so does a float32
+    twin that raises where it is needed (it did so on any rollout before)."""
 
     def __init__(self, twin: Engine, loss: Engine, float32: Engine, comparison: Comparison) -> None:
         self.twin, self.loss, self.float32, self.comparison = twin, loss, float32, comparison
@@ -141,29 +179,49 @@ class PairedEngine:
     def __call__(self, rollouts: list[Rollout]) -> list[Tensor]:
         kt = self.twin(rollouts)
         try:
-            kl, k32 = self.loss(rollouts), self.float32(rollouts)
+            kl = self.loss(rollouts)
         except ObjectiveError:  # the loss raises where its twin does not: what it computes changed
-            self.comparison.changed, self.comparison.where = True, self.comparison.where or "the loss raised"
+            self.comparison.changed = True
             return kt
-        for t, l, f in zip(kt, kl, k32):
-            self.comparison.add(t, l, f, "a probe or an example the checker evaluated")
+        _predict_where_needed(self.comparison, self.float32, rollouts, kt,
+                              [self.comparison.measure(t, l, "a probe or an example the checker evaluated")
+                               for t, l in zip(kt, kl)])
         return kt
+
+
+def _predict_where_needed(comparison: Comparison, float32: Engine, rollouts: list[Rollout], kt: list[Tensor],
+                          ds: list[Tensor]) -> bool:
+    """The float32 twin on the rollouts whose ``d`` (``ds``, one ``[1]`` per rollout) needs a
+    prediction, in one call; ``False`` when it raised there (nothing was predicted)."""
+    need = [i for i, d in enumerate(ds) if bool(comparison.needs_prediction(d).any())]
+    if not need:
+        return True
+    try:
+        k32 = float32([rollouts[i] for i in need])
+    except ObjectiveError:
+        comparison.changed = True
+        return False
+    for i, f in zip(need, k32):
+        comparison.predict(ds[i], kt[i], f)
+    return True
 
 
 def changed_on(twin: Engine, float32: Engine, pairs: list[tuple[Rollout, Tensor]], precision: str,
                comparison: Comparison | None = None) -> bool:
     """Whether the loss's coefficients on these rollouts (``(rollout, kappa [N, T])`` pairs,
     a counterexample and its variant) differ from its twin's beyond the round-off the float32
-    twin predicts there (:class:`Comparison`, recorded in ``comparison`` when given): THEORY.md
-    section 4, "their difference is the round-off of that loss on that input; a property
-    residual within it is round-off"."""
+    twin predicts there (:class:`Comparison`, recorded in ``comparison`` when given; the
+    float32 twin evaluated only where needed): THEORY.md section 4, "their difference is the
+    round-off of that loss on that input; a property residual within it is round-off"."""
     comparison = Comparison(precision) if comparison is None else comparison
+    rollouts = [r for r, _ in pairs]
     try:
-        kt, k32 = twin([r for r, _ in pairs]), float32([r for r, _ in pairs])
+        kt = twin(rollouts)
     except ObjectiveError:  # the loss raises on it where its twin does not
         return True
-    for (_, kl), t, f in zip(pairs, kt, k32):
-        comparison.add(t, kl, f, "the counterexample")
+    ds = [comparison.measure(t, kl, "the counterexample") for (_, kl), t in zip(pairs, kt)]
+    if not _predict_where_needed(comparison, float32, rollouts, kt, ds):
+        return True
     return comparison.changed
 
 
@@ -171,7 +229,10 @@ def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, 
                       comparison: Comparison) -> None:
     """The loss and its twin on one layout drawn by ``prop``'s generator (``configurations``
     of it, batched): every set of coefficients ``prop``'s batched evaluation asks for is
-    compared."""
+    compared, on the configurations where neither raised; the float32 twin runs on those
+    of them whose difference needs its prediction (:meth:`Comparison.needs_prediction`), and
+    one where it raises predicts nothing (before, such a configuration was also left out
+    of ``worst`` and ``at``)."""
     rng = random.Random(f"exchange.twin/{seed}/{prop.name}/{regime}")
     d = RandomDraw(rng)
     lay = prop.layout(d, regime)
@@ -184,9 +245,15 @@ def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, 
     def paired(template: Rollout, fields: dict) -> tuple[Tensor, Tensor, Tensor]:
         loss_t, kt, errors = bulk.coefficients(twin_fn, template, fields, modes[0])
         _, kl, errors_l = bulk.coefficients(loss_fn, template, fields, modes[1])
-        _, k32, errors_32 = bulk.coefficients(float32_fn, template, fields, modes[2])
-        ok = torch.tensor([a is None and b is None and c is None for a, b, c in zip(errors, errors_l, errors_32)])
-        comparison.add(kt[ok], kl[ok], k32[ok], layout_place(prop.name, regime))
+        ok = torch.tensor([a is None and b is None for a, b in zip(errors, errors_l)], dtype=torch.bool)
+        diff = comparison.measure(kt[ok], kl[ok], layout_place(prop.name, regime))
+        need = comparison.needs_prediction(diff)
+        if bool(need.any()):
+            idx = ok.nonzero().flatten()[need]  # the configurations [K'] the float32 twin runs on
+            _, k32, errors_32 = bulk.coefficients(float32_fn, template, {n: v[idx] for n, v in fields.items()},
+                                                  modes[2])
+            fine = torch.tensor([e is None for e in errors_32], dtype=torch.bool)
+            comparison.predict(diff[need][fine], kt[idx][fine], k32[fine])
         return loss_t, kt, torch.tensor([e is not None for e in errors])
 
     prop.evaluate_batch(BatchInputs(lay, seeds, rewards, paired, loss_fn))

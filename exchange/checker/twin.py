@@ -44,6 +44,8 @@ _TYPE_STRINGS = {f"torch.{cuda}{kind}Tensor": dtype for cuda in ("", "cuda.")
 _CASTS = {torch.Tensor.float: torch.float32, torch.Tensor.half: torch.float16, torch.Tensor.bfloat16: torch.bfloat16,
           torch.Tensor.double: torch.float64}
 _CONVERSIONS = {torch.Tensor.to, torch.Tensor.type, torch.Tensor.type_as}
+_TENSOR = torch.Tensor
+_SPECIAL = frozenset(_CASTS) | _CONVERSIONS  # the ops that request a dtype without a dtype= keyword
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -77,7 +79,34 @@ class _Rewrite(TorchFunctionMode):
         return value
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        # the hot path (every op of the loss): two dict lookups and one pass over the inputs
+        # the hot path (every op of the loss): an op that is no cast or conversion and has
+        # no dtype= (most ops) requests no dtype, so there is nothing to rewrite; it is only
+        # scanned for low-precision inputs (the same scan as every other op)
+        if func in _SPECIAL or (kwargs and "dtype" in kwargs):
+            return self._requested(func, args, kwargs)
+        if self.scan:  # the scan of _scan, inlined: the hot path
+            for a in args:
+                cls = a.__class__
+                if cls is _TENSOR:
+                    if a.dtype in _LOW:
+                        self.record.reached(a.dtype, getattr(func, "__name__", str(func)))
+                elif cls is not float and cls is not int:
+                    self._scan(func, (a,))
+        return func(*args, **kwargs) if kwargs else func(*args)
+
+    def _scan(self, func, args) -> None:
+        """Record a low-precision floating tensor among ``args`` (or in a list or tuple of
+        them: ``torch.cat``, ``torch.stack``)."""
+        for a in args:
+            if getattr(a, "dtype", None) in _LOW:
+                self.record.reached(a.dtype, getattr(func, "__name__", str(func)))
+            elif a.__class__ is list or a.__class__ is tuple:
+                for x in a:
+                    if getattr(x, "dtype", None) in _LOW:
+                        self.record.reached(x.dtype, getattr(func, "__name__", str(func)))
+
+    def _requested(self, func, args, kwargs):
+        """An op that may request a dtype: the request rewritten to ``target``."""
         if kwargs and "dtype" in kwargs:
             kwargs = {**kwargs, "dtype": self._fix(kwargs["dtype"])}
         if func in _CASTS:
@@ -96,13 +125,7 @@ class _Rewrite(TorchFunctionMode):
             else:
                 args = (args[0], *(self._fix(a) for a in args[1:]))
         if self.scan:
-            for a in args:
-                if getattr(a, "dtype", None) in _LOW:
-                    self.record.reached(a.dtype, getattr(func, "__name__", str(func)))
-                elif a.__class__ is list or a.__class__ is tuple:  # torch.cat, torch.stack
-                    for x in a:
-                        if getattr(x, "dtype", None) in _LOW:
-                            self.record.reached(x.dtype, getattr(func, "__name__", str(func)))
+            self._scan(func, args)
         return func(*args, **(kwargs or {}))
 
 

@@ -67,6 +67,22 @@ def test_a_low_precision_tensor_reaching_an_op_makes_the_twin_incomplete():
     assert complete.incomplete == "" and complete.rewritten == set()
 
 
+def test_every_way_a_low_precision_tensor_reaches_an_op_is_detected():
+    """The mode's fast path (ops that request no dtype) scans the same inputs as the rest:
+    a float32 tensor made outside the twin reaching an op as a tensor argument, beside a
+    Python number, inside a list (torch.cat), as a Tensor subclass (a Parameter), or
+    through an op with ``dtype=``, makes the twin incomplete; a float64 one does not."""
+    outside = torch.full((1,), 0.5, dtype=torch.float32)
+    uses = [lambda lp, a: lp * a, lambda lp, a: a * 2.0 + lp, lambda lp, a: torch.cat([lp.flatten(), a]).sum() + lp,
+            lambda lp, a: lp * torch.nn.Parameter(a, requires_grad=False), lambda lp, a: lp * a.sum(dtype=torch.float64)]
+    for i, use in enumerate(uses):
+        for const, incomplete in ((outside, True), (outside.double(), False)):
+            twin = float64_twin(lambda lp, r, use=use, const=const: -(use(lp, const) * r.fmask).sum())
+            token_coefficients(twin, ROLLOUT.logprobs, ROLLOUT)
+            assert bool(twin.incomplete) == incomplete and twin.incomplete_precision == ("float32" if incomplete
+                                                                                         else ""), i
+
+
 def test_the_float32_twin_rounds_like_float32():
     k32 = token_coefficients(float32_twin(exact), ROLLOUT.logprobs, ROLLOUT)
     k64 = token_coefficients(exact, ROLLOUT.logprobs, ROLLOUT)
@@ -84,12 +100,85 @@ def test_the_comparison_tells_round_off_from_a_changed_decision():
     c.add(kappa, kappa * (1 + 2.0 ** -6), f32, "rounded")  # 4 bf16 roundings: as predicted
     assert not c.changed and c.worst == 2.0 ** -6
     c.add(kappa, kappa * (1 + ROUND_OFF_MARGIN * 2.0 ** -5), f32, "far off")  # 16 x beyond the prediction
-    assert c.changed and c.where == "far off"
+    assert c.changed and c.worst == ROUND_OFF_MARGIN * 2.0 ** -5 and c.at["far off"] == c.worst
     c = Comparison("float32")
     clipped = kappa.clone()
     clipped[0, 1] = 0.0  # one coefficient clipped: O(1) of the scale, the float32 twin exact
     c.add(kappa, clipped, kappa, "clipped")
     assert c.changed and c.worst == 0.5
+
+
+class _Counting(Engine):
+    """The float32 twin's engine, counting the rollouts it is asked for."""
+
+    def __init__(self, loss_fn) -> None:
+        super().__init__(float32_twin(loss_fn))
+        self.seen = 0
+
+    def __call__(self, rollouts):
+        self.seen += len(rollouts)
+        return super().__call__(rollouts)
+
+
+def in_float32(lp, r):
+    """``exact`` computed in float32: within float32 round-off of its twin."""
+    return exact(lp.float(), r.with_fields({"rewards": r.rewards.float(), "old_logprobs": r.old_logprobs.float()}))
+
+
+def test_the_float32_twin_runs_only_where_the_loss_is_beyond_its_resolution():
+    """The float32 twin's prediction is never below eps_p, so a rollout whose loss is within
+    ROUND_OFF_MARGIN eps_p of its twin is round-off whatever it predicts: a float32 loss and
+    a bf16 one within their round-off never run it; a bf16 loss that rounds three tied
+    responses' KL-shaped rewards apart (tests/checker/test_precision_corpus.py: O(1) off its
+    twin there, not with four) runs it on that rollout only, and still reads as changed."""
+    from exchange.checker.cases import Case, GroupConfig
+    from exchange.checker.precision import PairedEngine, changed_on
+    from exchange.objectives.composition import Composition
+
+    kl = Composition(shaping="kl_in_reward", precision="bf16").bind()
+    tied = [build(Case(groups=(GroupConfig(((0,),) * n, (0.0,) * n), GroupConfig(((1,), (2,)), (0.0, 1.0)))))
+            for n in (4, 3)]
+    other = ROLLOUT.with_fields({"rewards": ROLLOUT.rewards * 3 + 1})
+    for loss, precision, rollouts, ran, changed in ((in_float32, "float32", [ROLLOUT, other], 0, False),
+                                                    (every_cast, "bf16", [ROLLOUT, other], 0, False),
+                                                    (kl, "bf16", tied, 1, True)):
+        c, f32 = Comparison(precision), _Counting(loss)
+        PairedEngine(Engine(float64_twin(loss)), Engine(loss), f32, c)(rollouts)
+        assert (f32.seen, c.changed, c.rollouts) == (ran, changed, 2), (precision, ran)
+        assert c.worst > 0  # measured on every rollout, predicted on the needed ones only
+        pairs = [(r, token_coefficients(loss, r.logprobs, r)) for r in rollouts]
+        f32 = _Counting(loss)
+        assert changed_on(Engine(float64_twin(loss)), f32, pairs, precision) == changed and f32.seen == ran
+
+
+def test_the_float32_twin_runs_on_a_layout_only_where_needed():
+    """compare_on_layout (the bulk path): a float32 loss judged at float32 never runs the
+    float32 twin; the same loss declared float64 is beyond float64 round-off on every
+    configuration, runs it, and reads as changed (float32 rounding is no float64 round-off)."""
+    from exchange.checker import precision
+
+    counted = []
+    real = precision.float32_twin
+
+    def counting(loss_fn):
+        twin32 = real(loss_fn)
+
+        def fn(lp, r):
+            counted.append(1)
+            return twin32(lp, r)
+        return fn
+
+    precision.float32_twin = counting
+    try:
+        for declared, ran in (("float32", False), ("float64", True)):
+            counted.clear()
+            c = Comparison(declared)
+            precision.compare_on_layout(float64_twin(in_float32), in_float32, PROPERTIES["zero_sum"], "off_policy", 0,
+                                        16, c)
+            assert c.rollouts >= 16 and 0 < c.at["zero_sum (off_policy)"] < 1e-5, declared
+            assert bool(counted) == ran and c.changed == ran, declared
+    finally:
+        precision.float32_twin = real
 
 
 def one_pass_variance(offset):
