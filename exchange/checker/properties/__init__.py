@@ -1,8 +1,5 @@
-"""The checked properties: observable forms of THEORY.md section 2, one module each.
-
-Each module holds all of one property (tolerance, generator, plain and batched
-evaluation, shrink rules, probes); this registry lists them in report order.
-"""
+"""The checked properties: observable forms of THEORY.md section 2, one module each
+(:mod:`~exchange.checker.properties.base`); this registry lists them in report order."""
 
 from __future__ import annotations
 

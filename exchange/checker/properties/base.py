@@ -18,6 +18,7 @@ from exchange.checker.cases import Case, case_template, case_values
 from exchange.checker.draw import Draw, HypothesisDraw
 from exchange.checker.examples import Example, Layout
 from exchange.checker.mutations import Mutation
+from exchange.checker.properties.residuals import reference_rewards
 from exchange.core.coefficients import Engine
 from exchange.core.rollout import Rollout
 
@@ -111,6 +112,12 @@ class BatchInputs:
     rewards: Tensor  # [K, N]
     coefficients: Callable[[Rollout, dict], tuple[Tensor, Tensor, Tensor]]
     loss_fn: object = None  # the loss, for what it declares (properties.update_rows); None: nothing
+
+    def at_reference(self, rollout: Rollout, fields: dict, rows: Tensor) -> Tensor:
+        """``[k, N, T]``: the coefficients of the configurations ``rows`` at
+        :func:`~exchange.checker.properties.residuals.reference_rewards` (every group mixed)."""
+        sub = {k: v[rows] for k, v in fields.items()}
+        return self.coefficients(rollout, {**sub, "rewards": reference_rewards(self.rewards[rows], rollout)})[1]
 
 
 @dataclass

@@ -262,12 +262,5 @@ PROBES = (
     ),
 )
 
-PROPERTY = Property(
-    name=NAME,
-    tolerance=RTOL_DIRECTION,
-    layout=layout,
-    evaluate=evaluate,
-    evaluate_batch=evaluate_batch,
-    probes=PROBES,
-    run_probe=run_probe,
-)
+PROPERTY = Property(name=NAME, tolerance=RTOL_DIRECTION, layout=layout, evaluate=evaluate,
+                    evaluate_batch=evaluate_batch, probes=PROBES, run_probe=run_probe)

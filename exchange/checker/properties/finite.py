@@ -40,10 +40,4 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     return BatchResult(res, torch.ones_like(ok))
 
 
-PROPERTY = Property(
-    name=NAME,
-    tolerance=0.0,
-    layout=any_groups,
-    evaluate=evaluate,
-    evaluate_batch=evaluate_batch,
-)
+PROPERTY = Property(name=NAME, tolerance=0.0, layout=any_groups, evaluate=evaluate, evaluate_batch=evaluate_batch)

@@ -7,6 +7,7 @@ The probe: a tied group beside a mixed one (a centre that is not the group's own
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -18,8 +19,7 @@ from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.mechanisms import tied
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
-from exchange.checker.properties.residuals import (as_residual, fmt, reference_rewards, tied_groups,
-                                                   with_reference_rewards)
+from exchange.checker.properties.residuals import as_residual, fmt, tied_groups, with_reference_rewards
 from exchange.checker.tolerances import MAX_MISMATCHES, RTOL_EQUAL, TINY
 from exchange.core.coefficients import Engine
 from exchange.core.vocabulary import Regime
@@ -35,18 +35,29 @@ def layout(d: Draw, regime: str) -> Layout:
     return Layout(Example(case), kinds, (False,) * len(groups))
 
 
-def _residual(kappa, tied_rows, reference=None):
-    """``max |kappa|`` over the tied rows over ``max |kappa|``, ``[K]`` (kappa ``[K, N, T]``).
-    ``reference``: the same layout's coefficients at
-    :func:`~exchange.checker.properties.residuals.reference_rewards` (every group mixed):
-    the scale is then the larger of the two, so that a batch of tied groups only is judged
-    against what the loss gives it when its rewards differ, not against its own noise
-    (THEORY.md section 2, round-off per event)."""
+def _ratio(kappa: Tensor, tied_rows: Tensor, reference: Tensor | None = None) -> Tensor:
+    """``[K]``: ``max |kappa|`` over the tied rows ``tied_rows [K, N]`` over ``max |kappa|``
+    (``kappa [K, N, T]``); with ``reference`` the larger of the two scales."""
     scale = kappa.abs().flatten(1).amax(1)
     if reference is not None:
         scale = torch.maximum(scale, torch.nan_to_num(reference.abs().flatten(1).amax(1), nan=0.0, posinf=0.0))
     worst = torch.where(tied_rows[..., None], kappa.abs(), torch.zeros_like(kappa)).flatten(1).amax(1)
     return as_residual(worst / (scale + TINY))
+
+
+def _residual(kappa: Tensor, tied_rows: Tensor, reference: Callable[[Tensor], Tensor]) -> Tensor:
+    """``[K]``: :func:`_ratio`; where it is above :data:`RTOL_EQUAL`, against the larger of
+    the two scales with ``reference(rows)``, the coefficients of the configurations
+    ``rows`` at :func:`~exchange.checker.properties.residuals.reference_rewards` (every
+    group mixed): a batch of tied groups only is judged against what the loss gives it
+    when its rewards differ, not against its own noise (THEORY.md section 2, round-off
+    per event)."""
+    res = _ratio(kappa, tied_rows)
+    todo = (res > RTOL_EQUAL).nonzero().flatten()
+    if todo.numel():
+        res = res.clone()
+        res[todo] = _ratio(kappa[todo], tied_rows[todo], reference(todo))
+    return res
 
 
 def _exact(rewards: Tensor, tied_rows: Tensor) -> Tensor:
@@ -60,11 +71,8 @@ def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
     rollout = build(example.case)
     (kappa,) = engine([rollout])
     tied_rows = tied_groups(rollout.rewards[None], rollout)[0][rollout.group_index]  # [N]
-    res = float(_residual(kappa[None], tied_rows[None])[0])
+    res = float(_residual(kappa[None], tied_rows[None], lambda rows: engine([with_reference_rewards(rollout)])[0][None])[0])
     exact = _exact(rollout.rewards[None], tied_rows[None])
-    if res > RTOL_EQUAL:  # against what the loss gives the layout at mixed rewards (round-off per event)
-        (ref,) = engine([with_reference_rewards(rollout)])
-        res = float(_residual(kappa[None], tied_rows[None], ref[None])[0])
     mism = []
     if res > RTOL_EQUAL:
         scale = float(kappa.abs().max())
@@ -82,13 +90,7 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     rollout, fields = configurations(b.layout.example.case, b.seeds, b.rewards)
     _, kappa, failed = b.coefficients(rollout, fields)
     tied_rows = tied_groups(b.rewards, rollout)[:, rollout.group_index]  # [K, N]
-    res = _residual(kappa, tied_rows)
-    todo = (res > RTOL_EQUAL).nonzero().flatten()
-    if todo.numel():
-        sub = {k: v[todo] for k, v in fields.items()}
-        _, ref, _ = b.coefficients(rollout, {**sub, "rewards": reference_rewards(b.rewards[todo], rollout)})
-        res = res.clone()
-        res[todo] = _residual(kappa[todo], tied_rows[todo], ref)
+    res = _residual(kappa, tied_rows, lambda rows: b.at_reference(rollout, fields, rows))
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), tied_rows.any(1) | failed)
 
 
@@ -114,41 +116,20 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
     return result
 
 
+_TIED_BESIDE_MIXED = (GroupConfig(((1, 2), (1, 3)), (0.0, 0.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0)))
+
 PROBES = (
-    Probe(
-        "tied_group",
-        "one group with all rewards 0 beside a mixed group, on-policy",
-        NAME,
-        "M4",
-        Case(groups=(GroupConfig(((1, 2), (1, 3)), (0.0, 0.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0)))),
-    ),
-    Probe(
-        "tied_group_off_policy",
-        "the same tied group beside a mixed group, off-policy (terms in log rho vanish on-policy)",
-        NAME,
-        "M4",
-        Case(groups=(GroupConfig(((1, 2), (1, 3)), (0.0, 0.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0))),
-             off_policy=True, ratio=(((0, 1), 1.5), ((0, 1, 2), 0.7), ((0, 1, 3), 1.25))),
-        off_policy_only=True,
-    ),
-    Probe(
-        "tied_group_truncated",
-        "a tied group whose longest response hit the length limit beside a mixed group, on-policy",
-        NAME,
-        "M4",
-        # tied at 1, not 0: a reward set to 0 on truncated responses must have one to change
-        Case(groups=(GroupConfig(((1, 2), (1, 3), (1, 2, 2)), (1.0, 1.0, 1.0)), GroupConfig(((1, 2), (2, 2)), (1.0, 0.0))),
-             length_limit=3),
-    ),
+    Probe("tied_group", "one group with all rewards 0 beside a mixed group, on-policy", NAME, "M4",
+          Case(groups=_TIED_BESIDE_MIXED)),
+    Probe("tied_group_off_policy",
+          "the same tied group beside a mixed group, off-policy (terms in log rho vanish on-policy)", NAME, "M4",
+          Case(groups=_TIED_BESIDE_MIXED, off_policy=True,
+               ratio=(((0, 1), 1.5), ((0, 1, 2), 0.7), ((0, 1, 3), 1.25))), off_policy_only=True),
+    Probe("tied_group_truncated",
+          "a tied group whose longest response hit the length limit beside a mixed group, on-policy", NAME, "M4",
+          # tied at 1, not 0: a reward set to 0 on truncated responses must have one to change
+          Case(groups=(GroupConfig(((1, 2), (1, 3), (1, 2, 2)), (1.0, 1.0, 1.0)), _TIED_BESIDE_MIXED[1]), length_limit=3)),
 )
 
-PROPERTY = Property(
-    name=NAME,
-    tolerance=RTOL_EQUAL,
-    layout=layout,
-    evaluate=evaluate,
-    evaluate_batch=evaluate_batch,
-    shrink=ShrinkRules(keep_first_group=True),
-    probes=PROBES,
-    run_probe=run_probe,
-)
+PROPERTY = Property(name=NAME, tolerance=RTOL_EQUAL, layout=layout, evaluate=evaluate, evaluate_batch=evaluate_batch,
+                    shrink=ShrinkRules(keep_first_group=True), probes=PROBES, run_probe=run_probe)

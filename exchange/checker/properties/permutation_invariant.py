@@ -1,10 +1,8 @@
 """Reordering the responses and relabelling the groups (non-contiguous, reordered ids)
 permutes the coefficients and changes nothing else (THEORY.md section 1: groups need
-not be contiguous). A loss that computes one optimizer step holding part of the batch
-declares the step's rows (:mod:`~exchange.checker.properties.update_rows`): the reordering
-then maps the step's rows onto the step's rows and the rest onto the rest, so it
-compares the step with itself reordered (THEORY.md section 4: judge one optimizer step),
-not with another step."""
+not be contiguous). Under a declared optimizer step (:mod:`~exchange.checker.properties.update_rows`)
+the reordering maps the step's rows onto the step's rows and the rest onto the rest: the
+step is compared with itself reordered, not with another step."""
 
 from __future__ import annotations
 
@@ -100,22 +98,10 @@ def run_probe(engine: Engine, probe: Probe) -> ProbeResult:
 
 PROBE_PERM_SEED = 1
 PROBES = (
-    Probe(
-        "row_order",
-        "two groups of equal-length responses, rows reordered, on-policy, every entropy equal",
-        NAME,
-        "M3",
-        Case(groups=(GroupConfig(((1, 2, 0), (1, 2, 1), (1, 2, 3), (1, 2, 2)), (1.0, 0.0, 0.0, 1.0)),
-                     GroupConfig(((2, 1), (2, 3, 3, 0, 1)), (1.0, 0.0))), entropy_all=1.0),
-    ),
+    Probe("row_order", "two groups of equal-length responses, rows reordered, on-policy, every entropy equal", NAME,
+          "M3", Case(groups=(GroupConfig(((1, 2, 0), (1, 2, 1), (1, 2, 3), (1, 2, 2)), (1.0, 0.0, 0.0, 1.0)),
+                             GroupConfig(((2, 1), (2, 3, 3, 0, 1)), (1.0, 0.0))), entropy_all=1.0)),
 )
 
-PROPERTY = Property(
-    name=NAME,
-    tolerance=RTOL_EQUAL,
-    layout=layout,
-    evaluate=evaluate,
-    evaluate_batch=evaluate_batch,
-    probes=PROBES,
-    run_probe=run_probe,
-)
+PROPERTY = Property(name=NAME, tolerance=RTOL_EQUAL, layout=layout, evaluate=evaluate, evaluate_batch=evaluate_batch,
+                    probes=PROBES, run_probe=run_probe)

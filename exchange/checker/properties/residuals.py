@@ -22,27 +22,38 @@ def as_residual(x: Tensor) -> Tensor:
     return torch.where(torch.isnan(x), torch.full_like(x, float("inf")), x)
 
 
-def per_event(kappa: Tensor, ev: Events, reference: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+def per_event(kappa: Tensor, ev: Events, reference: Tensor | None = None,
+              shared: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """``(K [K, E], mass [K, E], per-event residual [K, E])`` of ``kappa [K, N, T]``:
-    ``|K_e| / (sum |kappa| + ATOL_REL * max|kappa|)``, 0/0 = 0. ``reference``: the same
-    layout's coefficients at :func:`reference_rewards` (``[K, N, T]``); the mass and the
-    scale are then the larger of the two, so that a group whose rewards tie, and whose
-    coefficients are only round-off of advantages that are 0 in exact arithmetic, is
-    judged against the magnitude of what the loss sums for that event when its rewards
-    differ (THEORY.md section 2: round-off per event)."""
-    k = kappa.shape[0]
-    valid = ev.ids >= 0
-    ids = ev.ids[valid]
-    kv = kappa[:, valid]
-    K = torch.zeros(k, ev.count, dtype=kappa.dtype, device=kappa.device).index_add(1, ids, kv)
-    mass = torch.zeros(k, ev.count, dtype=kappa.dtype, device=kappa.device).index_add(1, ids, kv.abs())
-    scale = kappa.abs().flatten(1).amax(1) if kappa[0].numel() else torch.zeros(k, dtype=kappa.dtype, device=kappa.device)
-    if reference is not None:
-        _, ref_mass, _ = per_event(reference, ev)
-        mass = torch.maximum(mass, torch.nan_to_num(ref_mass, nan=0.0, posinf=0.0))
-        ref_scale = torch.nan_to_num(reference.abs().flatten(1).amax(1), nan=0.0, posinf=0.0)
-        scale = torch.maximum(scale, ref_scale)
+    ``|K_e| / (sum |kappa| + ATOL_REL * max|kappa|)``, 0/0 = 0. ``shared``: the shared
+    events only (``[K, S]``, in :func:`exchange.core.events.shared_events` order), summing
+    only the columns up to the last shared position (a real batch's responses diverge
+    early; ``exchange.inspect`` pays for no more). ``reference``: the same layout's
+    coefficients at :func:`reference_rewards` (``[K, N, T]``); the mass and the scale are
+    then the larger of the two, so that a group whose rewards tie, and whose coefficients
+    are only round-off of advantages that are 0 in exact arithmetic, is judged against the
+    magnitude of what the loss sums for that event when its rewards differ (THEORY.md
+    section 2: round-off per event). NaN reads as inf (never "holds")."""
+    ids = ev.shared.nonzero().flatten()
+    head = (int(ev.position[ids].max()) + 1 if ids.numel() else 0) if shared else kappa.shape[-1]
+    sub = ev.ids[:, :head]
+    valid = sub >= 0
+    kv = kappa[:, :, :head][:, valid]  # [K, occurrences in the summed columns]
+    zeros = torch.zeros(kappa.shape[0], ev.count, dtype=kappa.dtype, device=kappa.device)
+    K, mass = zeros.index_add(1, sub[valid], kv), zeros.index_add(1, sub[valid], kv.abs())
+    if shared:
+        K, mass = K[:, ids], mass[:, ids]
+    scale = _scale(kappa)
+    if reference is not None:  # the reference only bounds round-off: its NaN/inf never count
+        mass = torch.maximum(mass, torch.nan_to_num(per_event(reference, ev, shared=shared)[1], nan=0.0, posinf=0.0))
+        scale = torch.maximum(scale, torch.nan_to_num(_scale(reference), nan=0.0, posinf=0.0))
     return K, mass, as_residual(event_residuals_of(K, mass, (ATOL_REL * scale + TINY)[:, None]))
+
+
+def _scale(kappa: Tensor) -> Tensor:
+    """``[K]``: the largest ``|kappa|`` of each configuration (0 for an empty one)."""
+    flat = kappa.abs().flatten(1)
+    return flat.amax(1) if flat.shape[1] else flat.sum(1)
 
 
 def reference_rewards(rewards: Tensor, rollout: Rollout) -> Tensor:

@@ -1,9 +1,6 @@
-"""The reward vectors (Z) is judged over, and the residual it reads from them (THEORY.md
-section 2, "Testing these on a black box"): ``K_e`` of identical responses compared across
-reward vectors (:func:`reward_vectors`), averaged over the cyclic shifts of each group's rewards
-where identical responses get different weights (:func:`cyclic_shifts`), the difference
-measured per event against the mass it cancels (:func:`reward_dependent`). Used by
-:mod:`exchange.checker.properties.zero_sum` and by the truncation probe of
+"""The reward vectors (Z) is judged over, the permutations it averages over, and the
+residual it reads from them (THEORY.md section 2, "Testing these on a black box"), for
+:mod:`~exchange.checker.properties.zero_sum` and the truncation probe of
 :mod:`exchange.checker.mechanisms.m4_not_zero_sum`.
 """
 
@@ -16,6 +13,7 @@ from torch import Tensor
 
 from exchange.checker.properties.residuals import as_residual, per_event
 from exchange.checker.tolerances import ATOL_REL, TINY
+from exchange.core.events import event_residuals_of
 from exchange.core.rollout import Rollout
 
 __all__ = ["reward_vectors", "cyclic_shifts", "reward_dependent"]
@@ -77,7 +75,6 @@ def reward_dependent(kappas: list[Tensor], ev, which: Tensor, scales: list[Tenso
     mass = torch.stack([per_event(k, ev)[1] for k in scales]).amax(0)  # [K, E]
     spread = torch.stack([(K - Ks[0]).abs() for K in Ks[1:]]).amax(0)
     scale = torch.stack([k.abs().flatten(1).amax(1) for k in scales]).amax(0)
-    res = as_residual(spread / (mass + (ATOL_REL * scale + TINY)[:, None]))
-    res = torch.where((mass == 0) & (spread == 0), torch.zeros_like(res), res)
+    res = as_residual(event_residuals_of(spread, mass, (ATOL_REL * scale + TINY)[:, None]))
     return torch.where(which[None], res, torch.zeros_like(res)).amax(1)
 

@@ -35,35 +35,14 @@ from exchange.checker.cases import build
 from exchange.checker.draw import Draw
 from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import BatchInputs, BatchResult, Evaluation, Property, configurations
-from exchange.checker.properties.residuals import (as_residual, cancellation_mismatches, reference_rewards, tied_groups,
-                                                      with_reference_rewards)
-from exchange.checker.tolerances import ATOL_REL, RTOL_CANCEL, TINY
+from exchange.checker.properties.residuals import cancellation_mismatches, per_event, tied_groups, with_reference_rewards
+from exchange.checker.tolerances import RTOL_CANCEL
 from exchange.core.coefficients import Engine
-from exchange.core.events import Events, event_residuals_of, events
+from exchange.core.events import Events, events
 from exchange.core.rollout import Rollout
 from exchange.core.vocabulary import Regime
 
 NAME = "shared_cancellation"
-
-
-def _sums(kappa: Tensor, ev: Events) -> tuple[Tensor, Tensor]:
-    """``(K_e, own mass)`` of the shared events (``[K, S]``, in :func:`exchange.core.events.shared_events`
-    order) of ``kappa [K, N, T]``: only the columns up to the last shared position are
-    summed (a real batch's responses diverge early; ``exchange.inspect`` pays for no more)."""
-    ids = ev.shared.nonzero().flatten()
-    head = int(ev.position[ids].max()) + 1 if ids.numel() else 0
-    sub = ev.ids[:, :head]
-    valid = sub >= 0
-    k = kappa[:, :, :head][:, valid]  # [K, occurrences in the head columns]
-    zeros = torch.zeros(kappa.shape[0], ev.count, dtype=kappa.dtype, device=kappa.device)
-    return zeros.index_add(1, sub[valid], k)[:, ids], zeros.index_add(1, sub[valid], k.abs())[:, ids]
-
-
-def _scale(kappa: Tensor) -> Tensor:
-    """``[K]``: the largest ``|kappa|`` of each configuration; a NaN anywhere makes every
-    residual of the configuration NaN, read as inf (never "holds")."""
-    flat = kappa.abs().flatten(1)
-    return flat.amax(1) if flat.shape[1] else flat.sum(1)
 
 
 def event_residuals(kappa: Tensor, rollout: Rollout, ev: Events, tied: Tensor,
@@ -74,22 +53,14 @@ def event_residuals(kappa: Tensor, rollout: Rollout, ev: Events, tied: Tensor,
     [K, n_groups]`` have equal rewards. ``reference(rows)`` gives the coefficients of the
     configurations ``rows [k]`` at :func:`~exchange.checker.properties.residuals.reference_rewards`
     (``[k, N, T]``); it is called only for configurations with a tied group's shared event
-    above :data:`RTOL_CANCEL`. NaN reads as inf (never "holds")."""
-    K, mass = _sums(kappa, ev)
-    atol = ATOL_REL * _scale(kappa) + TINY
-    res = as_residual(event_residuals_of(K, mass, atol[:, None]))
-    on_tied = tied[:, ev.group[ev.shared]]  # [K, S]
-    todo = ((res > RTOL_CANCEL) & on_tied).any(1).nonzero().flatten()
+    above :data:`RTOL_CANCEL`, and only its tied groups' rows count. NaN reads as inf."""
+    res = per_event(kappa, ev, shared=True)[2]
+    todo = ((res > RTOL_CANCEL) & tied[:, ev.group[ev.shared]]).any(1).nonzero().flatten()
     if todo.numel():
-        ref = reference(todo)
         rows = tied[todo][:, rollout.group_index.to(tied.device)]  # [k, N]: the tied groups' rows
-        ref = torch.where(rows[..., None], ref, torch.zeros_like(ref))
-        _, ref_mass = _sums(ref, ev)
-        magnitude = torch.maximum(mass[todo], torch.nan_to_num(ref_mass, nan=0.0, posinf=0.0))
-        ref_scale = torch.nan_to_num(_scale(ref), nan=0.0, posinf=0.0)  # the reference only bounds round-off
-        atol = ATOL_REL * torch.maximum(_scale(kappa[todo]), ref_scale) + TINY
+        ref = reference(todo)
         res = res.clone()
-        res[todo] = as_residual(event_residuals_of(K[todo], magnitude, atol[:, None]))
+        res[todo] = per_event(kappa[todo], ev, torch.where(rows[..., None], ref, torch.zeros_like(ref)), shared=True)[2]
     return res
 
 
@@ -99,17 +70,13 @@ def residual(res: Tensor) -> Tensor:
     return res.amax(1) if res.shape[1] else res.sum(1)
 
 
-def any_groups(d: Draw, regime: str, first: tuple[str, ...] | None = None) -> Layout:
+def any_groups(d: Draw, regime: str) -> Layout:
     """1-4 arbitrary groups in ``regime``, sometimes with a generation limit at the
     longest response (those responses count as truncated). Shared by the properties
-    fuzzed over arbitrary batches; ``first``: the reward kinds of group 0."""
+    fuzzed over arbitrary batches."""
     groups = [generators.group(d) for _ in range(d.integer(1, 4))]
-    off = Regime(regime).off_policy
-    case = generators.case(d, [placeholder(g) for g in groups], off)
-    kinds = [generators.REWARD_KINDS] * len(groups)
-    if first is not None:
-        kinds[0] = first
-    return Layout(Example(case), tuple(kinds), (False,) * len(groups))
+    case = generators.case(d, [placeholder(g) for g in groups], Regime(regime).off_policy)
+    return Layout(Example(case), (generators.REWARD_KINDS,) * len(groups), (False,) * len(groups))
 
 
 def evaluate(engine: Engine, example: Example, regime: str) -> Evaluation:
@@ -137,20 +104,10 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     _, kappa, failed = b.coefficients(rollout, fields)
     ev = events(rollout)
     tied = tied_groups(b.rewards, rollout)
-
-    def reference(rows: Tensor) -> Tensor:
-        sub = {k: v[rows] for k, v in fields.items()}
-        return b.coefficients(rollout, {**sub, "rewards": reference_rewards(b.rewards[rows], rollout)})[1]
-
-    res = residual(event_residuals(kappa, rollout, ev, tied, reference))
+    res = residual(event_residuals(kappa, rollout, ev, tied, lambda rows: b.at_reference(rollout, fields, rows)))
     informative = (ev.shared[None] & ~tied[:, ev.group]).any(1)
     return BatchResult(torch.where(failed, torch.full_like(res, float("inf")), res), informative | failed)
 
 
-PROPERTY = Property(
-    name=NAME,
-    tolerance=RTOL_CANCEL,
-    layout=any_groups,
-    evaluate=evaluate,
-    evaluate_batch=evaluate_batch,
-)
+PROPERTY = Property(name=NAME, tolerance=RTOL_CANCEL, layout=any_groups, evaluate=evaluate,
+                    evaluate_batch=evaluate_batch)

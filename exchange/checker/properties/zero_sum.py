@@ -1,18 +1,14 @@
 """(Z) zero-sum advantages, observed on a black box (THEORY.md section 2).
 
 Identical responses, on-policy: every event is shared, so the part of ``K_e`` that
-depends on the rewards must vanish (T1/T2). ``K_e`` is compared across reward vectors:
-the drawn one shifted by a level per group, a one-hot and a ramp pattern. Where identical
-responses get different weights (a normaliser per micro-batch, a position weight), ``K_e``
-of the drawn rewards is averaged over the cyclic shifts of each group's rewards first:
-``mean_pi sum_i A_pi(i) w_i = mean(w) sum_i A_i`` vanishes exactly when the advantages are
-zero-sum (THEORY.md section 2). A remainder that is the same for every reward vector is
-an additive event term (M6), not a (Z) failure: (C) reads it from the same evaluation.
-A loss that computes one optimizer step holding part of the batch declares the step's rows
-(:mod:`~exchange.checker.properties.update_rows`); the shifts then move the rewards of each
-group's rows in the step among themselves, so the average reads the step's (Z),
-``mean_S(w) sum_{i in S} A_i`` (THEORY.md section 4: judge one optimizer step), and a break
-that the whole group's average does not show is the split's (M8).
+depends on the rewards must vanish (T1/T2); it is read across the reward vectors of
+:mod:`~exchange.checker.properties.reward_moves`. Where identical responses get different
+weights (a normaliser per micro-batch, a position weight), ``K_e`` is averaged over the
+cyclic shifts of each group's rewards first: ``mean_pi sum_i A_pi(i) w_i = mean(w) sum_i
+A_i`` vanishes exactly when the advantages are zero-sum; over a declared optimizer step
+(:mod:`~exchange.checker.properties.update_rows`) the average reads the step's (Z), and a
+break that the whole group's average does not show is the split's (M8). A remainder
+that is the same for every reward vector is an additive event term (M6), read by (C).
 The probes: identical responses on two reward scales, and unequal lengths after a shared
 prefix (a length-weighted baseline is not zero-sum once lengths differ: M4).
 """
@@ -34,7 +30,7 @@ from exchange.checker.examples import Example, Layout, placeholder
 from exchange.checker.properties.base import (BatchInputs, BatchResult, Evaluation, Probe, ProbeResult, Property,
                                               ShrinkRules, configurations)
 from exchange.checker.properties import shared_cancellation
-from exchange.checker.properties.residuals import cancellation_mismatches, reference_rewards, tied_groups
+from exchange.checker.properties.residuals import cancellation_mismatches, tied_groups
 from exchange.checker.properties.reward_moves import cyclic_shifts, reward_dependent, reward_vectors
 from exchange.checker.properties.update_rows import splits_a_group, update_rows
 from exchange.checker.tolerances import RTOL_CANCEL, at_precision
@@ -107,12 +103,8 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     # Shared events that cancel at the drawn rewards leave nothing to split into a
     # reward-dependent part and a remainder: only the others need the other reward vectors.
     first = kappa_of(b.rewards)
-
-    def reference(rows: Tensor) -> Tensor:  # (C)'s magnitudes of a tied group (none in this layout's draws)
-        return kappa_of(reference_rewards(b.rewards[rows], rollout), {k: v[rows] for k, v in fields.items()})
-
-    res = shared_cancellation.residual(shared_cancellation.event_residuals(
-        first, rollout, ev, tied_groups(b.rewards, rollout), reference))
+    res = shared_cancellation.residual(shared_cancellation.event_residuals(  # (its layouts draw no tied group)
+        first, rollout, ev, tied_groups(b.rewards, rollout), lambda rows: b.at_reference(rollout, fields, rows)))
     todo = (res > RTOL_CANCEL).nonzero().flatten()
     if todo.numel():
         sub = {k: v[todo] for k, v in fields.items()}
@@ -224,14 +216,6 @@ PROBES = (
     ),
 )
 
-PROPERTY = Property(
-    name=NAME,
-    tolerance=RTOL_CANCEL,
-    layout=layout,
-    evaluate=evaluate,
-    evaluate_batch=evaluate_batch,
-    shrink=ShrinkRules(identical_responses=True),
-    probes=PROBES,
-    run_probe=run_probe,
-    regime_free=True,
-)
+PROPERTY = Property(name=NAME, tolerance=RTOL_CANCEL, layout=layout, evaluate=evaluate,
+                    evaluate_batch=evaluate_batch, shrink=ShrinkRules(identical_responses=True), probes=PROBES,
+                    run_probe=run_probe, regime_free=True)
