@@ -1,16 +1,10 @@
-"""Bulk fuzzing: many configurations per layout, coefficients and residuals batched
-(docs/properties.md, "Fuzzing").
-
-Hypothesis spends most of ``check``'s time on its per-example machinery, not on the loss.
-Here a seeded ``random.Random`` (from the check's seed, the property and the regime)
-draws *layouts* through the property's own generator (bound by
-:class:`~exchange.checker.draw.RandomDraw`); ``K`` configurations of a layout differ in
-their rewards and value seed, so configuration ``k`` *is* an
-:class:`~exchange.checker.examples.Example` (:meth:`Layout.complete` rebuilds it). Their
-coefficients come from one ``torch.func.vmap`` of the forward and one backward (a loss
-vmap refuses runs one autograd call per configuration), their residuals from the
-property's batched evaluation; a failing configuration counts once the plain path (the
-oracle, the property's ``evaluate``) confirms it.
+"""Bulk fuzzing (docs/properties.md, "Fuzzing"): Hypothesis spends most of its time on
+per-example machinery, so here a seeded ``random.Random`` draws *layouts* through the
+property's own generator (:class:`~exchange.checker.draw.RandomDraw`) and ``K``
+configurations per layout that differ in their rewards and value seed (each *is* an
+:class:`~exchange.checker.examples.Example`: :meth:`Layout.complete`). Their coefficients
+come from one ``vmap`` of the forward and one backward, their residuals from the
+property's batched evaluation; a failure counts once the plain path (the oracle) confirms it.
 """
 
 from __future__ import annotations
@@ -24,14 +18,16 @@ import torch
 from torch import Tensor
 
 from exchange.checker import generators
+from exchange.checker.cases import build
 from exchange.checker.draw import RandomDraw
 from exchange.checker.examples import Example, Layout
-from exchange.checker.properties.base import BatchInputs, Property
+from exchange.checker.properties.base import BatchInputs, Evaluation, Property
 from exchange.core.coefficients import loss_and_coefficients
 from exchange.core.rollout import Rollout
 from exchange.errors import ObjectiveError
 
-__all__ = ["BulkResult", "run", "plan", "draw_rewards", "evaluate", "coefficients", "Mode", "BATCH", "MIN_LAYOUTS"]
+__all__ = ["Tally", "BulkResult", "evaluate_or_error", "run", "plan", "draw_rewards", "evaluate", "coefficients", "Mode",
+           "BATCH", "MIN_LAYOUTS"]
 
 BATCH = 16  # configurations per layout (at most)
 MIN_LAYOUTS = 8  # layouts per property and regime (at least): structure matters most
@@ -136,13 +132,34 @@ def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: li
 
 # --------------------------------------------------------------------- run
 @dataclass
-class BulkResult:
-    examples: int = 0  # configurations evaluated (through the failing one, if any)
+class Tally:
+    """Every configuration evaluated for one property and regime, the failing one included."""
+
+    examples: int = 0
     informative: int = 0
     max_residual: float = 0.0
+
+    def add(self, examples: int, informative: int, max_residual: float = 0.0) -> None:
+        self.examples += examples
+        self.informative += informative
+        self.max_residual = max(self.max_residual, max_residual)
+
+
+@dataclass
+class BulkResult(Tally):
     failure: Example | None = None  # the first confirmed failure
-    evaluation: object = None  # the oracle's Evaluation of it (None: the loss raised)
+    evaluation: Evaluation | None = None  # the oracle's evaluation of it
     layouts: int = 0
+
+
+def evaluate_or_error(engine, prop: Property, example: Example, regime: str) -> Evaluation:
+    """The plain property code on one example (the oracle); a loss that raises is an
+    infinite residual."""
+    try:
+        return prop.evaluate(engine, example, regime)
+    except ObjectiveError as err:
+        rollout = build(example.case)
+        return Evaluation(float("inf"), True, rollout, rollout.old_logprobs * 0, [str(err)])
 
 
 def plan(max_examples: int) -> tuple[int, int]:
@@ -167,22 +184,13 @@ def run(engine, prop: Property, regime: str, max_examples: int, seed: int, toler
         rewards = draw_rewards(d, per, lay)
         batch = evaluate(engine.loss_fn, prop, lay, seeds, rewards, mode)
         out.layouts += 1
-        bad = (~(batch.residual <= tolerance)).nonzero().flatten().tolist()
-        for j in bad:
+        for j in (~(batch.residual <= tolerance)).nonzero().flatten().tolist():
             ex = lay.complete(rewards[j], seeds[j])
-            try:
-                ev = prop.evaluate(engine, ex, regime)  # the oracle confirms it
-                confirmed = not ev.residual <= tolerance
-            except ObjectiveError:
-                ev, confirmed = None, True
-            if confirmed:
-                out.examples += j + 1
-                out.informative += int(batch.informative[: j + 1].sum())
-                out.max_residual = max([out.max_residual, *batch.residual[:j].tolist()])
+            ev = evaluate_or_error(engine, prop, ex, regime)  # the oracle confirms it
+            if not ev.residual <= tolerance:
+                out.add(j + 1, int(batch.informative[: j + 1].sum()), max(batch.residual[:j].tolist(), default=0.0))
                 out.failure, out.evaluation = ex, ev
                 return out
             batch.residual[j] = 0.0  # round-off disagreement at the tolerance: the oracle decides
-        out.examples += per
-        out.informative += int(batch.informative.sum())
-        out.max_residual = max(out.max_residual, float(batch.residual.max()))
+        out.add(per, int(batch.informative.sum()), float(batch.residual.max()))
     return out

@@ -15,31 +15,17 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from exchange.checker import bulk
-from exchange.checker.cases import build
+from exchange.checker.bulk import Tally, evaluate_or_error
 from exchange.checker.examples import Example
 from exchange.checker.properties.base import Evaluation, Property
 from exchange.checker.report import FoundBy
 from exchange.checker.shrinking import shrink as greedy_shrink
 from exchange.core.coefficients import Engine
-from exchange.errors import InvalidArgument, ObjectiveError
+from exchange.errors import InvalidArgument
 
 __all__ = ["FUZZERS", "Tally", "Search", "search", "shrink_failure", "evaluate_or_error"]
 
 FUZZERS = ("bulk", "per_example")
-
-
-@dataclass
-class Tally:
-    """Every configuration evaluated for one property and regime, the failing one included."""
-
-    examples: int = 0
-    informative: int = 0
-    max_residual: float = 0.0
-
-    def add(self, examples: int, informative: int, max_residual: float = 0.0) -> None:
-        self.examples += examples
-        self.informative += informative
-        self.max_residual = max(self.max_residual, max_residual)
 
 
 @dataclass
@@ -66,15 +52,6 @@ class _Falsified(Exception):
     def __init__(self, evaluation: Evaluation) -> None:
         super().__init__(evaluation.mismatches[:1])
         self.evaluation = evaluation
-
-
-def evaluate_or_error(engine: Engine, prop: Property, example: Example, regime: str) -> Evaluation:
-    """The plain property code on one example; a loss that raises is an infinite residual."""
-    try:
-        return prop.evaluate(engine, example, regime)
-    except ObjectiveError as err:
-        rollout = build(example.case)
-        return Evaluation(float("inf"), True, rollout, rollout.old_logprobs * 0, [str(err)])
 
 
 def _hypothesis(engine: Engine, prop: Property, regime: str, max_examples: int, seed: int, tolerance: float,
@@ -112,21 +89,19 @@ def _hypothesis(engine: Engine, prop: Property, regime: str, max_examples: int, 
 def search(engine: Engine, prop: Property, regime: str, max_examples: int, seed: int, tolerance: float,
            how: Search) -> tuple[Tally, Evaluation | None, FoundBy | None]:
     """``(tally, failure or None, how it was found)`` for ``prop`` in ``regime``."""
-    tally = Tally()
     if how.fuzzer == "per_example":
+        tally = Tally()
         failure = _hypothesis(engine, prop, regime, max_examples, seed, tolerance, how, tally)
         return tally, failure, FoundBy(fuzzer="per_example", shrunk=how.shrink) if failure else None
-    found = bulk.run(engine, prop, regime, max_examples, seed, tolerance, use_vmap=how.use_vmap)
-    tally.add(found.examples, found.informative, found.max_residual)
-    if found.failure is None:
+    tally = bulk.run(engine, prop, regime, max_examples, seed, tolerance, use_vmap=how.use_vmap)
+    if tally.failure is None:
         return tally, None, None
     if not how.shrink:
-        ev = found.evaluation or evaluate_or_error(engine, prop, found.failure, regime)
-        return tally, ev, FoundBy(fuzzer="bulk", shrunk=False)
+        return tally, tally.evaluation, FoundBy(fuzzer="bulk", shrunk=False)
     failure = _hypothesis(engine, prop, regime, max_examples, seed, tolerance, how, tally)
     if failure is not None:  # Hypothesis found and shrank its own
         return tally, failure, FoundBy(fuzzer="per_example", shrunk=True)
-    return tally, shrink_failure(engine, prop, found.failure, regime, tolerance), FoundBy(fuzzer="bulk", shrunk=True)
+    return tally, shrink_failure(engine, prop, tally.failure, regime, tolerance), FoundBy(fuzzer="bulk", shrunk=True)
 
 
 def shrink_failure(engine: Engine, prop: Property, example: Example, regime: str, tolerance: float) -> Evaluation:
