@@ -2,11 +2,10 @@
 
 A :class:`Case` lists, per group, the response token sequences and rewards. Every
 per-token value (behaviour probability, ratio, reference probability, entropy, the
-sampler's log-probability) is a
-function of the token's *event* (group, prefix, token), so identical events always get
-identical values, as they do in a real batch. Values come from small grids, picked by
-the one event-key hash (:mod:`exchange.checker.event_hash`) of ``(seed, event)``, and
-can be overridden per event.
+sampler's log-probability) is a function of the token's *event* (group, prefix, token),
+so identical events always get identical values, as in a real batch. Values come from
+small grids, picked by the event-key hash (:mod:`exchange.checker.event_hash`) of
+``(seed, event)``, and can be overridden per event.
 
 The checker mutates cases (:mod:`exchange.checker.mutations`) to build the variants of
 THEORY.md section 2 "Testing these on a black box".
@@ -25,16 +24,7 @@ from exchange.checker.event_hash import key_hashes, pick, tuple_hashes
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
 
-__all__ = [
-    "GroupConfig",
-    "Case",
-    "build",
-    "common_prefix",
-    "RATIOS",
-    "OLD_PROBS",
-    "ENTROPIES",
-    "SAMPLER_RATIOS",
-]
+__all__ = ["GroupConfig", "Case", "build", "common_prefix", "RATIOS", "OLD_PROBS", "ENTROPIES", "SAMPLER_RATIOS"]
 
 # Ratios straddle the usual clip ranges (0.2 / 0.28) on both sides; 1.0 first so that
 # shrinking moves towards on-policy. max(ratio) * max(old prob) <= 1 keeps log-probs <= 0.
@@ -211,18 +201,10 @@ def case_template(case: Case) -> Template:
         overrides[name] = (where, value)
     zeros = torch.zeros(n, t_max, dtype=torch.float64)
     rollout = Rollout._trusted(
-        tokens=tokens,
-        mask=mask,
-        rewards=torch.tensor([r for _, _, r, _ in rows], dtype=torch.float64),
-        group=group,
-        old_logprobs=zeros,
-        ref_logprobs=zeros,
-        entropy=zeros,
-        logprobs=zeros,
-        sampling_logprobs=zeros,
+        tokens=tokens, mask=mask, rewards=torch.tensor([r for _, _, r, _ in rows], dtype=torch.float64), group=group,
+        old_logprobs=zeros, ref_logprobs=zeros, entropy=zeros, logprobs=zeros, sampling_logprobs=zeros,
         baseline_rewards=torch.tensor([b for _, _, _, b in rows], dtype=torch.float64),
-        truncated=lengths >= case.length_limit if case.length_limit else torch.zeros(n, dtype=torch.bool),
-    )
+        truncated=lengths >= case.length_limit if case.length_limit else torch.zeros(n, dtype=torch.bool))
     return Template(case, rollout, key_hash, overrides)
 
 

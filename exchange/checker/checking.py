@@ -1,20 +1,13 @@
 """``check``: audit a loss function for (Z), (E), (C) and friends (THEORY.md section 2).
 
-For each regime (on-policy: every ratio is 1; off-policy: event-consistent ratios on
-both sides of the usual clip ranges) the checker
-
-1. runs the targeted probes (:mod:`exchange.checker.probes`): minimal groups that isolate one
-   mechanism each; a property broken by a probe gets that probe's group as its
-   counterexample, and the mechanisms its evidence shows (:mod:`exchange.checker.mechanisms`);
-2. searches every property the probes did not break (:mod:`exchange.checker.search`):
-   configurations generated in bulk from ``seed``, a failure found and shrunk to a
-   minimal group.
-
-A property that was never informative (no example could have failed it) is reported as
-broken with a note, never as holding. Every property is judged on the loss's float64 twin
+In each regime (on-policy: every ratio 1; off-policy: event-consistent ratios on both
+sides of the usual clip ranges) the targeted probes run first (:mod:`exchange.checker.probes`:
+a property a probe breaks gets its group as counterexample, and the mechanisms its
+evidence shows), then every property they did not break is searched
+(:mod:`exchange.checker.search`). A property no example could have failed is reported
+broken with a note, never holding. Every property is judged on the loss's float64 twin
 (:mod:`exchange.checker.twin`), beside the loss itself where it runs below float64
-(:mod:`exchange.checker.twin_verdicts`, :mod:`exchange.checker.precision`);
-tolerances: :mod:`exchange.checker.tolerances`.
+(:mod:`exchange.checker.twin_verdicts`); tolerances: :mod:`exchange.checker.tolerances`.
 """
 
 from __future__ import annotations
@@ -148,12 +141,10 @@ def check(
     Args:
         loss_fn: the objective, returning a loss to minimise (reward-driven part).
         properties: names to check (default: all of :data:`exchange.checker.properties.PROPERTIES`).
-        max_examples: configurations per fuzzed property and regime, at least: they
-            are generated in bulk (:mod:`exchange.checker.bulk`: at least 8 layouts,
-            up to 16 configurations each: ``layouts x ceil(max_examples / layouts)`` with
-            ``layouts = max(8, ceil(max_examples / 16))``, e.g. 16 at 10 and 208 at 200),
-            and on a failure Hypothesis searches again with the same seed to
-            shrink it. A report's ``examples`` counts every configuration evaluated.
+        max_examples: configurations per fuzzed property and regime, at least, generated in
+            bulk (:func:`exchange.checker.bulk.plan`: e.g. 16 at 10 and 208 at 200); on a
+            failure Hypothesis searches again with the same seed to shrink it. A report's
+            ``examples`` counts every configuration evaluated.
         seed: fixes the fuzzing; the same seed reproduces the same report.
         regimes: ``"on_policy"`` and/or ``"off_policy"``.
         regularizer: optional KL/entropy term, reported in its own channel.
@@ -162,18 +153,14 @@ def check(
             evaluations (see ``benchmarks/audit_speed.py``: for the checker's small groups
             the autograd loop is faster, so it is off; the bulk fuzzer always tries vmap).
         precision: the loss's effective precision, ``"float64"``, ``"float32"`` or
-            ``"bf16"``. ``None`` (default) takes the loss's own declaration, an attribute
-            ``exchange_precision`` (the library adapters set it where the library rounds an
-            intermediate, e.g. AReaL's float32 advantages, which later float64 arithmetic
-            hides from detection), else detects it: coefficients that are all exactly
-            float32 (or bf16) values mean the loss computes in that format. Every verdict
-            comes from the loss's float64 twin at the float64 tolerances whatever the
-            precision; below float64 the loss is also compared with its twin (so is a loss
-            whose twin rewrote a cast): a twin break whose effect is below this precision's
-            resolution reads "holds up to <precision> round-off", and where precision
-            changed what the loss computes, or the twin is incomplete, the loss itself is
-            judged at this precision's tolerances (docs/properties.md, "Tolerances and
-            precision"). ``"float64"`` drops the resolution rule.
+            ``"bf16"``. ``None`` (default): the loss's attribute ``exchange_precision`` (the
+            library adapters set it where the library rounds an intermediate that later
+            float64 arithmetic hides, e.g. AReaL's float32 advantages), else detected
+            (every coefficient an exact float32 or bf16 value). Every verdict comes from
+            the loss's float64 twin at the float64 tolerances; below float64 the loss is
+            also compared with its twin (docs/properties.md, "Tolerances and precision":
+            a break below the precision's resolution reads "holds up to <precision>
+            round-off"). ``"float64"`` drops the resolution rule.
         timeout: seconds one call of ``loss_fn`` may take; a slower call stops the check
             with an :class:`~exchange.errors.ObjectiveError` naming the time. On Unix in
             the main thread a SIGALRM timer interrupts the running call at the limit
@@ -190,10 +177,8 @@ def check(
             (every example through Hypothesis, one at a time: the oracle the bulk fuzzer
             is tested against; also what ``hypothesis_profile`` runs).
         shrink: shrink a fuzz-found failure to a minimal counterexample (default). ``False``
-            reports the first failing configuration as found, ``found_by`` "fuzz (bulk,
-            not shrunk)": the same verdicts, mechanisms and examples counted up to the
-            failure, at a fraction of the time where shrinking dominates (``exchange audit``
-            reports verdicts and does not shrink unless ``--shrink``).
+            reports the first failing configuration (``found_by`` "fuzz (bulk, not
+            shrunk)"): the same verdicts and mechanisms, faster where shrinking dominates.
     """
     if not callable(loss_fn):
         raise InvalidArgument(f"loss_fn={loss_fn!r} is not callable; pass loss_fn(logprobs, rollout) -> Tensor.")
@@ -221,19 +206,10 @@ def check(
     if len(regimes) == 2:
         _carry_on_policy(results, mechanisms, names, *sorted(regimes, key=lambda r: Regime(r).off_policy))
     return Report(
-        objective=label,
-        regimes=regimes,
-        properties=names,
-        results=results,
-        mechanisms_by_regime=mechanisms,
-        seed=seed,
-        max_examples=max_examples,
-        regularizer=None if regularizer is None else _regularizer_report(regularizer),
-        reproduce=reproduce_line(loss_fn, label, regimes, seed, max_examples, shrink),
-        precision=precision,
-        precision_detected=detected,
-        twin=twin_line(twin),
-    )
+        objective=label, regimes=regimes, properties=names, results=results, mechanisms_by_regime=mechanisms, seed=seed,
+        max_examples=max_examples, regularizer=None if regularizer is None else _regularizer_report(regularizer),
+        reproduce=reproduce_line(loss_fn, label, regimes, seed, max_examples, shrink), precision=precision,
+        precision_detected=detected, twin=twin_line(twin))
 
 
 @dataclasses.dataclass

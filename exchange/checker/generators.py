@@ -17,10 +17,8 @@ from exchange.checker.cases import Case, GroupConfig, common_prefix
 from exchange.checker.draw import Draw
 from exchange.checker.mutations import Mutation
 
-__all__ = [
-    "REWARD_KINDS", "REWARD_VALUES", "Sizes", "DEFAULT_SIZES",
-    "rewards", "group", "identical_group", "case", "mutation",
-]
+__all__ = ["REWARD_KINDS", "REWARD_VALUES", "Sizes", "DEFAULT_SIZES", "rewards", "group", "identical_group", "case",
+           "mutation"]
 
 REWARD_KINDS = ("binary", "continuous", "tied")
 REWARD_VALUES = (0.0, 1.0, 0.5, -1.0, 2.0, 0.25, 3.0)
