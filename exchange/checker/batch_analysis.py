@@ -1,13 +1,9 @@
-"""Inspect one real batch exactly, without fuzzing: ``exchange.inspect(loss_fn, rollout)``.
-
-One backward pass gives every token coefficient ``kappa``; the events of the batch give
-every shared event, its ``K_e`` and its mass (:func:`exchange.core.events.shared_event_coefficients`).
-From them: (C)'s residual, the checker's (:mod:`exchange.checker.properties.shared_cancellation`),
-per batch, group and event; the shared residual (:class:`exchange.core.events.SharedResidual`);
-per group the **response weight vector** ``alpha``, the common direction of the
-shared-event coefficient vectors ``(kappa[1, e], ..., kappa[G, e])`` (THEORY.md (E));
-the top offending events; the mechanism hints (:mod:`exchange.checker.mechanism_hints`).
-The fields are :class:`~exchange.checker.inspection.Inspection`'s. Batch files
+"""Inspect one real batch exactly, without fuzzing: ``exchange.inspect(loss_fn, rollout)``
+(:func:`inspect`; its result, :class:`~exchange.checker.inspection.Inspection`). One
+backward pass gives every token coefficient ``kappa``, the events of the batch every
+shared event's ``K_e`` and mass (:func:`exchange.core.events.shared_event_coefficients`).
+A group's **response weight vector** ``alpha`` is the common direction of its shared-event
+coefficient vectors ``(kappa[1, e], ..., kappa[G, e])`` (THEORY.md (E)). Batch files
 (``exchange inspect BATCH TARGET``) are read by :func:`exchange.core.batch_io.load_batch`.
 """
 
