@@ -3,7 +3,7 @@
 which makes the weight depend on the row order too.
 
 Evidence: two responses with equal rewards and different lengths answer another
-response's reward move in the ratio of their weights (:func:`equal_reward_weights`), or
+response's reward move in the ratio of their weights (:func:`per_response_rescaling`), or
 reordering the rows rescales every response by a factor of its own
 (:func:`position_rescaling`).
 """
@@ -18,7 +18,7 @@ from exchange.checker.cases import GroupConfig, build, common_prefix
 from exchange.checker.mechanisms.evidence import Evidence, above
 from exchange.checker.tolerances import FLOOR_MARGIN, RESOLUTION, SHAPING_LEAK, ZERO_COLUMN, pattern_tol
 
-__all__ = ["per_response_rescaling", "equal_reward_weights", "weight_quotient", "position_rescaling"]
+__all__ = ["per_response_rescaling", "weight_quotient", "position_rescaling"]
 
 # The weight test's rewards (times the spread): the pair (0 and 3, different lengths) at
 # the top, the mover (2) near the centre, so that a std-scaled estimator's cross
@@ -28,15 +28,6 @@ _WEIGHT_PAIR, _WEIGHT_MOVER = (0, 3), 2
 # Rewards within the clips libraries apply (OpenRLHF +-10); the second twice the first,
 # so that a shaping's first-order leak extrapolates away (:func:`weight_quotient`).
 _SPREADS = (4.0, 8.0)
-
-
-def per_response_rescaling(engine, probe, ev) -> list[Evidence]:
-    """M3 from the probe that made one response's suffix longer: its (E) break says that
-    something moved, :func:`equal_reward_weights` that it was a weight (a length-weighted
-    centre or a std over shaped rewards also moves every advantage)."""
-    if common_prefix(probe.case.groups[probe.mutation.group].responses) == 0:
-        return []
-    return equal_reward_weights(engine, probe)
 
 
 def _moves(engine, probe, movers: tuple[int, int], spread: float):
@@ -71,12 +62,14 @@ def weight_quotient(quotients: tuple[float, float], precision: str, moved: str =
                  abs(limit - 1.0), SHAPING_LEAK + pattern_tol(precision) + abs(q_large - q_small))
 
 
-def equal_reward_weights(engine, probe) -> list[Evidence]:
-    """Whether two responses of the probe's group with equal rewards and different
-    lengths (:data:`_WEIGHT_PAIR`) get different weights: moving a third response's
-    reward ``k`` changes response ``i``'s shared coefficient by ``w_i dA_ik``, and ``dA_ik =
-    dA_jk`` for every estimator that treats the responses alike given their rewards, so
-    ``d_i / d_j = w_i / w_j``. Where another response's reward reaches neither (a greedy
+def per_response_rescaling(engine, probe, ev) -> list[Evidence]:
+    """M3 from the probe that made one response's suffix longer: its (E) break says that
+    something moved, this reading that it was a weight (a length-weighted centre or a std
+    over shaped rewards also moves every advantage): whether two responses of the probe's
+    group with equal rewards and different lengths (:data:`_WEIGHT_PAIR`) get different
+    weights. Moving a third response's reward ``k`` changes response ``i``'s shared
+    coefficient by ``w_i dA_ik``, and ``dA_ik = dA_jk`` for every estimator that treats the
+    responses alike given their rewards, so ``d_i / d_j = w_i / w_j``. Where another response's reward reaches neither (a greedy
     baseline, raw rewards), each one's own reward moves its advantage alike, and its own
     move gives the quotient instead (:func:`weight_quotient`). An additive event term
     cancels in the differences."""
@@ -84,7 +77,7 @@ def equal_reward_weights(engine, probe) -> list[Evidence]:
     lengths = [len(r) for r in grp.responses]
     i, j = _WEIGHT_PAIR
     moved = f"probe {probe.name}: another response's reward moved, lengths {lengths[i]} and {lengths[j]}"
-    if len(lengths) != len(_WEIGHT_REWARDS) or lengths[i] == lengths[j]:
+    if common_prefix(grp.responses) == 0 or len(lengths) != len(_WEIGHT_REWARDS) or lengths[i] == lengths[j]:
         return []
     quotients = []
     for spread in _SPREADS:
