@@ -41,9 +41,7 @@ class FoundBy:
             return f"probe {self.probe}"
         if self.vacuity:
             return "vacuity guard"
-        if self.fuzzer == "bulk":
-            return f"fuzz (bulk, {'shrunk' if self.shrunk else 'not shrunk'})"
-        return f"fuzz ({'shrunk' if self.shrunk else 'not shrunk'})"
+        return f"fuzz ({'bulk, ' if self.fuzzer == 'bulk' else ''}{'shrunk' if self.shrunk else 'not shrunk'})"
 
 
 @dataclass

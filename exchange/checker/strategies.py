@@ -23,15 +23,8 @@ from exchange.checker.examples import Example
 from exchange.checker.generators import REWARD_KINDS, Sizes
 from exchange.errors import InvalidArgument
 
-__all__ = [
-    "InvalidStrategyArgument",
-    "rewards",
-    "group_configs",
-    "identical_group_configs",
-    "cases",
-    "rollouts",
-    "mutations",
-]
+__all__ = ["InvalidStrategyArgument", "rewards", "group_configs", "identical_group_configs", "cases", "rollouts",
+           "mutations"]
 
 
 class InvalidStrategyArgument(InvalidArgument, hypothesis_errors.InvalidArgument):
@@ -84,6 +77,14 @@ def _sizes(min_size: int, max_size: int, min_length: int, max_length: int, vocab
     return Sizes(min_size, max_size, min_length, max_length, vocab)
 
 
+@st.composite
+def _groups(draw, responses, sizes: Sizes, kinds: tuple[str, ...], distinct: bool) -> GroupConfig:
+    """One group of ``responses(d, sizes)`` (a generator) and its rewards among ``kinds``."""
+    d = HypothesisDraw(draw)
+    resp = responses(d, sizes)
+    return GroupConfig(resp, generators.rewards(d, len(resp), kinds, distinct))
+
+
 def rewards(size: int, *, kinds: tuple[str, ...] = REWARD_KINDS) -> st.SearchStrategy[tuple[float, ...]]:
     """``size`` rewards of one kind: binary {0,1}, continuous (a small grid, ties
     possible) or tied (all equal)."""
@@ -97,29 +98,18 @@ def group_configs(*, min_size: int = 2, max_size: int = 16, min_length: int = 1,
     responses are copies of an earlier one, so identical responses occur."""
     sizes = _sizes(min_size, max_size, min_length, max_length, vocab)
     _check_kinds("reward_kinds", reward_kinds)
-
-    @st.composite
-    def inner(draw) -> GroupConfig:
-        d = HypothesisDraw(draw)
-        resp = generators.group(d, sizes)
-        return GroupConfig(resp, generators.rewards(d, len(resp), tuple(reward_kinds)))
-
-    return _Named(inner(), _call(group_configs, min_size=min_size, max_size=max_size, min_length=min_length,
+    inner = _groups(generators.group, sizes, tuple(reward_kinds), False)
+    return _Named(inner, _call(group_configs, min_size=min_size, max_size=max_size, min_length=min_length,
                                  max_length=max_length, vocab=vocab, reward_kinds=reward_kinds))
 
 
 def identical_group_configs(*, min_size: int = 2, max_size: int = 16, min_length: int = 1, max_length: int = 32,
                             vocab: int = 4) -> st.SearchStrategy[GroupConfig]:
     """A group of G copies of one response with rewards that are not all equal (Z test)."""
-    sizes = _sizes(min_size, max_size, min_length, max_length, vocab)
-
-    @st.composite
-    def inner(draw) -> GroupConfig:
-        d = HypothesisDraw(draw)
-        resp = generators.identical_group(d, sizes)
-        return GroupConfig(resp, generators.rewards(d, len(resp), ("binary", "continuous"), distinct=True))
-
-    return inner()
+    inner = _groups(generators.identical_group, _sizes(min_size, max_size, min_length, max_length, vocab),
+                    ("binary", "continuous"), True)
+    return _Named(inner, _call(identical_group_configs, min_size=min_size, max_size=max_size, min_length=min_length,
+                               max_length=max_length, vocab=vocab))
 
 
 def cases(*, min_groups: int = 1, max_groups: int = 4, off_policy: bool | None = None,
