@@ -51,10 +51,15 @@ COMMON_NOT_ZERO_SUM = Pattern(
     ("M4.not_zero_sum", "M5.response_statistics"),
     ("M1.sequence_weight", "M4.not_zero_sum", "M5.response_statistics"),
 )
+# A spread needs a weight that differs between two shared events of one response: token
+# statistics (M5) or a per-occurrence term m_e (M6: the vectors A + m_e 1 turn with m_e, a
+# KL to a reference on sampled tokens on-policy too), and off-policy a clip of the token's
+# ratio tested by the advantage's sign (M2). A sequence weight (M1) is one per response, so
+# it shows as a common vector (and is 1 on-policy). Off-policy keeps every on-policy cause.
 SPREAD = Pattern(
     "the per-response weights change from one shared event to the next",
-    ("M1.sequence_weight", "M5.response_statistics"),
-    ("M2.sign_clip",),
+    ("M5.response_statistics", "M6.event_term"),
+    ("M2.sign_clip", "M5.response_statistics", "M6.event_term"),
 )
 PATTERNS: tuple[Pattern, ...] = (TIED, LENGTH_WEIGHTED, COMMON_NOT_ZERO_SUM, SPREAD)
 

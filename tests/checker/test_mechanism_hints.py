@@ -38,13 +38,13 @@ def test_every_pattern_names_facets_of_the_vocabulary():
 def test_hint_text_is_the_vocabularys_wording():
     r = _rollout([1.0, 0.0, 0.0])
     ids, lines = hints(r, [_group(spread=2 * SPREAD_TOL)], residual=0.5)
-    assert ids == ("M1", "M5") and len(lines) == 1
+    assert ids == ("M5", "M6") and len(lines) == 1
     for key in SPREAD.on_policy:
         assert FACETS[key].description in lines[0]
     off = r.replace(logprobs=r.old_logprobs - 0.5 * r.mask)
     assert is_off_policy(off) and not is_off_policy(r)
     ids, lines = hints(off, [_group(spread=2 * SPREAD_TOL)], residual=0.5)
-    assert ids == ("M2",) and FACETS["M2.sign_clip"].description in lines[0] and "off-policy" in lines[0]
+    assert ids == ("M2", "M5", "M6") and FACETS["M2.sign_clip"].description in lines[0] and "off-policy" in lines[0]
     for line in lines:  # no second wording: every id named in a line is a vocabulary mechanism
         assert line.split(":")[0].split("/")[0] in MECHANISMS
 
@@ -72,3 +72,21 @@ def test_tied_rewards_with_an_additive_term_point_to_m4_and_m6():
     assert found.mechanisms == ("M4", "M6")
     assert found.hints and "tied rewards" in found.hints[0]
     assert FACETS["M6.event_term"].description in found.hints[0]
+
+
+def test_an_event_term_that_differs_between_shared_events_points_to_m6():
+    """GRPO's advantage term plus ``beta/2 lp^2`` on the sampled tokens: each shared event's
+    coefficients are ``-A_i + beta lp_e`` (the same shift for every occurrence, M6), and
+    ``lp_e`` differs between the two shared events, so their vectors turn (a spread)."""
+    logprobs = torch.tensor([[-0.5, -1.5, -1.0, 0.0], [-0.5, -1.5, -2.0, -1.0], [-0.5, -1.5, -0.7, -0.3]],
+                            dtype=torch.float64)
+    r = _rollout([1.0, 0.0, 0.0], logprobs=logprobs).replace(old_logprobs=logprobs.clone())
+    beta = 0.3
+
+    def loss(lp, ro):
+        adv = (ro.rewards - ro.rewards.mean())[:, None]
+        return (-(adv * lp) + 0.5 * beta * lp ** 2)[ro.mask].sum()
+
+    found = inspect(loss, r)
+    assert "M6" in found.mechanisms and "M1" not in found.mechanisms
+    assert any(FACETS["M6.event_term"].description in h for h in found.hints)
