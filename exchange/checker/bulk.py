@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from exchange.checker import generators
 from exchange.checker.cases import build
 from exchange.checker.draw import RandomDraw
 from exchange.checker.examples import Example, Layout
@@ -35,11 +34,8 @@ _F64 = torch.float64
 
 
 def draw_rewards(d: RandomDraw, k: int, lay: Layout) -> list[list[tuple[float, ...]]]:
-    """``k`` configurations' rewards, per group among the layout's kinds (the reward
-    generator Hypothesis uses too)."""
-    groups = lay.example.case.groups
-    return [[generators.rewards(d, len(g.responses), kinds, distinct) for g, kinds, distinct in
-             zip(groups, lay.kinds, lay.distinct)] for _ in range(k)]
+    """``k`` configurations' rewards (:meth:`Layout.rewards`, as Hypothesis draws them)."""
+    return [lay.rewards(d) for _ in range(k)]
 
 
 # ------------------------------------------------------------ coefficients

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from exchange.checker import generators
 from exchange.checker.cases import Case, GroupConfig
+from exchange.checker.draw import Draw
 from exchange.checker.mutations import Mutation
 
 __all__ = ["Example", "Layout", "placeholder"]
@@ -45,6 +47,11 @@ class Layout:
     example: Example
     kinds: tuple[tuple[str, ...], ...]
     distinct: tuple[bool, ...]
+
+    def rewards(self, d: Draw) -> list[tuple[float, ...]]:
+        """Each group's rewards among its kinds (the one reward draw of both fuzzers)."""
+        groups = self.example.case.groups
+        return [generators.rewards(d, len(g.responses), k, dist) for g, k, dist in zip(groups, self.kinds, self.distinct)]
 
     def complete(self, rewards: Sequence[Sequence[float]], seed: int) -> Example:
         """The example with ``rewards[g]`` for group ``g`` and value seed ``seed``."""

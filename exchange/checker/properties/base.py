@@ -13,7 +13,6 @@ from typing import Callable
 from hypothesis import strategies as st
 from torch import Tensor
 
-from exchange.checker import generators
 from exchange.checker.cases import Case, case_template, case_values
 from exchange.checker.draw import Draw, HypothesisDraw
 from exchange.checker.examples import Example, Layout
@@ -148,9 +147,7 @@ class Property:
 def _complete(draw, layout, regime: str) -> Example:
     d = HypothesisDraw(draw)
     lay = layout(d, regime)
-    groups = lay.example.case.groups
-    rewards = [generators.rewards(d, len(g.responses), k, dist) for g, k, dist in zip(groups, lay.kinds, lay.distinct)]
-    return lay.complete(rewards, d.integer(0, 2**16))
+    return lay.complete(lay.rewards(d), d.integer(0, 2**16))
 
 
 def configurations(case: Case, seeds: list[int], rewards: Tensor, constants: bool = False) -> tuple[Rollout, dict]:
