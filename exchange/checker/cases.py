@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import struct
 from itertools import chain
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -90,16 +90,10 @@ class Case:
     pad_to: int = 0
     length_limit: int | None = None
 
-    def __repr__(self) -> str:
-        fields = [f"groups={self.groups!r}", f"off_policy={self.off_policy}", f"seed={self.seed}"]
-        for name in ("ratio", "entropy", "old_prob"):
-            if getattr(self, name):
-                fields.append(f"{name}={getattr(self, name)!r}")
-        if self.entropy_all is not None:
-            fields.append(f"entropy_all={self.entropy_all}")
-        if self.length_limit is not None:
-            fields.append(f"length_limit={self.length_limit}")
-        return "Case(" + ", ".join(fields) + ")"
+    def __repr__(self) -> str:  # groups, regime and seed, then the fields set away from their defaults (not pad_to)
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name in ("groups", "off_policy", "seed")
+                 or f.name != "pad_to" and getattr(self, f.name) != f.default]
+        return "Case(" + ", ".join(shown) + ")"
 
     # ------------------------------------------------------------ mutations
     def with_group(self, g: int, group: GroupConfig) -> "Case":
