@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import torch
 from torch import Tensor
 
 from exchange.checker.cases import build
