@@ -22,6 +22,7 @@ from exchange.checker.draw import RandomDraw
 from exchange.checker.properties import PROPERTIES
 from exchange.checker.search import shrink_failure
 from exchange.core.coefficients import Engine, loss_and_coefficients
+from exchange.errors import ObjectiveError
 from exchange.objectives import VARIANTS, get, names
 
 REGIMES = ("on_policy", "off_policy")
@@ -267,3 +268,62 @@ def test_a_fully_tied_batch_is_not_a_cancellation_break():
 
     report = check(length_shaped, properties=("shared_cancellation",), max_examples=40, seed=0, regimes="on_policy")
     assert report.holds("shared_cancellation", "on_policy"), report
+
+
+def test_a_configuration_the_loss_raises_on_at_a_later_reward_vector_is_a_failure():
+    """(Z)'s batched path evaluates the loss again at other reward vectors, on the
+    configurations that do not cancel at the drawn rewards only (a sub-batch); a loss that
+    raises there (here: on any reward vector but the drawn ones) fails those
+    configurations, as the plain path does, instead of judging the zeros in place of the
+    coefficients it never computed."""
+    rng = random.Random("raises later")
+    layout, seeds, rewards = _batch("zero_sum", "on_policy", rng)
+    drawn = [tuple(sorted(x for group in cfg for x in group)) for cfg in rewards]  # rows may be reordered
+    assert len(set(drawn)) == len(drawn)
+
+    def loss(logprobs, rollout):
+        key = tuple(sorted(rollout.rewards.tolist()))
+        if key not in drawn:
+            raise ValueError("reward vector not seen before")
+        adv = rollout.rewards.clone()
+        if key == drawn[0]:  # centred: cancels, so the batched path moves only the others
+            for g in rollout.group_index.unique():
+                rows = rollout.group_index == g
+                adv[rows] = adv[rows] - adv[rows].mean()
+        return -(adv[:, None] * logprobs * rollout.mask).sum()
+
+    engine = Engine(loss, batched=False)
+    batch = bulk.evaluate(loss, PROPERTIES["zero_sum"], layout, seeds, rewards)
+    assert float(batch.residual[0]) < PROPERTIES["zero_sum"].tolerance
+    for j in range(1, len(seeds)):
+        with pytest.raises(ObjectiveError):
+            PROPERTIES["zero_sum"].evaluate(engine, layout.complete(rewards[j], seeds[j]), "on_policy")
+        assert batch.residual[j] == float("inf"), j
+
+
+@pytest.mark.parametrize("prop", ["null_on_equal_rewards", "shared_cancellation"])
+def test_a_loss_that_raises_at_the_reference_rewards_fails_the_configuration(prop):
+    """(N) and (C) judge a tied group's coefficients against the loss at reference rewards
+    (every group mixed), on the configurations whose tied groups keep coefficients only; a
+    loss that raises there fails them, as in the plain path."""
+    rng = random.Random("raises at the reference " + prop)
+    for _ in range(20):  # a layout with a tied group
+        layout, seeds, rewards = _batch(prop, "on_policy", rng)
+        if any(len(set(group)) == 1 for cfg in rewards for group in cfg):
+            break
+    drawn = [tuple(sorted(x for group in cfg for x in group)) for cfg in rewards]
+
+    def loss(logprobs, rollout):
+        if tuple(sorted(rollout.rewards.tolist())) not in drawn:
+            raise ValueError("reward vector not seen before")
+        adv = rollout.rewards.clone()
+        for g in rollout.group_index.unique():
+            rows = rollout.group_index == g
+            adv[rows] = adv[rows] - adv[rows].mean()
+        return (-(adv[:, None] * logprobs) + 0.1 * logprobs)[rollout.mask].sum()  # an event term on tied groups
+
+    engine = Engine(loss, batched=False)
+    batch = bulk.evaluate(loss, PROPERTIES[prop], layout, seeds, rewards)
+    for j in range(len(seeds)):
+        plain = bulk.evaluate_or_error(engine, PROPERTIES[prop], layout.complete(rewards[j], seeds[j]), "on_policy")
+        assert float(batch.residual[j]) == plain.residual or abs(float(batch.residual[j]) - plain.residual) <= 1e-12, j

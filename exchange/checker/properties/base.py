@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from hypothesis import strategies as st
+import torch
 from torch import Tensor
 
 from exchange.checker.cases import Case, case_template, case_values
@@ -111,12 +112,21 @@ class BatchInputs:
     rewards: Tensor  # [K, N]
     coefficients: Callable[[Rollout, dict], tuple[Tensor, Tensor, Tensor]]
     loss_fn: object = None  # the loss, for what it declares (properties.update_rows); None: nothing
+    # [K] bool: the configurations the loss raised on at the reference rewards
+    # (:meth:`at_reference`); their residual is inf, as the plain path's error (bulk.evaluate)
+    reference_failed: Tensor | None = None
 
     def at_reference(self, rollout: Rollout, fields: dict, rows: Tensor) -> Tensor:
         """``[k, N, T]``: the coefficients of the configurations ``rows`` at
-        :func:`~exchange.checker.properties.residuals.reference_rewards` (every group mixed)."""
+        :func:`~exchange.checker.properties.residuals.reference_rewards` (every group mixed);
+        a configuration the loss raises on there is recorded in :attr:`reference_failed`
+        (its coefficients are zeros, never computed)."""
         sub = {k: v[rows] for k, v in fields.items()}
-        return self.coefficients(rollout, {**sub, "rewards": reference_rewards(self.rewards[rows], rollout)})[1]
+        _, kappa, failed = self.coefficients(rollout, {**sub, "rewards": reference_rewards(self.rewards[rows], rollout)})
+        if self.reference_failed is None:
+            self.reference_failed = torch.zeros(len(self.seeds), dtype=torch.bool, device=self.rewards.device)
+        self.reference_failed[rows] |= failed.to(self.rewards.device)
+        return kappa
 
 
 @dataclass

@@ -93,11 +93,11 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     ev = events(rollout)
     failed = torch.zeros(len(b.seeds), dtype=torch.bool, device=b.rewards.device)
 
-    def kappa_of(r: Tensor, flds: dict = fields) -> Tensor:
-        nonlocal failed
+    def kappa_of(r: Tensor, flds: dict = fields, rows: Tensor | None = None) -> Tensor:
+        # a configuration the loss raises on at any of its reward vectors is a failure:
+        # ``rows`` maps a sub-batch's errors back to the configurations it holds
         _, kappa, bad = b.coefficients(rollout, {**flds, "rewards": r})
-        if bad.shape == failed.shape:
-            failed = failed | bad
+        failed[slice(None) if rows is None else rows] |= bad.to(failed.device)
         return kappa
 
     # Shared events that cancel at the drawn rewards leave nothing to split into a
@@ -109,13 +109,14 @@ def evaluate_batch(b: BatchInputs) -> BatchResult:
     if todo.numel():
         sub = {k: v[todo] for k, v in fields.items()}
         variants = [v[todo] for v in reward_vectors(b.rewards, rollout)]
-        raw = [first[todo]] + [kappa_of(v, sub) for v in variants[1:]]
+        raw = [first[todo]] + [kappa_of(v, sub, todo) for v in variants[1:]]
         part = reward_dependent(raw, ev, ev.shared)
         again = (part > RTOL_CANCEL).nonzero().flatten()
         if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses
             sub2 = {k: v[again] for k, v in sub.items()}
             update = update_rows(b.loss_fn, rollout)
-            averaged = [_shift_average(lambda r: kappa_of(r, sub2), v[again], rollout, update) for v in variants]
+            averaged = [_shift_average(lambda r: kappa_of(r, sub2, todo[again]), v[again], rollout, update)
+                        for v in variants]
             part = part.clone()
             part[again] = reward_dependent(averaged, ev, ev.shared, [k[again] for k in raw])
         res = res.clone()
