@@ -214,7 +214,8 @@ def test_an_unfinished_pilot_freezes_nothing_and_a_refused_one_tests_nothing(tmp
 
 
 # ------------------------------------------------- the committed results, unchanged
-PUBLISHED = ("grpo_norm__probe_dose_adam", "grpo_norm__probe_dose_sgd", "gspo_equal_length_reuse")
+PUBLISHED = ("grpo_norm__probe_dose_adam", "grpo_norm__probe_dose_sgd", "gspo_equal_length_reuse",
+             "gspo_equal_length_reuse__reuse4", "gspo_equal_length_reuse__reuse8")
 
 
 @pytest.mark.slow  # ~30-90 s: three 12-seed designs read and reported
