@@ -286,7 +286,7 @@ _PARTS = {
                  "_call = twin.Float64Twin.__call__\n"
                  "twin.Float64Twin.__call__ = lambda self, lp, r: (self.loss_fn(lp, r) if self.target is torch.float64\n"
                  "                                                 else _call(self, lp, r))\n",
-    # the float64 floor (precision.floored): every oracle evaluation above tolerance
+    # the float64 floor (float64_floor.floored): every oracle evaluation above tolerance
     "float64 floor": "from exchange.checker import twin_verdicts\n"
                      "twin_verdicts.floored = lambda prop, *a, **k: prop\n",
     # the real loss beside its twin (precision.PairedEngine, compare_on_layout): below float64

@@ -1,6 +1,6 @@
 """The float64 twin run at the edges of its own rounding: how far float64 round-off can
 move a loss's coefficients (THEORY.md section 4: "float64 itself rounds"; the float64
-floor of :func:`exchange.checker.precision.floored`).
+floor of :func:`exchange.checker.float64_floor.floored`).
 
 The standard model of floating-point arithmetic: an operation returns its exact result
 rounded, within ``u = 2^-53`` of it relatively. The same loss computed in another order
@@ -28,7 +28,7 @@ coefficients' difference to the plain twin's is float64 round-off at float64's o
 through the loss's own arithmetic: no law between precisions (linear, square root) is
 assumed, and no sample of a lower precision's roundings is needed. Where the moved results
 decide something (a mask, a clip, a selection), a run may decide otherwise, by a jump that
-does not grow with the rounding: :func:`exchange.checker.precision.float64_rounding` takes
+does not grow with the rounding: :func:`exchange.checker.float64_floor.float64_rounding` takes
 the step from one rounding to two, which keeps the round-off and cancels such a jump.
 """
 
@@ -45,7 +45,7 @@ __all__ = ["directed_twin", "DIRECTIONS", "ROUNDINGS_STEP"]
 # the two directions: every result moved up, then every result moved down
 DIRECTIONS = (1.0, -1.0)
 # the floor's step: every result moved by one rounding, then by two (a round-off grows with
-# it, a decision it flipped does not: exchange.checker.precision.float64_rounding)
+# it, a decision it flipped does not: exchange.checker.float64_floor.float64_rounding)
 ROUNDINGS_STEP = (1.0, 2.0)
 # operations whose result is a sum of (signed) terms: their rounding scales with the terms'
 # magnitudes, the same operation on |operands|; the subtractions take the second with a minus

@@ -103,7 +103,7 @@ SHAPING_LEAK = 0.04
 # error bound is n eps times a conditioning for both precisions, but one run of each samples
 # where in [0, n eps] its roundings land (the float32 twin may round nothing where bf16
 # rounds), so the quotient of two samples has no bound; the margin separates the two
-# measured populations. The float64 floor (precision.floored) uses it for a like reason: its
+# measured populations. The float64 floor (float64_floor.floored) uses it for a like reason: its
 # runs with every rounding directed up, then down, are two combinations of the directions, not
 # the worst (a residual that sums effects of mixed signs), and its step from one rounding to
 # two shows a square-root response at sqrt(2) - 1 = 0.41 of its size (composition seed 2026

@@ -16,7 +16,8 @@ and search (:func:`exchange.checker.checking.check`); ``run`` carries its settin
 from __future__ import annotations
 
 from exchange.checker.mechanisms.rule import MechanismSet
-from exchange.checker.precision import Comparison, PairedEngine, changed_on, compare_on_layout, floored, layout_place
+from exchange.checker.float64_floor import floored
+from exchange.checker.precision import Comparison, PairedEngine, changed_on, compare_on_layout, layout_place
 from exchange.checker.properties import PROPERTIES
 from exchange.checker.report import PropertyResult
 from exchange.checker.tolerances import PRECISIONS, RESOLUTION

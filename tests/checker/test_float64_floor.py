@@ -1,13 +1,13 @@
 """The float64 floor measured on float64's own rounding (exchange.checker.rounding,
-exchange.checker.precision.floored): a round-off that a square root amplifies is measured
+exchange.checker.float64_floor.floored): a round-off that a square root amplifies is measured
 as it is, where lower precisions round the same tie exactly; a real break stays above it."""
 
 import torch
 
 from exchange import check
-from exchange.checker import precision
+from exchange.checker import float64_floor
 from exchange.checker.cases import Case, GroupConfig, build
-from exchange.checker.precision import float64_rounding
+from exchange.checker.float64_floor import float64_rounding
 from exchange.checker.properties.base import Evaluation
 from exchange.checker.rounding import DIRECTIONS, directed_twin
 from exchange.checker.tolerances import RESOLUTION
@@ -59,7 +59,7 @@ def test_seed_2026_269_holds_up_to_float64_round_off_and_not_without_the_measure
     res = report.result("permutation_invariant", "off_policy")
     assert res.holds and res.round_off == "float64" and "directed" in res.note, res.note
 
-    monkeypatch.setattr(precision, "DIRECTIONS", ())
+    monkeypatch.setattr(float64_floor, "DIRECTIONS", ())
     broken = check(loss, shrink=False, **kwargs).result("permutation_invariant", "off_policy")
     assert not broken.holds and broken.max_residual > 1e-8
     monkeypatch.undo()
@@ -91,7 +91,7 @@ def test_a_run_that_decides_a_mask_otherwise_is_no_measurement():
     row-position weight 1 + 1e-3 i / N; it is the same at one rounding and at two, so the
     floor's step cancels it and the break stays."""
     from exchange.checker.examples import Example
-    from exchange.checker.precision import floored
+    from exchange.checker.float64_floor import floored
     from exchange.checker.properties import PROPERTIES
 
     def masked(lp, r):

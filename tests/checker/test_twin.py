@@ -5,7 +5,8 @@ import numpy as np
 import torch
 
 from exchange.checker.cases import build
-from exchange.checker.precision import Comparison, floored
+from exchange.checker.float64_floor import floored
+from exchange.checker.precision import Comparison
 from exchange.checker.probes import PROBES
 from exchange.checker.properties import PROPERTIES
 from exchange.checker.tolerances import ROUND_OFF_MARGIN
