@@ -29,21 +29,25 @@ _FEATURE_GROUP = ((1, 2, 0, 3), (1, 2, 0, 1, 1), (1, 2, 0, 2), (1, 2, 0, 1, 2, 2
 _PREFIX = 3
 # Truncates the lengths 5 and 6 of the feature group, not the 4s.
 _FEATURE_LIMIT = 5
-# (level, baseline reward) of each batch, every reward of the batch at the level: the
-# tied levels 0 and 1 with every baseline reward (``Rollout.baseline_rewards``) at 0, then
-# level 1 with the baseline rewards moved to it. A loss that subtracts the baseline
-# rewards (ReMax) gives the first and the last batch the same coefficients, and its
-# advantage is 0 there by definition.
-_AT_LEVELS = ((0.0, 0.0), (1.0, 0.0))
-_AT_BASELINE = ((1.0, 1.0),)
+# The tied levels compared (every reward of the batch at one of them), each batch with
+# every baseline reward (``Rollout.baseline_rewards``) at the first level.
+_LEVELS = (0.0, 1.0)
+# (level, baseline reward) of each batch: the levels above, then the last level with the
+# baseline rewards moved to it. A loss that subtracts the baseline rewards (ReMax's greedy
+# baseline) gives the first and the last batch the same coefficients (every reward equal
+# to its baseline reward in both), and its advantage is 0 there by definition.
+_AT_LEVELS = tuple((level, _LEVELS[0]) for level in _LEVELS)
+_AT_BASELINE = ((_LEVELS[-1], _LEVELS[-1]),)
 
 
 def _levels(engine, case: Case, responses: tuple,
             points: tuple = _AT_LEVELS) -> tuple[Rollout, list[torch.Tensor], torch.Tensor]:
     """``case`` with these groups of ``responses``, every reward of the batch at each
-    ``(level, baseline reward)`` of ``points``: ``(rollout at the first point, kappa
-    [N, T] per point, kappa at reference rewards [N, T])``, the latter setting the
-    magnitudes round-off is judged against."""
+    ``(level, baseline reward)`` of ``points`` (at the first of :data:`_AT_LEVELS`, 0,
+    every reward equals every centre the rollout gives: its group's, the batch's and its
+    baseline reward; at any level every group's own centre, and the batch's, equals it):
+    ``(rollout at the first point, kappa [N, T] per point, kappa at reference rewards
+    [N, T])``, the latter setting the magnitudes round-off is judged against."""
     rollouts = [build(replace(case, groups=tuple(GroupConfig(tuple(rs), (level,) * len(rs), baseline=base)
                                                  for rs in responses)))
                 for level, base in points]
