@@ -125,9 +125,8 @@ def evaluate(loss_fn, prop: Property, lay: Layout, seeds: list[int], rewards: li
     flat = torch.tensor([[x for rw in cfg for x in rw] for cfg in rewards], dtype=_F64)
     inputs = BatchInputs(lay, seeds, flat, batch_coefficients, loss_fn)
     result = prop.evaluate_batch(inputs)
-    if inputs.reference_failed is not None:  # the loss raised on the reference rewards: as its error
-        result.residual = torch.where(inputs.reference_failed, torch.full_like(result.residual, float("inf")),
-                                      result.residual)
+    if inputs.raised is not None:  # the loss raised in a call on some configurations: as its error
+        result.residual = torch.where(inputs.raised, torch.full_like(result.residual, float("inf")), result.residual)
     return result
 
 

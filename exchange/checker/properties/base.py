@@ -112,21 +112,26 @@ class BatchInputs:
     rewards: Tensor  # [K, N]
     coefficients: Callable[[Rollout, dict], tuple[Tensor, Tensor, Tensor]]
     loss_fn: object = None  # the loss, for what it declares (properties.update_rows); None: nothing
-    # [K] bool: the configurations the loss raised on at the reference rewards
-    # (:meth:`at_reference`); their residual is inf, as the plain path's error (bulk.evaluate)
-    reference_failed: Tensor | None = None
+    # [K] bool: the configurations the loss raised on in a call on some of them
+    # (:meth:`on_rows`: the reference rewards, a property's later reward vectors); their
+    # residual is inf, as the plain path's error (bulk.evaluate)
+    raised: Tensor | None = None
+
+    def on_rows(self, rollout: Rollout, fields: dict, rows: Tensor) -> Tensor:
+        """``[k, N, T]``: the coefficients of the configurations ``rows [k]`` with ``fields``
+        (theirs, ``[k, ...]`` each); a configuration the loss raises on is recorded in
+        :attr:`raised` (its coefficients are zeros, never computed)."""
+        _, kappa, failed = self.coefficients(rollout, fields)
+        if self.raised is None:
+            self.raised = torch.zeros(len(self.seeds), dtype=torch.bool, device=self.rewards.device)
+        self.raised[rows] |= failed.to(self.rewards.device)
+        return kappa
 
     def at_reference(self, rollout: Rollout, fields: dict, rows: Tensor) -> Tensor:
-        """``[k, N, T]``: the coefficients of the configurations ``rows`` at
-        :func:`~exchange.checker.properties.residuals.reference_rewards` (every group mixed);
-        a configuration the loss raises on there is recorded in :attr:`reference_failed`
-        (its coefficients are zeros, never computed)."""
+        """``[k, N, T]``: :meth:`on_rows` of the configurations ``rows`` at
+        :func:`~exchange.checker.properties.residuals.reference_rewards` (every group mixed)."""
         sub = {k: v[rows] for k, v in fields.items()}
-        _, kappa, failed = self.coefficients(rollout, {**sub, "rewards": reference_rewards(self.rewards[rows], rollout)})
-        if self.reference_failed is None:
-            self.reference_failed = torch.zeros(len(self.seeds), dtype=torch.bool, device=self.rewards.device)
-        self.reference_failed[rows] |= failed.to(self.rewards.device)
-        return kappa
+        return self.on_rows(rollout, {**sub, "rewards": reference_rewards(self.rewards[rows], rollout)}, rows)
 
 
 @dataclass

@@ -91,32 +91,24 @@ def _evaluate(engine: Engine, rollout: Rollout, update: Tensor | None, identical
 def evaluate_batch(b: BatchInputs) -> BatchResult:
     rollout, fields = configurations(b.layout.example.case, b.seeds, b.rewards)
     ev = events(rollout)
-    failed = torch.zeros(len(b.seeds), dtype=torch.bool, device=b.rewards.device)
-
-    def kappa_of(r: Tensor, flds: dict = fields, rows: Tensor | None = None) -> Tensor:
-        # a configuration the loss raises on at any of its reward vectors is a failure:
-        # ``rows`` maps a sub-batch's errors back to the configurations it holds
-        _, kappa, bad = b.coefficients(rollout, {**flds, "rewards": r})
-        failed[slice(None) if rows is None else rows] |= bad.to(failed.device)
-        return kappa
-
     # Shared events that cancel at the drawn rewards leave nothing to split into a
-    # reward-dependent part and a remainder: only the others need the other reward vectors.
-    first = kappa_of(b.rewards)
+    # reward-dependent part and a remainder: only the others need the other reward vectors
+    # (b.on_rows: a configuration the loss raises on there fails, as in the plain path).
+    _, first, failed = b.coefficients(rollout, fields)
     res = shared_cancellation.residual(shared_cancellation.event_residuals(  # (its layouts draw no tied group)
         first, rollout, ev, tied_groups(b.rewards, rollout), lambda rows: b.at_reference(rollout, fields, rows)))
     todo = (res > RTOL_CANCEL).nonzero().flatten()
     if todo.numel():
         sub = {k: v[todo] for k, v in fields.items()}
         variants = [v[todo] for v in reward_vectors(b.rewards, rollout)]
-        raw = [first[todo]] + [kappa_of(v, sub, todo) for v in variants[1:]]
+        raw = [first[todo]] + [b.on_rows(rollout, {**sub, "rewards": v}, todo) for v in variants[1:]]
         part = reward_dependent(raw, ev, ev.shared)
         again = (part > RTOL_CANCEL).nonzero().flatten()
         if again.numel() and _identical(b.layout.example.case):  # unequal weights of identical responses
             sub2 = {k: v[again] for k, v in sub.items()}
             update = update_rows(b.loss_fn, rollout)
-            averaged = [_shift_average(lambda r: kappa_of(r, sub2, todo[again]), v[again], rollout, update)
-                        for v in variants]
+            averaged = [_shift_average(lambda r: b.on_rows(rollout, {**sub2, "rewards": r}, todo[again]), v[again],
+                                       rollout, update) for v in variants]
             part = part.clone()
             part[again] = reward_dependent(averaged, ev, ev.shared, [k[again] for k in raw])
         res = res.clone()
