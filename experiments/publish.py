@@ -1,6 +1,9 @@
 """Publish issue 42's designs: report each run directory, copy its typed results into
 experiments/results/<name>/ (pilot.json, summary.json, summary.md) and render them into
-their own generated sections of docs/experiments.md and docs/claims.md.
+their own generated sections of docs/experiments.md and docs/claims.md. Runs that form a
+dose series (a base config's run and its doses from experiments/dose_response.py, which
+record their base config) also get the series' section and claims row
+(exchange.lab.experiment_report_series).
 
     python experiments/publish.py runs/grpo_norm__probe_dose_adam runs/grpo_norm__probe_dose_sgd
 
@@ -14,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from exchange.lab.experiment_report import _markdown, claims_rows, replace_section, report_experiment
+from exchange.lab.experiment_report import _markdown, claims_rows, replace_section, report_experiment, series_sections
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- BEGIN GENERATED RESULTS ISSUE42 -->", "<!-- END GENERATED RESULTS ISSUE42 -->"
@@ -39,9 +42,9 @@ def write_sections(results, docs: Path) -> None:
     """The ISSUE42 sections of ``docs/experiments.md`` and ``docs/claims.md`` from ``results``
     (tests/lab/test_one_runner.py regenerates them from the local run directories and
     compares them byte for byte with the committed pages)."""
-    replace_section(docs / "experiments.md", BEGIN, END,
-                    "\n".join(_markdown(r, "").replace(f"![{r.meta['name']} curves](exp_{r.meta['name']}_curves.png)", "")
-                              for r in results))
+    sections = [_markdown(r, "").replace(f"![{r.meta['name']} curves](exp_{r.meta['name']}_curves.png)", "")
+                for r in results]
+    replace_section(docs / "experiments.md", BEGIN, END, "\n".join(sections).rstrip() + "\n\n" + series_sections(results))
     replace_section(docs / "claims.md", CLAIMS_BEGIN, CLAIMS_END, claims_rows(results))
 
 

@@ -25,6 +25,14 @@ import numpy as np
 from exchange.core import metric_keys as mk
 from exchange.errors import InvalidArgument
 from exchange.lab.dose_rule import DoseDecision, decide_dose
+from exchange.lab.experiment_report_record import DoseRecord
+from exchange.lab.experiment_report_series import (
+    SERIES_KEYS,
+    dose_series,
+    series_claims_rows,
+    series_markdown,
+    series_of,
+)
 from exchange.lab.klstep import SCALE_CAP
 from exchange.lab.pilot import PROBES, FrozenPilot, load_pilot
 from exchange.lab.predictions import (
@@ -50,7 +58,8 @@ from exchange.lab.verdict import (
 )
 
 __all__ = ["BEGIN", "CLAIMS_BEGIN", "CLAIMS_END", "END", "ExperimentResult", "Row", "claims_rows", "decide_experiment",
-           "load_runs", "replace_section", "report_experiment", "report_experiments"]
+           "load_runs", "positive_control", "replace_section", "report_experiment", "report_experiments",
+           "series_sections"]
 
 BEGIN, END = "<!-- BEGIN GENERATED RESULTS -->", "<!-- END GENERATED RESULTS -->"
 CLAIMS_BEGIN, CLAIMS_END = "<!-- BEGIN GENERATED CLAIMS -->", "<!-- END GENERATED CLAIMS -->"
@@ -111,6 +120,29 @@ def identity_orientation(meta: dict[str, Any]) -> str:
         return ("positive control: the orientation is fixed by the grammar (every correct response is "
                 "[S, answer, EOS], so K_S >= 0 in every group under 1/L_i)")
     return ""
+
+
+def private_probe(meta: dict[str, Any]) -> str:
+    """Why the probe S is a private parameter, or "": S teacher-forced at its slot
+    (``forced_style``) and no other position may hold it (no ``probe_as_filler``), so its
+    output row gets gradient only from the shared residual; Adam then moves it by about lr
+    per step whatever the residual's size (issue 42, point 2; THEORY.md 5: a probe must carry
+    gradient from other contexts). The issue keeps such a design as a labelled **positive
+    control** of the pipeline, not a first-order size test."""
+    t = meta.get("task", {})
+    if t.get("forced_style") and not t.get("probe_as_filler"):
+        return ("positive control: S is private (teacher-forced at its slot and banned everywhere else, so only "
+                "the shared residual reaches its output row): the size is not a first-order test")
+    return ""
+
+
+def positive_control(meta: dict[str, Any]) -> str:
+    """The P2/P3 rows' positive-control label from the design's data: a sign fixed by the
+    grammar (:func:`identity_orientation`), a private probe (:func:`private_probe`), or both."""
+    reasons = [r for r in (identity_orientation(meta), private_probe(meta)) if r]
+    if not reasons:
+        return ""
+    return "positive control: " + "; and ".join(r.split(": ", 1)[1] for r in reasons)
 
 
 @dataclass(frozen=True)
@@ -308,7 +340,7 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
     n_eval = meta["train"]["eval_prompts"]
     eval_se = math.sqrt(max(acc * (1 - acc), 0.25 / n_eval) / n_eval)
     common = bool(meta["train"].get("common_rollouts"))
-    rows = [_row(p, runs, seeds, pilot, eval_se, common, identity_orientation(meta)) for p in PREDICTIONS]
+    rows = [_row(p, runs, seeds, pilot, eval_se, common, positive_control(meta)) for p in PREDICTIONS]
     rows = [_with_dose(r, runs, seeds, pilot) for r in rows]
     dose = {role: {MANIPULATION_KEY: _avg([_mean_key(r, MANIPULATION_KEY) for r in rr.values()]),
                    mk.STYLE_RESIDUAL: _avg([_mean_key(r, mk.STYLE_RESIDUAL) for r in rr.values()]),
@@ -376,10 +408,18 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _run(res: ExperimentResult) -> tuple[str, str]:
+    """``(the command that trains it, its run directory)``: a dose of experiments/dose_response.py
+    is rerun by its recorded call (:class:`DoseRecord`), any other run by its config."""
+    rec = DoseRecord.from_meta(res.meta)
+    if rec is not None:
+        return rec.train_command, rec.run_dir(res.meta["name"])
+    return f"python -m exchange experiment run {res.meta.get('source') or 'CONFIG'}", f"runs/{res.meta['name']}"
+
+
 def _reproduce(res: ExperimentResult) -> str:
-    cfg = res.meta.get("source") or "CONFIG"
-    return (f"`python -m exchange experiment run {cfg} && python -m exchange experiment report "
-            f"runs/{res.meta['name']}`")
+    cmd, run_dir = _run(res)
+    return f"`{cmd} && python -m exchange experiment report {run_dir}`"
 
 
 def _markdown(res: ExperimentResult, img_prefix: str) -> str:
@@ -387,7 +427,9 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
     arms = "; ".join(f"{a['role']} `{a['name']}` = `{a['objective']}`" + (f" with {a['params']}" if a["params"] else "")
                      for a in m["arms"])
     t = m["train"]
-    lines = [f"### {m['name']}", "", f"Arms: {arms}.", "", m["description"].strip(), "",
+    rec = DoseRecord.from_meta(m)
+    desc = m["description"].strip() if rec is None else rec.describe(m["description"])
+    lines = [f"### {m['name']}", "", f"Arms: {arms}.", "", desc, "",
              f"Mechanism: {m['mechanism'] or '(not stated)'}. Task `{m['task']['name']}` (style_p "
              f"{m['task']['style_p']}), model `{m['model'].get('kind', 'transformer')}`, test seeds {m['seeds']}, "
              f"pilot seeds {m.get('pilot_seeds', [])}, {t['steps']} steps x {t['prompts_per_step']} prompts x "
@@ -514,14 +556,21 @@ def claims_rows(results: list[ExperimentResult]) -> str:
                          f"{_cell(verdict)} | {_cell(ev)} | {_reproduce(res)} |")
         lines.append(f"| Falsifier (THEORY.md 5) | {name} | {res.falsifier().split(':')[0]} | "
                      f"{_cell(res.falsifier())} | {_reproduce(res)} |")
-    return "\n".join(lines)
+    return "\n".join(lines + series_claims_rows(results, _run))
+
+
+def series_sections(results: list[ExperimentResult]) -> str:
+    """The markdown of every dose series among ``results``
+    (:mod:`exchange.lab.experiment_report_series`), after the experiments' own sections."""
+    return series_markdown(results, _run)
 
 
 def report_experiments(exp_dirs: list[str | Path], *, img_dir: str | Path | None = None,
                        markdown: str | Path | None = None, claims: str | Path | None = None) -> list[str]:
     """Report each experiment; optionally copy plots to ``img_dir``, render all of them
     into ``markdown`` and the claims rows into ``claims`` (each between its generated
-    markers, :func:`replace_section`). Returns one verdict line per experiment."""
+    markers, :func:`replace_section`). Returns one verdict line per experiment, then one per
+    dose series (:mod:`exchange.lab.experiment_report_series`)."""
     results = [report_experiment(d) for d in exp_dirs]
     if img_dir is not None:
         Path(img_dir).mkdir(parents=True, exist_ok=True)
@@ -533,8 +582,11 @@ def report_experiments(exp_dirs: list[str | Path], *, img_dir: str | Path | None
         prefix = ""
         if img_dir is not None:
             prefix = Path(img_dir).resolve().relative_to(md.resolve().parent).as_posix() + "/"
-        replace_section(md, BEGIN, END, "\n".join(_markdown(r, prefix) for r in results), title="# Training experiments")
+        replace_section(md, BEGIN, END, "\n".join([_markdown(r, prefix) for r in results] + [series_sections(results)]),
+                        title="# Training experiments")
     if claims is not None:
         replace_section(claims, CLAIMS_BEGIN, CLAIMS_END, claims_rows(results), title="# Claims and verdicts")
     return [f"{r.meta['name']}: " + ", ".join(f"{k} {r.verdict(k)}" for k in ("P1", "P2", "P3", "P4"))
-            + f"; falsifier {r.falsifier()}" for r in results]
+            + f"; falsifier {r.falsifier()}" for r in results] + [
+        f"{key} dose series of {s.config}: {s.label}" for members in series_of(results) for key in SERIES_KEYS
+        if (s := dose_series(members, key))]

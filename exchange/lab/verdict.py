@@ -44,8 +44,10 @@ __all__ = [
     "ROUNDOFF_FLOOR",
     "Decision",
     "DoseResponse",
+    "EXCHANGEABLE_ROLES",
     "FLAT",
     "NOT_FLAT",
+    "NO_CLAIM",
     "Orientation",
     "OwnDrift",
     "Pilot",
@@ -60,6 +62,7 @@ __all__ = [
     "interval",
     "orient",
     "own_drift",
+    "size_against",
 ]
 
 ACCEPT_RATIO = 3.0
@@ -252,7 +255,7 @@ def decide_signed(key: str, diffs, pilot: Pilot, *, alpha: float = 0.05, power: 
     if not accepted:
         return Decision(verdict=Verdict.UNINFORMATIVE, **common)
     verdict = _rule(low, high, sesoi)
-    return Decision(verdict=verdict, size=_size(low, high, (lo_b, hi_b)) if verdict is Verdict.EFFECT else None,
+    return Decision(verdict=verdict, size=size_against(low, high, (lo_b, hi_b)) if verdict is Verdict.EFFECT else None,
                     **common)
 
 
@@ -266,7 +269,7 @@ def _rule(low: float, high: float, sesoi: float) -> Verdict:
     return Verdict.INCONCLUSIVE
 
 
-def _size(low: float, high: float, delta_hat: float | tuple[float, float]) -> Size:
+def size_against(low: float, high: float, delta_hat: float | tuple[float, float]) -> Size:
     """Against the prediction's bracket ``(lo, hi)`` (a point is a bracket of width 0):
     smaller when the interval lies below it, larger above, compatible when they overlap."""
     lo_b, hi_b = (delta_hat, delta_hat) if isinstance(delta_hat, (int, float)) else delta_hat
@@ -278,6 +281,13 @@ def _size(low: float, high: float, delta_hat: float | tuple[float, float]) -> Si
 
 
 FLAT, NOT_FLAT = "flat", "not flat"
+NO_CLAIM = "n/a: not an exchangeable arm"
+"""The "flat?" reading of an arm THEORY.md's P2 makes no flatness claim about: the baseline
+carries the pathway, a dose arm keeps part of it; only :data:`EXCHANGEABLE_ROLES` stay flat."""
+EXCHANGEABLE_ROLES = ("surgical", "treatment")
+"""The arms whose objective is exchangeable at the probe event (the surgical arm removes the
+shared residual; the treatment restores exchangeability): THEORY.md's "exchangeable variants
+stay flat" is a claim about these only."""
 
 
 @dataclass(frozen=True)
@@ -294,16 +304,21 @@ class OwnDrift:
     n: int
     sesoi: float | None
     flat: str
-    """FLAT, NOT_FLAT, or "no SESOI" when the prediction has none"""
+    """FLAT, NOT_FLAT, "no SESOI" when the prediction has none, or :data:`NO_CLAIM` for an
+    arm that is not exchangeable (the baseline, a dose arm): no "flat" is claimed of it"""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def own_drift(role: str, changes, sesoi: float | None, *, alpha: float = 0.05) -> OwnDrift:
-    """``changes: [S]`` the arm's own ``final - initial`` per seed."""
+    """``changes: [S]`` the arm's own ``final - initial`` per seed; ``role`` decides whether
+    "flat" is claimed of it (:data:`EXCHANGEABLE_ROLES`; session 5 found the baseline's row
+    labelled "flat", a claim THEORY.md makes of the exchangeable arms only)."""
     mean, low, high, _, n = interval(changes, alpha=alpha)
-    if sesoi is None or not sesoi > 0:
+    if role not in EXCHANGEABLE_ROLES:
+        flat = NO_CLAIM
+    elif sesoi is None or not sesoi > 0:
         flat = "no SESOI"
     else:
         flat = FLAT if -sesoi < low and high < sesoi else NOT_FLAT
@@ -431,4 +446,5 @@ def decide_dose_response(key: str, delta_hats, diffs, pilots: list[Pilot], *, al
     if not accepted:
         return DoseResponse(key, b, low, high, y.size, mde, False, Verdict.UNINFORMATIVE)
     v = _rule(low, high, 0.5)
-    return DoseResponse(key, b, low, high, y.size, mde, True, v, _size(low, high, 1.0) if v is Verdict.EFFECT else None)
+    size = size_against(low, high, 1.0) if v is Verdict.EFFECT else None
+    return DoseResponse(key, b, low, high, y.size, mde, True, v, size)

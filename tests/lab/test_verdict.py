@@ -21,6 +21,7 @@ from exchange.lab.verdict import (
     SesoiSource,
     orient,
     own_drift,
+    NO_CLAIM,
 )
 
 
@@ -141,6 +142,16 @@ def test_own_drift_flat_only_inside_sesoi():
     assert moved.flat == "not flat" and moved.high < 0
     assert own_drift("surgical", diffs_with(0.0, 0.6), 0.5).flat == "not flat"  # too wide to say flat
     assert own_drift("surgical", diffs_with(0.0, 0.1), None).flat == "no SESOI"
+
+
+def test_own_drift_claims_flat_only_of_exchangeable_arms():
+    """THEORY.md's "exchangeable variants stay flat" is not a claim about the baseline (it
+    carries the pathway) or a dose arm (it keeps part of it): their drift is reported with
+    its interval, and "flat?" reads NO_CLAIM however small it is (session 5 found the
+    baseline labelled "flat")."""
+    for role in ("baseline", "dose:0.1"):
+        assert own_drift(role, diffs_with(0.0, 0.01), 0.5).flat == NO_CLAIM
+    assert own_drift("treatment", diffs_with(0.0, 0.01), 0.5).flat == "flat"
 
 
 # ------------------------------------------------------------------ dose-response
