@@ -237,7 +237,7 @@ def series_markdown(results: list[Any], run) -> str:
         for key in SERIES_KEYS:
             s = dose_series(members, key)
             out += [f"### {key} dose series of {s.config}", "",
-                    "The rule (fixed before issue 42's M1 series ran): the slope of the doses' paired differences on "
+                    "The dose-series rule (issue 42; fixed in 790e730 before the first series trained): the slope of the doses' paired differences on "
                     "their frozen delta_hat through the origin must contain 1 (an effect, the design accepted at "
                     "1 >= 3 MDE of the slope) **and** each dose's own 95% interval must be compatible with its own delta_hat "
                     "bracket; a slope interval excluding 1, or a dose's interval wholly above or below its bracket, "
