@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from exchange.checker.cases import Case, GroupConfig, common_prefix
 from exchange.checker.draw import Draw
-from exchange.checker.mutations import Mutation
+from exchange.checker.mutations import VOCAB, Mutation
 
 __all__ = ["REWARD_KINDS", "REWARD_VALUES", "Sizes", "DEFAULT_SIZES", "rewards", "group", "identical_group", "case",
            "mutation"]
@@ -34,7 +34,7 @@ class Sizes:
     max_size: int = 16
     min_length: int = 1
     max_length: int = 32
-    vocab: int = 4
+    vocab: int = VOCAB
 
 
 # Moderate sizes for the properties keep a 200-example run in seconds; the public

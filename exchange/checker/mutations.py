@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from exchange.checker.cases import Case, common_prefix
 from exchange.errors import InvalidArgument
 
-__all__ = ["Mutation", "MUTATION_KINDS"]
+__all__ = ["Mutation", "MUTATION_KINDS", "VOCAB"]
 
 MUTATION_KINDS = ("length", "tokens", "entropy", "ratio", "shared_ratio", "shared_ratios")
+# Token ids 0 .. VOCAB - 1: the generated cases' vocabulary (generators.Sizes.vocab's
+# default), which a mutation's new suffix tokens are drawn from too.
+VOCAB = 4
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Mutation:
         if self.kind not in MUTATION_KINDS:
             raise InvalidArgument(f"Mutation.kind={self.kind!r} is not one of {MUTATION_KINDS}.")
 
-    def apply(self, case: Case, vocab: int = 4) -> Case:
+    def apply(self, case: Case) -> Case:
         grp = case.groups[self.group]
         resp = grp.responses[self.response]
         p = common_prefix(grp.responses)
@@ -50,12 +53,12 @@ class Mutation:
             if new_len <= len(resp):
                 tokens = resp[:new_len]
             else:
-                extra = [(resp[-1] + k + 1) % vocab for k in range(new_len - len(resp))]
+                extra = [(resp[-1] + k + 1) % VOCAB for k in range(new_len - len(resp))]
                 tokens = resp + tuple(extra)
             return case.with_response(self.group, self.response, tokens)
         if self.kind == "tokens":
             rng = random.Random(int(self.value))
-            suffix = tuple(rng.randrange(vocab) for _ in range(len(resp) - p))
+            suffix = tuple(rng.randrange(VOCAB) for _ in range(len(resp) - p))
             return case.with_response(self.group, self.response, resp[:p] + suffix)
         if self.kind == "entropy":
             return case.with_entropy(case.suffix_keys(self.group, self.response), float(self.value))

@@ -20,6 +20,10 @@ from exchange.checker.properties.base import ShrinkRules
 
 __all__ = ["shrink"]
 
+# Candidates tried per shrink at most: a bound on the evaluations of the property one
+# failure's shrinking may spend (each candidate is one).
+_BUDGET = 400
+
 
 def _drop_group(ex: Example, rules: ShrinkRules) -> Iterator[Example]:
     case, mut = ex.case, ex.mutation
@@ -94,11 +98,11 @@ def _drop_settings(ex: Example, rules: ShrinkRules) -> Iterator[Example]:
 _STEPS = (_drop_group, _drop_response, _drop_token, _simplify_reward, _drop_settings)
 
 
-def shrink(example: Example, fails: Callable[[Example], bool], rules: ShrinkRules, budget: int = 400) -> Example:
+def shrink(example: Example, fails: Callable[[Example], bool], rules: ShrinkRules) -> Example:
     """The smallest failing example the greedy steps reach from ``example``, trying at
-    most ``budget`` candidates. ``fails(candidate)`` must be False for a candidate that
+    most :data:`_BUDGET` candidates. ``fails(candidate)`` must be False for a candidate that
     cannot be evaluated."""
-    current = example
+    current, budget = example, _BUDGET
     progress = True
     while progress and budget > 0:
         progress = False

@@ -21,6 +21,7 @@ from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.draw import HypothesisDraw
 from exchange.checker.examples import Example
 from exchange.checker.generators import REWARD_KINDS, Sizes
+from exchange.checker.mutations import VOCAB
 from exchange.errors import InvalidArgument
 
 __all__ = ["InvalidStrategyArgument", "rewards", "group_configs", "identical_group_configs", "cases", "rollouts",
@@ -92,8 +93,8 @@ def rewards(size: int, *, kinds: tuple[str, ...] = REWARD_KINDS) -> st.SearchStr
     return st.composite(lambda draw: generators.rewards(HypothesisDraw(draw), size, tuple(kinds)))()
 
 
-def group_configs(*, min_size: int = 2, max_size: int = 16, min_length: int = 1, max_length: int = 32, vocab: int = 4,
-                  reward_kinds: tuple[str, ...] = REWARD_KINDS) -> st.SearchStrategy[GroupConfig]:
+def group_configs(*, min_size: int = 2, max_size: int = 16, min_length: int = 1, max_length: int = 32,
+                  vocab: int = VOCAB, reward_kinds: tuple[str, ...] = REWARD_KINDS) -> st.SearchStrategy[GroupConfig]:
     """One group: a shared prefix of any length, then per-response suffixes; some
     responses are copies of an earlier one, so identical responses occur."""
     sizes = _sizes(min_size, max_size, min_length, max_length, vocab)
@@ -104,7 +105,7 @@ def group_configs(*, min_size: int = 2, max_size: int = 16, min_length: int = 1,
 
 
 def identical_group_configs(*, min_size: int = 2, max_size: int = 16, min_length: int = 1, max_length: int = 32,
-                            vocab: int = 4) -> st.SearchStrategy[GroupConfig]:
+                            vocab: int = VOCAB) -> st.SearchStrategy[GroupConfig]:
     """A group of G copies of one response with rewards that are not all equal (Z test)."""
     inner = _groups(generators.identical_group, _sizes(min_size, max_size, min_length, max_length, vocab),
                     ("binary", "continuous"), True)
