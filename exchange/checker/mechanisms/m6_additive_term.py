@@ -5,8 +5,9 @@ an entropy bonus on sampled tokens). It adds ``m_e`` to every occurrence of an e
 Evidence: a mixed group's coefficients have a second direction their reward-dependent
 part lacks (:func:`profile_probe`); ``K_e`` on identical responses is the same for every
 reward vector (:func:`reward_independent`); a tied group's coefficients cross zero where
-no advantage does (:func:`tied_offsets`), have an event profile (:func:`tied_profile`),
-or stay on copies of one response (:func:`kept_on_copies`).
+no advantage does (:func:`tied_offsets`), have an event profile (:func:`tied_profile`) or a
+second direction (:func:`~exchange.checker.mechanisms.tied.level_free`), or stay on copies
+of one response (:func:`kept_on_copies`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker.cases import build, common_prefix
-from exchange.checker.mechanisms.evidence import Evidence, above, directions, second_singular_ratio
+from exchange.checker.mechanisms.evidence import Evidence, above, second_singular_ratio
 from exchange.checker.properties.base import Evaluation, ProbeResult
 from exchange.checker.properties.residuals import second_rewards
 from exchange.checker.tolerances import FLOOR_MARGIN, ROUNDINGS, pattern_tol
@@ -120,22 +121,15 @@ def tied_offsets(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: floa
                  float(q[moving].abs().max()), slack)
 
 
-def tied_profile(m0: torch.Tensor, tol: float, moved: str = "") -> list[Evidence]:
-    """M6 from a tied group whose coefficients ``m0 [G, P]`` do not move with the level
-    (its own centre: every advantage exactly 0, so what is left is ``w_i (s_i + m_e)``,
-    ``s_i`` a shaped advantage): a second direction (both terms), or one direction whose
-    event profile varies (``m_e`` varies over the events; a shaping's profile is the
-    surrogate's factor, constant on-policy)."""
-    found = directions(m0)
-    if found is None:
-        return []
-    _, _, vh, second = found
-    if second > tol:
-        return above("M6", moved, "the tied coefficients have two directions (an event term beside a shaping)",
-                     second, tol)
-    v = vh[0]
+def tied_profile(profile: torch.Tensor, tol: float, moved: str = "") -> list[Evidence]:
+    """M6 from a tied group whose coefficients do not move with the level and have one
+    direction (:func:`~exchange.checker.mechanisms.tied.level_free`; its own centre: every
+    advantage exactly 0, so what is left is ``w_i (s_i + m_e)``, ``s_i`` a shaped
+    advantage): its event ``profile [P]`` (the right singular vector) varies, so ``m_e``
+    varies over the events; a shaping's profile is the surrogate's factor, constant
+    on-policy."""
     return above("M6", moved, "the tied coefficients have an event profile that varies over the shared events",
-                 float(v.max() - v.min()), tol * float(v.abs().max()))
+                 float(profile.max() - profile.min()), tol * float(profile.abs().max()))
 
 
 def kept_on_copies(K: torch.Tensor, mass: torch.Tensor, c0: torch.Tensor, change: torch.Tensor, rtol: float,

@@ -5,8 +5,9 @@ cancellation defect.
 
 Evidence: equal verifiable rewards, different features, rows not proportional over
 reward levels (:func:`features_probe`); on a tied group, zero crossings that differ
-between the responses (:func:`tied_offsets`), values of both signs (:func:`tied_signs`),
-or shared events that carry mass and cancel (:func:`cancelling`).
+between the responses (:func:`tied_offsets`), values of both signs (:func:`tied_signs`) or a
+second direction (:func:`~exchange.checker.mechanisms.tied.level_free`), or shared events
+that carry mass and cancel (:func:`cancelling`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import replace
 import torch
 
 from exchange.checker.cases import GroupConfig, build, common_prefix
-from exchange.checker.mechanisms.evidence import Evidence, above, directions
+from exchange.checker.mechanisms.evidence import Evidence, above
 from exchange.checker.mechanisms.m6_additive_term import crossings
 from exchange.checker.properties.base import Evaluation, ProbeResult
 from exchange.checker.tolerances import FLOOR_MARGIN, TINY, pattern_tol
@@ -125,22 +126,14 @@ def tied_offsets(m0: torch.Tensor, change: torch.Tensor, floor: float, tol: floa
     return out[:1]
 
 
-def tied_signs(m0: torch.Tensor, tol: float, moved: str = "") -> list[Evidence]:
-    """M7 from a tied group whose coefficients ``m0 [G, P]`` do not move with the level
-    and have one direction: the responses' values (its left singular vector, sign
-    restored) have both signs, as zero-sum shaped advantages do. A second direction is
-    read here too: a shaping beside an event term."""
-    found = directions(m0)
-    if found is None:
-        return []
-    u_, s, vh, second = found
-    if second > tol:
-        return above("M7", moved, "the tied coefficients have two directions (a shaping beside an event term)",
-                     second, tol)
-    u = u_[:, 0] * s[0] * vh[0].mean()
-    both = min(float(u.max()), -float(u.min()))
+def tied_signs(values: torch.Tensor, tol: float, moved: str = "") -> list[Evidence]:
+    """M7 from a tied group whose coefficients do not move with the level and have one
+    direction (:func:`~exchange.checker.mechanisms.tied.level_free`): the responses'
+    ``values [G]`` (its left singular vector, sign restored) have both signs, as zero-sum
+    shaped advantages do."""
+    both = min(float(values.max()), -float(values.min()))
     return above("M7", moved, "the tied responses' values have both signs (zero-sum shaped advantages)",
-                 both, tol * float(u.abs().max()))
+                 both, tol * float(values.abs().max()))
 
 
 def cancelling(K: torch.Tensor, mass: torch.Tensor, live: torch.Tensor, rtol: float, moved: str = "") -> list[Evidence]:

@@ -13,13 +13,14 @@ import torch
 
 from exchange.checker.cases import Case, GroupConfig, build
 from exchange.checker.mechanisms import m6_additive_term, m7_feature_shaping
+from exchange.checker.mechanisms.evidence import above, directions
 from exchange.checker.mechanisms.m4_not_zero_sum import follows_level
 from exchange.checker.properties.residuals import per_event, tied_groups, with_reference_rewards
 from exchange.checker.tolerances import RTOL_CANCEL, TINY, ZERO_COLUMN, pattern_tol
 from exchange.core.events import events
 from exchange.core.rollout import Rollout
 
-__all__ = ["cause"]
+__all__ = ["cause", "level_free"]
 
 
 # A tied group whose responses share a three-token prefix and differ in every feature a
@@ -70,8 +71,7 @@ def _tied_features(engine, probe) -> list:
     on shared event ``e`` is ``w_i (a_i + m_e)``. Coefficients that follow the level are
     read by their zero crossings (M6's and M7's ``tied_offsets``; from the baseline reward
     where the loss subtracts it and no layout shows a shaping of the responses the level
-    moves, M6's ``one_crossing``); the others by their directions and signs
-    (``tied_profile``, ``tied_signs``)."""
+    moves, M6's ``one_crossing``); the others by their directions (:func:`level_free`)."""
     tol = pattern_tol(engine.precision)
     out: list = []
     following: list = []  # (m0, change, floor, moved, at_baseline) of each layout the level moves
@@ -91,12 +91,29 @@ def _tied_features(engine, probe) -> list:
             following.append((m0, m1 - m0, floor, moved, at_baseline))
             out += m7_feature_shaping.tied_offsets(m0, m1 - m0, floor, tol, moved)
         elif float(m0.abs().max()) > max(ZERO_COLUMN * float(ref[rows, :_PREFIX].abs().max()), floor):
-            out += m6_additive_term.tied_profile(m0, tol, moved)
-            out += m7_feature_shaping.tied_signs(m0, tol, moved)
+            out += level_free(m0, tol, moved)
     unshaped = all(m6_additive_term.one_crossing(m0, change, floor, tol) for m0, change, floor, _, _ in following)
     for m0, change, floor, moved, at_baseline in following:
         out += m6_additive_term.tied_offsets(m0, change, floor, tol, moved, at_baseline and unshaped)
     return out
+
+
+def level_free(m0: torch.Tensor, tol: float, moved: str = "") -> list:
+    """M6 and M7 from a tied group whose coefficients ``m0 [G, P]`` do not move with the
+    level (its own centre: every advantage exactly 0, so what is left is ``w_i (s_i +
+    m_e)``, ``s_i`` a shaped advantage, ``m_e`` an event term). A second direction
+    (relative second singular value beyond ``tol``) is both terms: M6 and M7. One
+    direction is read by M6 on its event profile (``tied_profile``) and by M7 on its
+    responses' values (``tied_signs``)."""
+    found = directions(m0)
+    if found is None:
+        return []
+    u, s, vh, second = found
+    if second > tol:
+        pattern = "the tied coefficients have two directions (an event term beside a shaping)"
+        return above("M6", moved, pattern, second, tol) + above("M7", moved, pattern, second, tol)
+    return (m6_additive_term.tied_profile(vh[0], tol, moved)
+            + m7_feature_shaping.tied_signs(u[:, 0] * s[0] * vh[0].mean(), tol, moved))
 
 
 def _on_copies(engine, probe) -> list:

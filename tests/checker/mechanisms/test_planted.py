@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from exchange.checker.mechanisms import (m1_sequence_weight, m2_sign_clip, m3_response_normaliser, m4_not_zero_sum,
-                                         m5_response_statistics, m6_additive_term, m7_feature_shaping)
+                                         m5_response_statistics, m6_additive_term, m7_feature_shaping, tied)
 from exchange.checker.mechanisms.evidence import Evidence
 from exchange.checker.mechanisms.rule import MechanismSet, evidence_lines
 
@@ -142,14 +142,17 @@ def test_one_crossing_reads_a_shaping_of_the_responses_the_level_moves():
 
 
 def test_tied_coefficients_the_level_does_not_move():
+    def named(m0):
+        return [e.mechanism for e in tied.level_free(m0, TOL)]
+
     shaped = T(1.0, -1.0, 2.0, -2.0)[:, None] * T(1.0, 1.0, 1.0)[None]  # zero-sum shaped advantages
-    assert m7_feature_shaping.tied_signs(shaped, TOL)[0].mechanism == "M7"
-    assert m6_additive_term.tied_profile(shaped, TOL) == []
+    assert named(shaped) == ["M7"]
     term = T(1.0, 2.0, 1.0, 3.0)[:, None] * T(0.3, -0.2, 0.5)[None]  # w_i m_e: an event term
-    assert m6_additive_term.tied_profile(term, TOL)[0].mechanism == "M6"
-    assert m7_feature_shaping.tied_signs(term, TOL) == []
-    both = shaped + term
-    assert m6_additive_term.tied_profile(both, TOL) and m7_feature_shaping.tied_signs(both, TOL)
+    assert named(term) == ["M6"]
+    both = shaped + term  # two directions: both terms
+    assert named(both) == ["M6", "M7"] and "two directions" in tied.level_free(both, TOL)[0].pattern
+    assert named(T(1.0, 2.0, 1.0, 3.0)[:, None] * T(0.4, 0.4, 0.4)[None]) == []  # one sign, one profile: neither
+    assert named(torch.zeros(4, 3, dtype=torch.float64)) == []  # no direction
 
 
 def test_copies_keep_an_event_term_not_an_uncentred_advantage():
