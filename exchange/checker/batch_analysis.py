@@ -13,33 +13,16 @@ import torch
 from torch import Tensor
 
 from exchange.checker.inspection import (
-    CANCEL_TOL, PREFIX_TAIL, TOP, ZERO_COLUMN_REL, GroupWeights, Inspection, OffendingEvent, zero_sum_share,
+    CANCEL_TOL, PREFIX_TAIL, TOP, GroupWeights, Inspection, OffendingEvent, zero_sum_share,
 )
 from exchange.checker.mechanism_hints import hints
 from exchange.checker.properties import shared_cancellation
-from exchange.checker.properties.residuals import tied_groups, with_reference_rewards
+from exchange.checker.properties.residuals import direction_spread, tied_groups, with_reference_rewards
 from exchange.core.coefficients import LossFn, loss_and_coefficients
 from exchange.core.events import Events, SharedResidual, events, shared_event_coefficients
 from exchange.core.rollout import Rollout
 
 __all__ = ["inspect"]
-
-
-def _direction(cols: Tensor) -> tuple[Tensor, float]:
-    """``cols: [S, G]`` -> (unit common direction [G], max sin angle of a column to it)."""
-    norms = cols.norm(dim=1)
-    if not norms.numel():
-        return torch.zeros(cols.shape[1], dtype=cols.dtype, device=cols.device), 0.0
-    keep = norms > ZERO_COLUMN_REL * norms.max()
-    if not bool(keep.any()):
-        return torch.zeros(cols.shape[1], dtype=cols.dtype, device=cols.device), 0.0
-    unit = cols[keep] / norms[keep, None]
-    if unit.shape[0] == 1:
-        return unit[0], 0.0
-    direction = torch.linalg.svd(unit, full_matrices=False).Vh[0]
-    # the norm of the component orthogonal to alpha: round-off sized, not sqrt(round-off)
-    sin = (unit - (unit @ direction)[:, None] * direction[None, :]).norm(dim=1)
-    return direction, float(sin.max())
 
 
 def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK: Tensor,
@@ -66,7 +49,8 @@ def _groups(rollout: Rollout, kappa: Tensor, ev: Events, shared_ids: Tensor, sK:
         start += size
         mine = owner == g
         parts = SharedResidual.of(sK[mine], smass[mine])  # its shared events, counted and summed once
-        direction, spread = _direction(kappa[rows][:, ev.position[shared_ids[mine]]].T)  # [S_g, G]
+        found = direction_spread(kappa[rows][:, ev.position[shared_ids[mine]]].T[None])  # [1, S_g, G]
+        direction, spread = found.direction[0], float(found.residual[0])
         centred = rewards[rows] - rewards[rows].mean()
         lean = float(direction @ centred)
         if lean < 0 or (lean == 0 and float(direction.sum()) < 0):

@@ -16,7 +16,7 @@ from torch import Tensor
 from exchange.core.events import SharedResidual
 
 __all__ = ["Inspection", "GroupWeights", "OffendingEvent", "zero_sum_share", "CANCEL_TOL", "ZERO_SUM_TOL", "SPREAD_TOL",
-           "OFF_POLICY_TOL", "ZERO_COLUMN_REL", "TOP", "PREFIX_TAIL"]
+           "OFF_POLICY_TOL", "TOP", "PREFIX_TAIL"]
 
 # ------------------------------------------------------------------ tolerances
 # A real batch carries float32 log-probs and float32 training arithmetic, so these are
@@ -37,10 +37,6 @@ weight vector (THEORY.md (E) on this batch)."""
 
 OFF_POLICY_TOL = 1e-9
 """A batch is off-policy when ``|logprobs - old_logprobs|`` exceeds this on a real token."""
-
-ZERO_COLUMN_REL = 1e-12
-"""A shared event's coefficient vector shorter than this times the longest one of its
-group is round-off: it has no direction and is left out of the common direction."""
 
 TOP = 10
 """Offending events listed (``inspect(top=...)``), and groups printed, by default."""

@@ -65,7 +65,7 @@ def _spread(kappa, kappa_v, base: Rollout, case: Case, variant: Case, tied) -> t
     for g in range(len(case.groups)):
         prefix = min(common_prefix(case.groups[g].responses), common_prefix(variant.groups[g].responses))
         cols = torch.cat([_shared_columns(kappa, base, g, prefix), _shared_columns(kappa_v, base, g, prefix)], dim=1)
-        r_g, worst, used = direction_spread(cols)
+        r_g, worst, used, _ = direction_spread(cols)
         informative |= (used >= 2) & ~tied[:, g]
         res = torch.maximum(res, as_residual(r_g))
         per_group.append((g, prefix, r_g, worst, cols))

@@ -6,6 +6,8 @@ numbers with the same code (tolerances: :mod:`exchange.checker.tolerances`).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
@@ -13,7 +15,7 @@ from exchange.checker.tolerances import ATOL_REL, MAX_MISMATCHES, SECOND_REWARDS
 from exchange.core.events import Events, event_residuals_of
 from exchange.core.rollout import Rollout
 
-__all__ = ["as_residual", "per_event", "cancellation_mismatches", "direction_spread", "tied_groups",
+__all__ = ["as_residual", "per_event", "cancellation_mismatches", "Spread", "direction_spread", "tied_groups",
            "fmt", "reference_rewards", "with_reference_rewards", "second_rewards"]
 
 
@@ -103,18 +105,31 @@ def cancellation_mismatches(rollout: Rollout, kappa: Tensor, ev: Events, which: 
     return lines
 
 
-def direction_spread(mat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+class Spread(NamedTuple):
+    """:func:`direction_spread` of ``K`` configurations."""
+
+    residual: Tensor  # [K] the largest sine of a kept column's angle to the principal direction
+    worst: Tensor  # [K] the index of that column
+    used: Tensor  # [K] the columns kept (fewer than two: residual 0)
+    direction: Tensor  # [K, G] the principal direction, a unit vector (0 where no column is kept)
+
+
+def direction_spread(mat: Tensor) -> Spread:
     """How far the columns of ``mat [K, k, G]`` (k shared-event vectors across G
-    responses, per configuration) are from one common direction: ``(max sine of the angle
-    to the principal direction [K], index of the worst column [K], columns used [K])``.
+    responses, per configuration) are from one common direction, THEORY.md (E): the
+    principal direction of the normalised columns and the largest sine of a column's
+    angle to it (:class:`Spread`). The one definition of (E)'s spread: the property's
+    residual (:mod:`~exchange.checker.properties.exchangeable`) and ``exchange inspect``'s
+    weight vectors and spread (:mod:`~exchange.checker.batch_analysis`).
 
     Columns are normalised first; those shorter than ``ZERO_COLUMN`` x the longest are
-    dropped (their direction is round-off); fewer than two give 0. Non-finite gives inf."""
-    kb, k = mat.shape[0], mat.shape[1]
+    dropped (their direction is round-off); fewer than two give 0. Non-finite gives inf
+    (and no direction)."""
+    kb, k, g = mat.shape
     zeros = torch.zeros(kb, dtype=mat.dtype, device=mat.device)
     if k == 0:
         none = torch.zeros(kb, dtype=torch.long, device=mat.device)
-        return zeros, none - 1, none
+        return Spread(zeros, none - 1, none, torch.zeros(kb, g, dtype=mat.dtype, device=mat.device))
     finite = torch.isfinite(mat).flatten(1).all(1)
     m = torch.where(finite[:, None, None], mat, torch.zeros_like(mat))
     peak = m.abs().flatten(1).amax(1)[:, None, None]
@@ -125,13 +140,14 @@ def direction_spread(mat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     used = keep.sum(1)
     unit = torch.where(keep[..., None], m / torch.where(keep, norms, torch.ones_like(norms))[..., None], torch.zeros_like(m))
     direction = torch.linalg.svd(unit, full_matrices=False).Vh[:, 0]  # [K, G]
+    direction = torch.where((used > 0)[:, None], direction, torch.zeros_like(direction))
     proj = (unit @ direction[..., None])[..., 0]
     sin = torch.where(keep, torch.sqrt(torch.clamp(1 - proj * proj, min=0.0)), torch.zeros_like(proj))
     worst = sin.argmax(1)
     res = torch.where(used < 2, zeros, sin.amax(1))
     res = torch.where(finite, res, torch.full_like(res, float("inf")))
     used = torch.where(finite, used, torch.full_like(used, k))
-    return res, torch.where(finite, worst, torch.zeros_like(worst)), used
+    return Spread(res, torch.where(finite, worst, torch.zeros_like(worst)), used, direction)
 
 
 def tied_groups(rewards: Tensor, rollout: Rollout) -> Tensor:
