@@ -15,6 +15,7 @@ The float64 floor (float64's own round-off) is :mod:`exchange.checker.float64_fl
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -90,10 +91,11 @@ class Comparison:
     float32 twin, ``max(d32 eps_p / eps_float32, eps_p)`` (``d32`` the float32 twin's
     difference, the same computation's conditioning). ``worst``: the largest ``d``;
     ``changed``: some ``d`` exceeded :data:`~exchange.checker.tolerances.ROUND_OFF_MARGIN`
-    times its prediction (precision changed what the loss computes); ``at``: the largest
-    ``d`` per place compared (a property's own layout, named by :func:`layout_place`), what
-    a property's result reports as its measured round-off: the largest over the whole check
-    belongs to no one property.
+    times its prediction, or the loss or its float32 twin raised where the twin did not
+    (precision changed what the loss computes); ``at``: the largest ``d`` per place
+    compared (a property's own layout, named by :func:`layout_place`), what a property's
+    result reports as its measured round-off: the largest over the whole check belongs to
+    no one property. Every comparison goes through :meth:`compare`.
 
     The float32 twin is evaluated only where its prediction can matter
     (:meth:`needs_prediction`): the prediction is never below ``eps_p``, so a rollout with
@@ -101,8 +103,7 @@ class Comparison:
     is, and once ``changed`` is set nothing can unset it. ``changed`` is therefore the
     same as with the float32 twin on every rollout, at a third of the cost where the loss
     stays within its resolution (most rollouts). ``worst`` and ``at`` are the largest ``d``
-    of the rollouts where the twin is finite, whatever the float32 twin does (before, a
-    rollout where the float32 twin alone was non-finite or raised was left out of them)."""
+    of the rollouts where the twin is finite and the loss did not raise."""
 
     precision: str
     rollouts: int = 0
@@ -110,13 +111,35 @@ class Comparison:
     changed: bool = False
     at: dict = field(default_factory=dict)
 
-    def measure(self, kappa_twin: Tensor, kappa_loss: Tensor, where: str) -> Tensor:
-        """``d [K]`` of ``[K, N, T]`` (or ``[N, T]``) coefficients of the twin and the loss,
-        recorded in ``worst`` and ``at[where]`` (0 where the twin is not finite)."""
-        kt, kl = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_loss))
-        d = torch.nan_to_num((kl - kt).abs().flatten(1).amax(1) / _unit(kt), nan=float("inf"))
-        d = torch.where(torch.isfinite(kt).flatten(1).all(1), d, torch.zeros_like(d))
-        self.rollouts += kt.shape[0]
+    def compare(self, kappa_twin: Sequence[Tensor], kappa_loss: Sequence[Tensor | None], where: str,
+                float32: Callable[[list[int]], Sequence[Tensor | None]]) -> None:
+        """The loss beside its twin on ``K`` rollouts (``K`` ``[N, T]`` coefficients each, or
+        a ``[K, N, T]`` stack); the loss's are ``None`` where it raised and the twin did not:
+        changed. ``d`` is measured on the others (:meth:`measure`, under ``where``);
+        ``float32(need)`` gives the float32 twin's coefficients on the rollouts ``need``
+        (indices) whose ``d`` needs a prediction (:meth:`needs_prediction`), ``None`` where
+        it raised: no computation at a known precision, so the loss's difference is not
+        shown to be round-off (changed), as where the loss raises. One that is not finite
+        predicts unbounded round-off (:meth:`predict`)."""
+        if any(k is None for k in kappa_loss):  # the loss raises where its twin does not
+            self.changed = True
+        kept = [i for i, k in enumerate(kappa_loss) if k is not None]
+        d = self.measure([kappa_twin[i] for i in kept], [kappa_loss[i] for i in kept], where)
+        need = [kept[j] for j in self.needs_prediction(d).nonzero().flatten().tolist()]
+        if not need:
+            return
+        for i, k32 in zip(need, float32(need)):
+            if k32 is None:
+                self.changed = True
+            else:
+                self.predict(d[kept.index(i)][None], kappa_twin[i], k32)
+
+    def measure(self, kappa_twin: Sequence[Tensor], kappa_loss: Sequence[Tensor], where: str) -> Tensor:
+        """``d [K]`` of ``K`` ``[N, T]`` coefficients of the twin and the loss, recorded in
+        ``worst`` and ``at[where]`` (0 where the twin is not finite)."""
+        d = torch.stack([_difference(t, l) for t, l in zip(kappa_twin, kappa_loss)]) if len(kappa_twin) else \
+            torch.zeros(0, dtype=torch.float64)
+        self.rollouts += d.numel()
         if d.numel():
             self.worst = max(self.worst, float(d.max()))
             self.at[where] = max(self.at.get(where, 0.0), float(d.max()))
@@ -131,39 +154,37 @@ class Comparison:
         return d > ROUND_OFF_MARGIN * RESOLUTION[self.precision]
 
     def predict(self, d: Tensor, kappa_twin: Tensor, kappa_float32: Tensor) -> None:
-        """``changed`` where ``d [K]`` exceeds ``ROUND_OFF_MARGIN`` times the round-off the
-        float32 twin's ``[K, N, T]`` coefficients predict (a float32 twin that is not
-        finite there predicts nothing and changes nothing)."""
-        kt, k32 = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_float32))
-        d32 = (k32 - kt).abs().flatten(1).amax(1) / _unit(kt)
+        """``changed`` where ``d [1]`` exceeds ``ROUND_OFF_MARGIN`` times the round-off the
+        float32 twin's ``[N, T]`` coefficients predict (a float32 twin that is not finite
+        there predicts nothing and changes nothing)."""
+        d32 = (kappa_float32 - kappa_twin).abs().max() / _unit(kappa_twin)
         eps = RESOLUTION[self.precision]
         predicted = torch.clamp(d32 * (eps / RESOLUTION["float32"]), min=eps)
-        if bool((torch.isfinite(d32) & (d.reshape(-1) > ROUND_OFF_MARGIN * predicted)).any()):
+        if bool((torch.isfinite(d32) & (d > ROUND_OFF_MARGIN * predicted)).any()):
             self.changed = True
-
-    def add(self, kappa_twin: Tensor, kappa_loss: Tensor, kappa_float32: Tensor, where: str) -> None:
-        """Compare ``[K, N, T]`` (or ``[N, T]``) coefficients of the twin, the loss and the
-        float32 twin (:meth:`measure`, then :meth:`predict` where it is needed)."""
-        d = self.measure(kappa_twin, kappa_loss, where)
-        need = self.needs_prediction(d)
-        if bool(need.any()):
-            kt, k32 = (k.reshape(-1, *k.shape[-2:]) for k in (kappa_twin, kappa_float32))
-            self.predict(d[need], kt[need], k32[need])
 
 
 def _unit(kappa: Tensor) -> Tensor:
-    """``[K]``: each rollout's largest |coefficient| (1 where all are 0), the scale of ``d``."""
-    scale = kappa.abs().flatten(1).amax(1)
+    """The largest |coefficient| of one rollout's ``kappa [N, T]`` (1 where all are 0), the scale of ``d``."""
+    scale = kappa.abs().max()
     return torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+def _difference(kappa_twin: Tensor, kappa_loss: Tensor) -> Tensor:
+    """``d`` of one rollout (``[N, T]`` each): ``max|kappa_loss - kappa_twin|`` over the
+    twin's scale, NaN read as inf, 0 where the twin is not finite."""
+    if not kappa_twin.numel():
+        return torch.zeros((), dtype=torch.float64, device=kappa_twin.device)
+    d = torch.nan_to_num((kappa_loss - kappa_twin).abs().max() / _unit(kappa_twin), nan=float("inf"))
+    return torch.where(torch.isfinite(kappa_twin).all(), d, torch.zeros_like(d))
 
 
 class PairedEngine:
     """An :class:`~exchange.core.coefficients.Engine` of the twin that also evaluates the
     loss itself on every rollout it is asked for, and the float32 twin on those where its
-    prediction can matter (:meth:`Comparison.needs_prediction`), recording the differences
-    in ``comparison``; it returns the twin's coefficients (the verdicts are the twin's). A
-    loss that raises where its twin does not changed what it computes; so does a float32
-    twin that raises where it is needed (it did so on any rollout before)."""
+    prediction can matter, recording the differences in ``comparison``
+    (:meth:`Comparison.compare`); it returns the twin's coefficients (the verdicts are the
+    twin's)."""
 
     def __init__(self, twin: Engine, loss: Engine, float32: Engine, comparison: Comparison) -> None:
         self.twin, self.loss, self.float32, self.comparison = twin, loss, float32, comparison
@@ -178,48 +199,37 @@ class PairedEngine:
         kt = self.twin(rollouts)
         try:
             kl = self.loss(rollouts)
-        except ObjectiveError:  # the loss raises where its twin does not: what it computes changed
-            self.comparison.changed = True
-            return kt
-        _predict_where_needed(self.comparison, self.float32, rollouts, kt,
-                              [self.comparison.measure(t, l, "a probe or an example the checker evaluated")
-                               for t, l in zip(kt, kl)])
+        except ObjectiveError:  # raised on one of them at least: the engine tells not which
+            kl = [None] * len(rollouts)
+        self.comparison.compare(kt, kl, "a probe or an example the checker evaluated", _on(self.float32, rollouts))
         return kt
 
 
-def _predict_where_needed(comparison: Comparison, float32: Engine, rollouts: list[Rollout], kt: list[Tensor],
-                          ds: list[Tensor]) -> bool:
-    """The float32 twin on the rollouts whose ``d`` (``ds``, one ``[1]`` per rollout) needs a
-    prediction, in one call; ``False`` when it raised there (nothing was predicted)."""
-    need = [i for i, d in enumerate(ds) if bool(comparison.needs_prediction(d).any())]
-    if not need:
-        return True
-    try:
-        k32 = float32([rollouts[i] for i in need])
-    except ObjectiveError:
-        comparison.changed = True
-        return False
-    for i, f in zip(need, k32):
-        comparison.predict(ds[i], kt[i], f)
-    return True
+def _on(float32: Engine, rollouts: list[Rollout]) -> Callable[[list[int]], list[Tensor | None]]:
+    """:meth:`Comparison.compare`'s ``float32``: the float32 twin's engine on the rollouts
+    asked for, in one call (``None`` on each where it raised: the engine tells not which)."""
+    def run(need: list[int]) -> list[Tensor | None]:
+        try:
+            return float32([rollouts[i] for i in need])
+        except ObjectiveError:
+            return [None] * len(need)
+    return run
 
 
 def changed_on(twin: Engine, float32: Engine, pairs: list[tuple[Rollout, Tensor]], precision: str,
                comparison: Comparison | None = None) -> bool:
     """Whether the loss's coefficients on these rollouts (``(rollout, kappa [N, T])`` pairs,
     a counterexample and its variant) differ from its twin's beyond the round-off the float32
-    twin predicts there (:class:`Comparison`, recorded in ``comparison`` when given; the
-    float32 twin evaluated only where needed): THEORY.md section 4, "their difference is the
-    round-off of that loss on that input; a property residual within it is round-off"."""
+    twin predicts there (:meth:`Comparison.compare`, recorded in ``comparison`` when given):
+    THEORY.md section 4, "their difference is the round-off of that loss on that input; a
+    property residual within it is round-off"."""
     comparison = Comparison(precision) if comparison is None else comparison
     rollouts = [r for r, _ in pairs]
     try:
         kt = twin(rollouts)
     except ObjectiveError:  # the loss raises on it where its twin does not
         return True
-    ds = [comparison.measure(t, kl, "the counterexample") for (_, kl), t in zip(pairs, kt)]
-    if not _predict_where_needed(comparison, float32, rollouts, kt, ds):
-        return True
+    comparison.compare(kt, [kl for _, kl in pairs], "the counterexample", _on(float32, rollouts))
     return comparison.changed
 
 
@@ -227,10 +237,7 @@ def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, 
                       comparison: Comparison) -> None:
     """The loss and its twin on one layout drawn by ``prop``'s generator (``configurations``
     of it, batched): every set of coefficients ``prop``'s batched evaluation asks for is
-    compared, on the configurations where neither raised; the float32 twin runs on those
-    of them whose difference needs its prediction (:meth:`Comparison.needs_prediction`), and
-    one where it raises predicts nothing (before, such a configuration was also left out
-    of ``worst`` and ``at``)."""
+    compared (:meth:`Comparison.compare`) on the configurations the twin computes."""
     rng = random.Random(f"exchange.twin/{seed}/{prop.name}/{regime}")
     d = RandomDraw(rng)
     lay = prop.layout(d, regime)
@@ -243,15 +250,16 @@ def compare_on_layout(twin_fn, loss_fn, prop: Property, regime: str, seed: int, 
     def paired(template: Rollout, fields: dict) -> tuple[Tensor, Tensor, Tensor]:
         loss_t, kt, errors = bulk.coefficients(twin_fn, template, fields, modes[0])
         _, kl, errors_l = bulk.coefficients(loss_fn, template, fields, modes[1])
-        ok = torch.tensor([a is None and b is None for a, b in zip(errors, errors_l)], dtype=torch.bool)
-        diff = comparison.measure(kt[ok], kl[ok], layout_place(prop.name, regime))
-        need = comparison.needs_prediction(diff)
-        if bool(need.any()):
-            idx = ok.nonzero().flatten()[need]  # the configurations [K'] the float32 twin runs on
+        rows = [j for j, e in enumerate(errors) if e is None]  # the configurations the twin computes
+
+        def float32(need: list[int]) -> list[Tensor | None]:
+            idx = torch.tensor([rows[i] for i in need], dtype=torch.long, device=kt.device)
             _, k32, errors_32 = bulk.coefficients(float32_fn, template, {n: v[idx] for n, v in fields.items()},
                                                   modes[2])
-            fine = torch.tensor([e is None for e in errors_32], dtype=torch.bool)
-            comparison.predict(diff[need][fine], kt[idx][fine], k32[fine])
+            return [None if e is not None else k for k, e in zip(k32, errors_32)]
+
+        comparison.compare([kt[j] for j in rows], [None if errors_l[j] is not None else kl[j] for j in rows],
+                           layout_place(prop.name, regime), float32)
         return loss_t, kt, torch.tensor([e is not None for e in errors])
 
     prop.evaluate_batch(BatchInputs(lay, seeds, rewards, paired, loss_fn))

@@ -58,8 +58,8 @@ def test_the_comparison_keeps_what_it_measured_per_place():
     regime), so a property reports its own, not the largest of the check."""
     c = Comparison("bf16")
     kappa = torch.tensor([[1.0, 2.0], [0.5, 0.0]], dtype=torch.float64)
-    c.add(kappa, kappa * (1 + 2 ** -8), kappa, "zero_sum (on_policy)")
-    c.add(kappa, kappa * 1.5, kappa, "exchangeable (on_policy)")
+    c.compare([kappa], [kappa * (1 + 2 ** -8)], "zero_sum (on_policy)", lambda need: [kappa] * len(need))
+    c.compare([kappa], [kappa * 1.5], "exchangeable (on_policy)", lambda need: [kappa] * len(need))
     assert c.at["zero_sum (on_policy)"] == 2 ** -8 and c.at["exchangeable (on_policy)"] == 0.5 and c.worst == 0.5
 
 

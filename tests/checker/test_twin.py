@@ -2,6 +2,7 @@
 (exchange.checker.precision), from planted losses and planted coefficients."""
 
 import numpy as np
+import pytest
 import torch
 
 from exchange.checker.cases import build
@@ -98,15 +99,42 @@ def test_the_comparison_tells_round_off_from_a_changed_decision():
     kappa = torch.tensor([[1.0, -0.5, 0.25]], dtype=torch.float64)
     f32 = kappa * (1 + 2.0 ** -22)  # the float32 twin: a conditioning of 2 roundings
     c = Comparison("bf16")
-    c.add(kappa, kappa * (1 + 2.0 ** -6), f32, "rounded")  # 4 bf16 roundings: as predicted
+    c.compare([kappa], [kappa * (1 + 2.0 ** -6)], "rounded", _gives(f32))  # 4 bf16 roundings: as predicted
     assert not c.changed and c.worst == 2.0 ** -6
-    c.add(kappa, kappa * (1 + ROUND_OFF_MARGIN * 2.0 ** -5), f32, "far off")  # 16 x beyond the prediction
+    c.compare([kappa], [kappa * (1 + ROUND_OFF_MARGIN * 2.0 ** -5)], "far off", _gives(f32))  # 16 x beyond it
     assert c.changed and c.worst == ROUND_OFF_MARGIN * 2.0 ** -5 and c.at["far off"] == c.worst
     c = Comparison("float32")
     clipped = kappa.clone()
     clipped[0, 1] = 0.0  # one coefficient clipped: O(1) of the scale, the float32 twin exact
-    c.add(kappa, clipped, kappa, "clipped")
+    c.compare([kappa], [clipped], "clipped", _gives(kappa))
     assert c.changed and c.worst == 0.5
+
+
+def _gives(k32):
+    """A float32 twin that gives ``k32`` on every rollout asked for (``None``: it raises)."""
+    return lambda need: [k32] * len(need)
+
+
+def test_a_loss_or_float32_twin_that_raises_where_the_twin_does_not_is_a_change():
+    """The loss raising where its twin computes is a change of what it computes, whatever
+    the other rollouts show; so is a float32 twin that raises where a prediction is needed
+    (no computation at a known precision: the loss's difference is not shown to be
+    round-off). A non-finite float32 twin predicts unbounded round-off: no change. Where no
+    prediction is needed the float32 twin is never asked."""
+    kappa = torch.tensor([[1.0, -0.5, 0.25]], dtype=torch.float64)
+    far = kappa * (1 + ROUND_OFF_MARGIN * 2.0 ** -5)
+    c = Comparison("bf16")
+    c.compare([kappa, kappa], [kappa, None], "raised", _gives(kappa))
+    assert c.changed and c.rollouts == 1 and c.worst == 0.0
+    c = Comparison("bf16")
+    c.compare([kappa], [far], "float32 raised", _gives(None))
+    assert c.changed and c.worst == ROUND_OFF_MARGIN * 2.0 ** -5
+    c = Comparison("bf16")
+    c.compare([kappa], [far], "float32 overflowed", _gives(kappa * float("inf")))
+    assert not c.changed
+    c = Comparison("bf16")
+    c.compare([kappa], [kappa * (1 + 2.0 ** -6)], "within", lambda need: pytest.fail("asked for a prediction"))
+    assert not c.changed
 
 
 class _Counting(Engine):
@@ -180,6 +208,32 @@ def test_the_float32_twin_runs_on_a_layout_only_where_needed():
             assert bool(counted) == ran and c.changed == ran, declared
     finally:
         precision.float32_twin = real
+
+
+def test_a_loss_that_raises_on_a_layout_where_its_twin_does_not_changed_what_it_computes():
+    """compare_on_layout (the bulk path) and PairedEngine read a loss that raises where its
+    float64 twin computes the same way: what the loss computes changed. Here a bf16 guard
+    raises on the configurations with a reward above 1 (its twin's request is float64: no
+    raise). Before, the layout dropped those configurations, so a loss that raises read as
+    within its round-off there."""
+    from exchange.checker import precision
+
+    def guarded(lp, r):
+        x = r.rewards.to(torch.bfloat16)
+        if x.dtype == torch.bfloat16 and bool((x > 1).any()):
+            raise ValueError("reward above 1")
+        return exact(lp, r.with_fields({"rewards": x.to(torch.float64)}))
+
+    c = Comparison("bf16")
+    precision.compare_on_layout(float64_twin(guarded), guarded, PROPERTIES["zero_sum"], "off_policy", 0, 16, c)
+    assert c.changed and c.rollouts > 0  # some configurations compared, the raised ones not
+    c = Comparison("bf16")
+    low = ROLLOUT.with_fields({"rewards": ROLLOUT.rewards.clamp(max=1.0)})
+    precision.PairedEngine(Engine(float64_twin(guarded)), Engine(guarded), Engine(float32_twin(guarded)), c)([low])
+    assert not c.changed
+    high = ROLLOUT.with_fields({"rewards": ROLLOUT.rewards + 2.0})
+    precision.PairedEngine(Engine(float64_twin(guarded)), Engine(guarded), Engine(float32_twin(guarded)), c)([high])
+    assert c.changed
 
 
 def one_pass_variance(offset):
