@@ -301,6 +301,42 @@ def test_a_configuration_the_loss_raises_on_at_a_later_reward_vector_is_a_failur
         assert batch.residual[j] == float("inf"), j
 
 
+def test_a_configuration_the_loss_raises_on_in_the_shift_average_is_a_failure():
+    """(Z) on identical responses with unequal weights (a position weight) averages over
+    the cyclic shifts of the rewards, on the configurations whose reward-dependent part
+    does not vanish only: a sub-batch of a sub-batch (here every configuration but the
+    first, which cancels at the drawn rewards). A loss that raises at a shifted reward
+    vector only (never at the drawn ones or the other reward vectors) fails exactly those
+    configurations, as the plain path does (issue 45's review: a sub-batch's errors were
+    counted only when it held every configuration)."""
+    from exchange.checker.properties.reward_moves import reward_vectors
+
+    rng = random.Random("raises in the shift average")
+    layout, seeds, rewards = _batch("zero_sum", "on_policy", rng)
+    rollouts = [build(layout.complete(rewards[j], seeds[j]).case) for j in range(len(seeds))]
+    allowed = {tuple(v[0].tolist()) for r in rollouts for v in reward_vectors(r.rewards[None], r)}
+    first = tuple(rollouts[0].rewards.tolist())
+
+    def loss(logprobs, rollout):
+        key = tuple(rollout.rewards.tolist())
+        if key not in allowed:
+            raise ValueError("a shifted reward vector")
+        adv = rollout.rewards.clone()
+        for g in rollout.group_index.unique():
+            rows = rollout.group_index == g
+            adv[rows] = adv[rows] - adv[rows].mean()
+        weight = 1.0 if key == first else 1.0 + torch.arange(rollout.n, dtype=adv.dtype)  # unequal weights
+        return -((adv * weight)[:, None] * logprobs * rollout.mask).sum()
+
+    engine = Engine(loss, batched=False)
+    batch = bulk.evaluate(loss, PROPERTIES["zero_sum"], layout, seeds, rewards)
+    assert float(batch.residual[0]) < PROPERTIES["zero_sum"].tolerance  # not in the sub-batch
+    for j in range(1, len(seeds)):
+        with pytest.raises(ObjectiveError, match="shifted"):
+            PROPERTIES["zero_sum"].evaluate(engine, layout.complete(rewards[j], seeds[j]), "on_policy")
+        assert batch.residual[j] == float("inf"), j
+
+
 @pytest.mark.parametrize("prop", ["null_on_equal_rewards", "shared_cancellation"])
 def test_a_loss_that_raises_at_the_reference_rewards_fails_the_configuration(prop):
     """(N) and (C) judge a tied group's coefficients against the loss at reference rewards
