@@ -53,7 +53,12 @@ def run(args) -> int:
             raise InvalidArgument(f"--jobs={args.jobs} must be >= 1.")
         from exchange.lab.experiment import run_experiment
 
-        exp_dir = run_experiment(cfg, args.out, jobs=args.jobs, progress=not args.no_progress, source=args.config)
+        from exchange.lab.experiment_report_record import RUN_OVERRIDES, RunRecord
+
+        # the overrides go into experiment.json, so the report's reproduce line retrains this run
+        record = RunRecord(args.config, tuple(args.seeds) if args.seeds else None, args.steps)
+        exp_dir = run_experiment(cfg, args.out, jobs=args.jobs, progress=not args.no_progress, source=args.config,
+                                 **{RUN_OVERRIDES: record.to_dict()})
         print(f"experiment {cfg.name}: {len(cfg.seeds)} seeds x {len(cfg.arms)} arms done in {exp_dir}")
         print(f"next: python -m exchange experiment report {exp_dir}")
         return 0

@@ -101,16 +101,17 @@ def pilot_runs(cfg: ExperimentConfig) -> list[RunConfig]:
 
 
 def run_experiment(cfg: ExperimentConfig, out_root: str | Path = "runs", *, jobs: int = 1,
-                   progress: bool = True, source: str | None = None) -> Path:
+                   progress: bool = True, source: str | None = None, **extra: Any) -> Path:
     """Train all ``len(seeds) * 2`` runs of ``cfg``; returns the experiment directory.
 
     ``jobs > 1`` trains that many runs at once in worker processes (one thread each).
-    ``source`` (the config's path) is recorded for the report's reproduce lines.
+    ``source`` (the config's path) and ``extra`` (the CLI's overrides) are recorded in
+    experiment.json for the report's reproduce lines.
     """
     exp_dir = Path(out_root) / cfg.name
     exp_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(exp_dir):  # two `experiment run` on one --out: the second is refused
-        _run_locked(cfg, exp_dir, out_root, jobs, progress, source)
+        _run_locked(cfg, exp_dir, out_root, jobs, progress, source, extra)
     return exp_dir
 
 
@@ -123,8 +124,8 @@ def write_experiment_json(cfg: ExperimentConfig, exp_dir: str | Path, source: st
     return path
 
 
-def _run_locked(cfg, exp_dir, out_root, jobs, progress, source) -> None:
-    write_experiment_json(cfg, exp_dir, source)
+def _run_locked(cfg, exp_dir, out_root, jobs, progress, source, extra) -> None:
+    write_experiment_json(cfg, exp_dir, source, **extra)
 
     def train(runs: list[RunConfig]) -> bool:
         _train_all(runs, out_root, jobs, progress)

@@ -25,7 +25,7 @@ import numpy as np
 from exchange.core import metric_keys as mk
 from exchange.errors import InvalidArgument
 from exchange.lab.dose_rule import DoseDecision, decide_dose
-from exchange.lab.experiment_report_record import DoseRecord
+from exchange.lab.experiment_report_record import NO_REPRODUCE, DoseRecord, RunRecord
 from exchange.lab.experiment_report_series import (
     SERIES_KEYS,
     dose_series,
@@ -410,15 +410,22 @@ def _cell(text: str) -> str:
 
 def _run(res: ExperimentResult) -> tuple[str, str]:
     """``(the command that trains it, its run directory)``: a dose of experiments/dose_response.py
-    is rerun by its recorded call (:class:`DoseRecord`), any other run by its config."""
+    is rerun by its recorded call (:class:`DoseRecord`), any other run by its config and the
+    ``--seeds``/``--steps`` it was run with (:class:`RunRecord`). Where that command would
+    not retrain the run (:meth:`RunRecord.refusal`) the first item is ``NO_REPRODUCE`` and
+    the reason, and no command is printed."""
     rec = DoseRecord.from_meta(res.meta)
     if rec is not None:
         return rec.train_command, rec.run_dir(res.meta["name"])
-    return f"python -m exchange experiment run {res.meta.get('source') or 'CONFIG'}", f"runs/{res.meta['name']}"
+    run = RunRecord.from_meta(res.meta)
+    why = run.refusal(res.meta, root=str(Path(__file__).resolve().parents[2]))
+    return (run.train_command if why is None else f"{NO_REPRODUCE}{why}"), f"runs/{res.meta['name']}"
 
 
 def _reproduce(res: ExperimentResult) -> str:
     cmd, run_dir = _run(res)
+    if cmd.startswith(NO_REPRODUCE):
+        return cmd
     return f"`{cmd} && python -m exchange experiment report {run_dir}`"
 
 

@@ -1,4 +1,6 @@
-"""What produced one dose of a dose series, recorded in its ``experiment.json``.
+"""What produced a run, recorded in its ``experiment.json``: one dose of a dose series
+(:class:`DoseRecord`), or an ``exchange experiment run`` with ``--seeds``/``--steps``
+(:class:`RunRecord`).
 
 ``experiments/dose_response.py`` trains variants of a base config (``--dose
 "reuse4:train.epochs=4"``). Without a record, a dose's report could name neither the
@@ -8,6 +10,13 @@ by the script as ``variant`` next to ``source`` (the base config), read by the r
 the dose's reproduce line (:attr:`DoseRecord.train_command`) and description
 (:meth:`DoseRecord.describe`), and by :mod:`exchange.lab.experiment_report_series` to tie
 doses to their base config.
+
+``exchange experiment run CONFIG --seeds 0 1 --steps 5`` trains a config that is not the
+file's: without a record its reproduce line named only CONFIG, which retrains the file's
+seeds and steps. :class:`RunRecord` reads the overrides that the CLI records
+(``run_overrides``) into the reproduce line, and refuses the line when experiment.json is
+not the config file with those overrides (a run trained before they were recorded, or a
+config edited since).
 """
 
 from __future__ import annotations
@@ -19,10 +28,14 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-__all__ = ["SCRIPT", "DoseRecord", "flat_config"]
+__all__ = ["NO_REPRODUCE", "RUN_OVERRIDES", "SCRIPT", "DoseRecord", "RunRecord", "flat_config"]
 
 SCRIPT = "experiments/dose_response.py"
-_NOT_CONFIG = ("name", "description", "source", "variant")
+NO_REPRODUCE = "none: "
+"""How a reproduce cell starts when no command would retrain the run (then the reason)."""
+RUN_OVERRIDES = "run_overrides"
+"""experiment.json's key for ``exchange experiment run``'s ``--seeds``/``--steps``."""
+_NOT_CONFIG = ("name", "description", "source", "variant", RUN_OVERRIDES)
 """experiment.json keys that are not the training config: a dose changes its name; its
 description is the base config's (:meth:`DoseRecord.describe` says the dose)."""
 
@@ -112,3 +125,67 @@ class DoseRecord:
 
 def _value(v: Any) -> str:
     return "absent" if v is None else json.dumps(v)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What ``exchange experiment run`` trained: ``config`` (experiment.json's ``source``;
+    ``None`` when not recorded) and the ``--seeds``/``--steps`` it overrode (``None``: the
+    file's). :meth:`refusal` says why the reproduce line would not retrain this run."""
+
+    config: str | None
+    seeds: tuple[int, ...] | None = None
+    steps: int | None = None
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any]) -> RunRecord:
+        o = meta.get(RUN_OVERRIDES) or {}
+        return cls(meta.get("source"), None if o.get("seeds") is None else tuple(o["seeds"]), o.get("steps"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """experiment.json's ``run_overrides`` (the config is its ``source``)."""
+        return {"seeds": None if self.seeds is None else list(self.seeds), "steps": self.steps}
+
+    @property
+    def train_command(self) -> str:
+        cmd = f"python -m exchange experiment run {self.config or 'CONFIG'}"
+        if self.seeds is not None:
+            cmd += " --seeds " + " ".join(str(s) for s in self.seeds)
+        if self.steps is not None:
+            cmd += f" --steps {self.steps}"
+        return cmd
+
+    def refusal(self, meta: dict[str, Any], root: str | None = None) -> str | None:
+        """``None`` when :attr:`train_command` retrains ``meta``'s config: the config file
+        (relative to the working directory, else to ``root``) loads and, with the recorded
+        overrides, has every value that ``meta`` records; otherwise the reason. Values the
+        file has and ``meta`` lacks are fields added to the config after the run (their
+        defaults), not a difference. A config that cannot be read cannot be checked: the
+        reason says so."""
+        from pathlib import Path
+
+        from exchange.errors import InvalidArgument
+        from exchange.lab.config import load_experiment
+
+        if not self.config:
+            return "experiment.json records no config (source)"
+        path = Path(self.config)
+        if not path.is_file() and root is not None and (Path(root) / path).is_file():
+            path = Path(root) / path
+        try:
+            cfg = load_experiment(path)
+        except InvalidArgument as err:
+            return f"{self.config} does not load here ({err})"
+        if self.seeds is not None:
+            cfg = dataclasses.replace(cfg, seeds=self.seeds)
+        if self.steps is not None:
+            cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=self.steps))
+        want, have = flat_config(_plain(cfg)), flat_config(meta)
+        diff = [k for k in sorted(have) if k in want and want[k] != have[k]]
+        if not diff:
+            return None
+        shown = ", ".join(f"{k} = {_value(have[k])} (the command gives {_value(want[k])})" for k in diff[:3])
+        return (f"experiment.json is not {self.config}"
+                + ("" if self.seeds is None and self.steps is None else " with its recorded overrides")
+                + f": {shown}{' ...' if len(diff) > 3 else ''} (trained with --seeds/--steps before they were "
+                  "recorded, or the config changed since)")

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from exchange.errors import InvalidArgument
-from exchange.lab.experiment_report_record import DoseRecord, flat_config
+from exchange.lab.experiment_report_record import NO_REPRODUCE, DoseRecord, flat_config
 from exchange.lab.verdict import (
     NOT_FLAT,
     DoseResponse,
@@ -200,7 +200,7 @@ def _cell(text: str) -> str:
 
 def _reproduce(members: list[Any], run) -> str:
     """``run(res)``: ``(training command, run directory)`` of one member."""
-    cmds = dict.fromkeys(f"`{run(m)[0]}`" for m in members)
+    cmds = dict.fromkeys(run(m)[0] if run(m)[0].startswith(NO_REPRODUCE) else f"`{run(m)[0]}`" for m in members)
     return f"{'; '.join(cmds)}; then `python -m exchange experiment report {' '.join(run(m)[1] for m in members)}`"
 
 
