@@ -45,6 +45,7 @@ __all__ = [
     "replace_forward",
     "require_contacts",
     "score",
+    "score_config",
     "shell",
     "shell_loss",
 ]
@@ -295,12 +296,34 @@ def score(t, completion_ids: list[list[int]], rewards: torch.Tensor, old_logprob
     the completions, rewards, behaviour and sampler log-probs) and the arithmetic it runs
     in, so the same inputs give TRL's same output, computed once (the checker scores one
     rollout many times)."""
-    key = (id(t.args), t.num_generations, tuple(t.eos_token_ids), pad_token_id(t), tuple(map(tuple, completion_ids)),
-           exact(rewards), exact(old_logprobs), None if sampling_logprobs is None else tuple(map(tuple, sampling_logprobs)),
-           arithmetic())
-    found = _SCORES.get(key, t.args)
+    key = _score_key(t.args, t.num_generations, tuple(t.eos_token_ids), pad_token_id(t), completion_ids, rewards,
+                     old_logprobs, sampling_logprobs, arithmetic())
+    return _memoised(key, t.args, lambda: t, completion_ids, rewards, old_logprobs, sampling_logprobs)
+
+
+def score_config(config, num_generations: int, eos_id: int, pad_id: int, completion_ids: list[list[int]],
+                 rewards: torch.Tensor, old_logprobs: torch.Tensor | None = None,
+                 sampling_logprobs: list[list[float]] | None = None, arith: tuple | None = None) -> dict:
+    """:func:`score` on ``shell(config, num_generations, eos_id, pad_id)``, the shell built
+    only when the memo misses (the same key: a hit needs no shell). ``arith`` is
+    :func:`~exchange.libraries.trl.memo.arithmetic` where the caller has it already (one
+    rollout's group sizes are scored in one arithmetic)."""
+    key = _score_key(config, num_generations, (eos_id,), pad_id, completion_ids, rewards, old_logprobs,
+                     sampling_logprobs, arithmetic() if arith is None else arith)
+    return _memoised(key, config, lambda: shell(config, num_generations, eos_id, pad_id), completion_ids, rewards,
+                     old_logprobs, sampling_logprobs)
+
+
+def _score_key(config, num_generations, eos_ids, pad_id, completion_ids, rewards, old_logprobs, sampling_logprobs,
+               arith) -> tuple:
+    return (id(config), num_generations, eos_ids, pad_id, tuple(map(tuple, completion_ids)), exact(rewards),
+            exact(old_logprobs), None if sampling_logprobs is None else tuple(map(tuple, sampling_logprobs)), arith)
+
+
+def _memoised(key, config, make_shell, completion_ids, rewards, old_logprobs, sampling_logprobs) -> dict:
+    found = _SCORES.get(key, config)
     if found is None:
-        found = _SCORES.put(key, t.args, _score(t, completion_ids, rewards, old_logprobs, sampling_logprobs))
+        found = _SCORES.put(key, config, _score(make_shell(), completion_ids, rewards, old_logprobs, sampling_logprobs))
     return dict(found)  # a new dict: a caller may add keys; the tensors are only read
 
 

@@ -63,7 +63,6 @@ re-exported here.
 from __future__ import annotations
 
 import functools
-from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 import torch
@@ -71,6 +70,7 @@ from torch import Tensor
 
 from exchange.core.rollout import Rollout
 from exchange.errors import RolloutError
+from exchange.libraries.trl.memo import arithmetic
 # re-exported: the adapter's public names stay importable from here (exchange.libraries
 # reads expected/defaults/parse_params off this module)
 from exchange.libraries.trl.derivation import expected  # noqa: F401
@@ -127,11 +127,13 @@ def _eos_id(rollout: Rollout) -> int:
     return int(rollout.tokens.max()) + _EOS_OFFSET
 
 
-def _completion_lists(rows, eos_id: int) -> list[list[int]]:
-    """Unpadded completion ids; a row that is not truncated ends in ``eos_id``."""
-    truncated = rows.truncated if rows.truncated is not None else torch.zeros(rows.n, dtype=torch.bool)
+def _completion_lists(rollout: Rollout, eos_id: int) -> list[list[int]]:
+    """Unpadded completion ids of every row of ``rollout``; a row that is not truncated
+    ends in ``eos_id``. Built once per rollout (Python lists: no tensor op per group
+    size) and picked per group size by :func:`_score`."""
+    truncated = rollout.truncated.tolist() if rollout.truncated is not None else [False] * rollout.n
     out = []
-    for ids, length, cut in zip(rows.tokens.tolist(), rows.lengths.tolist(), truncated.tolist()):
+    for ids, length, cut in zip(rollout.tokens.tolist(), rollout.lengths.tolist(), truncated):
         ids = ids[:length]
         if not cut:
             ids[-1] = eos_id
@@ -141,11 +143,6 @@ def _completion_lists(rows, eos_id: int) -> list[list[int]]:
 
 def _uses_sampler(config) -> bool:
     return bool(config.use_vllm)
-
-
-def _sampling_lists(rows) -> list[list[float]]:
-    """The sampler's log-probs of each row, unpadded, as vLLM reports them to TRL."""
-    return [values[:length] for values, length in zip(rows.sampling_logprobs.tolist(), rows.lengths.tolist())]
 
 
 def _scored(config, rollout: Rollout) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
@@ -188,9 +185,11 @@ def _scored(config, rollout: Rollout) -> tuple[Tensor, Tensor, Tensor | None, Te
             sequence = config.vllm_importance_sampling_mode.startswith("sequence")
             is_ratio = torch.ones(rollout.n, 1 if sequence else rollout.mask.shape[1], dtype=rollout.old_logprobs.dtype,
                                   device=rollout.old_logprobs.device)
+    completions = _completion_lists(rollout, eos_id)
+    arith = arithmetic()  # one arithmetic for every group size of this call
     for g in sorted(set(sizes.tolist())):
         rows = order[sizes == g]
-        out = _score(config, _rows(rollout, rows), g, eos_id)
+        out = _score(config, rollout, rows, completions, g, eos_id, arith)
         adv[rows] = out["advantages"].to(adv.dtype)
         width = out["completion_mask"].shape[1]
         mask[rows, :width] = out["completion_mask"].long()
@@ -206,26 +205,23 @@ def _scored(config, rollout: Rollout) -> tuple[Tensor, Tensor, Tensor | None, Te
     return adv, mask.bool() & rollout.mask, is_ratio, sampling
 
 
-def _rows(rollout: Rollout, rows: Tensor) -> SimpleNamespace:
-    """The fields TRL's scoring reads, for ``rows`` (not a validated ``Rollout``: its
-    checks, run on every group size of every probe, were a third of a check's time)."""
-    def pick(x):
-        return None if x is None else x[rows]
+def _score(config, rollout: Rollout, rows: Tensor, completions: list[list[int]], num_generations: int, eos_id: int,
+           arith: tuple) -> dict:
+    """TRL's scoring of ``rows`` (one group size) of ``rollout`` (``completions``: every
+    row's, :func:`_completion_lists`). Only the fields TRL's scoring reads are indexed
+    (not a validated ``Rollout`` of the rows: its checks, run on every group size of every
+    probe, were a third of a check's time; nor the behaviour and sampler log-probs
+    without vLLM, which nothing then reads)."""
+    from exchange.libraries.trl.contact import score_config
 
-    return SimpleNamespace(n=int(rows.numel()), tokens=rollout.tokens[rows], lengths=rollout.lengths[rows],
-                           rewards=rollout.rewards[rows], truncated=pick(rollout.truncated),
-                           old_logprobs=rollout.old_logprobs[rows], sampling_logprobs=pick(rollout.sampling_logprobs))
-
-
-def _score(config, rows: SimpleNamespace, num_generations: int, eos_id: int) -> dict:
-    from exchange.libraries.trl.contact import score, shell
-
-    rewards = rows.rewards.detach().to(torch.float64)[:, None]  # [n, 1]: one reward function
+    ids = [list(completions[i]) for i in rows.tolist()]
+    rewards = rollout.rewards[rows].detach().to(torch.float64)[:, None]  # [n, 1]: one reward function
     if not _uses_sampler(config):
-        return score(shell(config, num_generations, eos_id, _PAD_ID), _completion_lists(rows, eos_id), rewards)
-    t = shell(config, num_generations, eos_id, _PAD_ID)
-    return score(t, _completion_lists(rows, eos_id), rewards, old_logprobs=rows.old_logprobs.detach(),
-                 sampling_logprobs=_sampling_lists(rows))
+        return score_config(config, num_generations, eos_id, _PAD_ID, ids, rewards, arith=arith)
+    lengths = [len(x) for x in ids]
+    sampling = [values[:length] for values, length in zip(rollout.sampling_logprobs[rows].tolist(), lengths)]
+    return score_config(config, num_generations, eos_id, _PAD_ID, ids, rewards,
+                        old_logprobs=rollout.old_logprobs[rows].detach(), sampling_logprobs=sampling, arith=arith)
 
 
 def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
@@ -248,17 +244,35 @@ def _loss(logprobs: Tensor, rollout: Rollout, *, config) -> Tensor:
         return _micro_loss(t, rollout, logprobs, entropy, adv, mask, None, mask.sum(), plan.accumulation, extra)
     # TRL's generation batch: its rows shuffled (shuffle_sequence_dict), cut into equal
     # micro-batches (split_tensor_dict); the step judged holds the first ``plan.judged``
-    rows = micro_batches(rollout.n, plan, logprobs.device)
-    parts = [_micro_loss(t, rollout, logprobs, entropy, adv, mask, r, mask.sum(), plan.accumulation, extra)
-             for r in rows[: plan.judged] if r.numel()]
+    num_items = mask.sum()
+    parts = [_micro_loss(t, rollout, logprobs, entropy, adv, mask, r, num_items, plan.accumulation, extra)
+             for r in _judged_parts(rollout.n, plan, logprobs.device, rollout.mask.device)]
     if not parts:  # the judged micro-batches hold only padding rows: a loss of 0 that still has a graph
         return (logprobs * 0).sum()
     return torch.stack(parts).sum()
 
 
+@functools.lru_cache(maxsize=128)
+def _judged_parts(n: int, plan: Schedule, device, mask_device) -> tuple[tuple[int, Tensor, Tensor, bool], ...]:
+    """The micro-batches of the step judged (:func:`micro_batches`'s first ``plan.judged``,
+    the empty ones left out) for a generation batch of ``n`` rows, each as ``(rows, pick,
+    real, padded)``: its row count, its row indices with a padding row clamped to a real
+    one, ``[rows]`` bool whether a row is real, and whether any is padding. The same for
+    every rollout of ``n`` rows (a fixed-seed shuffle), so computed once per ``(n, plan,
+    device)``, not at every loss call (the tensors are only read)."""
+    out = []
+    for r in micro_batches(n, plan, device)[: plan.judged]:
+        if r.numel():
+            r = r.to(mask_device)
+            real = r < n
+            out.append((int(r.numel()), r.clamp(max=n - 1), real, not bool(real.all())))
+    return tuple(out)
+
+
 def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Tensor, mask: Tensor,
-                rows: Tensor | None, num_items: Tensor, k: int, extra: dict) -> Tensor:
-    """TRL's ``_compute_loss`` on the micro-batch ``rows`` (``None``: every row, in order)
+                rows: tuple | None, num_items: Tensor, k: int, extra: dict) -> Tensor:
+    """TRL's ``_compute_loss`` on the micro-batch ``rows`` (``None``: every row, in order;
+    else :func:`_judged_parts`'s ``(rows, pick, real, padded)``)
     with ``current_gradient_accumulation_steps = k``; a row index ``>= rollout.n`` is a
     padding row (:func:`micro_batches`): no token in its mask, advantage 0, so it adds
     nothing but its place in the micro-batch's row count."""
@@ -270,11 +284,7 @@ def _micro_loss(t, rollout: Rollout, logprobs: Tensor, entropy: Tensor, adv: Ten
         def take(x: Tensor) -> Tensor:
             return x
     else:
-        rows = rows.to(rollout.mask.device)
-        n = int(rows.numel())
-        real = rows < rollout.n
-        pick = rows.clamp(max=rollout.n - 1)
-        padded = not bool(real.all())
+        n, pick, real, padded = rows
 
         def take(x: Tensor) -> Tensor:  # the rows, a padding row zeroed (its mask is empty anyway)
             out = x[pick]
