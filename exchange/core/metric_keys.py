@@ -34,7 +34,7 @@ __all__ = [
     "DRIFT_SHORT_VS_LONG",
     "KL_REF", "KL_ALL", "KL_SHARED", "KL_CONTROL", "KL_ROLLOUT_CONTROL", "KL_SCALE", "KL_CUMULATIVE",
     "KL_PROP31_MEASURED", "KL_PROP31_PREDICTED",
-    "ATTR_GRAD_MATCH", "attr_path", "attr_shared", "attr_start",
+    "ATTR_GRAD_MATCH", "ATTR_SAMPLED_ENTROPY_GAP", "attr_path", "attr_shared", "attr_start",
     "CERT_FILLER_ACCURACY", "CERT_FILLER_FLAT", "CERT_FILLER_P", "cert_style",
     "EVAL_ACCURACY", "TRL_PREFIX", "trl_key", "NAMESPACES",
 ]
@@ -169,6 +169,11 @@ KL_PROP31_PREDICTED = "kl/prop31_predicted"
 
 ATTR_GRAD_MATCH = "attr/grad_match"
 """The TRL attribution's largest relative mismatch of the shared part against TRL's gradient."""
+ATTR_SAMPLED_ENTROPY_GAP = "attr/sampled_weak_credit_entropy/gap"
+"""Per step, before its update: ``<grad of the entropy at the weak-credit positions of the
+rollout just sampled, the shared part's cumulative shift>``
+(:meth:`exchange.lab.attribution.ProbeAttribution.at_contexts`): the first-order gap to a run
+without the shared residual at those contexts (P3 at sampled contexts, issue 42)."""
 
 
 def attr_path(probe: str) -> str:

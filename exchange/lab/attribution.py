@@ -67,12 +67,16 @@ class AdamTangent:
         self.opt = opt
         self._dm: dict[int, Tensor] = {}  # keyed by the parameter's index in opt
         self._dv: dict[int, Tensor] = {}
+        self.shift: list[Tensor] | None = None
+        """``sum`` of every :meth:`step`'s ``dtheta`` so far: to first order, how far the part's
+        removal would have moved the parameters (None before the first step)."""
 
     def state_dict(self) -> dict:
-        return {"dm": dict(self._dm), "dv": dict(self._dv)}
+        return {"dm": dict(self._dm), "dv": dict(self._dv), "shift": self.shift}
 
     def load_state_dict(self, state: dict) -> None:
         self._dm, self._dv = dict(state["dm"]), dict(state["dv"])
+        self.shift = state.get("shift")  # checkpoints written before the shift was kept: restart it at None
 
     @torch.no_grad()
     def step(self, part: list[Tensor | None]) -> list[Tensor]:
@@ -109,6 +113,7 @@ class AdamTangent:
                 denom = root + eps
                 ddenom = torch.where(root > 0, dv / bc2 / (2 * root.clamp(min=1e-300)), torch.zeros_like(v))
                 out.append(-lr / bc1 * (dm / denom - m * ddenom / denom ** 2))
+        self.shift = [o.clone() for o in out] if self.shift is None else [a + o for a, o in zip(self.shift, out)]
         return out
 
 
@@ -150,6 +155,7 @@ class ProbeAttribution:
         self.tangent = AdamTangent(opt, mode)
         self._grad: dict[str, list[Tensor]] | None = None
         self._acc = {key(k): 0.0 for k in probes for key in (mk.attr_path, mk.attr_shared)}
+        self._shift_at_peek: list[Tensor] | None = None  # the tangent's shift at the rollout's start
 
     def _grads(self) -> dict[str, list[Tensor]]:
         out = {}
@@ -190,9 +196,32 @@ class ProbeAttribution:
         for name in self.probes:
             key = mk.attr_shared(name)
             self._acc[key] = shared_since[key] + c * (self._acc[key] - shared_since[key])
+        shift = self.tangent.shift
+        if shift is not None:  # the rollout's share of the cumulative shift scales by c as well
+            start = self._shift_at_peek or [torch.zeros_like(x) for x in shift]
+            self.tangent.shift = [a + c * (x - a) for a, x in zip(start, shift)]
         self._advance([(c - 1) * (b - a) for a, b in zip(theta0, theta1)], None)
 
+    def at_contexts(self, f: Callable[[nn.Module], Tensor]) -> float:
+        """``<grad f(theta), shift>``: the first-order change of ``f`` (a probe defined on
+        **this** step's contexts, e.g. the entropy at the weak-credit positions of the
+        rollout just sampled) caused by the part attributed over every earlier step
+        (:attr:`AdamTangent.shift`). Called before the step's update, it predicts ``f``
+        under this run's parameters minus ``f`` under the parameters of a run without that
+        part, at the same contexts: along the baseline's path the baseline-minus-surgical
+        gap (issue 42's P3 at the sampled contexts, ``delta_hat``'s per-step term). 0.0
+        before any step."""
+        shift = self.tangent.shift
+        if shift is None:
+            return 0.0
+        with torch.enable_grad():
+            val = f(self.model)
+            gs = torch.autograd.grad(val, self.params, allow_unused=True)
+        return _dot([torch.zeros_like(p) if g is None else g.detach() for p, g in zip(self.params, gs)], shift)
+
     def peek(self) -> dict[str, float]:
+        """The sums so far; marks the rollout's start for :meth:`rescale` (call it there)."""
+        self._shift_at_peek = None if self.tangent.shift is None else [x.clone() for x in self.tangent.shift]
         return dict(self._acc)
 
     def take(self) -> dict[str, float]:

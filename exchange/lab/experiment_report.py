@@ -25,6 +25,7 @@ import numpy as np
 from exchange.core import metric_keys as mk
 from exchange.errors import InvalidArgument
 from exchange.lab.dose_rule import DoseDecision, decide_dose
+from exchange.lab.experiment_report_sampled import SampledP3, sampled_claims_cells, sampled_markdown, sampled_p3
 from exchange.lab.experiment_report_record import NO_REPRODUCE, DoseRecord, RunRecord
 from exchange.lab.experiment_report_series import (
     SERIES_KEYS,
@@ -220,6 +221,8 @@ class ExperimentResult:
     kl_scale_max: dict[str, float | None] = field(default_factory=dict)
     """per role: the largest factor the KL-normalised step multiplied a step by (``kl/scale``;
     capped at :data:`exchange.lab.klstep.SCALE_CAP`); empty when the step is off"""
+    sampled: SampledP3 | None = None
+    """issue 42: P3 at the contexts the policy samples (:mod:`exchange.lab.experiment_report_sampled`)"""
 
     def verdict(self, key: str) -> str:
         rows = [r for r in self.rows if r.prediction.key == key and r.prediction.primary]
@@ -255,7 +258,7 @@ class ExperimentResult:
                 "kl_matched": self.kl_matched, "manipulation_passed": self.manipulation_passed,
                 "eval_se": self.eval_se, "mean_wall_s": self.mean_wall_s, "notes": self.notes,
                 "common_rollouts": self.common_rollouts, "kl_scale_max": self.kl_scale_max,
-                "kl_scale_cap": SCALE_CAP,
+                "kl_scale_cap": SCALE_CAP, "p3_sampled": None if self.sampled is None else self.sampled.to_dict(),
                 "verdicts": {k: self.verdict(k) for k in ("P1", "P2", "P3", "P4")}, "falsifier": self.falsifier()}
 
 
@@ -361,7 +364,8 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
                         if any(mk.KL_SCALE in row for row in r.rows)), default=None)
              for role, rr in runs.items()} if meta["train"].get("kl_target") else {}
     return ExperimentResult(meta, pilot, rows, dose, kl, matched, passed, eval_se, sum(walls) / len(walls),
-                            common_rollouts=common, kl_scale_max=scale)
+                            common_rollouts=common, kl_scale_max=scale,
+                            sampled=sampled_p3(exp_dir, meta, runs, positive_control(meta)))
 
 
 def _with_dose(row: Row, runs, seeds, pilot: FrozenPilot | None) -> Row:
@@ -510,6 +514,8 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
         lines.append(f"| {r.prediction.key}{tag} | {r.against} | {_cell(r.prediction.statistic)} | {cells} | "
                      f"{_cell(verdict)} |")
     lines += ["", *own_drift_lines(res.rows), *dose_lines(res.rows)]
+    if res.sampled is not None:
+        lines += ["", *sampled_markdown(res.sampled)]
     lines += ["", f"Falsifier: {res.falsifier()}.", "", f"Reproduce: {_reproduce(res)}.", "",
               f"![{m['name']} curves]({img_prefix}exp_{m['name']}_curves.png)", ""]
     return "\n".join(lines)
@@ -561,6 +567,13 @@ def claims_rows(results: list[ExperimentResult]) -> str:
                 "not readable", "confounded") else f"{r.label} (pair {res.falsifier().split(':')[0]})"
             lines.append(f"| {r.prediction.key}: {r.prediction.claim} | {name} (baseline vs {r.against}) | "
                          f"{_cell(verdict)} | {_cell(ev)} | {_reproduce(res)} |")
+        if res.sampled is not None and res.sampled.interval is not None:
+            verdict, ev = sampled_claims_cells(res.sampled)
+            pair = res.falsifier().split(":")[0]
+            verdict += f" (pair {pair})" if res.sampled.decision is not None and pair in ("not readable",
+                                                                                          "confounded") else ""
+            lines.append(f"| P3 at the sampled contexts: {res.sampled.claim} | {name} (baseline vs "
+                         f"{res.sampled.against}) | {_cell(verdict)} | {_cell(ev)} | {_reproduce(res)} |")
         lines.append(f"| Falsifier (THEORY.md 5) | {name} | {res.falsifier().split(':')[0]} | "
                      f"{_cell(res.falsifier())} | {_reproduce(res)} |")
     return "\n".join(lines + series_claims_rows(results, _run))

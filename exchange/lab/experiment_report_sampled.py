@@ -29,11 +29,23 @@ The statistic, fixed before any run was read for it:
 - ``MDE``: :func:`exchange.lab.verdict.design_mde` of the pilot seeds' SD of ``D`` at the
   test's seed count.
 
-``delta_hat`` at these contexts is **not logged**: the attribution instrument
-(:mod:`exchange.lab.attribution`) sends the shared part through the optimiser and dots it
-with the gradient of a **fixed** probe; the sampled contexts change every step. Without
-``delta_hat`` there is no SESOI and no design acceptance (``delta_hat >= 3 MDE``), so the
-result is a measurement, never a verdict (:attr:`SampledP3.label`).
+``delta_hat`` at these contexts: runs trained before it was logged have none (the
+attribution dotted the shared part's step with the gradient of **fixed** probes only), so
+their result is a measurement, never a verdict (:attr:`SampledP3.label`). Pilot runs with
+the attribution on now log, per step and before its update,
+``attr/sampled_weak_credit_entropy/gap`` (:data:`exchange.core.metric_keys.ATTR_SAMPLED_ENTROPY_GAP`,
+:meth:`exchange.lab.attribution.ProbeAttribution.at_contexts`): the gradient of the entropy
+at the weak-credit positions of the rollout just sampled, dotted with the shared part's
+cumulative shift through the optimiser, i.e. the first-order ``H_base,t - H_surgical,t``
+at those contexts. :func:`sampled_pilot` turns the pilot runs into the frozen quantities:
+the orientation (the sign of ``tax/entropy_K_signed`` over the pilot baseline's steps, as
+:func:`exchange.lab.pilot.freeze` orients P3), ``delta_hat`` = the oriented late-window mean
+of the gap along the baseline's path, bracketed by the same along the surgical arm's path
+(where the instrument attributes minus the residual, so the gap's sign flips), and the SD
+of the oriented ``D`` over the pilot seeds. With them the verdict rule of
+:mod:`exchange.lab.verdict` applies unchanged (SESOI = half the bracket's lower end, design
+accepted at ``>= 3 MDE``, "opposite" publishable). The sampled pilot is a function of the
+pilot runs only (the test seeds are never read), computed where it is reported.
 """
 
 from __future__ import annotations
@@ -47,19 +59,28 @@ import numpy as np
 
 from exchange.core import metric_keys as mk
 from exchange.lab.predictions import ROLLOUT_HASH, RunData, read_run
-from exchange.lab.verdict import OwnDrift, design_mde, interval, own_drift
+from exchange.lab.verdict import Decision, Orientation, OwnDrift, Pilot, decide_signed, design_mde, interval, orient, \
+    own_drift
 
-__all__ = ["KEY", "LATE", "SampledP3", "late_difference", "own_change", "sampled_markdown", "sampled_p3"]
+__all__ = ["GAP", "KEY", "LATE", "SampledP3", "SampledPilot", "late_difference", "own_change", "sampled_claims_cells",
+           "sampled_markdown", "sampled_p3", "sampled_pilot"]
 
 KEY = mk.ENTROPY_WEAK_CREDIT
+GAP = mk.ATTR_SAMPLED_ENTROPY_GAP
 LATE = 0.25
 """The late window's share of the steps (the last quarter, as ``predictions._late_mean``):
 one step's rollout is a few hundred weak-credit positions, so a single final step is
 noisier than the window; a quarter keeps the window inside the run's late phase."""
+SOURCE = ("first-order attribution of the shared residual at the sampled weak-credit contexts (the entropy's "
+          "gradient there dotted with the residual's cumulative shift through the optimiser), late-window mean")
 
 
 def _late(s: np.ndarray) -> np.ndarray:
     return s[-max(1, int(len(s) * LATE)):]
+
+
+def _logged(run: RunData, key: str) -> bool:
+    return any(key in row for row in run.rows)
 
 
 def late_difference(base: RunData, other: RunData) -> float:
@@ -77,6 +98,43 @@ def own_change(run: RunData) -> float:
     return float(_late(h).mean() - h[0]) if len(h) else float("nan")
 
 
+def late_gap(run: RunData) -> float:
+    """The late-window mean of the attributed gap (:data:`GAP`; NaN when not logged)."""
+    g = run.series(GAP) if _logged(run, GAP) else np.array([])
+    return float(_late(g).mean()) if len(g) else float("nan")
+
+
+@dataclass(frozen=True)
+class SampledPilot:
+    """What the pilot runs freeze for P3 at the sampled contexts: the orientation (None:
+    the pilot baseline did not log ``tax/entropy_K_signed``), the :class:`Pilot` (None:
+    no ``delta_hat``, the gap was not logged) and the pilot's paired ``D`` per seed."""
+
+    orientation: Orientation | None
+    pilot: Pilot | None
+    diffs: tuple[float, ...]
+
+
+def sampled_pilot(base: dict[int, RunData], other: dict[int, RunData]) -> SampledPilot:
+    """:class:`SampledPilot` of the pilot runs ``base[seed]`` (the baseline, attribution on)
+    and ``other[seed]`` (the surgical arm)."""
+    seeds = sorted(set(base) & set(other))
+    diffs = tuple(late_difference(base[s], other[s]) for s in seeds)
+    o = None
+    if seeds and all(_logged(base[s], mk.ENTROPY_K_SIGNED) for s in seeds):
+        k = np.concatenate([base[s].series(mk.ENTROPY_K_SIGNED) for s in seeds])
+        o = orient(k, np.ones_like(k))
+    if o is None or o.sign == 0 or len(seeds) < 2 or not all(map(math.isfinite, diffs)) \
+            or not all(_logged(base[s], GAP) for s in seeds):
+        return SampledPilot(o, None, diffs)
+    dh = o.sign * float(np.mean([late_gap(base[s]) for s in seeds]))
+    # along the surgical path the instrument attributes minus the residual (trainer._update): the gap flips
+    surg = (-o.sign * float(np.mean([late_gap(other[s]) for s in seeds]))
+            if all(_logged(other[s], GAP) for s in seeds) else None)
+    sd = float(np.std([o.sign * d for d in diffs], ddof=1))
+    return SampledPilot(o, Pilot(dh, sd, tuple(seeds), SOURCE, surg), diffs)
+
+
 @dataclass(frozen=True)
 class SampledP3:
     """P3 at the sampled weak-credit contexts of one experiment (see the module)."""
@@ -84,15 +142,22 @@ class SampledP3:
     against: str
     diffs: tuple[float, ...]
     """per test seed, the unoriented ``D`` (baseline minus ``against``)"""
-    sign: int | None
-    """the pilot's P3 orientation at the sampled contexts; None: the pilot did not take it there"""
+    pilot: SampledPilot | None
     own: tuple[OwnDrift, ...]
     mde: float | None
     """at the test's seed count, from the pilot seeds' SD of ``D``; None without two pilot pairs"""
-    pilot_diffs: tuple[float, ...]
-    delta_hat: float | None = None
-    """not logged (see the module): always None for runs trained so far"""
+    decision: Decision | None = None
+    """the verdict rule's decision, only with an orientation and ``delta_hat`` at these contexts"""
+    control: str = ""
+    """the design's positive-control label (exchange.lab.experiment_report.positive_control)"""
     reason: str = ""
+
+    claim = "entropy at the weak-credit positions of the baseline's own samples moves the way the pilot orients it"
+
+    @property
+    def sign(self) -> int | None:
+        o = None if self.pilot is None else self.pilot.orientation
+        return None if o is None or o.sign == 0 else o.sign
 
     @property
     def interval(self) -> tuple[float, float, float, float, int] | None:
@@ -104,19 +169,28 @@ class SampledP3:
     def label(self) -> str:
         if self.reason:
             return f"not measured: {self.reason}"
-        why = ["no delta_hat at the sampled contexts (the attribution logs fixed probes only): no SESOI, "
-               "no design acceptance"]
+        if self.decision is not None:
+            head = f"{self.control.split(':')[0]}: " if self.control else ""
+            return head + self.decision.label
+        why = []
         if self.sign is None:
-            why.append("the pilot's P3 orientation was taken at S's fixed slot, not at these contexts")
+            why.append("no orientation at these contexts (the pilot baseline did not log tax/entropy_K_signed)")
+        if self.pilot is None or self.pilot.pilot is None:
+            why.append("no delta_hat at these contexts (the pilot did not log attr/sampled_weak_credit_entropy/gap): "
+                       "no SESOI, no design acceptance")
         return "measurement (no verdict: " + "; ".join(why) + ")"
 
     def to_dict(self) -> dict[str, Any]:
         iv = self.interval
+        pl = None if self.pilot is None or self.pilot.pilot is None else self.pilot.pilot
         return {"against": self.against, "diffs": list(self.diffs), "sign": self.sign,
                 "interval": None if iv is None else {"mean": iv[0], "low": iv[1], "high": iv[2], "sd": iv[3],
                                                      "n": iv[4]},
-                "own": [o.to_dict() for o in self.own], "mde": self.mde, "pilot_diffs": list(self.pilot_diffs),
-                "delta_hat": self.delta_hat, "label": self.label}
+                "own": [o.to_dict() for o in self.own], "mde": self.mde,
+                "pilot_diffs": [] if self.pilot is None else list(self.pilot.diffs),
+                "delta_hat": None if pl is None else pl.delta_hat,
+                "delta_hat_surgical": None if pl is None else pl.delta_hat_surgical,
+                "decision": None if self.decision is None else self.decision.to_dict(), "label": self.label}
 
 
 def _pilot_runs(exp_dir: Path, meta: dict[str, Any], role: str) -> dict[int, RunData]:
@@ -130,26 +204,30 @@ def _pilot_runs(exp_dir: Path, meta: dict[str, Any], role: str) -> dict[int, Run
 
 
 def sampled_p3(exp_dir: str | Path, meta: dict[str, Any], runs: dict[str, dict[int, RunData]],
-               pilot_sign: int) -> SampledP3:
+               control: str = "") -> SampledP3:
     """P3 at the sampled contexts of the experiment in ``exp_dir`` (``runs[role][seed]`` as
-    :func:`exchange.lab.experiment_report.load_runs` gives them; ``pilot_sign`` the frozen
-    pilot's P3 sign, used only where the pilot's baseline logged ``tax/entropy_K_signed``)."""
+    :func:`exchange.lab.experiment_report.load_runs` gives them; its pilot runs under
+    ``exp_dir/pilot``; ``control`` the design's positive-control label, if any)."""
     exp_dir = Path(exp_dir)
     against = "surgical" if "surgical" in runs else "treatment" if "treatment" in runs else ""
-    own = tuple(own_drift(role, [own_change(r[s]) for s in sorted(r)], None) for role, r in runs.items()
-                if all(math.isfinite(own_change(r[s])) for s in r) and len(r) >= 2)
     if not against:
-        return SampledP3("", (), None, own, None, (), reason="no surgical or treatment arm")
+        return SampledP3("", (), None, (), None, reason="no surgical or treatment arm")
     seeds = sorted(runs["baseline"])
     diffs = tuple(late_difference(runs["baseline"][s], runs[against][s]) for s in seeds)
-    reason = "" if all(math.isfinite(d) for d in diffs) else \
-        "the arms did not train on common rollouts (no shared contexts) or did not log entropy/weak_credit"
-    pb, po = _pilot_runs(exp_dir, meta, "baseline"), _pilot_runs(exp_dir, meta, against)
-    both = sorted(set(pb) & set(po))
-    pd = tuple(late_difference(pb[s], po[s]) for s in both)
-    mde = design_mde(float(np.std(pd, ddof=1)), len(seeds)) if len(pd) >= 2 and all(map(math.isfinite, pd)) else None
-    sampled = bool(pb) and all(any(mk.ENTROPY_K_SIGNED in row for row in r.rows) for r in pb.values())
-    return SampledP3(against, diffs, pilot_sign if sampled and pilot_sign else None, own, mde, pd, reason=reason)
+    sp = sampled_pilot(_pilot_runs(exp_dir, meta, "baseline"), _pilot_runs(exp_dir, meta, against))
+    pd = [d for d in sp.diffs if math.isfinite(d)]
+    mde = design_mde(float(np.std(pd, ddof=1)), len(seeds)) if len(pd) >= 2 else None
+    pl = sp.pilot
+    sesoi = pl.magnitude / 2 if pl is not None and pl.magnitude > 0 else None
+    own = tuple(own_drift(role, [own_change(r[s]) for s in sorted(r)], sesoi) for role, r in runs.items()
+                if len(r) >= 2 and all(math.isfinite(own_change(r[s])) for s in r))
+    if not all(math.isfinite(d) for d in diffs):
+        return SampledP3(against, diffs, sp, own, mde, control=control, reason=(
+            "the arms did not train on common rollouts (no shared contexts) or did not log entropy/weak_credit"))
+    decision = None
+    if pl is not None and sp.orientation is not None and len(diffs) >= 2:
+        decision = decide_signed("P3", [sp.orientation.sign * d for d in diffs], pl)
+    return SampledP3(against, diffs, sp, own, mde, decision, control)
 
 
 def _fmt(x: float | None) -> str:
@@ -167,13 +245,36 @@ def sampled_markdown(s: SampledP3) -> list[str]:
     if iv is None:
         return lines + [f"{s.label}.", ""]
     mean, low, high, _, n = iv
-    orient = ("no orientation at these contexts" if s.sign is None
-              else f"pilot orientation {s.sign:+d} (oriented mean {_fmt(s.sign * mean)})")
+    o = None if s.pilot is None else s.pilot.orientation
+    orient_txt = ("no orientation at these contexts" if s.sign is None else
+                  f"pilot orientation {s.sign:+d} ({o.agreeing}/{o.counted} steps agree; oriented mean "
+                  f"{_fmt(s.sign * mean)})")
+    pl = None if s.pilot is None else s.pilot.pilot
+    dh = ("delta_hat n/a; SESOI n/a" if pl is None else
+          f"delta_hat {_fmt(pl.delta_hat)} (bracket [{_fmt(pl.bracket[0])}, {_fmt(pl.bracket[1])}]); SESOI "
+          f"{_fmt(pl.magnitude / 2 if pl.magnitude > 0 else None)}")
+    npd = 0 if s.pilot is None else len(s.pilot.diffs)
+    d = s.decision
+    mde = (f"MDE {_fmt(s.mde)} (pilot seeds' SD, {npd} pairs)" if d is None else
+           f"MDE {_fmt(d.mde)} (test seeds' SD; {_fmt(s.mde)} from the pilot's {npd} pairs); design "
+           f"{'accepted' if d.accepted else 'not accepted'} (bracket magnitude >= 3 MDE)")
     lines += [f"- baseline minus {s.against}: {_fmt(mean)} [{_fmt(low)}, {_fmt(high)}] nats over {n} seeds; "
-              f"{orient}; delta_hat n/a; SESOI n/a; MDE {_fmt(s.mde)} (pilot seeds' SD, "
-              f"{len(s.pilot_diffs)} pairs); {s.label}."]
+              f"{orient_txt}; {dh}; {mde}; {s.label}."]
     for o in s.own:
         lines.append(f"- {o.role} own drift (late mean minus step 0): {_fmt(o.mean)} [{_fmt(o.low)}, {_fmt(o.high)}]"
                      f" ({o.flat})")
     return lines + [""]
 
+
+def sampled_claims_cells(s: SampledP3) -> tuple[str, str]:
+    """``(verdict, evidence)`` of the claims table's row for ``s`` (which has an interval)."""
+    mean, low, high, _, n = s.interval
+    d = s.decision
+    if d is None:
+        ev = (f"baseline minus {s.against} {_fmt(mean)} [{_fmt(low)}, {_fmt(high)}] nats (unoriented), {n} seeds; "
+              f"delta_hat n/a, SESOI n/a, MDE {_fmt(s.mde)} (pilot SD)")
+        return s.label, ev
+    pl = s.pilot.pilot
+    ev = (f"{_fmt(d.mean)} [{_fmt(d.low)}, {_fmt(d.high)}], delta_hat [{_fmt(pl.bracket[0])}, {_fmt(pl.bracket[1])}], "
+          f"SESOI {_fmt(d.sesoi)} (half the bracket's lower end), MDE {_fmt(d.mde)}")
+    return s.label, ev

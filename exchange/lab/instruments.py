@@ -17,12 +17,13 @@ from torch import Tensor, nn
 from exchange.core import metric_keys as mk
 from exchange.core.events import Events, event_coefficients, events, shared_event_coefficients, shared_residual
 from exchange.core.metric_keys import SHARED_RESIDUAL
+from exchange.models import sequence_logits
 from exchange.lab.tasks import ROLE_DECISION, ROLE_FILLER, ROLE_STYLE, ROLE_TEMPLATE, STYLE, token_roles
 from exchange.core.rollout import Rollout
 
 __all__ = [
     "prop31_kl", "zero_credit_mask", "coefficient_tax", "clip_fractions", "zero_credit_gradient", "update_norm_share",
-    "entropy_by_role", "context_kl", "shared_coefficients", "reward_length_covariance", "update_share",
+    "entropy_by_role", "weak_credit_entropy", "context_kl", "shared_coefficients", "reward_length_covariance", "update_share",
 ]
 
 
@@ -111,6 +112,18 @@ def entropy_by_role(rollout: Rollout) -> dict[str, float | None]:
         mk.ENTROPY_WEAK_CREDIT: _mean(h, m & (roles != ROLE_DECISION)),
         mk.ENTROPY_DECISION: _mean(h, m & (roles == ROLE_DECISION)),
     }
+
+
+def weak_credit_entropy(model: nn.Module, rollout: Rollout) -> Tensor:
+    """Differentiable scalar: the mean next-token entropy (nats, float64) of ``model`` at
+    the weak-credit positions of ``rollout`` (``mask & role != decision``: the positions of
+    ``entropy/weak_credit``, :func:`entropy_by_role`), at temperature 1 as
+    :func:`exchange.lab.trainer.replay_rollout` re-scores a replayed rollout. NaN-free:
+    a rollout without such positions gives 0 (its gradient is 0)."""
+    logp = torch.log_softmax(sequence_logits(model, rollout)[0].double(), -1)  # [N, T, V]
+    h = -(logp.exp() * logp).sum(-1)  # [N, T]
+    where = rollout.mask & (token_roles(rollout.tokens) != ROLE_DECISION)
+    return h[where].sum() / where.sum().clamp(min=1)
 
 
 def context_kl(logp_before: Tensor, logp_after: Tensor, where: Tensor) -> float | None:

@@ -53,6 +53,7 @@ from exchange.lab.instruments import (
     reward_length_covariance,
     shared_coefficients,
     update_share,
+    weak_credit_entropy,
     zero_credit_gradient,
     zero_credit_mask,
 )
@@ -448,6 +449,8 @@ def _train_locked(cfg: RunConfig, rd: RunDir, task: Task, loss_fn, sft_cache, pr
             mk.COV_REWARD_INV_LEN: reward_length_covariance(rollout),
             **entropy_by_role(rollout),
         }
+        if st.att is not None:  # P3 at the sampled contexts (issue 42): the gap the shared part made so far
+            row[mk.ATTR_SAMPLED_ENTROPY_GAP] = st.att.at_contexts(lambda m: weak_credit_entropy(m, rollout))
         eval_step = (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps
         row.update(_update(st, loss_fn, rollout, cfg, prop31=tc.measure_prop31 and eval_step))
         if eval_step:

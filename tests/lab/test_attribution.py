@@ -127,3 +127,36 @@ def test_unsupported_optimizer_is_refused():
         AdamTangent(torch.optim.RMSprop([p]))
     with pytest.raises(InvalidArgument, match="weight_decay"):
         AdamTangent(torch.optim.Adam([p], weight_decay=0.1))
+
+
+def test_at_sampled_contexts_the_shift_predicts_the_gap_between_the_runs(setting):
+    """Issue 42, P3 at sampled contexts: the shared part's cumulative shift through the
+    optimiser (AdamTangent.shift), dotted with the gradient of the entropy at the
+    weak-credit positions of a rollout, predicts baseline - surgical entropy there, as
+    ProbeAttribution.at_contexts logs it per step. A flipped shift has the wrong sign."""
+    from exchange.lab.instruments import weak_credit_entropy
+
+    model, rollouts, probes = setting
+    base, att = _train(model, rollouts, probes, "grpo")
+    cut, _ = _train(model, rollouts, probes, "grpo+surgical", attribute=False)
+    for contexts in (rollouts[0], rollouts[-1]):
+        f = lambda m: weak_credit_entropy(m, contexts)  # noqa: E731
+        with torch.no_grad():
+            measured = float(f(base) - f(cut))
+        assert abs(measured) > 1e-5, "the residual must move the entropy for the test to mean anything"
+        predicted = att.at_contexts(f)
+        assert predicted == pytest.approx(measured, rel=0.25)
+        att.tangent.shift = [-x for x in att.tangent.shift]  # planted: the shift's sign flipped
+        assert att.at_contexts(f) * measured < 0
+        att.tangent.shift = [-x for x in att.tangent.shift]
+    # the shift survives a checkpoint, and a KL rescale scales only the rollout's share of it
+    state = att.tangent.state_dict()
+    fresh = AdamTangent(att.tangent.opt)
+    fresh.load_state_dict(state)
+    assert all(torch.equal(a, b) for a, b in zip(fresh.shift, att.tangent.shift))
+    start = [x.clone() for x in att.tangent.shift]
+    shared_since = att.peek()
+    att.tangent.shift = [2 * x for x in start]  # as if this rollout's steps had moved it by `start` again
+    params = list(base.parameters())
+    att.rescale(0.5, shared_since, [p.detach().clone() for p in params], [p.detach().clone() for p in params])
+    assert all(torch.allclose(x, 1.5 * s) for x, s in zip(att.tangent.shift, start))

@@ -29,31 +29,63 @@ def test_the_difference_is_paired_on_the_late_quarter():
     assert math.isnan(late_difference(base, _run([1.0] * 6 + [0.9, 0.8], hashes=[0, 1, 2, 3, 4, 5, 6, 99])))
 
 
-def _write(tmp_path, runs, role, name, pilot=False):
+def _write(tmp_path, runs, name):
     for s, r in runs.items():
-        d = tmp_path / "pilot" / name / f"seed{s}" if pilot else tmp_path / name / f"seed{s}"
+        d = tmp_path / "pilot" / name / f"seed{s}"
         d.mkdir(parents=True)
         (d / "init.json").write_text("{}")
         (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r.rows))
         (d / "done.json").write_text(json.dumps({"steps": len(r.rows)}))
 
 
-@pytest.mark.parametrize("logged", [True, False])
-def test_a_measurement_never_a_verdict_and_the_orientation_only_where_taken(tmp_path, logged):
+def _design(tmp_path, logged, gap=None, rate=0.05):
+    """Baseline entropy falling by ``rate`` per step, the surgical arm's by 0.02; the pilot
+    baseline logs the orientation (-1: the residual lowers the entropy) when ``logged`` and
+    the attributed gap ``gap * t`` when ``gap`` is given."""
     rng = np.random.default_rng(0)
     meta = {"arms": [{"name": "b", "role": "baseline"}, {"name": "s", "role": "surgical"}], "pilot_seeds": [7, 8, 9]}
-    runs = {"baseline": {s: _run(1 - 0.05 * np.arange(8) + 0.01 * rng.standard_normal(8)) for s in range(4)},
-            "surgical": {s: _run(1 - 0.02 * np.arange(8)) for s in range(4)}}
+    t = np.arange(8)
+    runs = {"baseline": {s: _run(1 - rate * t + 0.01 * rng.standard_normal(8)) for s in range(6)},
+            "surgical": {s: _run(1 - 0.02 * t) for s in range(6)}}
     for role, name in (("baseline", "b"), ("surgical", "s")):
-        _write(tmp_path, {s: _run(1 - (0.05 if role == "baseline" else 0.02) * np.arange(8)
-                                  + 0.01 * rng.standard_normal(8), k_signed=logged) for s in (7, 8, 9)},
-               role, name, pilot=True)
-    res = sampled_p3(tmp_path, meta, runs, pilot_sign=-1)
+        pr = {}
+        for s in (7, 8, 9):
+            r = _run(1 - (rate if role == "baseline" else 0.02) * t + 0.01 * rng.standard_normal(8))
+            for k, row in enumerate(r.rows):
+                if logged and role == "baseline":
+                    row[mk.ENTROPY_K_SIGNED] = -0.1
+                if gap is not None:  # the surgical path attributes minus the residual: the gap's sign flips
+                    row[mk.ATTR_SAMPLED_ENTROPY_GAP] = gap * k * (1 if role == "baseline" else -1)
+            pr[s] = r
+        _write(tmp_path, pr, name)
+    return meta, runs
+
+
+@pytest.mark.parametrize("logged", [True, False])
+def test_without_delta_hat_a_measurement_and_the_orientation_only_where_taken(tmp_path, logged):
+    meta, runs = _design(tmp_path, logged)
+    res = sampled_p3(tmp_path, meta, runs)
     mean, low, high, _, n = res.interval
-    assert n == 4 and high < 0 < -mean  # the baseline's entropy falls faster
-    assert res.mde is not None and res.mde > 0 and len(res.pilot_diffs) == 3
-    assert res.delta_hat is None and res.label.startswith("measurement (no verdict")
+    assert n == 6 and high < 0  # the baseline's entropy falls faster
+    assert res.mde is not None and res.mde > 0 and len(res.pilot.diffs) == 3
+    assert res.decision is None and res.label.startswith("measurement (no verdict")
     assert (res.sign == -1) is logged  # orientation only from a pilot that logged it at the sampled contexts
     assert {o.role: o.flat for o in res.own} == {"baseline": "n/a: not an exchangeable arm", "surgical": "no SESOI"}
     text = "\n".join(sampled_markdown(res))
     assert "baseline minus surgical" in text and "delta_hat n/a" in text and "verdict" in text
+
+
+def test_with_delta_hat_the_verdict_rule_decides_either_way(tmp_path):
+    """The gap logged: delta_hat = sign x the late mean of the gap (bracketed by the surgical
+    path's), and decide_signed's verdict, 'opposite' included."""
+    meta, runs = _design(tmp_path / "a", True, gap=-0.03)  # predicted late gap -0.03 * 6.5: oriented +0.195
+    res = sampled_p3(tmp_path / "a", meta, runs)
+    pl = res.pilot.pilot
+    assert pl.delta_hat == pytest.approx(0.195) and pl.delta_hat_surgical == pytest.approx(0.195)
+    assert res.decision is not None and res.decision.verdict.value == "effect"
+    assert res.decision.mean == pytest.approx(-np.mean(res.diffs))  # oriented by the pilot's -1
+    assert {o.role: o.flat for o in res.own}["surgical"] in ("flat", "not flat")
+    # the same prediction, the baseline's entropy now rising against the surgical arm's: opposite
+    meta, runs = _design(tmp_path / "b", True, gap=-0.03, rate=-0.01)
+    res = sampled_p3(tmp_path / "b", meta, runs)
+    assert res.decision.verdict.value == "opposite" and res.label == "opposite"
