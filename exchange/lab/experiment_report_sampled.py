@@ -257,7 +257,9 @@ def sampled_markdown(s: SampledP3) -> list[str]:
     d = s.decision
     mde = (f"MDE {_fmt(s.mde)} (pilot seeds' SD, {npd} pairs)" if d is None else
            f"MDE {_fmt(d.mde)} (test seeds' SD; {_fmt(s.mde)} from the pilot's {npd} pairs); design "
-           f"{'accepted' if d.accepted else 'not accepted'} (bracket magnitude >= 3 MDE)")
+           + ("accepted (bracket magnitude >= 3 x the pilot's MDE)" if d.accepted else
+              "not accepted (needs the bracket's magnitude >= 3 x the pilot's MDE" + (
+                  "; the bracket straddles 0)" if pl.magnitude == 0 else ")")))
     lines += [f"- baseline minus {s.against}: {_fmt(mean)} [{_fmt(low)}, {_fmt(high)}] nats over {n} seeds; "
               f"{orient_txt}; {dh}; {mde}; {s.label}."]
     for o in s.own:

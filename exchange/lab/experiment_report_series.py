@@ -50,8 +50,10 @@ __all__ = ["SERIES_KEYS", "DoseSeries", "SeriesDose", "dose_series", "series_cla
 SERIES_KEYS = ("P2",)
 """The predictions a series publishes a verdict for: issue 42's dose rule is P2's (a P2
 decision requires the effect to follow the dose). dose_response.py prints P3's series too,
-but P3's orientation is frozen at sampled contexts while its statistic is measured at fixed
-ones (docs/experiments.md), so its slope is not published as a verdict."""
+but the primary P3 row's orientation is frozen at sampled contexts while its statistic is
+measured at fixed ones (docs/experiments.md), so its slope is not published as a verdict.
+P3 at the sampled contexts themselves is reported per experiment
+(:mod:`exchange.lab.experiment_report_sampled`), not as a series."""
 def series_of(results: list[Any]) -> list[list[Any]]:
     """The dose series among ``results`` (ExperimentResults): the experiments whose base
     config is one file (a base run's ``source``, a dose's :class:`DoseRecord` ``config``),
