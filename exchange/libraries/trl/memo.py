@@ -3,8 +3,9 @@
 The checker evaluates one rollout many times (probes, bulk layouts, shrinking), and TRL's
 ``_generate_and_score_completions`` gives the same output for the same inputs in the same
 arithmetic, so each is computed once. The checker's float64 and float32 twins
-(:mod:`exchange.checker.twin`) rewrite dtype requests: :func:`arithmetic` is part of every
-key, so the loss and each twin keep their own entries.
+(:mod:`exchange.checker.twin`) rewrite dtype requests and the directed float64 twin
+(:mod:`exchange.checker.rounding`) moves rounded results: :func:`arithmetic` is part of
+every key, so the loss and each twin keep their own entries.
 """
 
 from __future__ import annotations
@@ -24,9 +25,15 @@ def exact(x: torch.Tensor | None) -> tuple | None:
 
 def arithmetic() -> tuple:
     """The arithmetic code runs in here: the dtypes a float32 and a float64 request get,
-    and the default tensor's dtype and device (a twin rewrites them)."""
+    the default tensor's dtype and device (a twin rewrites them), and the value of one
+    rounded float64 product, ``0.1 * 3``: the checker's directed float64 twin
+    (:mod:`exchange.checker.rounding`) keeps every dtype and moves every rounded result up
+    or down by one or two roundings, so only a value tells its four runs from the plain
+    twin (without it, the floor's runs read the plain twin's scoring from the memo, and a
+    plain run could read a directed run's)."""
     low, high = torch.empty(2, dtype=torch.float32), torch.empty(2, dtype=torch.float64)
-    return (low.dtype, high.dtype, torch.get_default_dtype(), torch.get_default_device())
+    rounded = (torch.full((1,), 0.1, dtype=torch.float64) * 3.0).item()
+    return (low.dtype, high.dtype, torch.get_default_dtype(), torch.get_default_device(), rounded)
 
 
 class ScoreMemo:

@@ -106,8 +106,8 @@ def test_a_missing_contact_is_named(monkeypatch):
 def test_scoring_is_memoised_per_inputs_and_arithmetic(monkeypatch):
     """``score`` runs TRL's ``_generate_and_score_completions`` once per inputs and
     arithmetic: the same completions and rewards again are a hit with TRL's same output;
-    other rewards, another config or the float64 twin's dtype rewriting (its own
-    arithmetic) run TRL again."""
+    other rewards, another config, the float64 twin's dtype rewriting (its own
+    arithmetic) or each directed run of the float64 floor run TRL again."""
     import torch
 
     from exchange.checker.twin import float64_twin
@@ -115,7 +115,7 @@ def test_scoring_is_memoised_per_inputs_and_arithmetic(monkeypatch):
     from exchange.libraries.trl.memo import ScoreMemo
     from exchange.libraries.trl.options import grpo_config
 
-    monkeypatch.setattr(contact, "_SCORES", ScoreMemo(8))
+    monkeypatch.setattr(contact, "_SCORES", ScoreMemo(16))
     runs = []
     original = contact._score
     monkeypatch.setattr(contact, "_score", lambda *a: runs.append(1) or original(*a))
@@ -135,6 +135,20 @@ def test_scoring_is_memoised_per_inputs_and_arithmetic(monkeypatch):
     assert len(runs) == 3
     float64_twin(lambda lp, rollout: scored())(None, None)  # the twin's arithmetic: its own entry
     assert len(runs) == 4
+    # the float64 floor's directed twins keep the twin's dtypes but round every result up or
+    # down by one or two roundings: each is its own arithmetic. Integer rewards are exact, so
+    # the directed runs leave the key's rewards as they are (they once read the twin's entry)
+    from exchange.checker.rounding import DIRECTIONS, ROUNDINGS_STEP, directed_twin
+
+    exact_rewards = torch.tensor([[1.0], [0.0], [2.0]], dtype=torch.float64)
+    float64_twin(lambda lp, rollout: scored(r=exact_rewards))(None, None)
+    assert len(runs) == 5
+    for step in ROUNDINGS_STEP:
+        for direction in DIRECTIONS:
+            directed_twin(lambda lp, rollout: scored(r=exact_rewards), direction * step)(None, None)
+    assert len(runs) == 5 + len(DIRECTIONS) * len(ROUNDINGS_STEP)
+    float64_twin(lambda lp, rollout: scored(r=exact_rewards))(None, None)  # the twin still reads its own
+    assert len(runs) == 5 + len(DIRECTIONS) * len(ROUNDINGS_STEP)
 
 
 # The shell's early exits (contact.shell_loss, contact._score): TRL's metric bookkeeping
