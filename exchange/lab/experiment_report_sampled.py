@@ -251,7 +251,9 @@ def sampled_markdown(s: SampledP3) -> list[str]:
                   f"{_fmt(s.sign * mean)})")
     pl = None if s.pilot is None else s.pilot.pilot
     dh = ("delta_hat n/a; SESOI n/a" if pl is None else
-          f"delta_hat {_fmt(pl.delta_hat)} (bracket [{_fmt(pl.bracket[0])}, {_fmt(pl.bracket[1])}]); SESOI "
+          f"delta_hat {_fmt(pl.delta_hat)} ("
+          + (f"bracket [{_fmt(pl.bracket[0])}, {_fmt(pl.bracket[1])}]" if pl.delta_hat_surgical is not None else
+             "baseline's path only: no bracket, its error unknown") + "); SESOI "
           f"{_fmt(pl.magnitude / 2 if pl.magnitude > 0 else None)}")
     npd = 0 if s.pilot is None else len(s.pilot.diffs)
     d = s.decision
@@ -277,6 +279,9 @@ def sampled_claims_cells(s: SampledP3) -> tuple[str, str]:
               f"delta_hat n/a, SESOI n/a, MDE {_fmt(s.mde)} (pilot SD)")
         return s.label, ev
     pl = s.pilot.pilot
-    ev = (f"{_fmt(d.mean)} [{_fmt(d.low)}, {_fmt(d.high)}], delta_hat [{_fmt(pl.bracket[0])}, {_fmt(pl.bracket[1])}], "
-          f"SESOI {_fmt(d.sesoi)} (half the bracket's lower end), MDE {_fmt(d.mde)}")
+    br = (f"[{_fmt(pl.bracket[0])}, {_fmt(pl.bracket[1])}]" if pl.delta_hat_surgical is not None else
+          f"{_fmt(pl.delta_hat)} (one path, no bracket)")
+    ev = (f"{_fmt(d.mean)} [{_fmt(d.low)}, {_fmt(d.high)}], delta_hat {br}, "
+          + (f"SESOI {_fmt(d.sesoi)} (half the bracket's lower end)" if d.sesoi is not None else
+             "SESOI n/a (the bracket straddles 0)") + f", MDE {_fmt(d.mde)}")
     return s.label, ev
