@@ -89,3 +89,45 @@ def test_with_delta_hat_the_verdict_rule_decides_either_way(tmp_path):
     meta, runs = _design(tmp_path / "b", True, gap=-0.03, rate=-0.01)
     res = sampled_p3(tmp_path / "b", meta, runs)
     assert res.decision.verdict.value == "opposite" and res.label == "opposite"
+
+
+def test_the_attributed_gap_resumes_bit_for_bit(tmp_path, monkeypatch):
+    """The gap reads the tangent's cumulative shift, which the checkpoint carries: a run
+    that crashes after a checkpoint and resumes logs the same gap as an uninterrupted one
+    (and a nonzero one: the test would pass vacuously on zeros)."""
+    import dataclasses
+
+    import torch
+
+    from exchange.lab import trainer
+    from exchange.lab.config import load_experiment
+    from exchange.lab.runlog import read_metrics
+
+    from ._tiny import tiny_config
+
+    torch.set_num_threads(1)
+    path = tiny_config(tmp_path, steps=6, ckpt_every=2, sft_steps=60)  # enough SFT for groups with reward spread
+    # S forced at the head of every response and also a filler: a shared weak-credit event in every group
+    path.write_text(path.read_text().replace('[task]\nname = "arithmetic"', '[task]\nname = "arithmetic"\n'
+                                             'max_filler = 3\nlong_wrong = true\ntemplate_in_prompt = true\n'
+                                             'forced_style = true\nprobe_as_filler = true').replace("prompts_per_step = 2", "prompts_per_step = 8"))
+    cfg = load_experiment(path)
+    run = cfg.runs()[0]
+    run = dataclasses.replace(run, train=dataclasses.replace(run.train, attribute=True))
+    clean = trainer.train_run(run, tmp_path / "clean", progress=False)
+    real, calls = trainer._update, []
+
+    def crash(*a, **k):
+        calls.append(1)
+        if len(calls) == 4:  # step 3: after the checkpoint at step 2
+            raise RuntimeError("planted crash")
+        return real(*a, **k)
+
+    monkeypatch.setattr(trainer, "_update", crash)
+    with pytest.raises(RuntimeError, match="planted crash"):
+        trainer.train_run(run, tmp_path / "crashed", progress=False)
+    monkeypatch.setattr(trainer, "_update", real)
+    trainer.train_run(run, tmp_path / "crashed", progress=False)
+    want = [r[mk.ATTR_SAMPLED_ENTROPY_GAP] for r in read_metrics(clean / "metrics.jsonl")]
+    got = [r[mk.ATTR_SAMPLED_ENTROPY_GAP] for r in read_metrics(tmp_path / "crashed" / "metrics.jsonl")]
+    assert got == want and want[0] == 0.0 and any(abs(x) > 0 for x in want[1:])
