@@ -515,7 +515,7 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
                      f"{_cell(verdict)} |")
     lines += ["", *own_drift_lines(res.rows), *dose_lines(res.rows)]
     if res.sampled is not None:
-        lines += ["", *sampled_markdown(res.sampled)]
+        lines += ([] if lines[-1] == "" else [""]) + sampled_markdown(res.sampled)
     lines += ["", f"Falsifier: {res.falsifier()}.", "", f"Reproduce: {_reproduce(res)}.", "",
               f"![{m['name']} curves]({img_prefix}exp_{m['name']}_curves.png)", ""]
     return "\n".join(lines)

@@ -171,7 +171,9 @@ class SampledP3:
             return f"not measured: {self.reason}"
         if self.decision is not None:
             head = f"{self.control.split(':')[0]}: " if self.control else ""
-            return head + self.decision.label
+            # one path: delta_hat's error is not bracketed (issue 42 found it 1.3-9x off for P3), so the row says so
+            one = "" if self.pilot.pilot.delta_hat_surgical is not None else " (delta_hat along one path: no bracket)"
+            return head + self.decision.label + one
         why = []
         if self.sign is None:
             why.append("no orientation at these contexts (the pilot baseline did not log tax/entropy_K_signed)")
@@ -243,7 +245,7 @@ def sampled_markdown(s: SampledP3) -> list[str]:
              "re-scored on them (common rollouts), late quarter of the steps.", ""]
     iv = s.interval
     if iv is None:
-        return lines + [f"{s.label}.", ""]
+        return lines + [f"{s.label}."]
     mean, low, high, _, n = iv
     o = None if s.pilot is None else s.pilot.orientation
     orient_txt = ("no orientation at these contexts" if s.sign is None else
@@ -253,8 +255,10 @@ def sampled_markdown(s: SampledP3) -> list[str]:
     dh = ("delta_hat n/a; SESOI n/a" if pl is None else
           f"delta_hat {_fmt(pl.delta_hat)} ("
           + (f"bracket [{_fmt(pl.bracket[0])}, {_fmt(pl.bracket[1])}]" if pl.delta_hat_surgical is not None else
-             "baseline's path only: no bracket, its error unknown") + "); SESOI "
+             "baseline's path only: no bracket") + "); SESOI "
           f"{_fmt(pl.magnitude / 2 if pl.magnitude > 0 else None)}")
+    if pl is not None and s.sign is not None:  # delta_hat's error where it is seen: its own pilot seeds
+        dh += f"; the pilot seeds' own measured difference, oriented: {_fmt(s.sign * float(np.mean(s.pilot.diffs)))}"
     npd = 0 if s.pilot is None else len(s.pilot.diffs)
     d = s.decision
     mde = (f"MDE {_fmt(s.mde)} (pilot seeds' SD, {npd} pairs)" if d is None else
@@ -267,7 +271,7 @@ def sampled_markdown(s: SampledP3) -> list[str]:
     for o in s.own:
         lines.append(f"- {o.role} own drift (late mean minus step 0): {_fmt(o.mean)} [{_fmt(o.low)}, {_fmt(o.high)}]"
                      f" ({o.flat})")
-    return lines + [""]
+    return lines
 
 
 def sampled_claims_cells(s: SampledP3) -> tuple[str, str]:

@@ -89,6 +89,13 @@ def test_with_delta_hat_the_verdict_rule_decides_either_way(tmp_path):
     meta, runs = _design(tmp_path / "b", True, gap=-0.03, rate=-0.01)
     res = sampled_p3(tmp_path / "b", meta, runs)
     assert res.decision.verdict.value == "opposite" and res.label == "opposite"
+    # without the surgical path's attribution: one path, and the label says so
+    meta, runs = _design(tmp_path / "c", True, gap=-0.03, rate=-0.01)
+    for f in (tmp_path / "c" / "pilot" / "s").rglob("metrics.jsonl"):
+        f.write_text("".join(json.dumps({k: v for k, v in json.loads(x).items() if k != mk.ATTR_SAMPLED_ENTROPY_GAP})
+                             + "\n" for x in f.read_text().splitlines()))
+    res = sampled_p3(tmp_path / "c", meta, runs)
+    assert res.pilot.pilot.delta_hat_surgical is None and res.label == "opposite (delta_hat along one path: no bracket)"
 
 
 def test_the_attributed_gap_resumes_bit_for_bit(tmp_path, monkeypatch):
