@@ -86,6 +86,8 @@ def _logged(run: RunData, key: str) -> bool:
 def late_difference(base: RunData, other: RunData) -> float:
     """``D``: the late-window mean of ``H_base,t - H_other,t`` (NaN when a run lacks the key
     or the arms did not train on the same rollouts: then the contexts are not shared)."""
+    if not (_logged(base, KEY) and _logged(other, KEY)):  # e.g. the TRL engine logs no entropy/weak_credit
+        return float("nan")
     hb, ho = base.series(KEY), other.series(KEY)
     if len(hb) == 0 or len(hb) != len(ho) or not np.array_equal(base.series(ROLLOUT_HASH), other.series(ROLLOUT_HASH)):
         return float("nan")
@@ -94,7 +96,7 @@ def late_difference(base: RunData, other: RunData) -> float:
 
 def own_change(run: RunData) -> float:
     """The arm's late-window mean minus its step-0 value (the warm start's)."""
-    h = run.series(KEY)
+    h = run.series(KEY) if _logged(run, KEY) else np.array([])
     return float(_late(h).mean() - h[0]) if len(h) else float("nan")
 
 

@@ -27,6 +27,9 @@ def test_the_difference_is_paired_on_the_late_quarter():
     assert own_change(base) == pytest.approx(-0.55) and own_change(surg) == pytest.approx(-0.15)
     # not the same rollouts: the contexts differ, so no paired difference (planted: a replay that diverged)
     assert math.isnan(late_difference(base, _run([1.0] * 6 + [0.9, 0.8], hashes=[0, 1, 2, 3, 4, 5, 6, 99])))
+    # a run that never logged the entropy (the TRL engine): no difference, no error
+    trl = RunData({}, [{"step": t, mk.ROLLOUT_HASH: t} for t in range(8)], 0.0)
+    assert math.isnan(late_difference(base, trl)) and math.isnan(own_change(trl))
 
 
 def _write(tmp_path, runs, name):
