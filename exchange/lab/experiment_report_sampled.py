@@ -1,4 +1,4 @@
-"""P3 at the contexts the policy samples (issue 42), from what the runs already log.
+"""P3 at the contexts the policy samples (issue 42): the statistic, its pilot and its report.
 
 THEORY.md section 5, P3: entropy at weak-credit positions collapses faster when (E) is
 broken. The primary P3 row (:data:`exchange.lab.predictions.PREDICTIONS`) measures it at
@@ -44,7 +44,10 @@ of the gap along the baseline's path, bracketed by the same along the surgical a
 (where the instrument attributes minus the residual, so the gap's sign flips), and the SD
 of the oriented ``D`` over the pilot seeds. With them the verdict rule of
 :mod:`exchange.lab.verdict` applies unchanged (SESOI = half the bracket's lower end, design
-accepted at ``>= 3 MDE``, "opposite" publishable). The sampled pilot is a function of the
+accepted at ``>= 3 MDE``, "opposite" publishable); a decided row whose ``delta_hat`` has no
+surgical-path bracket (a private S: the surgical pilot runs without the attribution) says
+so in its label, and the report prints the pilot seeds' own measured ``D`` next to
+``delta_hat`` (its error where it can be seen). The sampled pilot is a function of the
 pilot runs only (the test seeds are never read), computed where it is reported.
 """
 
