@@ -16,6 +16,9 @@ exactly as it reads a CPU one:
 - the per-minibatch instruments (:func:`exchange.lab.trainer.measure_minibatch`: shared
   residual, P1's update share, signed shared coefficients, clip fractions), the KL per
   step (:func:`exchange.lab.instruments.context_kl`) and cov(R, 1/L);
+- the arms' objectives: a dose arm (issue 42) is the baseline's objective, as TRL binds it,
+  through :func:`exchange.lab.dose.dosed`; a surgical arm's attribution (the pilot's
+  delta_hat bracket) reads the residual of its base objective, as the CPU trainer's does;
 - the run files (:mod:`exchange.lab.runlog`: ``metrics.jsonl`` with one row per step,
   0-based, the run-directory lock, ``env.json``, ``done.json``;
   :func:`exchange.lab.experiment.write_experiment_json`).
@@ -48,6 +51,7 @@ from typing import Any
 import torch
 
 from exchange.core import metric_keys as mk
+from exchange.core.coefficients import token_coefficients
 from exchange.core.metric_keys import INTEGRATION_KEYS
 from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
@@ -55,6 +59,7 @@ from exchange.lab.runlog import (
     MetricsLog, RunDir, RunLock, atomic_write_text, check_steps, read_metrics, record_environment,
 )
 from exchange.core.events import events
+from exchange.lab.dose import dosed
 from exchange.lab.drift import probe_scalars
 from exchange.lab.experiment import pilot_then_test, rollout_sources, run_dir, write_experiment_json
 from exchange.lab.grpo_fields import grpo_defaults, train_as_run
@@ -182,13 +187,17 @@ def _trainer_class():
 
     class InstrumentedGRPOTrainer(ExchangeGRPOTrainer):
         def __init__(self, *a, measure_update_norm: bool = True, instruments: bool = True, kl_target: float = 0.0,
-                     probes=None, **k):
+                     probes=None, keep: float | None = None, surgical: bool = False, **k):
             self.exchange_measure_update_norm = measure_update_norm
             self.exchange_instruments = instruments
             self.exchange_step_metrics: dict[str, list] = {}
             self.exchange_rollout_hashes: list[int] = []
             self.exchange_kl_pending: list = []
             super().__init__(*a, **k)
+            if keep is not None:  # a dose arm (issue 42): the bound objective keeping a fraction of its shared
+                self.exchange_objective = dosed(self.exchange_objective, keep)  # residual, the CPU arm's transform
+            # the surgical arm's attribution reads the residual its base objective would add (issue 42's bracket)
+            self.exchange_surgical_base = getattr(self.exchange_objective, "surgical_base", None) if surgical else None
 
             for m in (self.model, self.ref_model):  # TRL's fused head must see the task grammar too
                 if m is not None:
@@ -227,8 +236,14 @@ def _trainer_class():
             spread = mb.group_max(mb.rewards) > mb.group_min(mb.rewards)  # [n], per row of each group
             metrics[mk.ZERO_SPREAD_GROUPS] = 1.0 - float(spread.double().mean())
             self.exchange_rollout_hashes.append(rollout_hash(mb))  # the data, before any objective
+            attributed = g_shared
+            if attribute and self.exchange_surgical_base is not None:
+                # as exchange.lab.trainer._update: the surgical arm attributes the negation of the residual its base
+                # objective would add here (absent from this step), i.e. minus its effect along this arm's path
+                kb = token_coefficients(self.exchange_surgical_base, logprobs.detach().double().cpu(), mb).to(logprobs)
+                attributed = [-g for g in zero_credit_gradient(params, logprobs, kb, shared_occ.to(kb.device))]
             if step is not None:
-                step.micro_batch(contact.micro_step(self), inputs, control_contexts(mb), g_shared if attribute else None,
+                step.micro_batch(contact.micro_step(self), inputs, control_contexts(mb), attributed if attribute else None,
                                  g_total if attribute else None)
             for key, value in metrics.items():
                 self.exchange_step_metrics.setdefault(key, []).append(value)
@@ -475,7 +490,8 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
                       trl_defaults=False, batching="groups",
                       measure_update_norm=run.train.measure_update_norm, instruments=setup.instruments,
                       kl_target=run.train.kl_target if setup.instruments else 0.0,
-                      probes=setup.probes if run.train.attribute and setup.instruments else None)
+                      probes=setup.probes if run.train.attribute and setup.instruments else None,
+                      keep=run.arm.keep if run.arm.role == "dose" else None, surgical=run.arm.role == "surgical")
         callback.trainer = trainer
         if run.train.common_rollouts:  # after construction: the model TRL generates with, and its step counter
             policy, identity = trainer.accelerator.unwrap_model(trainer.model), ReplayIdentity(run.experiment, run.seed)

@@ -81,24 +81,102 @@ def test_merge_keeps_every_calls_seeds(tmp_path):
     assert (tmp_path / "root" / "exp" / "a" / "seed2" / "metrics.jsonl").exists()
 
 
-# the CPU dry run of the device command (issue 42): tiny model, 2 steps, the exact `campaign` path
+# the CPU dry run of the device command (issue 42): the committed recipe of the non-private, dose-armed M3
+# design, its TOML cut to CPU size (tiny model, 2 steps, pilot seeds 100-101, 4 prompts), --parallel 2
+RECIPE = REPO / "experiments" / "llm" / "recipes" / "grpo_norm_probe_dose_llama25m.yaml"
+DESIGN = REPO / "experiments" / "configs" / "grpo_norm_probe_dose.toml"
+ARMS = ("grpo", "grpo+surgical", "grpo+dose0.01", "grpo+dose0.1")
+
+
+def _cpu_size(toml: str) -> str:
+    for old, new in (("pilot_seeds = [100, 101, 102, 103]", "pilot_seeds = [100, 101]"),
+                     ("eval_prompts = 512", "eval_prompts = 16"), ("probe_prompts = 16", "probe_prompts = 4"),
+                     ("prompts_per_step = 32", "prompts_per_step = 4")):
+        assert old in toml, old
+        toml = toml.replace(old, new)
+    return toml
+
+
+# ~3-6 min on 2 CPU cores: 4 pilot runs, then 3 seeds x 4 arms (the slow tier)
 @pytest.mark.slow
-def test_campaign_times_a_seed_and_runs_as_many_as_fit(tmp_path, llm_stack_ready, trl_ready):
+def test_campaign_dry_run_of_the_dose_design_with_parallel_seeds(tmp_path, llm_stack_ready, trl_ready):
     from exchange.cli import main as cli
+    from exchange.core.metric_keys import SHARED_RESIDUAL, attr_shared
+    from exchange.lab.predictions import read_run
 
     kit = _kit()
-    (tmp_path / "pair.toml").write_text(PAIR.replace("seeds = [0]", "seeds = [0, 1]"))
-    args = ["--experiment", str(tmp_path / "pair.toml"), "--model_config", "llama-tiny", "--use_cpu", "true",
-            "--max_steps", "2", "--save_steps", "100", "--eval_steps", "2", "--bf16", "false"]
+    (tmp_path / "design.toml").write_text(_cpu_size(DESIGN.read_text()))
+    args = ["--config", str(RECIPE), "--experiment", str(tmp_path / "design.toml"), "--model_config", "llama-tiny",
+            "--use_cpu", "true", "--max_steps", "2", "--sft_steps", "30", "--sft_lr", "0.01", "--sft_batch", "32",
+            "--per_device_train_batch_size", "16", "--eval_steps", "2", "--save_steps", "2", "--seeds", "0", "1", "2"]
     out = tmp_path / "out"
-    assert kit.main(["campaign", "--budget_s", "3600", "--state", str(tmp_path / "state"), "--out", str(out),
-                     "--", *args]) == 0
+    assert kit.main(["campaign", "--budget_s", "3600", "--parallel", "2", "--state", str(tmp_path / "state"),
+                     "--out", str(out), "--", *args]) == 0
     rep = json.loads((out / "kit.json").read_text())
-    assert rep["seeds_done"] == [0, 1] and rep["seeds_left"] == [] and rep["seconds_per_seed"] > 0
+    assert rep["seeds_done"] == [0, 1, 2] and rep["seeds_left"] == [] and rep["pilot_frozen"], rep
+    assert rep["parallel"] == 2 and rep["parallel_measured"]["n"] >= 1 and rep["seconds_per_seed"] > 0
+    timing = {t["seed"]: t for t in rep["timing"]}
+    assert (timing[0]["wave"], timing[0]["procs"]) == (0, 1)  # the first seed alone, timed
+    assert [(timing[s]["wave"], timing[s]["procs"]) for s in (1, 2)] == [(1, 2), (1, 2)]
+    a, b = timing[1], timing[2]  # the two processes overlapped
+    assert a["start_s"] < b["start_s"] + b["wall_s"] and b["start_s"] < a["start_s"] + a["wall_s"]
+    assert all(t["exit"] == 0 and t["done"] for t in timing.values())
+
     root = tmp_path / "merged"
     kit.merge([out / "runs.tar.gz"], root)
-    assert cli(["experiment", "report", str(root / "llm_pair")]) == 0
-    # no budget left: no seed starts (a seed that cannot finish would leave checkpoints behind)
+    exp = root / "grpo_norm__probe_dose_adam"
+    assert json.loads((exp / "experiment.json").read_text())["seeds"] == [0, 1, 2]
+    assert (exp / "pilot.json").exists()  # returned: the report's predictions come from it
+    for seed in (0, 1, 2):
+        for arm in ARMS:
+            d = exp / arm / f"seed{seed}"
+            assert _rows(d) == [0, 1] and json.loads((d / "done.json").read_text())["steps"] == 2, d
+            assert {p.name for p in d.iterdir()} <= set(kit.RUN_FILES), d
+    # the dose arms train the dosed objective (exchange.lab.dose.dosed): at step 0 every arm of a seed has the
+    # baseline's weights and its replayed rollout, so an arm trained as plain grpo would log the baseline's residual
+    checked = 0
+    for seed in (0, 1, 2):
+        first = {arm: json.loads((exp / arm / f"seed{seed}" / "metrics.jsonl").read_text().splitlines()[0])[SHARED_RESIDUAL]
+                 for arm in ARMS}
+        if first["grpo"]:
+            checked += 1
+            assert first["grpo+surgical"] < 1e-9 < first["grpo+dose0.01"] < first["grpo+dose0.1"] < first["grpo"], first
+    assert checked, "no seed had a shared residual at step 0: the dose check is vacuous"
+    # the surgical pilot arm attributes minus the base objective's residual (delta_hat's bracket), not its own ~0
+    for seed in (100, 101):
+        base = read_run(exp / "pilot" / "grpo" / f"seed{seed}").series(attr_shared("drift/style_logp")).sum()
+        surg = read_run(exp / "pilot" / "grpo+surgical" / f"seed{seed}").series(attr_shared("drift/style_logp")).sum()
+        assert abs(surg) > 0.01 * abs(base) > 0, (seed, base, surg)
+    assert json.loads((exp / "pilot.json").read_text())["pilots"]["P2"]["delta_hat_surgical"] is not None
+    assert cli(["experiment", "report", str(exp)]) == 0
+
+
+def test_wave_size_never_starts_a_seed_that_cannot_finish():
+    kit = _kit()
+    # before any wave: k seeds are bounded by k times one seed alone
+    assert kit.wave_size(todo=10, parallel=16, left=250.0, solo_s=60.0, last=None) == 4
+    assert kit.wave_size(todo=3, parallel=16, left=1e9, solo_s=60.0, last=None) == 3  # no more than are left
+    assert kit.wave_size(todo=10, parallel=2, left=1e9, solo_s=60.0, last=None) == 2  # nor than --parallel
+    assert kit.wave_size(todo=10, parallel=16, left=59.0, solo_s=60.0, last=None) == 0
+    assert kit.wave_size(todo=10, parallel=16, left=250.0, solo_s=60.0, last=None, startup_s=20.0) == 3  # imports
+    # after a wave of 4 that took 80 s: up to 4 at once take 80 s, more scale linearly
+    assert kit.wave_size(todo=10, parallel=16, left=100.0, solo_s=60.0, last=(4, 80.0)) == 5
+    assert kit.wave_size(todo=10, parallel=16, left=79.0, solo_s=60.0, last=(4, 80.0)) == 0
+
+
+def test_campaign_without_budget_starts_nothing(tmp_path, llm_stack_ready, trl_ready):
+    kit = _kit()
+    (tmp_path / "pair.toml").write_text(PAIR)
+    args = ["--experiment", str(tmp_path / "pair.toml"), "--model_config", "llama-tiny", "--use_cpu", "true",
+            "--max_steps", "2", "--bf16", "false"]
     out0 = tmp_path / "out0"
     assert kit.campaign(args, budget_s=0.0, state=tmp_path / "state0", out=out0) == 0
-    assert json.loads((out0 / "kit.json").read_text())["seeds_done"] == []
+    rep = json.loads((out0 / "kit.json").read_text())
+    assert rep["seeds_done"] == [] and rep["timing"] == [] and rep["seeds_left"] == [0]
+
+
+def test_parallel_must_be_positive(tmp_path, capsys):
+    kit = _kit()
+    with pytest.raises(SystemExit):
+        kit.main(["campaign", "--parallel", "0", "--out", str(tmp_path), "--", "--experiment", "x.toml"])
+    assert "--parallel=0" in capsys.readouterr().err
