@@ -243,8 +243,8 @@ def _trainer_class():
                 kb = token_coefficients(self.exchange_surgical_base, logprobs.detach().double().cpu(), mb).to(logprobs)
                 attributed = [-g for g in zero_credit_gradient(params, logprobs, kb, shared_occ.to(kb.device))]
             if step is not None:
-                step.micro_batch(contact.micro_step(self), inputs, control_contexts(mb), attributed if attribute else None,
-                                 g_total if attribute else None)
+                step.micro_batch(contact.micro_step(self), inputs, control_contexts(mb),
+                                 attributed if attribute else None, g_total if attribute else None)
             for key, value in metrics.items():
                 self.exchange_step_metrics.setdefault(key, []).append(value)
             with torch.no_grad():  # KL(pi_before || pi_after) of this step at the micro-batch's contexts

@@ -88,6 +88,10 @@ DESIGN = REPO / "experiments" / "configs" / "grpo_norm_probe_dose.toml"
 ARMS = ("grpo", "grpo+surgical", "grpo+dose0.01", "grpo+dose0.1")
 
 
+def _first_row(d: Path) -> dict:
+    return json.loads((d / "metrics.jsonl").read_text().splitlines()[0])
+
+
 def _cpu_size(toml: str) -> str:
     for old, new in (("pilot_seeds = [100, 101, 102, 103]", "pilot_seeds = [100, 101]"),
                      ("eval_prompts = 512", "eval_prompts = 16"), ("probe_prompts = 16", "probe_prompts = 4"),
@@ -136,8 +140,7 @@ def test_campaign_dry_run_of_the_dose_design_with_parallel_seeds(tmp_path, llm_s
     # baseline's weights and its replayed rollout, so an arm trained as plain grpo would log the baseline's residual
     checked = 0
     for seed in (0, 1, 2):
-        first = {arm: json.loads((exp / arm / f"seed{seed}" / "metrics.jsonl").read_text().splitlines()[0])[SHARED_RESIDUAL]
-                 for arm in ARMS}
+        first = {arm: _first_row(exp / arm / f"seed{seed}")[SHARED_RESIDUAL] for arm in ARMS}
         if first["grpo"]:
             checked += 1
             assert first["grpo+surgical"] < 1e-9 < first["grpo+dose0.01"] < first["grpo+dose0.1"] < first["grpo"], first
