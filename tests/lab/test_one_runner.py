@@ -216,7 +216,7 @@ def test_an_unfinished_pilot_freezes_nothing_and_a_refused_one_tests_nothing(tmp
 # ------------------------------------------------- the committed results, unchanged
 PUBLISHED = ("grpo_norm__probe_dose_adam", "grpo_norm__probe_dose_sgd", "gspo_equal_length_reuse",
              "gspo_equal_length_reuse__reuse4", "gspo_equal_length_reuse__reuse8",
-             "dapo_sign_free_clip__epslow_cd_e4_l01_kl0")
+             "dapo_sign_free_clip__epslow_cd_e4_l01_kl0", "dapo_sign_free_clip__epslow_cd_e4_l01_kl0__sgd")
 
 
 @pytest.mark.slow  # ~30-90 s: three 12-seed designs read and reported
