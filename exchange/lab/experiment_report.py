@@ -45,7 +45,9 @@ from exchange.lab.predictions import (
     RunData,
     read_run,
 )
+from exchange.lab.report_parts import cell as _cell
 from exchange.lab.report_parts import dose_lines, own_drift_lines
+from exchange.lab.report_parts import fmt as _fmt
 from exchange.lab.runlog import atomic_write_text, read_metrics
 from exchange.lab.verdict import (
     Decision,
@@ -400,16 +402,6 @@ def _common_rollouts(meta: dict[str, Any], runs, seeds) -> dict[str, bool]:
             and bool(np.array_equal(rr[s].series(ROLLOUT_HASH), runs["baseline"][s].series(ROLLOUT_HASH)))
             for s in seeds)
     return out
-
-
-def _fmt(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def _run(res: ExperimentResult) -> tuple[str, str]:

@@ -62,6 +62,7 @@ import numpy as np
 
 from exchange.core import metric_keys as mk
 from exchange.lab.predictions import ROLLOUT_HASH, RunData, read_run
+from exchange.lab.report_parts import fmt as _fmt
 from exchange.lab.verdict import Decision, Orientation, OwnDrift, Pilot, decide_signed, design_mde, interval, orient, \
     own_drift
 
@@ -235,12 +236,6 @@ def sampled_p3(exp_dir: str | Path, meta: dict[str, Any], runs: dict[str, dict[i
     if pl is not None and sp.orientation is not None and len(diffs) >= 2:
         decision = decide_signed("P3", [sp.orientation.sign * d for d in diffs], pl)
     return SampledP3(against, diffs, sp, own, mde, decision, control)
-
-
-def _fmt(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
 
 
 def sampled_markdown(s: SampledP3) -> list[str]:

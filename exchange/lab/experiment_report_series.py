@@ -33,6 +33,8 @@ import numpy as np
 
 from exchange.errors import InvalidArgument
 from exchange.lab.experiment_report_record import NO_REPRODUCE, DoseRecord, flat_config
+from exchange.lab.report_parts import cell as _cell
+from exchange.lab.report_parts import fmt as _fmt
 from exchange.lab.verdict import (
     NOT_FLAT,
     DoseResponse,
@@ -188,16 +190,6 @@ def dose_series(members: list[Any], key: str) -> DoseSeries:
 
 def _control(res: Any, key: str) -> str:
     return next((r.control for r in res.rows if r.prediction.key == key and r.prediction.primary), "")
-
-
-def _fmt(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def _reproduce(members: list[Any], run) -> str:

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["dose_lines", "fmt", "own_drift_lines"]
+__all__ = ["cell", "dose_lines", "fmt", "own_drift_lines"]
 
 
 def fmt(x: float | None) -> str:
     if x is None or not math.isfinite(x):
         return "n/a"
     return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
+
+
+def cell(text: str) -> str:
+    """``text`` as one markdown table cell (its ``|`` escaped)."""
+    return text.replace("|", "\\|")
 
 
 def own_drift_lines(rows) -> list[str]:
