@@ -51,7 +51,6 @@ from typing import Any
 import torch
 
 from exchange.core import metric_keys as mk
-from exchange.core.coefficients import token_coefficients
 from exchange.core.metric_keys import INTEGRATION_KEYS
 from exchange.errors import InvalidArgument
 from exchange.lab.config import ExperimentConfig, RunConfig
@@ -76,7 +75,7 @@ from exchange.lab.llm import (
 from exchange.lab.sft import sft_warm_start
 from exchange.lab.tasks import STYLE
 from exchange.lab.trainer import (
-    certificate, evaluate, fixed_eval_set, initial_metrics, measure_minibatch, rollout_hash,
+    base_shared_gradient, certificate, evaluate, fixed_eval_set, initial_metrics, measure_minibatch, rollout_hash,
 )
 
 __all__ = ["KEY_MAP", "experiment_defaults", "held_out_split", "warm_start", "run_llm_experiment", "run_arm",
@@ -240,8 +239,8 @@ def _trainer_class():
             if attribute and self.exchange_surgical_base is not None:
                 # as exchange.lab.trainer._update: the surgical arm attributes the negation of the residual its base
                 # objective would add here (absent from this step), i.e. minus its effect along this arm's path
-                kb = token_coefficients(self.exchange_surgical_base, logprobs.detach().double().cpu(), mb).to(logprobs)
-                attributed = [-g for g in zero_credit_gradient(params, logprobs, kb, shared_occ.to(kb.device))]
+                attributed = [-g for g in base_shared_gradient(self.exchange_surgical_base, params, logprobs, mb,
+                                                               shared_occ)]
             if step is not None:
                 step.micro_batch(contact.micro_step(self), inputs, control_contexts(mb),
                                  attributed if attribute else None, g_total if attribute else None)

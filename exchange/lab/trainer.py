@@ -85,6 +85,7 @@ __all__ = [
     "evaluate",
     "fixed_eval_set",
     "initial_metrics",
+    "base_shared_gradient",
     "measure_minibatch",
     "replay_rollout",
     "rollout_hash",
@@ -240,6 +241,17 @@ def measure_minibatch(loss_fn, logprobs: torch.Tensor, mb: Rollout, ev, zc: torc
     return out, g_shared, kappa
 
 
+def base_shared_gradient(base_fn, params: list, logprobs: torch.Tensor, mb: Rollout,
+                         shared_occ: torch.Tensor) -> list[torch.Tensor]:
+    """``sum_{shared e} K^base_e grad l_e``: the shared residual's gradient that a surgical
+    arm's base objective ``base_fn`` would add on this minibatch, absent from the arm's own
+    step; the arm attributes its negation (issue 42: the surgical end of delta_hat's
+    bracket). Devices as :func:`measure_minibatch`. The CPU harness and the TRL run
+    (exchange.lab.llm_run) both call this."""
+    kb = token_coefficients(base_fn, logprobs.detach().double().cpu(), mb).to(logprobs)
+    return zero_credit_gradient(params, logprobs, kb, shared_occ.to(kb.device))
+
+
 def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool = False) -> dict[str, Any]:
     """Several minibatch epochs on one rollout, measuring every minibatch (and, with
     ``prop31``, the whole step against Prop. 3.1)."""
@@ -267,8 +279,7 @@ def _update(st: _State, loss_fn, rollout: Rollout, cfg: RunConfig, prop31: bool 
         if st.att is not None and base_fn is not None:
             # the surgical arm (issue 42's bracket): the residual its base objective would add here,
             # absent from this step; attributing its negation gives minus its effect along this path
-            kb = token_coefficients(base_fn, logprobs.detach().double().cpu(), mb).to(logprobs)
-            g_base = zero_credit_gradient(params, logprobs, kb, shared_occ[rows].to(kb.device))
+            g_base = base_shared_gradient(base_fn, params, logprobs, mb, shared_occ[rows])
         loss = loss_fn(logprobs, mb)
         st.opt.zero_grad(set_to_none=True)
         loss.backward()
