@@ -75,11 +75,15 @@ class TaskConfig:
     fixed_answer: bool = False
     """Issue 42's M1 design (``exchange.lab.tasks.Task.fixed_answer``): exactly ``answer_len``
     decision tokens in every response, so with ``max_filler = 0`` every response has one length."""
+    exact_filler: bool = False
+    """Issue 42's non-private M1 design (``exchange.lab.tasks.Task.exact_filler``): exactly
+    ``max_filler`` fillers in every response, so with ``fixed_answer`` every response has one
+    length while a filler may be S (``probe_as_filler``)."""
 
     def build(self):
         """The :class:`exchange.lab.tasks.Task` this section describes."""
         return get_task(self.name, self.max_filler, self.style_p, self.long_wrong, self.template_in_prompt,
-                        self.forced_style, self.probe_as_filler, self.fixed_answer)
+                        self.forced_style, self.probe_as_filler, self.fixed_answer, self.exact_filler)
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,10 @@ class Arm:
     params: dict[str, Any] = field(default_factory=dict)
     keep: float | None = None
     """role dose only: the fraction of the shared residual kept, in (0, 1)."""
+    dose_of: str | None = None
+    """role dose only: what the fraction ``keep`` is of, set from the design's surgical arm
+    (:func:`exchange.lab.dose.dose_family`): None, the whole shared residual (``+surgical``);
+    ``"coupling_surgical"``, the coupling residual (``+coupling_surgical``, issue 42's M1)."""
 
     def loss_fn(self):
         try:
@@ -167,9 +175,9 @@ class Arm:
         except ExchangeError as err:
             raise InvalidArgument(f"[[arms]] name={self.name!r} objective={self.objective!r}: {err}") from None
         if self.role == "dose":
-            from exchange.lab.dose import dosed
+            from exchange.lab.dose import dose_arm
 
-            return dosed(fn, self.keep)
+            return dose_arm(self.objective, self.params, self.keep, self.dose_of, bound=fn)
         return fn
 
 
@@ -248,7 +256,8 @@ class RunConfig:
 
 
 _ADDED_LATER = {("task", "long_wrong"): False, ("task", "template_in_prompt"): False, ("task", "forced_style"): False,
-                ("task", "probe_as_filler"): False, ("task", "fixed_answer"): False, ("arm", "keep"): None,
+                ("task", "probe_as_filler"): False, ("task", "fixed_answer"): False, ("task", "exact_filler"): False,
+                ("arm", "keep"): None, ("arm", "dose_of"): None,
                 ("train", "common_rollouts"): False}
 """Fields added after runs were recorded: at their default they leave the fingerprint and
 the warm-start key out, so every earlier run directory and warm start stays valid."""
@@ -336,12 +345,6 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
             f"baseline's objective with +surgical (or +coupling_surgical) and the same params: objective = "
             f"\"{base.objective}+surgical\"."
         )
-    probe_as_filler = bool((data.get("task") or {}).get("probe_as_filler"))
-    if surg is not None and surg.objective.endswith("+coupling_surgical") and probe_as_filler:
-        raise InvalidArgument(
-            f"{source}: [[arms]] name={surg.name!r} objective={surg.objective!r} with [task] probe_as_filler: the "
-            "pilot's delta_hat bracket attributes the baseline's whole shared residual along the surgical arm's path, "
-            "which the coupling-only arm does not remove; use +surgical, or probe_as_filler = false.")
     doses = [a for a in arms if a.role == "dose"]
     for a in doses:
         if a.objective != base.objective or a.params != base.params or a.keep is None or not 0 < a.keep < 1:
@@ -350,6 +353,22 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
                 f"arm is the baseline's objective (objective = \"{base.objective}\", same params) with 0 < keep < 1.")
     if doses and surg is None:
         raise InvalidArgument(f"{source}: dose arms {[a.name for a in doses]} need a role = \"surgical\" arm (keep = 0).")
+    if doses:  # a dose keeps a fraction of what THIS design's surgical arm removes (exchange.lab.dose.dose_family)
+        from exchange.lab.dose import dose_family
+
+        family = dose_family(base.objective, surg.objective)
+        for i, a in enumerate(arms):
+            if a.role == "dose" and a.dose_of not in (None, family):
+                raise InvalidArgument(
+                    f"{source}: [[arms]] name={a.name!r} dose_of={a.dose_of!r}, but the surgical arm "
+                    f"{surg.name!r} is {surg.objective!r}: a dose keeps a fraction of what that arm removes; drop "
+                    "dose_of (it is set from the surgical arm).")
+            if a.role == "dose":
+                arms[i] = dataclasses.replace(a, dose_of=family)
+    for a in arms:
+        if a.role != "dose" and a.dose_of is not None:
+            raise InvalidArgument(f"{source}: [[arms]] name={a.name!r} role={a.role!r} dose_of={a.dose_of!r}: dose_of "
+                                  "is for role = \"dose\" arms only.")
     if len({a.keep for a in doses}) != len(doses):
         raise InvalidArgument(f"{source}: dose arms repeat a keep value {[a.keep for a in doses]}.")
     for a in arms:

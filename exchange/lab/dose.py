@@ -16,21 +16,34 @@ Like the surgical transform it works on any ``loss_fn(logprobs [N, T], rollout)`
 extra backward gives ``kappa`` (float64), the correction ``(1 - f) * c`` is added as
 ``sum c'[i, t] * (l - sg(l))``, so the loss value is unchanged and only its gradient
 moves.
+
+A dose keeps ``f`` of what **its design's** surgical arm removes (:func:`dose_arm`): the
+whole shared residual ``K_e`` above when that arm is ``"<objective>+surgical"``, only the
+coupling residual ``D_e`` when it is ``"<objective>+coupling_surgical"`` (issue 42's M1
+design; :func:`exchange.objectives.coupling.coupling_surgical` with ``keep = f``). Either
+way ``kappa_f = f * kappa + (1 - f) * kappa_surgical`` at every token.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import Any, Mapping
 
 from torch import Tensor
 
 from exchange.core.coefficients import LossFn, token_coefficients
 from exchange.core.rollout import Rollout
 from exchange.errors import InvalidArgument
-from exchange.objectives.surgical import shared_correction
+from exchange.objectives import get, resolve
+from exchange.objectives.coupling import coupling_surgical
+from exchange.objectives.surgical import SURGICAL, shared_correction
 
-__all__ = ["dosed"]
+__all__ = ["COUPLING", "dose_arm", "dose_family", "dosed"]
+
+COUPLING = "coupling_surgical"
+"""The dose family of a design whose surgical arm is ``"<objective>+coupling_surgical"``
+(:attr:`exchange.lab.config.Arm.dose_of`); ``None`` is the whole residual's ("+surgical")."""
 
 
 def dosed(loss_fn: LossFn, keep: float | None) -> LossFn:
@@ -56,3 +69,35 @@ def dosed(loss_fn: LossFn, keep: float | None) -> LossFn:
     wrapped.surgical_base = loss_fn  # type: ignore[attr-defined]
     wrapped.keep = float(keep)  # type: ignore[attr-defined]
     return wrapped
+
+
+def dose_family(baseline: str, surgical: str) -> str | None:
+    """The family of a design's dose arms from its surgical arm's objective ``surgical``:
+    ``None`` (the whole shared residual) for ``baseline + "+surgical"``, :data:`COUPLING`
+    for ``baseline + "+coupling_surgical"``. Raises :class:`InvalidArgument` for any other
+    (a dose of it would be ambiguous)."""
+    if surgical == f"{baseline}+{SURGICAL}":
+        return None
+    if surgical == f"{baseline}+{COUPLING}":
+        return COUPLING
+    raise InvalidArgument(f"surgical objective={surgical!r}: a dose arm keeps a fraction of what the design's surgical "
+                          f"arm removes, which must be {baseline!r} + '+surgical' or '+{COUPLING}'.")
+
+
+def dose_arm(objective: str, params: Mapping[str, Any], keep: float | None, family: str | None = None,
+             bound: LossFn | None = None) -> LossFn:
+    """The dose arm keeping ``keep`` (0 < keep < 1) of what its design's surgical arm removes:
+    ``family`` None, :func:`dosed` of ``objective`` bound with ``params`` (or of ``bound``,
+    the caller's own binding of it: the TRL trainer binds with its GRPOConfig's params);
+    :data:`COUPLING`, ``coupling_surgical(get(objective), keep=keep, **params)``. Both the
+    CPU trainer (:meth:`exchange.lab.config.Arm.loss_fn`) and the TRL run
+    (exchange.lab.llm_run) build their dose arms here."""
+    if family is None:
+        return dosed(bound if bound is not None else resolve(objective, **params), keep)
+    if family != COUPLING:
+        raise InvalidArgument(f"dose_of={family!r}: choose {COUPLING!r} (the coupling residual) or leave it unset "
+                              "(the whole shared residual).")
+    if keep is None or isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < 1:
+        raise InvalidArgument(f"keep={keep!r}: a dose arm keeps a fraction 0 < keep < 1 of the coupling residual "
+                              "(keep = 0 is the coupling-surgical arm, 1 the baseline); set [[arms]] keep = 0.1.")
+    return coupling_surgical(get(objective), keep=float(keep), **params)

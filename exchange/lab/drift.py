@@ -29,7 +29,9 @@ def make_probes(task: Task, n_prompts: int, gen: torch.Generator) -> Rollout:
     row ``2k + 1`` (``task.max_filler`` filler) answer prompt ``k``; all rewards are 1."""
     prompts = task.sample_prompts(n_prompts, gen).repeat_interleave(2, dim=0)  # [2n, P]
     # Task.long_wrong: no filler after a correct answer, so both probes are filler-free
-    n_filler = torch.tensor([0, 0 if task.long_wrong else task.max_filler]).repeat(n_prompts)
+    # Task.exact_filler: every grammatical response has max_filler fillers, so both probes have them
+    short = task.max_filler if task.exact_filler else 0
+    n_filler = torch.tensor([short, 0 if task.long_wrong else task.max_filler]).repeat(n_prompts)
     tokens = task.reference(prompts, gen, n_filler=n_filler, style=torch.ones(2 * n_prompts, dtype=torch.bool),
                             plain_filler=True)  # the probe's S is the head slot's only
     mask = tokens != PAD

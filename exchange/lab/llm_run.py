@@ -17,7 +17,8 @@ exactly as it reads a CPU one:
   residual, P1's update share, signed shared coefficients, clip fractions), the KL per
   step (:func:`exchange.lab.instruments.context_kl`) and cov(R, 1/L);
 - the arms' objectives: a dose arm (issue 42) is the baseline's objective, as TRL binds it,
-  through :func:`exchange.lab.dose.dosed`; a surgical arm's attribution (the pilot's
+  through :func:`exchange.lab.dose.dose_arm` (the family of the design's surgical arm,
+  ``Arm.dose_of``); a surgical arm's attribution (the pilot's
   delta_hat bracket) reads the residual of its base objective, as the CPU trainer's does;
 - the run files (:mod:`exchange.lab.runlog`: ``metrics.jsonl`` with one row per step,
   0-based, the run-directory lock, ``env.json``, ``done.json``;
@@ -58,7 +59,7 @@ from exchange.lab.runlog import (
     MetricsLog, RunDir, RunLock, atomic_write_text, check_steps, read_metrics, record_environment,
 )
 from exchange.core.events import events
-from exchange.lab.dose import dosed
+from exchange.lab.dose import dose_arm
 from exchange.lab.drift import probe_scalars
 from exchange.lab.experiment import pilot_then_test, rollout_sources, run_dir, write_experiment_json
 from exchange.lab.grpo_fields import grpo_defaults, train_as_run
@@ -186,15 +187,17 @@ def _trainer_class():
 
     class InstrumentedGRPOTrainer(ExchangeGRPOTrainer):
         def __init__(self, *a, measure_update_norm: bool = True, instruments: bool = True, kl_target: float = 0.0,
-                     probes=None, keep: float | None = None, surgical: bool = False, **k):
+                     probes=None, keep: float | None = None, surgical: bool = False, dose_of: str | None = None,
+                     **k):
             self.exchange_measure_update_norm = measure_update_norm
             self.exchange_instruments = instruments
             self.exchange_step_metrics: dict[str, list] = {}
             self.exchange_rollout_hashes: list[int] = []
             self.exchange_kl_pending: list = []
             super().__init__(*a, **k)
-            if keep is not None:  # a dose arm (issue 42): the bound objective keeping a fraction of its shared
-                self.exchange_objective = dosed(self.exchange_objective, keep)  # residual, the CPU arm's transform
+            if keep is not None:  # a dose arm (issue 42): keeping a fraction of what the design's surgical arm
+                self.exchange_objective = dose_arm(  # removes, the CPU arm's transform (exchange.lab.dose)
+                    k["objective"], self.exchange_params, keep, dose_of, bound=self.exchange_objective)
             # the surgical arm's attribution reads the residual its base objective would add (issue 42's bracket)
             self.exchange_surgical_base = getattr(self.exchange_objective, "surgical_base", None) if surgical else None
 
@@ -490,7 +493,8 @@ def run_arm(run: RunConfig, args, exp_dir: Path, *, model: str | None = None, mo
                       measure_update_norm=run.train.measure_update_norm, instruments=setup.instruments,
                       kl_target=run.train.kl_target if setup.instruments else 0.0,
                       probes=setup.probes if run.train.attribute and setup.instruments else None,
-                      keep=run.arm.keep if run.arm.role == "dose" else None, surgical=run.arm.role == "surgical")
+                      keep=run.arm.keep if run.arm.role == "dose" else None, surgical=run.arm.role == "surgical",
+                      dose_of=run.arm.dose_of)
         callback.trainer = trainer
         if run.train.common_rollouts:  # after construction: the model TRL generates with, and its step counter
             policy, identity = trainer.accelerator.unwrap_model(trainer.model), ReplayIdentity(run.experiment, run.seed)

@@ -177,6 +177,13 @@ class Task:
     (and the template in the prompt, S forced) every sampled response has one length and
     the per-response ``1/L_i`` is one constant: the residual left is the coupling's. The
     reward is unchanged (a wrong answer is still wrong); only lengths are fixed."""
+    exact_filler: bool = False
+    """Issue 42's non-private M1 design: every response carries exactly ``max_filler``
+    fillers (the grammar allows no EOS before the last of them; the warm start draws
+    ``max_filler`` of them), so with :attr:`fixed_answer` every response is ``[S, d1 .. dk,
+    F_1 .. F_max_filler, EOS]``, one length, while a filler position may still hold S
+    (:attr:`probe_as_filler`): equal lengths (no M3) *and* a probe that is not private.
+    Filler stays zero-credit: it follows the complete answer."""
 
     @property
     def head(self) -> list[int]:
@@ -237,6 +244,11 @@ class Task:
         n = prompts.shape[0]
         if n_filler is None:
             n_filler = torch.randint(0, self.max_filler + 1, (n,), generator=gen)
+            if self.exact_filler:  # every grammatical response has max_filler of them (same draws of gen)
+                n_filler = torch.full_like(n_filler, self.max_filler)
+        elif self.exact_filler and bool((n_filler != self.max_filler).any()):
+            raise InvalidArgument(f"n_filler={n_filler.tolist()}: with task.exact_filler every response has exactly "
+                                  f"max_filler={self.max_filler} fillers; pass n_filler=None or {self.max_filler}.")
         kinds = torch.randint(0, len(fillers), (n, max(self.max_filler, 1)), generator=gen)
         if style is None:
             style = torch.rand(n, generator=gen) < self.style_p
@@ -277,9 +289,10 @@ TASKS = {
 
 def get_task(name: str, max_filler: int | None = None, style_p: float | None = None,
              long_wrong: bool = False, template_in_prompt: bool = False, forced_style: bool = False,
-             probe_as_filler: bool = False, fixed_answer: bool = False) -> Task:
+             probe_as_filler: bool = False, fixed_answer: bool = False, exact_filler: bool = False) -> Task:
     """The task called ``name`` (``max_filler`` overrides the filler cap, ``style_p`` the
-    warm-start probability of the style token, ``long_wrong`` sets :attr:`Task.long_wrong`)."""
+    warm-start probability of the style token, ``long_wrong`` sets :attr:`Task.long_wrong`;
+    the other flags set the :class:`Task` fields of their names)."""
     if name not in TASKS:
         raise InvalidArgument(f"task.name={name!r} is not a task; choose one of: {', '.join(TASKS)}.")
     task = TASKS[name]
@@ -307,6 +320,14 @@ def get_task(name: str, max_filler: int | None = None, style_p: float | None = N
         task = dataclasses.replace(task, probe_as_filler=True)
     if fixed_answer:
         task = dataclasses.replace(task, fixed_answer=True)
+    if exact_filler:
+        if not (fixed_answer and task.max_filler > 0 and not task.long_wrong):
+            raise InvalidArgument(
+                f"task.exact_filler=true with fixed_answer={fixed_answer}, max_filler={task.max_filler}, "
+                f"long_wrong={task.long_wrong}: exact filler makes every response one length, so it needs "
+                "task.fixed_answer=true (one answer length), max_filler > 0 (the filler count; with 0 use "
+                "fixed_answer alone) and long_wrong=false (which bans filler after a correct answer); set those.")
+        task = dataclasses.replace(task, exact_filler=True)
     return task
 
 
@@ -370,6 +391,12 @@ class GrammarLM(torch.nn.Module):
             block[..., [EOS, *self.fillers]] |= short[..., None]
             block[..., decision] |= ~short[..., None]
             block[..., PAD] = True  # never sampled (an untrained policy would, and end the answer early)
+            slot = p + self.head_len - 2  # probe_as_filler: the position that predicts the head slot's forced S
+            if self.head_len and ids.shape[1] > slot:  # S is no filler there (its log p stays the policy's own)
+                block[:, slot, STYLE] = False
+        if self.task.exact_filler:  # Task.exact_filler: no EOS before max_filler fillers (S included as one)
+            fillers = torch.isin(resp, torch.tensor(self.fillers, device=ids.device)).long().cumsum(1)  # [B, S]
+            block[..., EOS] |= fillers < self.task.max_filler
         if self.link_active:  # Task.long_wrong: after a correct answer, no filler
             block[..., self.fillers] |= self._correct_so_far(ids)[..., None].to(ids.device)
         block = block[:, ids.shape[1] - logits.shape[1]:].to(logits.device)

@@ -19,6 +19,16 @@ when its responses have equal lengths: the design's ``max_filler = 0``), and eve
 coefficient is the base loss's own. As :func:`surgical`, the correction enters as
 ``sum c (l - sg(l))``: the loss value is unchanged, only its gradient moves. Factored
 objectives only (:class:`~exchange.objectives.Objective` with ``factors``).
+
+The dose arms of this family (issue 42) keep a fraction ``f`` of what the arm removes:
+
+    kappa_f[i, t] = kappa[i, t] - (1 - f) * D_e / n_e   at occurrences of a shared event e
+
+so ``kappa_f = f * kappa + (1 - f) * kappa'`` at every token: ``f = 0`` is the arm above
+(the same arithmetic, bit for bit), ``f = 1`` the base loss, and every shared event keeps
+``K_e - (1 - f) D_e``. ``coupling_surgical(objective, keep=f)`` is that arm; the lab's dose
+arms of a design whose surgical arm is ``+coupling_surgical`` train it
+(:func:`exchange.lab.dose.dose_arm`).
 """
 
 from __future__ import annotations
@@ -51,14 +61,21 @@ def group_mean_weight(f: Factors) -> Factors:
                      clip_level="none" if f.clip_level == "sequence" else f.clip_level)
 
 
-def coupling_surgical(objective: Objective, **params: Any) -> LossFn:
-    """``objective`` bound with ``params``, with only its weights' shared residual removed
-    (module docstring). Returns ``loss_fn(logprobs [N, T], rollout) -> scalar``; tensors
-    it creates follow ``logprobs``' device and dtype. Raises :class:`InvalidArgument` for
-    an objective that is not in the factored form."""
+def coupling_surgical(objective: Objective, *, keep: float = 0.0, **params: Any) -> LossFn:
+    """``objective`` bound with ``params``, with a fraction ``1 - keep`` of its weights'
+    shared residual removed (module docstring; ``keep = 0``, the default, removes all of it).
+    Returns ``loss_fn(logprobs [N, T], rollout) -> scalar`` whose ``surgical_base`` is the
+    loss whose shared residual it removes (``loss - loss[group-mean weight]``, coefficients
+    ``kappa - kbar``: the surgical end of the pilot's delta_hat bracket attributes it);
+    tensors it creates follow ``logprobs``' device and dtype. Raises :class:`InvalidArgument`
+    for an objective that is not in the factored form or ``keep`` outside ``[0, 1]``."""
     if objective.factors is None:
         raise InvalidArgument(f"objective={objective.name!r} is not in the factored form (no per-response weight): "
                               "the coupling-only surgical transform needs one; use '+surgical' instead.")
+    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0.0 <= keep <= 1.0:
+        raise InvalidArgument(f"keep={keep!r}: the coupling dose keeps a fraction 0 <= keep <= 1 of the coupling "
+                              "residual (0 is the coupling-surgical arm, 1 the base objective); e.g. keep=0.1.")
+    drop = 1.0 - float(keep)
     loss_fn = objective.bind(**params)
     flat = dataclasses.replace(objective, name=f"{objective.name}[group-mean weight]",
                                loss=functools.partial(factored_loss, group_mean_weight(objective.factors)),
@@ -68,10 +85,16 @@ def coupling_surgical(objective: Objective, **params: Any) -> LossFn:
         loss = loss_fn(logprobs, rollout)
         kappa = token_coefficients(loss_fn, logprobs.detach(), rollout)  # [N, T] float64
         kbar = token_coefficients(flat, logprobs.detach(), rollout)  # [N, T] float64
-        c = shared_correction(kappa - kbar, rollout).to(device=logprobs.device, dtype=logprobs.dtype)
+        c = drop * shared_correction(kappa - kbar, rollout).to(device=logprobs.device, dtype=logprobs.dtype)
         return loss + (c * (logprobs - logprobs.detach())).sum()  # kappa = -dloss/dl: subtracts c
 
-    wrapped.__name__ = f"{objective.name}+coupling_surgical"  # type: ignore[attr-defined]
-    wrapped.objective = objective.name  # type: ignore[attr-defined]
-    return wrapped
+    def coupling_part(logprobs: Tensor, rollout: Rollout) -> Tensor:
+        """The coupling's own loss: coefficients ``kappa - kbar`` ``[N, T]``."""
+        return loss_fn(logprobs, rollout) - flat(logprobs, rollout)
 
+    suffix = "coupling_surgical" if keep == 0 else f"coupling_dose{keep:g}"
+    wrapped.__name__ = f"{objective.name}+{suffix}"  # type: ignore[attr-defined]
+    wrapped.objective = objective.name  # type: ignore[attr-defined]
+    wrapped.keep = float(keep)  # type: ignore[attr-defined]
+    wrapped.surgical_base = coupling_part  # type: ignore[attr-defined]
+    return wrapped

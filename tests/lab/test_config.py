@@ -119,6 +119,7 @@ def test_fields_added_later_leave_earlier_fingerprints_and_warm_starts_unchanged
     del d["task"]["long_wrong"], d["task"]["template_in_prompt"], d["task"]["forced_style"]
     del d["train"]["common_rollouts"]
     del d["task"]["probe_as_filler"], d["arm"]["keep"], d["task"]["fixed_answer"]  # issue 42's fields
+    del d["task"]["exact_filler"], d["arm"]["dose_of"]  # issue 42's non-private M1 design
     assert run.fingerprint() == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
     linked = dataclasses.replace(run, task=dataclasses.replace(run.task, long_wrong=True))
     common = dataclasses.replace(run, train=dataclasses.replace(run.train, common_rollouts=True))

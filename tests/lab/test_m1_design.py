@@ -56,6 +56,8 @@ def test_coupling_only_arm_rules():
     with pytest.raises(InvalidArgument, match="must be the baseline's objective with \\+surgical \\(or "
                                               "\\+coupling_surgical\\)"):
         parse_experiment(_doc("grpo+coupling_surgical"))
-    with pytest.raises(InvalidArgument, match="with \\[task\\] probe_as_filler: the pilot's delta_hat bracket"):
-        parse_experiment(_doc(probe_as_filler=True))
+    # the coupling arm's surgical-path attribution reads its coupling part (coupling_surgical's surgical_base,
+    # tests/objectives/test_coupling_dose.py), so a non-private probe is allowed with it
+    cfg = parse_experiment(_doc(probe_as_filler=True))
+    assert cfg.task.probe_as_filler and hasattr(cfg.arms[1].loss_fn(), "surgical_base")
     parse_experiment(_doc("gspo+surgical", probe_as_filler=True))  # the whole-residual arm keeps its bracket
