@@ -367,7 +367,8 @@ def decide_experiment(exp_dir: str | Path) -> ExperimentResult:
              for role, rr in runs.items()} if meta["train"].get("kl_target") else {}
     return ExperimentResult(meta, pilot, rows, dose, kl, matched, passed, eval_se, sum(walls) / len(walls),
                             common_rollouts=common, kl_scale_max=scale,
-                            sampled=sampled_p3(exp_dir, meta, runs, positive_control(meta)))
+                            sampled=sampled_p3(exp_dir, meta, runs, positive_control(meta),
+                                               certified=pilot is not None and pilot.certified))
 
 
 def _with_dose(row: Row, runs, seeds, pilot: FrozenPilot | None) -> Row:

@@ -157,6 +157,8 @@ class SampledP3:
     control: str = ""
     """the design's positive-control label (exchange.lab.experiment_report.positive_control)"""
     reason: str = ""
+    uncertified: bool = False
+    """the pilot did not certify S zero-credit: S's positions are among the weak-credit ones"""
 
     claim = "entropy at the weak-credit positions of the baseline's own samples moves the way the pilot orients it"
 
@@ -181,6 +183,9 @@ class SampledP3:
             one = "" if self.pilot.pilot.delta_hat_surgical is not None else " (delta_hat along one path: no bracket)"
             return head + self.decision.label + one
         why = []
+        if self.uncertified:  # the same gate as the fixed-context P3 row (experiment_report's PROBES rows)
+            why.append("the probe S is not certified zero-credit, and the positions S takes are among the "
+                       "weak-credit positions")
         if self.sign is None:
             why.append("no orientation at these contexts (the pilot baseline did not log tax/entropy_K_signed)")
         if self.pilot is None or self.pilot.pilot is None:
@@ -212,10 +217,15 @@ def _pilot_runs(exp_dir: Path, meta: dict[str, Any], role: str) -> dict[int, Run
 
 
 def sampled_p3(exp_dir: str | Path, meta: dict[str, Any], runs: dict[str, dict[int, RunData]],
-               control: str = "") -> SampledP3:
+               control: str = "", *, certified: bool = True) -> SampledP3:
     """P3 at the sampled contexts of the experiment in ``exp_dir`` (``runs[role][seed]`` as
     :func:`exchange.lab.experiment_report.load_runs` gives them; its pilot runs under
-    ``exp_dir/pilot``; ``control`` the design's positive-control label, if any)."""
+    ``exp_dir/pilot``; ``control`` the design's positive-control label, if any).
+
+    ``certified``: the pilot certified the probe S zero-credit. The weak-credit positions
+    are every non-decision position, S's among them, so without the certificate a position
+    of the statistic may carry credit and the row is a measurement, as the fixed-context
+    P3 row is (THEORY.md 5: P3 is about weak-credit positions)."""
     exp_dir = Path(exp_dir)
     against = "surgical" if "surgical" in runs else "treatment" if "treatment" in runs else ""
     if not against:
@@ -233,9 +243,9 @@ def sampled_p3(exp_dir: str | Path, meta: dict[str, Any], runs: dict[str, dict[i
         return SampledP3(against, diffs, sp, own, mde, control=control, reason=(
             "the arms did not train on common rollouts (no shared contexts) or did not log entropy/weak_credit"))
     decision = None
-    if pl is not None and sp.orientation is not None and len(diffs) >= 2:
+    if certified and pl is not None and sp.orientation is not None and len(diffs) >= 2:
         decision = decide_signed("P3", [sp.orientation.sign * d for d in diffs], pl)
-    return SampledP3(against, diffs, sp, own, mde, decision, control)
+    return SampledP3(against, diffs, sp, own, mde, decision, control, uncertified=not certified)
 
 
 def sampled_markdown(s: SampledP3) -> list[str]:

@@ -101,6 +101,17 @@ def test_with_delta_hat_the_verdict_rule_decides_either_way(tmp_path):
     assert res.pilot.pilot.delta_hat_surgical is None and res.label == "opposite (delta_hat along one path: no bracket)"
 
 
+def test_an_uncertified_probe_gives_a_measurement_as_the_fixed_row_does(tmp_path):
+    """The weak-credit positions include S's: a pilot that did not certify S zero-credit
+    leaves the interval and the MDE but no verdict (the gate of the fixed-context P3 row)."""
+    meta, runs = _design(tmp_path, True, gap=-0.03)
+    decided = sampled_p3(tmp_path, meta, runs)
+    res = sampled_p3(tmp_path, meta, runs, certified=False)
+    assert decided.decision is not None and res.decision is None
+    assert res.interval == decided.interval and res.mde == decided.mde
+    assert res.label.startswith("measurement (no verdict: the probe S is not certified zero-credit")
+
+
 def test_the_attributed_gap_resumes_bit_for_bit(tmp_path, monkeypatch):
     """The gap reads the tangent's cumulative shift, which the checkpoint carries: a run
     that crashes after a checkpoint and resumes logs the same gap as an uninterrupted one
