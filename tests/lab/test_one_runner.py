@@ -253,3 +253,40 @@ def test_the_published_designs_regenerate_byte_identical(tmp_path):
     publish.write_sections(results, docs)
     for page in ("experiments.md", "claims.md"):
         assert (docs / page).read_bytes() == (REPO / "docs" / page).read_bytes(), page
+
+
+EARLIER = ("grpo_norm", "grpo_norm__link", "grpo_norm__link_forced", "gspo_min_replace", "dapo_sign_free_clip")
+"""The designs of issue 31's two rounds, in the order of docs/experiments.md's first generated section."""
+
+
+@pytest.mark.slow  # ~30-60 s: five 12-seed designs read and reported
+def test_the_earlier_designs_regenerate_byte_identical(tmp_path):
+    """The first generated sections of docs/experiments.md and docs/claims.md (issue 31's
+    designs, re-run with today's code in issue 42) and their committed results come out
+    byte for byte from the run directories with today's report code, as
+    ``exchange experiment report <dirs> --img-dir docs/img --markdown docs/experiments.md
+    --claims docs/claims.md`` writes them."""
+    import shutil
+
+    from exchange.lab.experiment_report import report_experiments
+
+    runs = REPO / "runs"
+    if not all((runs / n / "experiment.json").exists() for n in EARLIER):
+        pytest.skip(f"the earlier designs' run directories are not on this machine ({runs}/{EARLIER[0]}, ...)")
+    for name in EARLIER:  # a copy of the run files the report reads (no checkpoints, no rollouts)
+        src = runs / name
+        for f in list(src.rglob("*.json")) + list(src.rglob("*.jsonl")):
+            if f.name not in ("summary.json",):
+                (tmp_path / name / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, tmp_path / name / f.relative_to(src))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for page in ("experiments.md", "claims.md"):
+        shutil.copyfile(REPO / "docs" / page, docs / page)
+    report_experiments([tmp_path / n for n in EARLIER], img_dir=docs / "img", markdown=docs / "experiments.md",
+                       claims=docs / "claims.md")
+    for name in EARLIER:
+        for f in ("summary.json", "summary.md"):
+            assert (tmp_path / name / f).read_bytes() == (REPO / "experiments" / "results" / name / f).read_bytes(), f
+    for page in ("experiments.md", "claims.md"):
+        assert (docs / page).read_bytes() == (REPO / "docs" / page).read_bytes(), page
