@@ -426,6 +426,18 @@ def _reproduce(res: ExperimentResult) -> str:
     return f"`{cmd} && python -m exchange experiment report {run_dir}`"
 
 
+def _measured_credit(certs: list[dict[str, Any]]) -> str:
+    """"; S's measured credit ..." per check time (warm start, end): the range over the
+    pilot's checks of ``P(correct | S forced) - P(correct | S banned)``, or "" without checks."""
+    parts = []
+    for when in ("warm start", "end"):
+        vals = [c["credit"] for c in certs if c["when"] == when]
+        if vals:
+            parts.append(f"{when} {min(vals):+.3g} to {max(vals):+.3g}")
+    return ("; S's measured credit (P(correct) with S forced minus banned, range over the pilot's "
+            f"{len(certs)} checks): " + ", ".join(parts)) if parts else ""
+
+
 def _markdown(res: ExperimentResult, img_prefix: str) -> str:
     m = res.meta
     arms = "; ".join(f"{a['role']} `{a['name']}` = `{a['objective']}`" + (f" with {a['params']}" if a["params"] else "")
@@ -464,7 +476,8 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
         else:
             lines += ["", f"**Forced-prefix certificate of S** ({cert}): {ok}/{len(p.certificates)} checks certified "
                       f"(warm start and end, pilot baseline and surgical runs): "
-                      f"**{'certified' if p.certified else 'NOT certified'}**; warm-start p(S) = {p.p_style:.2f}.", ""]
+                      f"**{'certified' if p.certified else 'NOT certified'}**; warm-start p(S) = {p.p_style:.2f}"
+                      f"{_measured_credit(p.certificates)}.", ""]
     dose = "; ".join(f"{role} residual {_fmt(d[MANIPULATION_KEY])}, at S {_fmt(d[mk.STYLE_RESIDUAL])} "
                      f"(signed K {_fmt(d[mk.STYLE_K_SIGNED])})" for role, d in res.dose.items())
     kl = ", ".join(f"{role} {_fmt(v)}" for role, v in res.kl.items()) + "; " + ", ".join(

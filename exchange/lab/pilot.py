@@ -181,22 +181,28 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
         certified = True
         notes.append("certificate: S is teacher-forced in every response (task.forced_style), so it carries no "
                      "credit by construction.")
-    elif sens is not None and sens > 0 and dh > 0:
-        bound = credit_bound(dh, sens)
-        src = f"credit_bound(delta_hat_P2={dh:.3g}, sensitivity={sens:.3g} nats per unit credit)"
-        certified = True
+    else:
+        if sens is not None and sens > 0 and dh > 0:
+            bound = credit_bound(dh, sens)
+            src = f"credit_bound(delta_hat_P2={dh:.3g}, sensitivity={sens:.3g} nats per unit credit)"
+        else:
+            notes.append(f"certificate: no bound (sensitivity={sens}, delta_hat_P2={dh:.3g}); the probe is not "
+                         "certified.")
+        # S's measured credit is recorded with or without a bound: an uncertified probe's rows are
+        # measurements, and issue 42 asks them to carry the credit S was measured to have
         for role in ("baseline", "surgical"):
             for s in seeds if role in runs else ():
                 run = runs[role][s]
                 # the last row that logged the certificate: a metric may be sparse
                 end = next((r for r in reversed(run.rows) if mk.cert_style("credit") in r), run.rows[-1])
                 for when, d in (("warm start", run.init), ("end", end)):
-                    c = certify(_credit(d), bound, src)
-                    certs.append({"role": role, "seed": s, "when": when, "credit": c.credit.credit,
-                                  "low": c.credit.low, "high": c.credit.high, "certified": c.certified})
-                    certified &= c.certified
-    else:
-        notes.append(f"certificate: no bound (sensitivity={sens}, delta_hat_P2={dh:.3g}); the probe is not certified.")
+                    if bound is None and mk.cert_style("credit") not in d:
+                        continue  # not measured (a run without the certificate) and nothing to certify
+                    credit = _credit(d)
+                    ok = bound is not None and certify(credit, bound, src).certified
+                    certs.append({"role": role, "seed": s, "when": when, "credit": credit.credit,
+                                  "low": credit.low, "high": credit.high, "certified": ok})
+        certified = bound is not None and all(c["certified"] for c in certs)
     zs = [float(base[s].series(mk.ZERO_SPREAD_GROUPS).mean()) for s in seeds
           if any(mk.ZERO_SPREAD_GROUPS in r for r in base[s].rows)]
     zero_spread = float(np.mean(zs)) if zs else None

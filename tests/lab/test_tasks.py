@@ -324,3 +324,9 @@ def test_a_forced_probe_is_certified_by_construction_and_a_sampled_one_is_not():
     assert freeze("x", runs, sens).certified is False  # S carries 0.1 of P(correct): above any bound here
     forced = freeze("x", runs, {}, by_construction=True)
     assert forced.certified is True and any("by construction" in n for n in forced.notes)
+    # no bound (no sensitivity runs): still not certified, and S's measured credit is recorded (issue 42:
+    # an uncertified probe's rows are measurements that carry the credit S was measured to have)
+    unbound = freeze("x", runs, {})
+    assert unbound.certified is False and unbound.bound is None
+    assert [(c["when"], c["credit"], c["certified"]) for c in unbound.certificates] == [
+        ("warm start", 0.1, False), ("end", 0.1, False)] * 4
