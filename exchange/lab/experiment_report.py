@@ -324,7 +324,9 @@ def _row(pred: Prediction, runs, seeds, pilot: FrozenPilot | None, eval_se: floa
         dose = "" if pl.accepted(len(diffs)) else (
             f"; the design is also uninformative at this dose (delta_hat bracket magnitude {pl.magnitude:.3g} = "
             f"{pl.magnitude / pl.mde(len(diffs)):.2f} MDE)")
-        return Row(pred, against, base, other, diffs, None, "the probe S is not certified zero-credit" + dose,
+        credit = credit_ranges(pilot.certificates)
+        credit = f" (its measured credit, P(correct) with S forced minus banned: {credit})" if credit else ""
+        return Row(pred, against, base, other, diffs, None, "the probe S is not certified zero-credit" + credit + dose,
                    own=own, measurement=True)
     control = identity if pred.key in PROBES else ""
     if pred.key == "P1" and all(abs(o) < RESIDUAL_THRESHOLD for o in other):
@@ -426,16 +428,15 @@ def _reproduce(res: ExperimentResult) -> str:
     return f"`{cmd} && python -m exchange experiment report {run_dir}`"
 
 
-def _measured_credit(certs: list[dict[str, Any]]) -> str:
-    """"; S's measured credit ..." per check time (warm start, end): the range over the
-    pilot's checks of ``P(correct | S forced) - P(correct | S banned)``, or "" without checks."""
+def credit_ranges(certs: list[dict[str, Any]]) -> str:
+    """S's measured credit per check time: "warm start A to B, end C to D", the range over
+    the pilot's checks of ``P(correct | S forced) - P(correct | S banned)``; "" without checks."""
     parts = []
     for when in ("warm start", "end"):
         vals = [c["credit"] for c in certs if c["when"] == when]
         if vals:
             parts.append(f"{when} {min(vals):+.3g} to {max(vals):+.3g}")
-    return ("; S's measured credit (P(correct) with S forced minus banned, range over the pilot's "
-            f"{len(certs)} checks): " + ", ".join(parts)) if parts else ""
+    return ", ".join(parts)
 
 
 def _markdown(res: ExperimentResult, img_prefix: str) -> str:
@@ -470,6 +471,8 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
         cert = (f"bound ±{_fmt(p.bound)} P(correct) from delta_hat_P2/3 and the measured sensitivity "
                 f"{_fmt(p.sensitivity)} nats per unit credit" if p.bound is not None else "no bound")
         ok = sum(c["certified"] for c in p.certificates)
+        measured = (f"; S's measured credit (P(correct) with S forced minus banned, range over the pilot's "
+                    f"{len(p.certificates)} checks): {credit_ranges(p.certificates)}" if p.certificates else "")
         if p.certified and not p.certificates:  # no measured check: say what certifies it instead of "0/0"
             lines += ["", "**Certificate of S**: by construction, no measured check (S is teacher-forced at the "
                       f"probe position, which carries no credit there); warm-start p(S) = {p.p_style:.2f}.", ""]
@@ -477,7 +480,7 @@ def _markdown(res: ExperimentResult, img_prefix: str) -> str:
             lines += ["", f"**Forced-prefix certificate of S** ({cert}): {ok}/{len(p.certificates)} checks certified "
                       f"(warm start and end, pilot baseline and surgical runs): "
                       f"**{'certified' if p.certified else 'NOT certified'}**; warm-start p(S) = {p.p_style:.2f}"
-                      f"{_measured_credit(p.certificates)}.", ""]
+                      f"{measured}.", ""]
     dose = "; ".join(f"{role} residual {_fmt(d[MANIPULATION_KEY])}, at S {_fmt(d[mk.STYLE_RESIDUAL])} "
                      f"(signed K {_fmt(d[mk.STYLE_K_SIGNED])})" for role, d in res.dose.items())
     kl = ", ".join(f"{role} {_fmt(v)}" for role, v in res.kl.items()) + "; " + ", ".join(

@@ -192,3 +192,19 @@ def test_a_certificate_by_construction_is_not_reported_as_zero_of_zero_checks():
         text = (results / name / "summary.md").read_text()
         assert "0/0 checks certified" not in text
         assert "**Certificate of S**: by construction, no measured check" in text
+
+
+def test_an_uncertified_probe_reports_the_credit_it_was_measured_to_have():
+    """Issue 42: the link design's data are a measurement *with S's measured credit*; the
+    range per check time comes from the pilot's forced-prefix checks, bound or not."""
+    from pathlib import Path
+
+    from exchange.lab.experiment_report import credit_ranges
+
+    certs = [{"when": "warm start", "credit": 0.05}, {"when": "warm start", "credit": 0.03},
+             {"when": "end", "credit": -0.01}]
+    assert credit_ranges(certs) == "warm start +0.03 to +0.05, end -0.01 to -0.01"
+    assert credit_ranges([]) == ""
+    text = (Path(__file__).resolve().parents[2] / "experiments" / "results" / "grpo_norm__link" / "summary.md").read_text()
+    p2 = next(line for line in text.splitlines() if line.startswith("| P2 | surgical"))
+    assert "measurement (no verdict" in p2 and "its measured credit, P(correct) with S forced minus banned: warm start +" in p2
