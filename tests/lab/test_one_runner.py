@@ -219,6 +219,16 @@ PUBLISHED = ("grpo_norm__probe_dose_adam", "grpo_norm__probe_dose_sgd", "gspo_eq
              "dapo_sign_free_clip__epslow_cd_e4_l01_kl0", "dapo_sign_free_clip__epslow_cd_e4_l01_kl0__sgd")
 
 
+def _copy_run_files(src: Path, dest: Path) -> None:
+    """A copy of the run files the report reads (no checkpoints, no rollouts, no old summary)."""
+    import shutil
+
+    for f in list(src.rglob("*.json")) + list(src.rglob("*.jsonl")):
+        if f.name != "summary.json":
+            (dest / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest / f.relative_to(src))
+
+
 @pytest.mark.slow  # ~30-90 s: three 12-seed designs read and reported
 def test_the_published_designs_regenerate_byte_identical(tmp_path):
     """The committed issue-42 results (experiments/results/<name>/summary.json, summary.md)
@@ -234,12 +244,8 @@ def test_the_published_designs_regenerate_byte_identical(tmp_path):
     if not all((runs / n / "experiment.json").exists() for n in PUBLISHED):
         pytest.skip(f"the published designs' run directories are not on this machine ({runs}/{PUBLISHED[0]}, ...)")
     results = []
-    for name in PUBLISHED:  # a copy of the run files the report reads (no checkpoints, no rollouts)
-        src = runs / name
-        for f in list(src.rglob("*.json")) + list(src.rglob("*.jsonl")):
-            if f.name not in ("summary.json",):
-                (tmp_path / name / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(f, tmp_path / name / f.relative_to(src))
+    for name in PUBLISHED:
+        _copy_run_files(runs / name, tmp_path / name)
         results.append(report_experiment(tmp_path / name))
         for f in ("summary.json", "summary.md"):
             assert (tmp_path / name / f).read_bytes() == (REPO / "experiments" / "results" / name / f).read_bytes(), f
@@ -273,12 +279,8 @@ def test_the_earlier_designs_regenerate_byte_identical(tmp_path):
     runs = REPO / "runs"
     if not all((runs / n / "experiment.json").exists() for n in EARLIER):
         pytest.skip(f"the earlier designs' run directories are not on this machine ({runs}/{EARLIER[0]}, ...)")
-    for name in EARLIER:  # a copy of the run files the report reads (no checkpoints, no rollouts)
-        src = runs / name
-        for f in list(src.rglob("*.json")) + list(src.rglob("*.jsonl")):
-            if f.name not in ("summary.json",):
-                (tmp_path / name / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(f, tmp_path / name / f.relative_to(src))
+    for name in EARLIER:
+        _copy_run_files(runs / name, tmp_path / name)
     docs = tmp_path / "docs"
     docs.mkdir()
     for page in ("experiments.md", "claims.md"):
