@@ -44,7 +44,7 @@ from levers import _variant
 from exchange.errors import InvalidArgument
 from exchange.lab.config import load_experiment
 from exchange.lab.experiment import freeze_runs, pilot_runs, run_dir, run_experiment, run_pilot, write_experiment_json
-from exchange.lab.experiment_report import decide_experiment
+from exchange.lab.experiment_decision import decide_experiment
 from exchange.lab.experiment_report_record import DoseRecord
 from exchange.lab.experiment_report_series import dose_series
 from exchange.lab.verdict import ACCEPT_RATIO, dose_response_mde

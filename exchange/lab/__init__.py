@@ -14,8 +14,9 @@ package (``exchange.core.coefficients``, ``exchange.core.events``, ``exchange.ob
 - ``surgical`` arms (``exchange.objectives.surgical``), ``klstep`` (the KL-normalised
   step), ``attribution`` (the shared part sent through the optimiser: delta_hat),
   ``certificate`` (the forced-prefix credit of S), ``pilot`` (frozen predictions),
-  ``verdict`` (the verdict rule), ``predictions``, ``experiment_report``, ``plots``:
-  predict, then test, and report from typed results;
+  ``verdict`` (the verdict rule), ``predictions``, ``experiment_decision`` (an experiment's
+  typed results), ``experiment_report``, ``plots``: predict, then test, and report from
+  typed results;
 - ``llm``, ``llm_run``: the LLM-scale runner's pieces (the task as text through a task
   tokenizer, the grammar inside a HF model, Llama/Qwen2 built in code, the text-mode
   verifier) and the paired runs through TRL with the harness's own instruments, eval and

@@ -155,7 +155,7 @@ class SampledP3:
     decision: Decision | None = None
     """the verdict rule's decision, only with an orientation and ``delta_hat`` at these contexts"""
     control: str = ""
-    """the design's positive-control label (exchange.lab.experiment_report.positive_control)"""
+    """the design's positive-control label (exchange.lab.experiment_decision.positive_control)"""
     reason: str = ""
     uncertified: bool = False
     """the pilot did not certify S zero-credit: S's positions are among the weak-credit ones"""
@@ -183,7 +183,7 @@ class SampledP3:
             one = "" if self.pilot.pilot.delta_hat_surgical is not None else " (delta_hat along one path: no bracket)"
             return head + self.decision.label + one
         why = []
-        if self.uncertified:  # the same gate as the fixed-context P3 row (experiment_report's PROBES rows)
+        if self.uncertified:  # the same gate as the fixed-context P3 row (experiment_decision's PROBES rows)
             why.append("the probe S is not certified zero-credit, and the positions S takes are among the "
                        "weak-credit positions")
         if self.sign is None:
@@ -219,7 +219,7 @@ def _pilot_runs(exp_dir: Path, meta: dict[str, Any], role: str) -> dict[int, Run
 def sampled_p3(exp_dir: str | Path, meta: dict[str, Any], runs: dict[str, dict[int, RunData]],
                control: str = "", *, certified: bool = True) -> SampledP3:
     """P3 at the sampled contexts of the experiment in ``exp_dir`` (``runs[role][seed]`` as
-    :func:`exchange.lab.experiment_report.load_runs` gives them; its pilot runs under
+    :func:`exchange.lab.experiment_decision.load_runs` gives them; its pilot runs under
     ``exp_dir/pilot``; ``control`` the design's positive-control label, if any).
 
     ``certified``: the pilot certified the probe S zero-credit. The weak-credit positions

@@ -11,7 +11,7 @@ from _tiny import tiny_config
 from exchange.errors import InvalidArgument
 from exchange.lab.config import load_experiment
 from exchange.lab.experiment import run_experiment
-from exchange.lab.experiment_report import decide_experiment
+from exchange.lab.experiment_decision import decide_experiment
 from exchange.lab.predictions import ROLLOUT_HASH, read_run
 from exchange.lab.trainer import rollout_path, train_run
 

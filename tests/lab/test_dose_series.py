@@ -13,14 +13,8 @@ import pytest
 import torch
 
 from exchange.errors import InvalidArgument
-from exchange.lab.experiment_report import (
-    ExperimentResult,
-    Row,
-    claims_rows,
-    positive_control,
-    report_experiments,
-    series_sections,
-)
+from exchange.lab.experiment_decision import ExperimentResult, Row, positive_control
+from exchange.lab.experiment_report import claims_rows, report_experiments, series_sections
 from exchange.lab.experiment_report_record import DoseRecord
 from exchange.lab.experiment_report_series import dose_series, series_of
 from exchange.lab.pilot import FrozenPilot

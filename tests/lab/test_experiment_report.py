@@ -14,11 +14,10 @@ from exchange.errors import InvalidArgument
 from exchange.lab.config import load_experiment
 from exchange.lab.experiment import run_experiment
 from exchange.lab.dose_rule import decide_dose
+from exchange.lab.experiment_decision import ExperimentResult, Row
 from exchange.lab.experiment_report import (
     CLAIMS_BEGIN,
     CLAIMS_END,
-    ExperimentResult,
-    Row,
     claims_rows,
     replace_section,
     report_experiments,
@@ -169,7 +168,7 @@ def test_a_sign_fixed_by_the_grammar_is_labelled_positive_control():
     """Issue 42: with the reward-length link, the template in the prompt and S forced, every
     correct response has one length, so K_S >= 0 in every group under 1/L_i: the report
     labels the P2/P3 rows a positive control. Without the link the sign is the data's."""
-    from exchange.lab.experiment_report import identity_orientation
+    from exchange.lab.experiment_decision import identity_orientation
 
     meta = {"mechanism": "M3 (per-response 1/L_i normalisation)",
             "task": {"long_wrong": True, "forced_style": True, "template_in_prompt": True}}
@@ -199,7 +198,7 @@ def test_an_uncertified_probe_reports_the_credit_it_was_measured_to_have():
     range per check time comes from the pilot's forced-prefix checks, bound or not."""
     from pathlib import Path
 
-    from exchange.lab.experiment_report import credit_ranges
+    from exchange.lab.experiment_decision import credit_ranges
 
     certs = [{"when": "warm start", "credit": 0.05}, {"when": "warm start", "credit": 0.03},
              {"when": "end", "credit": -0.01}]

@@ -165,7 +165,7 @@ def test_run_llm_arms_train_on_the_baselines_completions(tmp_path, llm_stack_rea
     from test_llm import PAIR, _load_run_llm, _rows
 
     from exchange.core import metric_keys as mk
-    from exchange.lab.experiment_report import decide_experiment
+    from exchange.lab.experiment_decision import decide_experiment
 
     run_llm = _load_run_llm()
     toml = PAIR.replace("[train]", "[train]\ncommon_rollouts = true").replace(

@@ -177,7 +177,7 @@ def test_concurrent_run_on_one_out_is_refused(tmp_path):
 
 def test_manipulation_check_on_policy_constant_norm_removes_the_residual(tmp_path):
     """M3 on-policy: grpo keeps a shared residual, grpo+group_constant_norm removes it."""
-    from exchange.lab.experiment_report import decide_experiment
+    from exchange.lab.experiment_decision import decide_experiment
 
     path = tiny_config(tmp_path, name="manip", seeds=(0,), steps=3, sft_steps=60, task="countdown")
     text = path.read_text().replace("epochs = 2", "epochs = 1").replace("minibatches = 2", "minibatches = 1")
