@@ -38,7 +38,7 @@ from exchange.lab.klstep import SCALE_CAP
 from exchange.lab.pilot import PROBES
 from exchange.lab.predictions import MANIPULATION_KEY
 from exchange.lab.report_parts import cell as _cell
-from exchange.lab.report_parts import dose_lines, own_drift_lines
+from exchange.lab.report_parts import dose_lines, own_drift_cell, own_drift_lines
 from exchange.lab.report_parts import fmt as _fmt
 from exchange.lab.runlog import atomic_write_text
 from exchange.lab.verdict import interval
@@ -191,7 +191,7 @@ def replace_section(path: str | Path, begin: str, end: str, body: str, *, title:
 
 def claims_rows(results: list[ExperimentResult]) -> str:
     """Markdown table rows (one per experiment x primary prediction) for docs/claims.md."""
-    lines = ["| claim | experiment | verdict | evidence (oriented paired diff, 95% CI, delta_hat, SESOI, MDE) | reproduce |",
+    lines = ["| claim | experiment | verdict | evidence (oriented paired diff, 95% CI, delta_hat, SESOI, MDE; each arm's own drift; the dose rule) | reproduce |",
              "|---|---|---|---|---|"]
     for res in results:
         name = res.meta["name"]
@@ -205,6 +205,7 @@ def claims_rows(results: list[ExperimentResult]) -> str:
             ev = (f"{_fmt(d.mean)} [{_fmt(d.low)}, {_fmt(d.high)}], delta_hat {pred}, SESOI "
                   f"{_fmt(d.sesoi)} ({HALF_LOW if d.delta_hat is not None else d.sesoi_derivation}), "
                   f"MDE {_fmt(d.mde)}" if d is not None else r.reason)
+            ev += "".join(f"; {x}" for x in (own_drift_cell(r.own), f"dose rule: {r.dose.label}" if r.dose else "") if x)
             verdict = r.label if r.decision is None or res.falsifier().split(":")[0] not in (
                 "not readable", "confounded") else f"{r.label} (pair {res.falsifier().split(':')[0]})"
             lines.append(f"| {r.prediction.key}: {r.prediction.claim} | {name} (baseline vs {r.against}) | "

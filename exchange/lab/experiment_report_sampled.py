@@ -63,6 +63,7 @@ import numpy as np
 from exchange.core import metric_keys as mk
 from exchange.lab.predictions import ROLLOUT_HASH, RunData, read_run
 from exchange.lab.report_parts import fmt as _fmt
+from exchange.lab.report_parts import own_drift_cell
 from exchange.lab.verdict import Decision, Orientation, OwnDrift, Pilot, decide_signed, design_mde, interval, orient, \
     own_drift
 
@@ -291,11 +292,11 @@ def sampled_claims_cells(s: SampledP3) -> tuple[str, str]:
     if d is None:
         ev = (f"baseline minus {s.against} {_fmt(mean)} [{_fmt(low)}, {_fmt(high)}] nats (unoriented), {n} seeds; "
               f"delta_hat n/a, SESOI n/a, MDE {_fmt(s.mde)} (pilot SD)")
-        return s.label, ev
+        return s.label, ev + (f"; {own_drift_cell(s.own)}" if s.own else "")
     pl = s.pilot.pilot
     br = (f"[{_fmt(pl.bracket[0])}, {_fmt(pl.bracket[1])}]" if pl.delta_hat_surgical is not None else
           f"{_fmt(pl.delta_hat)} (one path, no bracket)")
     ev = (f"{_fmt(d.mean)} [{_fmt(d.low)}, {_fmt(d.high)}], delta_hat {br}, "
           + (f"SESOI {_fmt(d.sesoi)} (half the bracket's lower end)" if d.sesoi is not None else
              "SESOI n/a (the bracket straddles 0)") + f", MDE {_fmt(d.mde)}")
-    return s.label, ev
+    return s.label, ev + (f"; {own_drift_cell(s.own)}" if s.own else "")

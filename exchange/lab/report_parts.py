@@ -38,6 +38,16 @@ def own_drift_lines(rows) -> list[str]:
     return out + [""] if out else []
 
 
+def own_drift_cell(own) -> str:
+    """The claims table's text for each arm's own drift (issue 42's other half): "own drift:
+    baseline A [lo, hi]; surgical B [lo, hi] flat (±SESOI)", the flat claim only for the
+    exchangeable arms; "" without own drifts."""
+    parts = [f"{o.role} {fmt(o.mean)} [{fmt(o.low)}, {fmt(o.high)}]"
+             + ("" if o.flat.startswith("n/a") else f" {o.flat}" + (f" (±{fmt(o.sesoi)})" if o.sesoi else ""))
+             for o in own]
+    return "own drift: " + "; ".join(parts) if parts else ""
+
+
 def dose_lines(rows) -> list[str]:
     """The dose rule's table (P2): per dose the share of the full effect, the residual
     ``d_f - f d_1`` with its interval against ±SESOI, and the intercept fit."""

@@ -99,6 +99,23 @@ def test_claims_rows_follow_the_typed_decisions():
     assert "none: c.toml does not load here" in table and "experiment run c.toml" not in table
 
 
+def test_claims_rows_carry_both_halves_and_the_dose_rule():
+    """Issue 42's Done-means: every prediction row has each arm's own drift; the P2 row
+    also the dose rule's reading (docs/claims.md is read without docs/experiments.md)."""
+    import dataclasses
+
+    from exchange.lab.verdict import own_drift
+
+    res = _result(True, _dose(True))
+    own = (own_drift("baseline", [0.5, 0.6, 0.55], 0.5), own_drift("surgical", [0.9, 1.0, 1.1], 0.5))
+    res = dataclasses.replace(res, rows=[dataclasses.replace(r, own=own) if r.prediction.key == "P2" else r
+                                         for r in res.rows])
+    p2 = next(line for line in claims_rows([res]).splitlines() if line.startswith("| P2:"))
+    assert "own drift: baseline 0.55 [" in p2 and "]; surgical 1 [" in p2 and "] not flat (±0.5)" in p2
+    assert "baseline 0.55 [0.426, 0.674] flat" not in p2  # no flat claim of the baseline
+    assert "dose rule: follows the dose (first order)" in p2
+
+
 @pytest.mark.parametrize("dose, why", [(None, "no dose arms"), ("bad", "does not follow the dose")])
 def test_p2_is_not_decided_without_a_dose_that_follows_first_order(dose, why):
     """Issue 42: a P2 decision needs the dose rule; without dose arms, or with a dose off
