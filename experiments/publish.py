@@ -8,7 +8,8 @@ record their base config) also get the series' section and claims row
     python experiments/publish.py runs/grpo_norm__probe_dose_adam runs/grpo_norm__probe_dose_sgd \
         runs/gspo_equal_length_reuse runs/gspo_equal_length_reuse__reuse4 \
         runs/gspo_equal_length_reuse__reuse8 runs/dapo_sign_free_clip__epslow_cd_e4_l01_kl0 \
-        runs/dapo_sign_free_clip__epslow_cd_e4_l01_kl0__sgd runs/gspo_equal_length_nonprivate__e4x2
+        runs/dapo_sign_free_clip__epslow_cd_e4_l01_kl0__sgd runs/gspo_equal_length_nonprivate__e4x2__e2x2 \
+        runs/gspo_equal_length_nonprivate__e4x2
 
 Pass every published directory (tests/lab/test_one_runner.py's PUBLISHED): the ISSUE42
 sections are rewritten from the directories passed, so one left out disappears. The sections have their own markers (``ISSUE42``), so the earlier designs' generated

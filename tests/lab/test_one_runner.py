@@ -217,7 +217,7 @@ def test_an_unfinished_pilot_freezes_nothing_and_a_refused_one_tests_nothing(tmp
 PUBLISHED = ("grpo_norm__probe_dose_adam", "grpo_norm__probe_dose_sgd", "gspo_equal_length_reuse",
              "gspo_equal_length_reuse__reuse4", "gspo_equal_length_reuse__reuse8",
              "dapo_sign_free_clip__epslow_cd_e4_l01_kl0", "dapo_sign_free_clip__epslow_cd_e4_l01_kl0__sgd",
-             "gspo_equal_length_nonprivate__e4x2")
+             "gspo_equal_length_nonprivate__e4x2__e2x2", "gspo_equal_length_nonprivate__e4x2")
 
 
 def _copy_run_files(src: Path, dest: Path) -> None:
