@@ -150,9 +150,10 @@ def freeze(name: str, runs: dict[str, dict[int, RunData]], sensitivity_runs: dic
     for key, sign in (("P2", s2), ("P3", s3)):
         probe = PROBES[key]
         pred = [sign * float(base[s].series(mk.attr_shared(probe)).sum()) for s in seeds]
-        # along the surgical path the instrument attributes minus the residual's effect (trainer._update)
+        # along the surgical path the instrument attributes minus the residual's effect (trainer._update); a run
+        # attributed when any row has the sums (TRL logs them at a rollout's last step, not its first, under reuse)
         surg = ([-sign * float(pathway[s].series(mk.attr_shared(probe)).sum()) for s in seeds]
-                if pathway is not None and all(mk.attr_shared(probe) in r for s in seeds for r in pathway[s].rows[:1])
+                if pathway is not None and all(any(mk.attr_shared(probe) in r for r in pathway[s].rows) for s in seeds)
                 else None)
         if pathway is not None:
             meas = [sign * (_change(base[s], probe) - _change(pathway[s], probe)) for s in seeds]

@@ -154,6 +154,95 @@ def test_campaign_dry_run_of_the_dose_design_with_parallel_seeds(tmp_path, llm_s
     assert cli(["experiment", "report", str(exp)]) == 0
 
 
+
+# the same device command on issue 42's M1 design with a non-private probe (GSPO, exact filler, reuse 4x2, the
+# coupling-surgical arm and coupling dose arms 0.01 / 0.1, SGD): its committed recipe, the TOML cut to CPU size as
+# above. One rollout is 8 TRL steps (4 epochs x 2 minibatches), so the dry run trains one whole rollout, 8 steps:
+# the pilot's attribution acts per rollout, and a checkpoint must fall between rollouts
+M1_RECIPE = REPO / "experiments" / "llm" / "recipes" / "gspo_equal_length_nonprivate_llama25m.yaml"
+M1_DESIGN = REPO / "experiments" / "configs" / "gspo_equal_length_nonprivate.toml"
+M1_ARMS = ("gspo", "gspo+coupling_surgical", "gspo+coupling_dose0.01", "gspo+coupling_dose0.1")
+
+
+def _residuals(d: Path) -> list:
+    from exchange.core.metric_keys import SHARED_RESIDUAL
+
+    return [json.loads(line)[SHARED_RESIDUAL] for line in (d / "metrics.jsonl").read_text().splitlines()]
+
+
+# ~1 min on 2 CPU cores: 4 pilot runs, then 3 seeds x 4 arms, 8 steps each (the slow tier)
+@pytest.mark.slow
+def test_campaign_dry_run_of_the_m1_design_with_parallel_seeds(tmp_path, llm_stack_ready, trl_ready):
+    import torch
+
+    from exchange.cli import main as cli
+    from exchange.core.metric_keys import attr_shared
+    from exchange.lab.predictions import read_run
+    from exchange.lab.tasks import EOS, FILLER, STYLE
+
+    kit = _kit()
+    (tmp_path / "design.toml").write_text(_cpu_size(M1_DESIGN.read_text()))
+    args = ["--config", str(M1_RECIPE), "--experiment", str(tmp_path / "design.toml"), "--model_config",
+            "llama-tiny", "--use_cpu", "true", "--max_steps", "8", "--sft_steps", "30", "--sft_lr", "0.01",
+            "--sft_batch", "32", "--per_device_train_batch_size", "8", "--eval_steps", "8", "--save_steps", "8",
+            "--seeds", "0", "1", "2"]
+    out, state = tmp_path / "out", tmp_path / "state"
+    assert kit.main(["campaign", "--budget_s", "3600", "--parallel", "2", "--state", str(state),
+                     "--out", str(out), "--", *args]) == 0
+    rep = json.loads((out / "kit.json").read_text())
+    assert rep["seeds_done"] == [0, 1, 2] and rep["seeds_left"] == [] and rep["pilot_frozen"], rep
+    timing = {t["seed"]: t for t in rep["timing"]}
+    assert [(timing[s]["wave"], timing[s]["procs"]) for s in (0, 1, 2)] == [(0, 1), (1, 2), (1, 2)]
+    assert all(t["exit"] == 0 and t["done"] for t in timing.values())
+
+    root = tmp_path / "merged"
+    kit.merge([out / "runs.tar.gz"], root)
+    exp = root / "gspo_equal_length_nonprivate__e4x2"
+    ran = json.loads((exp / "experiment.json").read_text())
+    assert ran["seeds"] == [0, 1, 2] and (ran["train"]["epochs"], ran["train"]["minibatches"]) == (4, 2)
+    for seed in (0, 1, 2):
+        for arm in M1_ARMS:
+            d = exp / arm / f"seed{seed}"
+            assert _rows(d) == list(range(8)) and json.loads((d / "done.json").read_text())["steps"] == 8, d
+
+    # the grammar inside the model's forward: every sampled completion is [S, d1, d2, F1, F2, EOS] with fillers
+    # drawn from (".", "~", S), and S is sampled as a filler somewhere (the probe is not private)
+    s_as_filler = 0
+    for rec in (state / "runs").glob("**/gspo/seed*/completions/step*.pt"):
+        comp = torch.load(rec, weights_only=False)["completion_ids"]  # [rows, 6]
+        assert comp.shape[1] == 6 and (comp[:, 0] == STYLE).all() and (comp[:, 5] == EOS).all(), comp
+        assert torch.isin(comp[:, 1:3], torch.tensor([*FILLER, STYLE, EOS])).logical_not().all(), comp
+        assert torch.isin(comp[:, 3:5], torch.tensor([*FILLER, STYLE])).all(), comp
+        s_as_filler += int((comp[:, 3:5] == STYLE).sum())
+    assert s_as_filler > 0
+
+    # the coupling dose arms reach TRL's loss. Step 0 is on-policy (every response ratio 1): the coupling residual
+    # is 0 in every arm, so every arm takes the baseline's step and still has its weights and its replayed rollout
+    # at step 1, the first off-policy minibatch; there a dose arm's residual is keep x the baseline's (an arm
+    # trained as plain gspo would log the baseline's value) and the coupling-surgical arm's is round-off
+    checked = 0
+    for seed in (0, 1, 2):
+        res = {arm: _residuals(exp / arm / f"seed{seed}") for arm in M1_ARMS}
+        assert all(r[0] is None or r[0] < 1e-9 for r in res.values()), res
+        if res["gspo"][1] is not None and res["gspo"][1] > 1e-9:
+            checked += 1
+            for keep in (0.01, 0.1):
+                assert abs(res[f"gspo+coupling_dose{keep}"][1] / res["gspo"][1] - keep) < 1e-6 * keep, (seed, res)
+            assert res["gspo+coupling_surgical"][1] < 1e-9, res
+        for k, base in enumerate(res["gspo"]):  # later steps: the arms' weights drift apart, a little
+            if base is not None and base > 1e-9:
+                assert res["gspo+coupling_surgical"][k] < 1e-9 < res["gspo+coupling_dose0.01"][k] < \
+                    res["gspo+coupling_dose0.1"][k] < base, (seed, k, res)
+    assert checked, "no seed had a coupling residual at step 1: the dose check is vacuous"
+    # the surgical pilot arm attributes minus the coupling residual its base objective would add, not its own ~0
+    for seed in (100, 101):
+        base = read_run(exp / "pilot" / "gspo" / f"seed{seed}").series(attr_shared("drift/style_logp")).sum()
+        surg = read_run(exp / "pilot" / "gspo+coupling_surgical" / f"seed{seed}").series(
+            attr_shared("drift/style_logp")).sum()
+        assert abs(surg) > 0.01 * abs(base) > 0, (seed, base, surg)
+    assert json.loads((exp / "pilot.json").read_text())["pilots"]["P2"]["delta_hat_surgical"] is not None
+    assert cli(["experiment", "report", str(exp)]) == 0
+
 def test_wave_size_never_starts_a_seed_that_cannot_finish():
     kit = _kit()
     # before any wave: k seeds are bounded by k times one seed alone

@@ -333,6 +333,37 @@ def test_committed_recipes_parse(monkeypatch, llm_stack_ready, trl_ready):
         assert args.logging_steps == 1 and args.max_steps >= 1, recipe
 
 
+def test_the_m1_recipe_maps_the_reuse_and_binds_the_coupling_surgical_arm(monkeypatch, llm_stack_ready, trl_ready):
+    """Issue 42's M1 recipe: reuse 4x2 becomes 8 TRL steps per rollout of 32 prompts x G=4
+    (exchange.lab.grpo_fields read back), SGD without clipping in float32, 6-token
+    completions; and TRL binds the design's pathway arm 'gspo+coupling_surgical' with
+    GSPO's own parameters (before the fix its settings looked up 'gspo+coupling_surgical'
+    as a restoring transform and every run of the arm failed at construction)."""
+    from trl import GRPOConfig
+
+    from exchange.lab.grpo_fields import train_as_run
+    from exchange.libraries.trl.settings import config_params, objective_defaults, refused_settings
+    from exchange.objectives import get
+
+    run_llm = _load_run_llm()
+    monkeypatch.chdir(REPO)
+    recipe = REPO / "experiments" / "llm" / "recipes" / "gspo_equal_length_nonprivate_llama25m.yaml"
+    _, args, cfg = run_llm.parse(["--config", str(recipe), "--use_cpu", "true"])
+    ran = train_as_run(cfg.train, args)
+    assert (ran.epochs, ran.minibatches, ran.prompts_per_step, ran.group_size) == (4, 2, 32, 4)
+    assert args.max_steps == cfg.train.steps * ran.epochs * ran.minibatches == 480  # the TOML's 60 rollouts
+    assert ran.optimizer == "sgd" and args.max_grad_norm == 0.0 and not args.bf16
+    assert args.max_completion_length == cfg.task.build().max_response_len == 6  # exact filler: one length
+    assert args.save_steps % (args.steps_per_generation * args.num_iterations) == 0  # between rollouts
+
+    config = GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, report_to="none")
+    arm = next(a for a in cfg.arms if a.role == "surgical")
+    assert arm.objective == "gspo+coupling_surgical"
+    assert objective_defaults(arm.objective) == dict(get("gspo").defaults)
+    assert refused_settings(config, arm.objective, arm.params, False) == []
+    assert config_params(config, arm.objective, arm.params, False) == arm.params
+
+
 def test_the_kl_instrument_reads_float32_logits_under_bf16_autocast(llm_stack_ready, trl_ready):
     """The KL instrument's "before" pass runs inside TRL's bf16 autocast and its "after"
     pass outside: both must read float32 logits (bf16 would differ by ~1e-2 here)."""

@@ -57,7 +57,7 @@ from typing import Any
 from exchange.errors import InvalidArgument
 
 __all__ = ["FACTOR_SETTINGS", "GLOBAL_TOKEN_MEAN", "LOSS_TYPE_PARAMS", "NO_CATALOG_OBJECTIVE", "advantage_hook",
-           "batching_of", "config_params", "differences", "factor_params", "refused_settings"]
+           "batching_of", "config_params", "differences", "factor_params", "pathway_base", "refused_settings"]
 
 # GRPOConfig name -> the objective's parameter (TRL's value wins where the objective has it).
 TRL_TO_PARAM = {"epsilon": "eps_low", "epsilon_high": "eps_high", "beta": "beta",
@@ -98,10 +98,22 @@ def objective_defaults(objective) -> dict[str, Any] | None:
     base = base_of(objective)
     if base is None or base in NO_CATALOG_OBJECTIVE:
         return None
-    from exchange.objectives import SURGICAL, get
+    from exchange.objectives import get
 
-    # "<spec>+surgical" wraps <spec>'s loss and keeps its parameters (exchange.objectives.surgical)
-    return dict(get(objective.removesuffix(f"+{SURGICAL}")).defaults)
+    return dict(get(pathway_base(objective)).defaults)
+
+
+def pathway_base(objective: str) -> str:
+    """The catalog spec a pathway arm wraps (``"dapo+surgical"`` -> ``"dapo"``,
+    ``"gspo+coupling_surgical"`` -> ``"gspo"``; any other spec is returned as it is): the
+    arm keeps that spec's parameters and regulariser (exchange.objectives.surgical,
+    exchange.objectives.coupling). ``get`` knows neither suffix, so both are stripped here."""
+    from exchange.objectives import SURGICAL
+
+    for suffix in (f"+{SURGICAL}", "+coupling_surgical"):
+        if objective.endswith(suffix):
+            return objective.removesuffix(suffix)
+    return objective
 
 
 def trl_defaults() -> dict[str, Any]:

@@ -164,11 +164,12 @@ class ExchangeGRPOTrainer(GRPOTrainer):
         self.exchange_params = params
         self.exchange_objective = resolve_objective(objective, params)
         if objective_defaults(objective) is not None:
-            from exchange.objectives import SURGICAL, get
+            from exchange.libraries.trl.settings import pathway_base
+            from exchange.objectives import get
 
             # the surgical arm keeps its objective's regulariser (the transform touches
             # only the shared-event coefficients of the reward-driven loss)
-            self.exchange_regularizer = get(objective.removesuffix(f"+{SURGICAL}")).bind_regularizer(**params)
+            self.exchange_regularizer = get(pathway_base(objective)).bind_regularizer(**params)
         # objectives whose normaliser TRL takes over the generation batch (loss_type dapo, cispo)
         self.exchange_global_tokens = base_of(objective) in GLOBAL_TOKEN_MEAN
         self.exchange_advantages = advantage_hook(objective)
