@@ -8,7 +8,7 @@ device then lands on ``meta`` and mixing it with the CPU inputs raises just as C
 (stricter: a 0-dim tensor on the wrong device also raises, which CUDA forgives). The
 ``cuda`` arm (marker ``cuda``) runs the same tests on a real GPU and skips elsewhere.
 
-Covered: every catalog objective, every restoring transformation on every objective it
+Covered: issue 42's dose arms (both families) and the lab grammar's masks; every catalog objective, every restoring transformation on every objective it
 applies to (with the regulariser and ``mask_truncated``), TRL's per-token factors on every
 factored family and TRL's normalize_then_sum advantages, the surgical transform on every
 family, precomputed advantages, the
@@ -236,3 +236,42 @@ def test_verl_policy_losses_follow_the_device(rows, device):
         with context():
             loss, _ = _loss_and_grad(lambda x, fn=fn: fn(old, x, adv, mask, "token-mean", None)[0], lp)
         assert loss.device == dev and torch.isfinite(loss.detach())
+
+
+@pytest.mark.parametrize("spec", ["grpo", "dapo", "gspo"])
+def test_dose_arms_follow_the_device(spec, device):
+    """Issue 42's dose arms, trained inside the lab's CPU trainer and TRL run: the whole
+    residual's (``exchange.lab.dose.dosed``) and, for a factored objective, the coupling
+    residual's (``coupling_surgical(keep=f)``); their corrections run on the inputs' device."""
+    from exchange.lab.dose import COUPLING, dose_arm
+
+    dev, context = device
+    r = _rollout(dev, context)
+    families = [None] + ([COUPLING] if get(spec).factors is not None else [])
+    for family in families:
+        fn = dose_arm(spec, {}, 0.1, family)
+        with context():
+            loss, grad = _loss_and_grad(lambda lp: fn(lp, r), r.logprobs)
+        assert loss.device == dev and grad is not None and grad.device == dev, family
+        assert torch.isfinite(grad).all(), family
+
+
+def test_the_exact_filler_grammar_follows_the_device(device):
+    """The lab's grammar caps (``GrammarLM.mask_logits``, inside the model's forward during
+    generation and training) with issue 42's exact filler and S as a filler: every mask
+    is built on the ids' device. Blind spot of the guard arm: ``torch.isin`` accepts its
+    test elements on the meta device, so the token lists' ``device=`` is checked only by
+    the cuda arm (a planted ``torch.zeros`` without ``device=`` fails here)."""
+    from exchange.lab.tasks import VOCAB_SIZE, GrammarLM, get_task
+
+    dev, context = device
+    task = get_task("arithmetic", 2, 0.5, template_in_prompt=True, forced_style=True, probe_as_filler=True,
+                    fixed_answer=True, exact_filler=True)
+    gen = torch.Generator().manual_seed(0)
+    prompts = task.sample_prompts(3, gen)
+    ids = torch.cat([prompts, task.reference(prompts, gen)], dim=1).to(dev)  # [B, P + response]
+    logits = torch.zeros((*ids.shape, VOCAB_SIZE), dtype=torch.float64, device=dev)
+    grammar = GrammarLM(torch.nn.Identity(), task)
+    with context():
+        out = grammar.mask_logits(ids, logits)
+    assert out.device == dev and out.shape == logits.shape and bool((out < 0).any())
