@@ -365,16 +365,13 @@ def parse_experiment(data: dict[str, Any], source: str = "<config>") -> Experime
                     "dose_of (it is set from the surgical arm).")
             if a.role == "dose":
                 arms[i] = dataclasses.replace(a, dose_of=family)
-    for a in arms:
-        if a.role != "dose" and a.dose_of is not None:
-            raise InvalidArgument(f"{source}: [[arms]] name={a.name!r} role={a.role!r} dose_of={a.dose_of!r}: dose_of "
-                                  "is for role = \"dose\" arms only.")
     if len({a.keep for a in doses}) != len(doses):
         raise InvalidArgument(f"{source}: dose arms repeat a keep value {[a.keep for a in doses]}.")
     for a in arms:
-        if a.role != "dose" and a.keep is not None:
-            raise InvalidArgument(f"{source}: [[arms]] name={a.name!r} role={a.role!r} keep={a.keep}: keep is for "
-                                  "role = \"dose\" arms only.")
+        for name in ("keep", "dose_of"):  # the dose arms' own fields
+            if a.role != "dose" and getattr(a, name) is not None:
+                raise InvalidArgument(f"{source}: [[arms]] name={a.name!r} role={a.role!r} "
+                                      f"{name}={getattr(a, name)!r}: {name} is for role = \"dose\" arms only.")
     pilot = data.get("pilot_seeds", [])
     if not isinstance(pilot, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in pilot):
         raise InvalidArgument(f"{source}: pilot_seeds={pilot!r} must be a list of integers.")
