@@ -12,8 +12,10 @@ record their base config) also get the series' section and claims row
         runs/gspo_equal_length_nonprivate__e4x2
 
 Pass every published directory (tests/lab/test_one_runner.py's PUBLISHED): the ISSUE42
-sections are rewritten from the directories passed, so one left out disappears. The sections have their own markers (``ISSUE42``), so the earlier designs' generated
-sections (whose runs are not on this machine) stay as they were written.
+sections are rewritten from the directories passed, so one left out disappears. The sections
+have their own markers (``ISSUE42``); the earlier designs' generated sections are written by
+``exchange experiment report <their dirs> --markdown ... --claims ...`` (docs/experiments.md,
+"Results (CPU)"; tests/lab/test_one_runner.py's EARLIER).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["cell", "dose_lines", "fmt", "own_drift_lines"]
+from exchange.lab.verdict import NO_CLAIM
+
+__all__ = ["cell", "dose_lines", "fmt", "own_drift_cell", "own_drift_lines"]
 
 
 def fmt(x: float | None) -> str:
@@ -43,7 +45,7 @@ def own_drift_cell(own) -> str:
     baseline A [lo, hi]; surgical B [lo, hi] flat (±SESOI)", the flat claim only for the
     exchangeable arms; "" without own drifts."""
     parts = [f"{o.role} {fmt(o.mean)} [{fmt(o.low)}, {fmt(o.high)}]"
-             + ("" if o.flat.startswith("n/a") else f" {o.flat}" + (f" (±{fmt(o.sesoi)})" if o.sesoi else ""))
+             + ("" if o.flat == NO_CLAIM else f" {o.flat}" + (f" (±{fmt(o.sesoi)})" if o.sesoi else ""))
              for o in own]
     return "own drift: " + "; ".join(parts) if parts else ""
 

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from exchange import token_coefficients
-from exchange.core.events import events
 from exchange.errors import InvalidArgument
 from exchange.lab.config import _stable, parse_experiment
 from exchange.lab.dose import COUPLING, dose_arm, dose_family, dosed
