@@ -117,17 +117,28 @@ def _run_llm():
     return module
 
 
+def _small_files(root: Path):
+    """``(path, path relative to root)`` of every small run file under ``root`` (a name in
+    :data:`RUN_FILES`, outside checkpoints and warm starts): what comes back from the device."""
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and path.name in RUN_FILES and not any(p.startswith("checkpoint-") or p == "_sft"
+                                                                 for p in rel.parts):
+            yield path, rel
+
+
+def _cores() -> int:
+    """The CPU cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def pack(runs: Path, archive: Path) -> dict:
     """Write the small run files under ``runs`` to ``archive`` (tar.gz); return the status
     of every run: ``{"<experiment>/<arm>/seed<k>": {"steps": n, "done": bool}}``."""
     status: dict[str, dict] = {}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for path in sorted(runs.rglob("*")):
-            rel = path.relative_to(runs)
-            if not path.is_file() or path.name not in RUN_FILES or any(
-                    p.startswith("checkpoint-") or p == "_sft" for p in rel.parts):
-                continue
+        for path, rel in _small_files(runs):
             tar.add(path, arcname=str(rel))
             if path.name == "metrics.jsonl":
                 rows = sum(1 for line in path.read_text().splitlines() if line.strip())
@@ -197,7 +208,7 @@ def measure_parallel() -> dict:
 
     import torch
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = _cores()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     avail = _host_available()
     out = {"cores": cores, "host_peak_rss": rss, "host_available": avail,
@@ -247,11 +258,8 @@ def _seed_start(runs: Path, cfg, t_call: float) -> float:
 def _gather(root: Path, runs: Path) -> None:
     """Copy a seed process's small run files (``root/<experiment>/...``) into ``runs``,
     ``experiment.json`` keeping the union of the seeds."""
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if path.is_file() and path.name in RUN_FILES and not any(p.startswith("checkpoint-") or p == "_sft"
-                                                                 for p in rel.parts):
-            _place(runs, str(rel), path.read_bytes())
+    for path, rel in _small_files(root):
+        _place(runs, str(rel), path.read_bytes())
 
 
 def _tail(log: Path, n: int = 3000) -> str:
@@ -332,7 +340,7 @@ def _wave(run_llm_args: list[str], batch: list[int], runs: Path, state: Path, cf
           left: float, t0: float, wave: int) -> list[dict]:
     """Train the seeds of ``batch`` at once, one ``run_llm.py`` process each; gather their
     run files into ``runs``; return each seed's timing row."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = _cores()
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, cores // len(batch)))}
     procs = {}
     for seed in batch:
