@@ -105,8 +105,7 @@ def _cpu_size(toml: str) -> str:
 @pytest.mark.slow
 def test_campaign_dry_run_of_the_dose_design_with_parallel_seeds(tmp_path, llm_stack_ready, trl_ready):
     from exchange.cli import main as cli
-    from exchange.core.metric_keys import SHARED_RESIDUAL, attr_shared
-    from exchange.lab.predictions import read_run
+    from exchange.core.metric_keys import SHARED_RESIDUAL
 
     kit = _kit()
     (tmp_path / "design.toml").write_text(_cpu_size(DESIGN.read_text()))
@@ -146,13 +145,21 @@ def test_campaign_dry_run_of_the_dose_design_with_parallel_seeds(tmp_path, llm_s
             assert first["grpo+surgical"] < 1e-9 < first["grpo+dose0.01"] < first["grpo+dose0.1"] < first["grpo"], first
     assert checked, "no seed had a shared residual at step 0: the dose check is vacuous"
     # the surgical pilot arm attributes minus the base objective's residual (delta_hat's bracket), not its own ~0
-    for seed in (100, 101):
-        base = read_run(exp / "pilot" / "grpo" / f"seed{seed}").series(attr_shared("drift/style_logp")).sum()
-        surg = read_run(exp / "pilot" / "grpo+surgical" / f"seed{seed}").series(attr_shared("drift/style_logp")).sum()
-        assert abs(surg) > 0.01 * abs(base) > 0, (seed, base, surg)
-    assert json.loads((exp / "pilot.json").read_text())["pilots"]["P2"]["delta_hat_surgical"] is not None
+    _assert_surgical_pilot_attributes(exp, "grpo", "grpo+surgical")
     assert cli(["experiment", "report", str(exp)]) == 0
 
+
+def _assert_surgical_pilot_attributes(exp: Path, base_arm: str, surgical_arm: str) -> None:
+    """The surgical pilot arm's attribution reads the residual its base objective would add
+    (the surgical end of delta_hat's bracket), not its own ~0, and the bracket is frozen."""
+    from exchange.core.metric_keys import attr_shared
+    from exchange.lab.predictions import read_run
+
+    for seed in (100, 101):
+        base = read_run(exp / "pilot" / base_arm / f"seed{seed}").series(attr_shared("drift/style_logp")).sum()
+        surg = read_run(exp / "pilot" / surgical_arm / f"seed{seed}").series(attr_shared("drift/style_logp")).sum()
+        assert abs(surg) > 0.01 * abs(base) > 0, (seed, base, surg)
+    assert json.loads((exp / "pilot.json").read_text())["pilots"]["P2"]["delta_hat_surgical"] is not None
 
 
 # the same device command on issue 42's M1 design with a non-private probe (GSPO, exact filler, reuse 4x2, the
@@ -176,8 +183,6 @@ def test_campaign_dry_run_of_the_m1_design_with_parallel_seeds(tmp_path, llm_sta
     import torch
 
     from exchange.cli import main as cli
-    from exchange.core.metric_keys import attr_shared
-    from exchange.lab.predictions import read_run
     from exchange.lab.tasks import EOS, FILLER, STYLE
 
     kit = _kit()
@@ -235,13 +240,9 @@ def test_campaign_dry_run_of_the_m1_design_with_parallel_seeds(tmp_path, llm_sta
                     res["gspo+coupling_dose0.1"][k] < base, (seed, k, res)
     assert checked, "no seed had a coupling residual at step 1: the dose check is vacuous"
     # the surgical pilot arm attributes minus the coupling residual its base objective would add, not its own ~0
-    for seed in (100, 101):
-        base = read_run(exp / "pilot" / "gspo" / f"seed{seed}").series(attr_shared("drift/style_logp")).sum()
-        surg = read_run(exp / "pilot" / "gspo+coupling_surgical" / f"seed{seed}").series(
-            attr_shared("drift/style_logp")).sum()
-        assert abs(surg) > 0.01 * abs(base) > 0, (seed, base, surg)
-    assert json.loads((exp / "pilot.json").read_text())["pilots"]["P2"]["delta_hat_surgical"] is not None
+    _assert_surgical_pilot_attributes(exp, "gspo", "gspo+coupling_surgical")
     assert cli(["experiment", "report", str(exp)]) == 0
+
 
 def test_wave_size_never_starts_a_seed_that_cannot_finish():
     kit = _kit()
