@@ -46,15 +46,22 @@ COUPLING = "coupling_surgical"
 (:attr:`exchange.lab.config.Arm.dose_of`); ``None`` is the whole residual's ("+surgical")."""
 
 
+def _check_keep(keep: Any, residual: str, surgical: str) -> None:
+    """A dose arm's ``keep``: a number strictly between 0 (the ``surgical`` arm) and 1 (the
+    baseline), the fraction of the ``residual`` it keeps."""
+    if keep is None or isinstance(keep, bool) or not isinstance(keep, (int, float)) or not math.isfinite(keep) \
+            or not 0 < keep < 1:
+        raise InvalidArgument(f"keep={keep!r}: a dose arm keeps a fraction 0 < keep < 1 of the {residual} "
+                              f"(keep = 0 is the {surgical}, 1 the baseline); set [[arms]] keep = 0.1.")
+
+
 def dosed(loss_fn: LossFn, keep: float | None) -> LossFn:
     """``loss_fn`` keeping a fraction ``keep`` (0 < keep < 1) of its shared-event residual.
 
     Returns a ``loss_fn(logprobs [N, T], rollout) -> scalar`` with the same value and
     coefficients ``kappa - (1 - keep) K_e / n_e`` on shared-event occurrences; tensors
     follow ``logprobs``' device and dtype."""
-    if keep is None or not isinstance(keep, (int, float)) or not math.isfinite(keep) or not 0 < keep < 1:
-        raise InvalidArgument(f"keep={keep!r}: a dose arm keeps a fraction 0 < keep < 1 of the shared residual "
-                              "(keep = 0 is the surgical arm, 1 the baseline); set [[arms]] keep = 0.1.")
+    _check_keep(keep, "shared residual", "surgical arm")
     drop = 1.0 - float(keep)
 
     @functools.wraps(loss_fn)
@@ -97,7 +104,5 @@ def dose_arm(objective: str, params: Mapping[str, Any], keep: float | None, fami
     if family != COUPLING:
         raise InvalidArgument(f"dose_of={family!r}: choose {COUPLING!r} (the coupling residual) or leave it unset "
                               "(the whole shared residual).")
-    if keep is None or isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < 1:
-        raise InvalidArgument(f"keep={keep!r}: a dose arm keeps a fraction 0 < keep < 1 of the coupling residual "
-                              "(keep = 0 is the coupling-surgical arm, 1 the baseline); set [[arms]] keep = 0.1.")
+    _check_keep(keep, "coupling residual", "coupling-surgical arm")
     return coupling_surgical(get(objective), keep=float(keep), **params)
